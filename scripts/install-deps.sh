@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Installs everything vitrt needs to build and test on Debian 12 (bookworm). Idempotent.
+set -euo pipefail
+pkgs=(cmake g++ make pkg-config libgtest-dev libdnnl-dev nlohmann-json3-dev libcli11-dev libspng-dev
+      libjpeg62-turbo-dev libpng-dev python3-skimage)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  echo "[vitrt] installing Debian packages: ${missing[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,75 @@
+// Tensor-level operators used by the model code. Each checks shapes (InvalidArgument on mismatch),
+// allocates its output and dispatches on the tensor's device to a kernel in ops/cpu (or, later,
+// ops/cuda). The model code calls only these; the kernels know nothing of models.
+//
+// Conventions: float32, contiguous, row-major. Images and feature maps are NHWC (channels last),
+// as the SAM image encoder keeps them; PyTorch weight layouts are taken as they are stored.
+#pragma once
+#include <cstdint>
+
+#include "vitrt/tensor.h"
+
+namespace vitrt::ops {
+
+enum class Activation { None, GELU /* exact erf */, ReLU };
+
+// y[..., N] = act(x[..., K] @ w[N, K]^T + bias[N]) + residual[..., N]
+// (PyTorch nn.Linear weight layout; bias and residual may be null; the activation is applied
+// before the residual is added).
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias = nullptr,
+              Activation act = Activation::None, const Tensor* residual = nullptr);
+
+// Batched c[b] = a[b] @ b[b]: a [B, M, K], b [B, K, N] -> [B, M, N]. 2-D inputs are batch 1.
+// If transpose_b, b is [B, N, K].
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b = false);
+
+// LayerNorm over the last dimension with affine weight/bias [C].
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps);
+
+// Element-wise, in place. add_: y is broadcast over x's leading dims (y's shape must equal a
+// suffix of x's shape, or y.numel() == x.numel()).
+void add_(Tensor& x, const Tensor& y);
+Tensor add(const Tensor& x, const Tensor& y);
+void scale_(Tensor& x, float s);
+void gelu_(Tensor& x);  // exact: 0.5 x (1 + erf(x / sqrt 2))
+void relu_(Tensor& x);
+void softmax_lastdim_(Tensor& x);
+
+// Copying permutation of dimensions (like torch.permute(...).contiguous()).
+Tensor permute(const Tensor& x, const std::vector<int>& perm);
+// Concatenate along dimension `dim` (all other dims equal).
+Tensor cat(const std::vector<Tensor>& xs, int dim);
+
+// 2-D convolution, NHWC in and out: x [B, H, W, Cin], w [Cout, Cin, kh, kw] (PyTorch layout),
+// bias [Cout] or null, zero padding `pad` on every side.
+Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int stride, int pad);
+// ConvTranspose2d with kernel 2, stride 2, NHWC: x [B, H, W, Cin], w [Cin, Cout, 2, 2]
+// (PyTorch layout), bias [Cout] -> [B, 2H, 2W, Cout].
+Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias);
+
+// SAM window partition: x [B, H, W, C] zero-padded at bottom/right to multiples of ws, cut into
+// [B * nh * nw, ws, ws, C] (window order: b, then row of windows, then column).
+Tensor window_partition(const Tensor& x, int ws);
+// Inverse: windows [B * nh * nw, ws, ws, C] -> [B, H, W, C], dropping the padding.
+Tensor window_unpartition(const Tensor& windows, int ws, int64_t H, int64_t W);
+
+// Multi-head self-attention over an H x W grid with SAM's decomposed relative-position bias:
+// qkv [B, H*W, 3*C] laid out as (3, heads, head_dim) along the last dim (the output of the
+// qkv linear); returns [B, H*W, C] with heads concatenated (head-major), i.e. the input of proj.
+// attn = softmax((q * scale) k^T + rel_h + rel_w), scale = head_dim^-0.5, where
+// rel_h[i, j] = q_i . rel_pos_h[(ih - jh) + H - 1] and rel_w likewise with rel_pos_w / W
+// (rel_pos_h [2H-1, head_dim], rel_pos_w [2W-1, head_dim]; both null = no bias).
+Tensor attention_relpos(const Tensor& qkv, int num_heads, int64_t H, int64_t W,
+                        const Tensor* rel_pos_h, const Tensor* rel_pos_w);
+
+// Plain multi-head attention: q [B, Nq, D], k [B, Nk, D], v [B, Nk, D] (already projected);
+// heads split D into num_heads chunks; softmax(q k^T / sqrt(D/heads)) v -> [B, Nq, D].
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads);
+
+// F.interpolate(mode="linear", align_corners=False) along the first dim of x [L, C] -> [new_len, C].
+Tensor interpolate_linear_rows(const Tensor& x, int64_t new_len);
+// F.interpolate(mode="bilinear", align_corners=False, antialias=False) on planes x [N, H, W]
+// -> [N, out_h, out_w]; each plane independently.
+Tensor resize_bilinear(const Tensor& x, int64_t out_h, int64_t out_w);
+
+}  // namespace vitrt::ops
