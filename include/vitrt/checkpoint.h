@@ -1,0 +1,24 @@
+// Loading weights: PyTorch .pth files (torch.save zip archives holding a pickled state_dict) through
+// a restricted unpickler that never runs code, and safetensors files. Storages are memory-mapped
+// and used in place when the layout allows (stored, aligned zip entries), copied otherwise.
+#pragma once
+#include <map>
+#include <string>
+
+#include "vitrt/tensor.h"
+
+namespace vitrt {
+
+// Tensor name -> tensor. Tensors keep the checkpoint's dtype; call to_f32() where needed.
+using StateDict = std::map<std::string, Tensor>;
+
+// torch.save zip archive with a state_dict (a dict/OrderedDict of tensors, possibly nested under
+// "model" or "state_dict"). Anything in the pickle beyond what a state_dict needs is refused with a
+// CheckpointError naming the offending global or opcode.
+StateDict load_torch_checkpoint(const std::string& path);
+// Hugging Face safetensors.
+StateDict load_safetensors(const std::string& path);
+// Either of the above, chosen from the file's first bytes.
+StateDict load_state_dict(const std::string& path);
+
+}  // namespace vitrt
