@@ -1,0 +1,16 @@
+// Linear and bilinear resampling with PyTorch's F.interpolate(align_corners=False) conventions,
+// index arithmetic done in float exactly as PyTorch's CPU kernels do for float tensors (so
+// thresholded masks agree with the reference bit for bit away from ties).
+#pragma once
+#include <cstdint>
+
+namespace vitrt::cpu {
+
+// F.interpolate(mode="linear") along the rows of x [L, C] -> out [new_len, C] (what SAM's
+// get_rel_pos does to a relative-position table through a [1, C, L] view).
+void interpolate_linear_rows(const float* x, float* out, int64_t L, int64_t C, int64_t new_len);
+
+// F.interpolate(mode="bilinear", antialias=False) of planes x [N, H, W] -> out [N, oh, ow].
+void resize_bilinear(const float* x, float* out, int64_t N, int64_t H, int64_t W, int64_t oh, int64_t ow);
+
+}  // namespace vitrt::cpu

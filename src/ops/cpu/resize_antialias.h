@@ -1,0 +1,29 @@
+// Bilinear resampling of 8-bit images that reproduces Pillow's Image.resize(..., BILINEAR) byte
+// for byte. SAM's reference preprocessing (ResizeLongestSide.apply_image) resizes a PIL image
+// through torchvision, which lands in exactly that Pillow code, so matching it bit-exactly keeps
+// the encoder input identical to the Python pipeline.
+#pragma once
+#include <cstdint>
+
+#include "vitrt/image.h"
+
+namespace vitrt::cpu {
+
+// src: src_h x src_w x channels interleaved, dst: dst_h x dst_w x channels. Channels (1..4) are
+// filtered independently (Pillow's L / RGB / RGBX / CMYK paths; Pillow premultiplies RGBA first,
+// which this does not do). When downscaling the filter is widened by the scale (antialiasing).
+void resize_bilinear_antialias_u8(const uint8_t* src, int src_w, int src_h, int channels,
+                                  uint8_t* dst, int dst_w, int dst_h);
+
+}  // namespace vitrt::cpu
+
+namespace vitrt {
+
+// segment_anything's ResizeLongestSide.get_preprocess_shape: scale = target / max(h, w),
+// new side = int(side * scale + 0.5), in double precision as Python computes it.
+void longest_side_shape(int width, int height, int target_length, int* new_width, int* new_height);
+
+// Resizes so that the longer side equals target_length (ResizeLongestSide.apply_image).
+Image resize_longest_side(const Image& image, int target_length);
+
+}  // namespace vitrt
