@@ -148,18 +148,25 @@ def write_decode_fixtures():
 
 
 def write_bad_fixtures():
-    """Headers that claim 20000 x 20000 pixels in a file of a few hundred bytes."""
-    row = b"\x00" * (20000 * 3)
-    (OUT / "huge_20000.png").write_bytes(
-        b"\x89PNG\r\n\x1a\n"
-        + png_chunk(b"IHDR", struct.pack(">IIBBBBB", 20000, 20000, 8, 2, 0, 0, 0))
-        + png_chunk(b"IDAT", zlib.compress(b"\x00" + row)) + png_chunk(b"IEND", b""))
-    buf = io.BytesIO()
-    Image.fromarray(pattern(16, 16, 3, 18)).save(buf, "JPEG")
-    data = bytearray(buf.getvalue())
-    sof = data.index(b"\xff\xc0")  # baseline SOF0: FFC0 len(2) precision(1) height(2) width(2)
-    data[sof + 5:sof + 9] = struct.pack(">HH", 20000, 20000)
-    (OUT / "huge_20000.jpg").write_bytes(bytes(data))
+    """Valid-looking files whose headers claim 20000 x 20000 pixels, or an empty size."""
+    def png_claiming(w, h):
+        row = b"\x00" * (min(w, 20000) * 3)
+        return (b"\x89PNG\r\n\x1a\n"
+                + png_chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+                + png_chunk(b"IDAT", zlib.compress(b"\x00" + row)) + png_chunk(b"IEND", b""))
+
+    def jpeg_claiming(w, h):
+        buf = io.BytesIO()
+        Image.fromarray(pattern(16, 16, 3, 18)).save(buf, "JPEG")
+        data = bytearray(buf.getvalue())
+        sof = data.index(b"\xff\xc0")  # SOF0: FFC0 length(2) precision(1) height(2) width(2)
+        data[sof + 5:sof + 9] = struct.pack(">HH", h, w)
+        return bytes(data)
+
+    (OUT / "huge_20000.png").write_bytes(png_claiming(20000, 20000))
+    (OUT / "huge_20000.jpg").write_bytes(jpeg_claiming(20000, 20000))
+    (OUT / "zero_width.png").write_bytes(png_claiming(0, 16))
+    (OUT / "zero_height.jpg").write_bytes(jpeg_claiming(16, 0))
 
 
 def write_resize_fixtures():
@@ -181,11 +188,14 @@ def write_resize_fixtures():
                 "longest_side": via_sam}
         if max(dst_w, dst_h) >= 512:
             case["fnv1a64"] = fnv1a64(out.tobytes())
-        else:
-            name = f"resize_{src_w}x{src_h}_to_{dst_w}x{dst_h}_c{ch}.png"
-            Image.fromarray(out[..., 0] if ch == 1 else out, {1: "L", 3: "RGB", 4: "RGBA"}[ch]).save(
-                OUT / name)
+        elif ch == 3:
+            name = f"resize_{src_w}x{src_h}_to_{dst_w}x{dst_h}.png"
+            Image.fromarray(out).save(OUT / name)
             case["expected_png"] = name
+        else:  # read_image always gives RGB, so other channel counts are stored raw
+            name = f"resize_{src_w}x{src_h}_to_{dst_w}x{dst_h}_c{ch}.bin"
+            (OUT / name).write_bytes(out.tobytes())
+            case["expected_raw"] = name
         cases.append(case)
 
     add(50, 40, 17, 13)     # downscale by non-integer factors

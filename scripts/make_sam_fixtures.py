@@ -340,7 +340,9 @@ def run_predictor_cases(
     verbose: bool = True,
     tag: str = "",
 ) -> Dict[str, torch.Tensor]:
-    """set_image + predict for each case, exactly as a user would. Returns the out_*.pth dict."""
+    """set_image + predict for each case, exactly as a user would. Returns the out_*.pth dict.
+    A case: name, multimask, optional point_coords [N,2] / point_labels [N] / box [4] (original
+    image pixels), optional mask_input [1,4g,4g] or mask_from=<earlier case name> (its best mask)."""
     predictor.set_image(image, "RGB")
     resized = predictor.transform.apply_image(image)  # the uint8 HWC image the model saw
     assert tuple(resized.shape[:2]) == tuple(predictor.input_size)
@@ -362,7 +364,9 @@ def run_predictor_cases(
         pl = c.get("point_labels")
         box = c.get("box")
         mask_input = None
-        if "mask_from" in c:
+        if c.get("mask_input") is not None:  # given literally, [1, 4g, 4g]
+            mask_input = np.asarray(c["mask_input"], dtype=np.float32)
+        elif "mask_from" in c:
             mask_input = best_low_res[c["mask_from"]][None, :, :].astype(np.float32)
         mm = bool(c["multimask"])
         masks, iou, low_res = predictor.predict(
@@ -429,14 +433,77 @@ PLAN = {
 }
 
 
+def load_fixture_model(pth: str, cfg: dict) -> Sam:
+    """Rebuilds an official Sam from <model>.json + <model>.pth alone (rel-pos tables take the
+    checkpoint's shapes, as in interp256), strict load."""
+    sd = torch.load(pth, map_location="cpu", weights_only=True)
+    sam = build_custom_sam(cfg)
+    for i, blk in enumerate(sam.image_encoder.blocks):
+        for t in ("rel_pos_h", "rel_pos_w"):
+            key = f"image_encoder.blocks.{i}.attn.{t}"
+            if key in sd and tuple(sd[key].shape) != tuple(getattr(blk.attn, t).shape):
+                setattr(blk.attn, t, torch.nn.Parameter(torch.zeros_like(sd[key])))
+    sam.load_state_dict(sd, strict=True)
+    sam.eval()
+    return sam
+
+
+def cases_from_outputs(out: Dict[str, torch.Tensor]) -> List[dict]:
+    """The prompt cases recorded in an out_*.pth dict, in a form run_predictor_cases takes
+    (mask_input given literally)."""
+    names = []
+    for k in out:
+        if "." in k and k.split(".")[0] not in names:
+            names.append(k.split(".")[0])
+    cases = []
+    for n in names:
+        c = {"name": n, "multimask": bool(out[f"{n}.multimask"].item())}
+        if f"{n}.point_coords" in out:
+            c["point_coords"] = out[f"{n}.point_coords"].numpy()
+            c["point_labels"] = out[f"{n}.point_labels"].numpy()
+        if f"{n}.box" in out:
+            c["box"] = out[f"{n}.box"].numpy()
+        if f"{n}.mask_input" in out:
+            c["mask_input"] = out[f"{n}.mask_input"].numpy()
+        cases.append(c)
+    return cases
+
+
+def verify(out_dir: str) -> bool:
+    """Re-runs every recorded case from the files alone (JSON config, checkpoint, PNG, prompts
+    stored in out_*.pth) and checks that the official code reproduces every tensor exactly."""
+    ok = True
+    for mname in MODEL_CONFIGS:
+        cfg_path = os.path.join(out_dir, f"{mname}.json")
+        if not os.path.exists(cfg_path):
+            continue
+        with open(cfg_path) as f:
+            cfg = json.load(f)
+        predictor = SamPredictor(load_fixture_model(os.path.join(out_dir, f"{mname}.pth"), cfg))
+        for iname in PLAN[mname]:
+            ref = torch.load(os.path.join(out_dir, f"out_{mname}_{iname}.pth"), weights_only=True)
+            img = load_rgb(os.path.join(out_dir, "images", f"{iname}.png"))
+            got = run_predictor_cases(predictor, img, cases_from_outputs(ref),
+                                      store_resized_image="resized_image" in ref, verbose=False)
+            bad = [k for k in ref if k not in got or not torch.equal(ref[k], got[k])]
+            bad += [k for k in got if k not in ref]
+            print(f"verify {mname}/{iname}: {'OK' if not bad else 'MISMATCH ' + str(bad)}")
+            ok = ok and not bad
+    return ok
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                   "..", "tests", "fixtures", "sam"))
     ap.add_argument("--models", default=",".join(PLAN.keys()))
+    ap.add_argument("--verify", action="store_true",
+                    help="only re-run the recorded cases from the files and compare exactly")
     args = ap.parse_args(argv)
 
     setup_determinism(1)
+    if args.verify:
+        return 0 if verify(os.path.normpath(args.out)) else 1
     out_dir = os.path.normpath(args.out)
     img_dir = os.path.join(out_dir, "images")
     os.makedirs(img_dir, exist_ok=True)

@@ -117,7 +117,8 @@ class SamPredictor {
   bool has_embedding_ = false;
 };
 
-// The config the model was loaded with.
+// The config the model was loaded with, and a short id of its weights (stored in embedding files).
 const SamConfig& sam_config(const SamModel& model);
+const std::string& sam_fingerprint(const SamModel& model);
 
 }  // namespace vitrt

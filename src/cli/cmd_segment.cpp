@@ -68,7 +68,7 @@ void run_segment(const SegmentArgs& a) {
   if (prompts.empty()) prompts.push_back(prompt);
 
   auto model = timer.run("loading checkpoint " + a.checkpoint, [&] { return load_sam(a.checkpoint, a.config); });
-  if (!a.quiet) note("model " + sam_config(*model).name + " (" + model->fingerprint + ")");
+  if (!a.quiet) note("model " + sam_config(*model).name + " (" + sam_fingerprint(*model) + ")");
   SamPredictor predictor(model);
   if (!a.embedding.empty()) {
     ImageEmbedding e = timer.run("loading embedding " + a.embedding, [&] { return load_embedding(a.embedding); });
@@ -85,7 +85,7 @@ void run_segment(const SegmentArgs& a) {
 
   std::filesystem::create_directories(a.out);
   nlohmann::json result = {{"image", a.image}, {"width", image.width}, {"height", image.height},
-                           {"checkpoint", a.checkpoint}, {"model", model->fingerprint},
+                           {"checkpoint", a.checkpoint}, {"model", sam_fingerprint(*model)},
                            {"multimask", !a.single_mask}};
   std::vector<const uint8_t*> overlay_masks_list;
   nlohmann::json masks = nlohmann::json::array();
@@ -175,7 +175,7 @@ void add_embed(CLI::App& app) {
     timer.run("encoding image", [&] { predictor.set_image(image); });
     timer.run("writing " + a->out, [&] { save_embedding(predictor.embedding(), a->out); });
     std::printf("wrote embedding %s of %s (%dx%d image, model %s)\n", shape_str(predictor.embedding().features.shape()).c_str(),
-                a->out.c_str(), image.width, image.height, model->fingerprint.c_str());
+                a->out.c_str(), image.width, image.height, sam_fingerprint(*model).c_str());
   });
 }
 

@@ -1,0 +1,173 @@
+// `vitrt bench`, `vitrt info` and `vitrt fidelity-check`.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "models/sam/fidelity.h"
+#include "models/sam/sam_model.h"
+#include "ops/cpu/gemm.h"
+
+namespace vitrt::cli {
+
+namespace {
+
+SamConfig config_by_name(const std::string& name) {
+  if (name == "vit_b") return SamConfig::vit_b();
+  if (name == "vit_l") return SamConfig::vit_l();
+  if (name == "vit_h") return SamConfig::vit_h();
+  throw InvalidArgument("unknown model '" + name + "': expected vit_b, vit_l or vit_h");
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+struct BenchArgs {
+  std::string device = "cpu", model = "vit_b", dtype = "fp32";
+  int batch = 1, iters = 3, warmup = 1;
+  bool json = false, decoder = true;
+};
+
+void run_bench(const BenchArgs& a) {
+  VITRT_CHECK(a.device == "cpu", InvalidArgument, "device '", a.device,
+              "' is not available in this build: the CUDA backend is not implemented yet (use --device cpu)");
+  VITRT_CHECK(a.dtype == "fp32", InvalidArgument, "the CPU backend computes in fp32 only (got --dtype ", a.dtype, ")");
+  VITRT_CHECK(a.batch >= 1 && a.iters >= 1 && a.warmup >= 0, InvalidArgument, "batch and iters must be >= 1");
+  const SamConfig cfg = config_by_name(a.model);
+  if (!a.json) note("building " + a.model + " with random weights");
+  auto model = SamModel::from_state_dict(sam::random_state_dict(cfg, 1234), cfg);
+
+  // Reference rate of this machine: a plain oneDNN sgemm of the encoder's MLP shape.
+  const int64_t tokens = cfg.grid_size() * cfg.grid_size();
+  const double sgemm = cpu::measure_sgemm_gflops(tokens, cfg.mlp_dim, cfg.embed_dim, 5);
+
+  const int64_t S = cfg.img_size;
+  Tensor input = Tensor::empty({a.batch, S, S, 3});
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (int64_t i = 0; i < input.numel(); ++i) input.data<float>()[i] = nd(rng);
+
+  std::vector<double> times;
+  for (int i = 0; i < a.warmup + a.iters; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    Tensor emb = model->image_encoder.forward(input);
+    if (i >= a.warmup) times.push_back(ms_since(t0));
+    if (!a.json) note(detail::concat("encoder iteration ", i, i < a.warmup ? " (warm-up)" : "", ": ", ms_since(t0), " ms"));
+  }
+  const double ms_batch = median(times), ms_img = ms_batch / a.batch;
+  const double gflop = sam::encoder_flops(cfg) / 1e9;
+  const double gflops = gflop / (ms_img / 1e3);
+
+  nlohmann::json dec = nlohmann::json::object();
+  if (a.decoder) {
+    SamPredictor predictor(model);
+    ImageEmbedding e;
+    e.features = model->image_encoder.forward(input.slice0(0, 1));
+    e.original_height = e.input_height = static_cast<int>(S);
+    e.original_width = e.input_width = static_cast<int>(S);
+    e.model_fingerprint = model->fingerprint;
+    predictor.set_embedding(e);
+    for (int n : {1, 16, 64}) {
+      std::vector<Prompt> prompts(n);
+      for (int i = 0; i < n; ++i) prompts[i].points.push_back({float((i * 97) % S), float((i * 61) % S), 1});
+      std::vector<double> t;
+      for (int r = 0; r < 2; ++r) {
+        auto t0 = std::chrono::steady_clock::now();
+        predictor.predict_batch(prompts, true, false);
+        t.push_back(ms_since(t0));
+      }
+      dec[std::to_string(n)] = median(t) / n;
+    }
+  }
+
+  nlohmann::json out = {{"device", a.device}, {"model", a.model}, {"dtype", a.dtype}, {"batch", a.batch},
+                        {"threads", static_cast<int>(std::thread::hardware_concurrency())},
+                        {"encoder_ms_per_batch", ms_batch}, {"encoder_ms_per_image", ms_img},
+                        {"images_per_s", 1e3 / ms_img}, {"encoder_gflop_per_image", gflop},
+                        {"encoder_gflops", gflops}, {"sgemm_gflops", sgemm},
+                        {"encoder_fraction_of_sgemm", gflops / sgemm}, {"decoder_ms_per_prompt", dec}};
+  if (a.json) {
+    std::printf("%s\n", out.dump(2).c_str());
+  } else {
+    std::printf("%s %s batch %d: encoder %.1f ms/image (%.2f img/s), %.1f GFLOP/s = %.0f%% of oneDNN sgemm (%.1f GFLOP/s)\n",
+                a.model.c_str(), a.device.c_str(), a.batch, ms_img, 1e3 / ms_img, gflops, 100 * gflops / sgemm, sgemm);
+    for (auto& [n, ms] : dec.items()) std::printf("decoder, %s prompt(s) per image: %.2f ms per prompt\n", n.c_str(), ms.get<double>());
+  }
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* c = app.add_subcommand("bench", "Measure the image encoder and mask decoder (random weights).");
+  c->footer("Prints ms per image, achieved GFLOP/s and, as this machine's reference, the GFLOP/s of a plain\n"
+            "oneDNN sgemm measured in the same run. FLOPs count the reference's padded windows.");
+  c->add_option("--device", a->device, "cpu (cuda: not yet built)")->capture_default_str();
+  c->add_option("--model", a->model, "vit_b, vit_l or vit_h")->capture_default_str();
+  c->add_option("--batch", a->batch, "Images per encoder call")->capture_default_str();
+  c->add_option("--dtype", a->dtype, "fp32 (bf16 with the CUDA backend)")->capture_default_str();
+  c->add_option("--iters", a->iters, "Timed iterations (median reported)")->capture_default_str();
+  c->add_option("--warmup", a->warmup, "Untimed warm-up iterations")->capture_default_str();
+  c->add_flag("!--no-decoder", a->decoder, "Skip the mask decoder timing");
+  c->add_flag("--json", a->json, "Print the results as JSON");
+  c->callback([a] { run_bench(*a); });
+}
+
+void add_info(CLI::App& app) {
+  auto path = std::make_shared<std::string>();
+  auto config = std::make_shared<std::string>();
+  CLI::App* c = app.add_subcommand("info", "Load a checkpoint, check it, and print the model configuration as JSON.");
+  c->add_option("--checkpoint", *path, "SAM checkpoint")->required()->check(CLI::ExistingFile);
+  c->add_option("--config", *config, "JSON with settings for non-standard model sizes");
+  c->callback([path, config] {
+    auto model = load_sam(*path, *config);
+    const SamConfig& s = sam_config(*model);
+    nlohmann::json j = {{"name", s.name}, {"fingerprint", sam_fingerprint(*model)}, {"img_size", s.img_size},
+                        {"patch_size", s.patch_size}, {"embed_dim", s.embed_dim}, {"depth", s.depth},
+                        {"num_heads", s.num_heads}, {"mlp_dim", s.mlp_dim}, {"window_size", s.window_size},
+                        {"global_attn_indexes", s.global_attn_indexes}, {"out_chans", s.out_chans},
+                        {"decoder_depth", s.decoder_depth}, {"decoder_heads", s.decoder_heads}};
+    std::printf("%s\n", j.dump(2).c_str());
+  });
+}
+
+void add_fidelity_check(CLI::App& app) {
+  struct Args { std::string checkpoint, config, reference, image; double tol = 1e-4; };
+  auto a = std::make_shared<Args>();
+  CLI::App* c = app.add_subcommand("fidelity-check",
+                                   "Compare with reference outputs of the official segment-anything code.");
+  c->footer("The reference file is written by scripts/make_sam_fixtures.py or scripts/fidelity_full.py.\n"
+            "Prints JSON; exits 1 when an error exceeds --tol or a thresholded mask pixel differs.");
+  c->add_option("--checkpoint", a->checkpoint, "SAM checkpoint")->required()->check(CLI::ExistingFile);
+  c->add_option("--config", a->config, "JSON with settings for non-standard model sizes");
+  c->add_option("--reference", a->reference, "Reference outputs (.pth)")->required()->check(CLI::ExistingFile);
+  c->add_option("--image", a->image, "The image the reference was computed on")->required()->check(CLI::ExistingFile);
+  c->add_option("--tol", a->tol, "Relative error bound")->capture_default_str();
+  c->callback([a] {
+    SamPredictor predictor(load_sam(a->checkpoint, a->config));
+    sam::FidelityReport r = sam::compare_with_reference(predictor, read_image(a->image), load_state_dict(a->reference));
+    bool ok = r.resized_identical && r.embedding_rel <= a->tol;
+    nlohmann::json cases = nlohmann::json::array();
+    for (const auto& fc : r.cases) {
+      ok &= fc.low_res_rel <= a->tol && fc.iou_rel <= a->tol && fc.mask_mismatch == 0;
+      cases.push_back({{"case", fc.name}, {"iou_rel", fc.iou_rel}, {"low_res_rel", fc.low_res_rel},
+                       {"mask_mismatch", fc.mask_mismatch}, {"near_zero", fc.near_zero}, {"pixels", fc.mask_pixels}});
+    }
+    nlohmann::json j = {{"resized_identical", r.resized_identical}, {"embedding_rel", r.embedding_rel},
+                        {"cases", cases}, {"pass", ok}};
+    std::printf("%s\n", j.dump(2).c_str());
+    if (!ok) throw Error("fidelity check failed (see JSON above)");
+  });
+}
+
+}  // namespace vitrt::cli

@@ -1,0 +1,331 @@
+// Tensor-level operators: argument checking, output allocation, device dispatch. The kernels in
+// ops/cpu work on raw float pointers and trust what they are given; everything a caller can get
+// wrong is caught here with an InvalidArgument naming the operator and the offending shape.
+#include "ops/ops.h"
+
+#include <algorithm>
+#include <string>
+
+#include "ops/cpu/attention.h"
+#include "ops/cpu/conv.h"
+#include "ops/cpu/elementwise.h"
+#include "ops/cpu/gemm.h"
+#include "ops/cpu/interpolate.h"
+#include "ops/cpu/layout.h"
+#include "ops/cpu/norm.h"
+
+namespace vitrt::ops {
+namespace {
+
+// Every operand must be a defined, float32, host tensor for now. CUDA tensors get a clear error
+// until the CUDA kernels land.
+void check_input(const Tensor& t, const char* op, const char* name) {
+  VITRT_CHECK(t.defined(), InvalidArgument, "ops::", op, ": ", name, " is an undefined tensor");
+  VITRT_CHECK(t.device() == Device::CPU, InvalidArgument, "ops::", op, ": ", name,
+              " is a CUDA tensor; CUDA operators are not implemented in this build");
+  VITRT_CHECK(t.dtype() == DType::F32, InvalidArgument, "ops::", op, ": ", name, " must be float32, got ",
+              dtype_name(t.dtype()));
+}
+
+const float* f32(const Tensor& t) { return static_cast<const float*>(t.raw()); }
+float* f32(Tensor& t) { return static_cast<float*>(t.raw()); }
+
+cpu::Act to_cpu(Activation a) {
+  switch (a) {
+    case Activation::None: return cpu::Act::None;
+    case Activation::GELU: return cpu::Act::GELU;
+    case Activation::ReLU: return cpu::Act::ReLU;
+  }
+  throw InvalidArgument("ops: unknown activation");
+}
+
+// Rows of 2H-1 (resp. 2W-1) relative positions, interpolated like segment_anything's get_rel_pos
+// when the table was trained for another size.
+Tensor rel_pos_for(const Tensor& table, int64_t size) {
+  const int64_t want = 2 * size - 1;
+  if (table.size(0) == want) return table;
+  return interpolate_linear_rows(table, want);
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, const Tensor* residual) {
+  check_input(x, "linear", "x");
+  check_input(w, "linear", "weight");
+  VITRT_CHECK(x.dim() >= 1 && w.dim() == 2 && w.size(1) == x.size(-1), InvalidArgument,
+              "ops::linear: x ", shape_str(x.shape()), " does not match weight ", shape_str(w.shape()),
+              " (expected [out, ", x.dim() >= 1 ? x.size(-1) : 0, "])");
+  const int64_t K = x.size(-1), N = w.size(0), M = K ? x.numel() / K : 0;
+  Shape out_shape = x.shape();
+  out_shape.back() = N;
+  if (bias) {
+    check_input(*bias, "linear", "bias");
+    bias->expect_shape({N}, "ops::linear bias");
+  }
+  if (residual) {
+    check_input(*residual, "linear", "residual");
+    residual->expect_shape(out_shape, "ops::linear residual");
+  }
+  Tensor y = Tensor::empty(out_shape);
+  cpu::gemm_epilogue(f32(x), f32(w), true, f32(y), M, N, K, bias ? f32(*bias) : nullptr, to_cpu(act),
+                     residual ? f32(*residual) : nullptr);
+  return y;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b) {
+  check_input(a, "matmul", "a");
+  check_input(b, "matmul", "b");
+  VITRT_CHECK((a.dim() == 2 || a.dim() == 3) && (b.dim() == 2 || b.dim() == 3) && b.dim() <= a.dim(),
+              InvalidArgument, "ops::matmul: unsupported ranks ", shape_str(a.shape()), " x ", shape_str(b.shape()));
+  const int64_t batch = a.dim() == 3 ? a.size(0) : 1;
+  const int64_t M = a.size(-2), K = a.size(-1);
+  const int64_t bK = transpose_b ? b.size(-1) : b.size(-2), N = transpose_b ? b.size(-2) : b.size(-1);
+  VITRT_CHECK(bK == K && (b.dim() == 2 || b.size(0) == batch), InvalidArgument, "ops::matmul: ",
+              shape_str(a.shape()), " x ", shape_str(b.shape()), transpose_b ? "^T" : "", " do not match");
+  Shape out_shape = a.dim() == 3 ? Shape{batch, M, N} : Shape{M, N};
+  Tensor c = Tensor::empty(out_shape);
+  if (b.dim() == 2) {
+    // One b for the whole batch: a single [batch*M, K] x [K, N] product.
+    cpu::gemm_epilogue(f32(a), f32(b), transpose_b, f32(c), batch * M, N, K, nullptr, cpu::Act::None, nullptr);
+  } else {
+    cpu::batched_matmul(f32(a), f32(b), f32(c), batch, M, N, K, transpose_b);
+  }
+  return c;
+}
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+  check_input(x, "layer_norm", "x");
+  check_input(weight, "layer_norm", "weight");
+  check_input(bias, "layer_norm", "bias");
+  VITRT_CHECK(x.dim() >= 1, InvalidArgument, "ops::layer_norm: x must have at least one dimension");
+  const int64_t C = x.size(-1);
+  weight.expect_shape({C}, "ops::layer_norm weight");
+  bias.expect_shape({C}, "ops::layer_norm bias");
+  Tensor y = Tensor::empty(x.shape());
+  cpu::layer_norm(f32(x), f32(weight), f32(bias), f32(y), C ? x.numel() / C : 0, C, eps);
+  return y;
+}
+
+namespace {
+// y broadcasts over x if it equals a suffix of x's shape, or simply has as many elements.
+void check_add(const Tensor& x, const Tensor& y) {
+  check_input(x, "add", "x");
+  check_input(y, "add", "y");
+  bool ok = y.numel() == x.numel();
+  if (!ok && y.dim() <= x.dim())
+    ok = std::equal(y.shape().begin(), y.shape().end(), x.shape().end() - y.dim());
+  VITRT_CHECK(ok && (y.numel() > 0 || x.numel() == 0), InvalidArgument, "ops::add: cannot broadcast ",
+              shape_str(y.shape()), " onto ", shape_str(x.shape()));
+}
+}  // namespace
+
+void add_(Tensor& x, const Tensor& y) {
+  check_add(x, y);
+  cpu::add_broadcast(f32(x), f32(y), f32(x), x.numel(), y.numel());
+}
+
+Tensor add(const Tensor& x, const Tensor& y) {
+  check_add(x, y);
+  Tensor out = Tensor::empty(x.shape());
+  cpu::add_broadcast(f32(x), f32(y), f32(out), x.numel(), y.numel());
+  return out;
+}
+
+void scale_(Tensor& x, float s) {
+  check_input(x, "scale_", "x");
+  cpu::scale(f32(x), x.numel(), s);
+}
+
+void gelu_(Tensor& x) {
+  check_input(x, "gelu_", "x");
+  cpu::gelu(f32(x), x.numel());
+}
+
+void relu_(Tensor& x) {
+  check_input(x, "relu_", "x");
+  cpu::relu(f32(x), x.numel());
+}
+
+void softmax_lastdim_(Tensor& x) {
+  check_input(x, "softmax_lastdim_", "x");
+  VITRT_CHECK(x.dim() >= 1, InvalidArgument, "ops::softmax_lastdim_: x must have at least one dimension");
+  const int64_t n = x.size(-1);
+  cpu::softmax_rows(f32(x), n ? x.numel() / n : 0, n);
+}
+
+Tensor permute(const Tensor& x, const std::vector<int>& perm) {
+  check_input(x, "permute", "x");
+  const int64_t nd = x.dim();
+  VITRT_CHECK(static_cast<int64_t>(perm.size()) == nd, InvalidArgument, "ops::permute: ", perm.size(),
+              " axes given for shape ", shape_str(x.shape()));
+  std::vector<bool> seen(nd, false);
+  Shape out_shape(nd);
+  for (int64_t d = 0; d < nd; ++d) {
+    VITRT_CHECK(perm[d] >= 0 && perm[d] < nd && !seen[perm[d]], InvalidArgument,
+                "ops::permute: axes are not a permutation of 0..", nd - 1);
+    seen[perm[d]] = true;
+    out_shape[d] = x.size(perm[d]);
+  }
+  Tensor out = Tensor::empty(out_shape);
+  cpu::permute(f32(x), f32(out), x.shape(), perm);
+  return out;
+}
+
+Tensor cat(const std::vector<Tensor>& xs, int dim) {
+  VITRT_CHECK(!xs.empty(), InvalidArgument, "ops::cat: no tensors given");
+  for (const Tensor& t : xs) check_input(t, "cat", "input");
+  const int64_t nd = xs[0].dim();
+  const int64_t d = dim < 0 ? dim + nd : dim;
+  VITRT_CHECK(d >= 0 && d < nd, InvalidArgument, "ops::cat: dim ", dim, " out of range for ",
+              shape_str(xs[0].shape()));
+  Shape out_shape = xs[0].shape();
+  out_shape[d] = 0;
+  std::vector<const float*> ptrs;
+  std::vector<int64_t> sizes;
+  for (const Tensor& t : xs) {
+    bool ok = t.dim() == nd;
+    for (int64_t i = 0; ok && i < nd; ++i) ok = i == d || t.size(i) == xs[0].size(i);
+    VITRT_CHECK(ok, InvalidArgument, "ops::cat: ", shape_str(t.shape()), " does not match ",
+                shape_str(xs[0].shape()), " outside dim ", d);
+    out_shape[d] += t.size(d);
+    ptrs.push_back(f32(t));
+    sizes.push_back(t.size(d));
+  }
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < d; ++i) outer *= out_shape[i];
+  for (int64_t i = d + 1; i < nd; ++i) inner *= out_shape[i];
+  Tensor out = Tensor::empty(out_shape);
+  cpu::cat(ptrs, sizes, f32(out), outer, inner);
+  return out;
+}
+
+Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int stride, int pad) {
+  check_input(x, "conv2d_nhwc", "x");
+  check_input(w, "conv2d_nhwc", "weight");
+  VITRT_CHECK(x.dim() == 4 && w.dim() == 4 && w.size(1) == x.size(3), InvalidArgument, "ops::conv2d_nhwc: x ",
+              shape_str(x.shape()), " (NHWC) does not match weight ", shape_str(w.shape()), " ([Cout, Cin, kh, kw])");
+  VITRT_CHECK(stride >= 1 && pad >= 0, InvalidArgument, "ops::conv2d_nhwc: bad stride ", stride, " / padding ", pad);
+  const int64_t B = x.size(0), H = x.size(1), W = x.size(2), Cin = x.size(3);
+  const int64_t Cout = w.size(0), kh = w.size(2), kw = w.size(3);
+  VITRT_CHECK(H + 2 * pad >= kh && W + 2 * pad >= kw && kh > 0 && kw > 0, InvalidArgument,
+              "ops::conv2d_nhwc: kernel ", kh, "x", kw, " larger than the padded input ", shape_str(x.shape()));
+  if (bias) {
+    check_input(*bias, "conv2d_nhwc", "bias");
+    bias->expect_shape({Cout}, "ops::conv2d_nhwc bias");
+  }
+  const int64_t Ho = (H + 2 * pad - kh) / stride + 1, Wo = (W + 2 * pad - kw) / stride + 1;
+  Tensor out = Tensor::empty({B, Ho, Wo, Cout});
+  cpu::conv2d_nhwc(f32(x), f32(w), bias ? f32(*bias) : nullptr, f32(out), B, H, W, Cin, Cout, kh, kw, stride, pad);
+  return out;
+}
+
+Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias) {
+  check_input(x, "conv_transpose2x2_nhwc", "x");
+  check_input(w, "conv_transpose2x2_nhwc", "weight");
+  VITRT_CHECK(x.dim() == 4 && w.dim() == 4 && w.size(0) == x.size(3) && w.size(2) == 2 && w.size(3) == 2,
+              InvalidArgument, "ops::conv_transpose2x2_nhwc: x ", shape_str(x.shape()),
+              " (NHWC) does not match weight ", shape_str(w.shape()), " ([Cin, Cout, 2, 2])");
+  const int64_t B = x.size(0), H = x.size(1), W = x.size(2), Cin = x.size(3), Cout = w.size(1);
+  if (bias) {
+    check_input(*bias, "conv_transpose2x2_nhwc", "bias");
+    bias->expect_shape({Cout}, "ops::conv_transpose2x2_nhwc bias");
+  }
+  Tensor out = Tensor::empty({B, 2 * H, 2 * W, Cout});
+  cpu::conv_transpose2x2_nhwc(f32(x), f32(w), bias ? f32(*bias) : nullptr, f32(out), B, H, W, Cin, Cout);
+  return out;
+}
+
+Tensor window_partition(const Tensor& x, int ws) {
+  check_input(x, "window_partition", "x");
+  VITRT_CHECK(x.dim() == 4 && ws >= 1, InvalidArgument, "ops::window_partition: need x [B, H, W, C] and window >= 1, got ",
+              shape_str(x.shape()), " and ", ws);
+  const int64_t B = x.size(0), H = x.size(1), W = x.size(2), C = x.size(3);
+  const int64_t nh = (H + ws - 1) / ws, nw = (W + ws - 1) / ws;
+  Tensor out = Tensor::empty({B * nh * nw, ws, ws, C});
+  cpu::window_partition(f32(x), f32(out), B, H, W, C, ws);
+  return out;
+}
+
+Tensor window_unpartition(const Tensor& windows, int ws, int64_t H, int64_t W) {
+  check_input(windows, "window_unpartition", "windows");
+  VITRT_CHECK(ws >= 1 && H >= 0 && W >= 0, InvalidArgument, "ops::window_unpartition: bad window ", ws,
+              " or size ", H, "x", W);
+  const int64_t nh = (H + ws - 1) / ws, nw = (W + ws - 1) / ws;
+  VITRT_CHECK(windows.dim() == 4 && windows.size(1) == ws && windows.size(2) == ws && nh * nw > 0 &&
+                  windows.size(0) % (nh * nw) == 0,
+              InvalidArgument, "ops::window_unpartition: windows ", shape_str(windows.shape()), " do not tile ", H,
+              "x", W, " with window ", ws);
+  const int64_t B = windows.size(0) / (nh * nw), C = windows.size(3);
+  Tensor out = Tensor::empty({B, H, W, C});
+  cpu::window_unpartition(f32(windows), f32(out), B, H, W, C, ws);
+  return out;
+}
+
+Tensor attention_relpos(const Tensor& qkv, int num_heads, int64_t H, int64_t W, const Tensor* rel_pos_h,
+                        const Tensor* rel_pos_w) {
+  check_input(qkv, "attention_relpos", "qkv");
+  VITRT_CHECK(qkv.dim() == 3 && H >= 1 && W >= 1 && qkv.size(1) == H * W && qkv.size(2) % 3 == 0 && num_heads >= 1,
+              InvalidArgument, "ops::attention_relpos: qkv ", shape_str(qkv.shape()), " is not [B, ", H, "*", W,
+              ", 3*C]");
+  const int64_t B = qkv.size(0), C = qkv.size(2) / 3;
+  VITRT_CHECK(C % num_heads == 0 && C > 0, InvalidArgument, "ops::attention_relpos: C = ", C,
+              " is not divisible by ", num_heads, " heads");
+  const int64_t hd = C / num_heads;
+  VITRT_CHECK((rel_pos_h == nullptr) == (rel_pos_w == nullptr), InvalidArgument,
+              "ops::attention_relpos: give both rel_pos_h and rel_pos_w, or neither");
+  Tensor rh, rw;
+  if (rel_pos_h) {
+    check_input(*rel_pos_h, "attention_relpos", "rel_pos_h");
+    check_input(*rel_pos_w, "attention_relpos", "rel_pos_w");
+    VITRT_CHECK(rel_pos_h->dim() == 2 && rel_pos_h->size(1) == hd && rel_pos_h->size(0) >= 1 &&
+                    rel_pos_w->dim() == 2 && rel_pos_w->size(1) == hd && rel_pos_w->size(0) >= 1,
+                InvalidArgument, "ops::attention_relpos: rel_pos tables ", shape_str(rel_pos_h->shape()), " / ",
+                shape_str(rel_pos_w->shape()), " must be [L, ", hd, "]");
+    rh = rel_pos_for(*rel_pos_h, H);
+    rw = rel_pos_for(*rel_pos_w, W);
+  }
+  Tensor out = Tensor::empty({B, H * W, C});
+  cpu::attention_relpos(f32(qkv), f32(out), B, H, W, num_heads, hd, rel_pos_h ? f32(rh) : nullptr,
+                        rel_pos_h ? f32(rw) : nullptr);
+  return out;
+}
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads) {
+  check_input(q, "attention", "q");
+  check_input(k, "attention", "k");
+  check_input(v, "attention", "v");
+  VITRT_CHECK(q.dim() == 3 && k.dim() == 3 && v.shape() == k.shape() && q.size(0) == k.size(0) &&
+                  q.size(2) == k.size(2) && num_heads >= 1 && q.size(2) % num_heads == 0,
+              InvalidArgument, "ops::attention: q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ",
+              shape_str(v.shape()), " with ", num_heads, " heads do not match");
+  const int64_t B = q.size(0), Nq = q.size(1), Nk = k.size(1), D = q.size(2);
+  Tensor out = Tensor::empty({B, Nq, D});
+  cpu::attention(f32(q), f32(k), f32(v), f32(out), B, Nq, Nk, D, num_heads);
+  return out;
+}
+
+Tensor interpolate_linear_rows(const Tensor& x, int64_t new_len) {
+  check_input(x, "interpolate_linear_rows", "x");
+  VITRT_CHECK(x.dim() == 2 && x.size(0) >= 1 && new_len >= 1, InvalidArgument,
+              "ops::interpolate_linear_rows: need x [L >= 1, C] and new_len >= 1, got ", shape_str(x.shape()), " and ",
+              new_len);
+  Tensor out = Tensor::empty({new_len, x.size(1)});
+  cpu::interpolate_linear_rows(f32(x), f32(out), x.size(0), x.size(1), new_len);
+  return out;
+}
+
+Tensor resize_bilinear(const Tensor& x, int64_t out_h, int64_t out_w) {
+  check_input(x, "resize_bilinear", "x");
+  VITRT_CHECK(x.dim() >= 2 && x.size(-2) >= 1 && x.size(-1) >= 1 && out_h >= 1 && out_w >= 1, InvalidArgument,
+              "ops::resize_bilinear: need planes [..., H, W] and an output size >= 1, got ", shape_str(x.shape()),
+              " -> ", out_h, "x", out_w);
+  const int64_t H = x.size(-2), W = x.size(-1), N = x.numel() / (H * W);
+  Shape out_shape = x.shape();
+  out_shape[out_shape.size() - 2] = out_h;
+  out_shape.back() = out_w;
+  Tensor out = Tensor::empty(out_shape);
+  cpu::resize_bilinear(f32(x), f32(out), N, H, W, out_h, out_w);
+  return out;
+}
+
+}  // namespace vitrt::ops
