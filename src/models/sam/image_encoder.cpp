@@ -1,0 +1,115 @@
+// SAM image encoder (segment_anything/modeling/image_encoder.py): patch embedding, absolute
+// position embedding, ViT blocks with windowed (14x14, grid zero-padded to a multiple) or global
+// attention and decomposed relative positions, then the neck (1x1 conv, LN, 3x3 conv, LN).
+#include <string>
+
+#include "models/sam/sam_model.h"
+#include "models/sam/weights.h"
+#include "ops/ops.h"
+
+namespace vitrt::sam {
+
+namespace {
+constexpr float kEncoderEps = 1e-6f;  // LayerNorm(eps=1e-6) and LayerNorm2d in the encoder
+
+NormW take_norm(WeightReader& r, const std::string& p, int64_t dim) {
+  return {r.take(p + ".weight", {dim}), r.take(p + ".bias", {dim})};
+}
+LinearW take_linear(WeightReader& r, const std::string& p, int64_t out, int64_t in) {
+  return {r.take(p + ".weight", {out, in}), r.take(p + ".bias", {out})};
+}
+
+// get_rel_pos: a table whose length is not 2 * size - 1 is linearly interpolated to that length
+// (F.interpolate, mode="linear"). Done once here instead of on every forward.
+Tensor rel_pos_for_size(const Tensor& table, int64_t size) {
+  const int64_t want = 2 * size - 1;
+  return table.size(0) == want ? table : ops::interpolate_linear_rows(table, want);
+}
+}  // namespace
+
+void ImageEncoder::load(WeightReader& r, const SamConfig& c) {
+  cfg = c;
+  const int64_t C = c.embed_dim, g = c.grid_size(), p = c.patch_size;
+  const std::string e = "image_encoder.";
+  patch_w = r.take(e + "patch_embed.proj.weight", {C, 3, p, p});
+  patch_b = r.take(e + "patch_embed.proj.bias", {C});
+  if (c.use_abs_pos) pos_embed = r.take(e + "pos_embed", {1, g, g, C}).reshape({g, g, C});
+
+  const int64_t hd = C / c.num_heads;
+  blocks.resize(c.depth);
+  for (int i = 0; i < c.depth; ++i) {
+    EncoderBlockW& b = blocks[i];
+    const std::string bp = e + "blocks." + std::to_string(i) + ".";
+    bool global = false;
+    for (int gi : c.global_attn_indexes) global |= gi == i;
+    b.window = global ? 0 : c.window_size;
+    b.norm1 = take_norm(r, bp + "norm1", C);
+    b.norm2 = take_norm(r, bp + "norm2", C);
+    b.qkv = take_linear(r, bp + "attn.qkv", 3 * C, C);
+    b.proj = take_linear(r, bp + "attn.proj", C, C);
+    b.lin1 = take_linear(r, bp + "mlp.lin1", c.mlp_dim, C);
+    b.lin2 = take_linear(r, bp + "mlp.lin2", C, c.mlp_dim);
+    if (c.use_rel_pos) {
+      const int64_t size = b.window ? b.window : g;
+      for (auto [name, dst] : {std::pair{"attn.rel_pos_h", &b.rel_pos_h}, std::pair{"attn.rel_pos_w", &b.rel_pos_w}}) {
+        Tensor t = r.take_any(bp + name);
+        VITRT_CHECK(t.dim() == 2 && t.size(1) == hd && t.size(0) >= 1, CheckpointError, "checkpoint tensor '", bp,
+                    name, "' has shape ", shape_str(t.shape()), ", the model expects [L, ", hd, "]");
+        *dst = rel_pos_for_size(t, size);
+      }
+    }
+  }
+  const int64_t out = c.out_chans;
+  neck_conv1 = r.take(e + "neck.0.weight", {out, C, 1, 1}).reshape({out, C});
+  neck_norm1 = take_norm(r, e + "neck.1", out);
+  neck_conv2 = r.take(e + "neck.2.weight", {out, out, 3, 3});
+  neck_norm2 = take_norm(r, e + "neck.3", out);
+}
+
+namespace {
+
+// One ViT block: x = x + attn(norm1(x)); x = x + mlp(norm2(x)).
+Tensor block_forward(const EncoderBlockW& b, const SamConfig& c, const Tensor& x) {
+  const int64_t B = x.size(0), H = x.size(1), W = x.size(2), C = x.size(3);
+  Tensor t = ops::layer_norm(x, b.norm1.w, b.norm1.b, kEncoderEps);
+  int64_t attn_h = H, attn_w = W;
+  if (b.window) {
+    t = ops::window_partition(t, b.window);  // [B * nW, ws, ws, C], padding tokens are zero
+    attn_h = attn_w = b.window;
+  }
+  const int64_t n_seq = t.size(0);
+  Tensor qkv = ops::linear(t.reshape({n_seq, attn_h * attn_w, C}), b.qkv.w, b.qkv.bias());
+  Tensor a = ops::attention_relpos(qkv, c.num_heads, attn_h, attn_w, c.use_rel_pos ? &b.rel_pos_h : nullptr,
+                                   c.use_rel_pos ? &b.rel_pos_w : nullptr);
+  Tensor h;
+  if (b.window) {
+    Tensor proj = ops::linear(a, b.proj.w, b.proj.bias()).reshape({n_seq, attn_h, attn_w, C});
+    h = ops::window_unpartition(proj, b.window, H, W);
+    ops::add_(h, x);
+  } else {
+    const Tensor x_tokens = x.reshape({B, H * W, C});
+    h = ops::linear(a, b.proj.w, b.proj.bias(), ops::Activation::None, &x_tokens).reshape({B, H, W, C});
+  }
+  Tensor m = ops::layer_norm(h, b.norm2.w, b.norm2.b, kEncoderEps);
+  m = ops::linear(m, b.lin1.w, b.lin1.bias(), ops::Activation::GELU);
+  return ops::linear(m, b.lin2.w, b.lin2.bias(), ops::Activation::None, &h);
+}
+
+}  // namespace
+
+Tensor ImageEncoder::forward(const Tensor& image) const {
+  const int64_t S = cfg.img_size;
+  VITRT_CHECK(image.dim() == 4 && image.size(1) == S && image.size(2) == S && image.size(3) == 3, InvalidArgument,
+              "image encoder input must be [B, ", S, ", ", S, ", 3], got ", shape_str(image.shape()));
+  Tensor x = ops::conv2d_nhwc(image, patch_w, &patch_b, cfg.patch_size, 0);  // [B, g, g, C]
+  if (pos_embed.defined()) ops::add_(x, pos_embed);
+  for (const EncoderBlockW& b : blocks) x = block_forward(b, cfg, x);
+  // Neck, kept channels-last: LayerNorm2d over channels is a LayerNorm over the last dim.
+  Tensor y = ops::linear(x, neck_conv1);
+  y = ops::layer_norm(y, neck_norm1.w, neck_norm1.b, kEncoderEps);
+  y = ops::conv2d_nhwc(y, neck_conv2, nullptr, 1, 1);
+  y = ops::layer_norm(y, neck_norm2.w, neck_norm2.b, kEncoderEps);
+  return ops::permute(y, {0, 3, 1, 2});
+}
+
+}  // namespace vitrt::sam

@@ -1,0 +1,170 @@
+// SAM mask decoder (segment_anything/modeling/mask_decoder.py, transformer.py): a two-way
+// transformer between prompt tokens and image tokens, transposed-conv upscaling of the image
+// tokens, one hypernetwork MLP per mask token, and the IoU head.
+#include <cstring>
+
+#include "models/sam/sam_model.h"
+#include "models/sam/weights.h"
+#include "ops/ops.h"
+
+namespace vitrt::sam {
+
+namespace {
+constexpr float kDecoderEps = 1e-5f;      // nn.LayerNorm default in the two-way transformer
+constexpr float kLayerNorm2dEps = 1e-6f;  // LayerNorm2d in output_upscaling
+
+NormW take_norm(WeightReader& r, const std::string& p, int64_t dim) {
+  return {r.take(p + ".weight", {dim}), r.take(p + ".bias", {dim})};
+}
+LinearW take_linear(WeightReader& r, const std::string& p, int64_t out, int64_t in) {
+  return {r.take(p + ".weight", {out, in}), r.take(p + ".bias", {out})};
+}
+DecoderAttentionW take_attention(WeightReader& r, const std::string& p, int64_t dim, int64_t inner) {
+  return {take_linear(r, p + ".q_proj", inner, dim), take_linear(r, p + ".k_proj", inner, dim),
+          take_linear(r, p + ".v_proj", inner, dim), take_linear(r, p + ".out_proj", dim, inner)};
+}
+
+// transformer.Attention: project, attend per head, project back.
+Tensor attend(const DecoderAttentionW& a, int heads, const Tensor& q, const Tensor& k, const Tensor& v) {
+  Tensor qp = ops::linear(q, a.q.w, a.q.bias());
+  Tensor kp = ops::linear(k, a.k.w, a.k.bias());
+  Tensor vp = ops::linear(v, a.v.w, a.v.bias());
+  return ops::linear(ops::attention(qp, kp, vp, heads), a.out.w, a.out.bias());
+}
+
+// MLP of mask_decoder.py: ReLU between layers, none after the last.
+Tensor mlp(const std::vector<LinearW>& layers, Tensor x) {
+  for (size_t i = 0; i < layers.size(); ++i)
+    x = ops::linear(x, layers[i].w, layers[i].bias(),
+                    i + 1 < layers.size() ? ops::Activation::ReLU : ops::Activation::None);
+  return x;
+}
+
+std::vector<LinearW> take_mlp(WeightReader& r, const std::string& p, int64_t in, int64_t hidden, int64_t out, int depth) {
+  std::vector<LinearW> layers;
+  for (int i = 0; i < depth; ++i)
+    layers.push_back(take_linear(r, p + ".layers." + std::to_string(i), i + 1 < depth ? hidden : out,
+                                 i == 0 ? in : hidden));
+  return layers;
+}
+}  // namespace
+
+void MaskDecoder::load(WeightReader& r, const SamConfig& c) {
+  cfg = c;
+  const int64_t D = c.out_chans, inner = D / c.attention_downsample_rate, M = c.num_multimask_outputs + 1;
+  const std::string p = "mask_decoder.";
+  layers.resize(c.decoder_depth);
+  for (int i = 0; i < c.decoder_depth; ++i) {
+    const std::string lp = p + "transformer.layers." + std::to_string(i) + ".";
+    DecoderLayerW& l = layers[i];
+    l.self_attn = take_attention(r, lp + "self_attn", D, D);
+    l.cross_token_to_image = take_attention(r, lp + "cross_attn_token_to_image", D, inner);
+    l.cross_image_to_token = take_attention(r, lp + "cross_attn_image_to_token", D, inner);
+    l.norm1 = take_norm(r, lp + "norm1", D);
+    l.norm2 = take_norm(r, lp + "norm2", D);
+    l.norm3 = take_norm(r, lp + "norm3", D);
+    l.norm4 = take_norm(r, lp + "norm4", D);
+    l.lin1 = take_linear(r, lp + "mlp.lin1", c.decoder_mlp_dim, D);
+    l.lin2 = take_linear(r, lp + "mlp.lin2", D, c.decoder_mlp_dim);
+  }
+  final_attn = take_attention(r, p + "transformer.final_attn_token_to_image", D, inner);
+  norm_final = take_norm(r, p + "transformer.norm_final_attn", D);
+  iou_token = r.take(p + "iou_token.weight", {1, D});
+  mask_tokens = r.take(p + "mask_tokens.weight", {M, D});
+  up1_w = r.take(p + "output_upscaling.0.weight", {D, D / 4, 2, 2});
+  up1_b = r.take(p + "output_upscaling.0.bias", {D / 4});
+  up_norm = take_norm(r, p + "output_upscaling.1", D / 4);
+  up2_w = r.take(p + "output_upscaling.3.weight", {D / 4, D / 8, 2, 2});
+  up2_b = r.take(p + "output_upscaling.3.bias", {D / 8});
+  hyper_mlps.clear();
+  for (int64_t i = 0; i < M; ++i)
+    hyper_mlps.push_back(take_mlp(r, p + "output_hypernetworks_mlps." + std::to_string(i), D, D, D / 8, 3));
+  iou_head = take_mlp(r, p + "iou_prediction_head", D, c.iou_head_hidden_dim, M, c.iou_head_depth);
+}
+
+void MaskDecoder::forward(const Tensor& image, const Tensor& image_pe, const Tensor& sparse, const Tensor& dense,
+                          Tensor& masks_out, Tensor& iou_out) const {
+  const int64_t D = cfg.out_chans, g = cfg.grid_size(), HW = g * g, M = mask_tokens.size(0);
+  const int64_t B = sparse.size(0), n_sparse = sparse.size(1), T = 1 + M + n_sparse;
+
+  // tokens = [iou_token, mask_tokens, sparse prompt tokens] per batch entry.
+  Tensor tokens = Tensor::empty({B, T, D});
+  for (int64_t b = 0; b < B; ++b) {
+    float* t = tokens.data<float>() + b * T * D;
+    std::memcpy(t, iou_token.data<float>(), sizeof(float) * D);
+    std::memcpy(t + D, mask_tokens.data<float>(), sizeof(float) * M * D);
+    std::memcpy(t + (1 + M) * D, sparse.data<float>() + b * n_sparse * D, sizeof(float) * n_sparse * D);
+  }
+  // src = image embedding (tokens, NHWC order) + dense prompt embedding, per batch entry.
+  Tensor image_tokens = ops::permute(image.reshape({1, D, HW}), {0, 2, 1});  // [1, HW, D]
+  Tensor keys = Tensor::empty({B, HW, D});
+  for (int64_t b = 0; b < B; ++b)
+    std::memcpy(keys.data<float>() + b * HW * D, image_tokens.data<float>(), sizeof(float) * HW * D);
+  ops::add_(keys, dense);
+  Tensor key_pe = Tensor::empty({B, HW, D});
+  for (int64_t b = 0; b < B; ++b)
+    std::memcpy(key_pe.data<float>() + b * HW * D, image_pe.data<float>(), sizeof(float) * HW * D);
+
+  // TwoWayTransformer.
+  const int heads = cfg.decoder_heads;
+  const Tensor& query_pe = tokens;
+  Tensor queries = tokens.clone();  // query_pe must stay the original tokens
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const DecoderLayerW& l = layers[i];
+    if (i == 0) {  // skip_first_layer_pe: the first self-attention replaces the queries
+      queries = attend(l.self_attn, heads, queries, queries, queries);
+    } else {
+      Tensor q = ops::add(queries, query_pe);
+      Tensor a = attend(l.self_attn, heads, q, q, queries);
+      ops::add_(queries, a);
+    }
+    queries = ops::layer_norm(queries, l.norm1.w, l.norm1.b, kDecoderEps);
+
+    Tensor q = ops::add(queries, query_pe);
+    Tensor k = ops::add(keys, key_pe);
+    ops::add_(queries, attend(l.cross_token_to_image, heads, q, k, keys));
+    queries = ops::layer_norm(queries, l.norm2.w, l.norm2.b, kDecoderEps);
+
+    Tensor hidden = ops::linear(queries, l.lin1.w, l.lin1.bias(), ops::Activation::ReLU);
+    queries = ops::linear(hidden, l.lin2.w, l.lin2.bias(), ops::Activation::None, &queries);
+    queries = ops::layer_norm(queries, l.norm3.w, l.norm3.b, kDecoderEps);
+
+    q = ops::add(queries, query_pe);
+    k = ops::add(keys, key_pe);
+    ops::add_(keys, attend(l.cross_image_to_token, heads, k, q, queries));
+    keys = ops::layer_norm(keys, l.norm4.w, l.norm4.b, kDecoderEps);
+  }
+  {
+    Tensor q = ops::add(queries, query_pe);
+    Tensor k = ops::add(keys, key_pe);
+    ops::add_(queries, attend(final_attn, heads, q, k, keys));
+    queries = ops::layer_norm(queries, norm_final.w, norm_final.b, kDecoderEps);
+  }
+
+  // Upscale image tokens 4x: [B, g, g, D] -> [B, 4g, 4g, D/8].
+  Tensor up = ops::conv_transpose2x2_nhwc(keys.reshape({B, g, g, D}), up1_w, &up1_b);
+  up = ops::layer_norm(up, up_norm.w, up_norm.b, kLayerNorm2dEps);
+  ops::gelu_(up);
+  up = ops::conv_transpose2x2_nhwc(up, up2_w, &up2_b);
+  ops::gelu_(up);
+
+  // Hypernetworks: one MLP per mask token gives the weights of a per-pixel dot product.
+  const int64_t C8 = D / 8, P = 16 * HW;
+  Tensor hyper = Tensor::empty({B, M, C8});
+  for (int64_t m = 0; m < M; ++m) {
+    Tensor tok = Tensor::empty({B, D});
+    for (int64_t b = 0; b < B; ++b)
+      std::memcpy(tok.data<float>() + b * D, queries.data<float>() + (b * T + 1 + m) * D, sizeof(float) * D);
+    Tensor h = mlp(hyper_mlps[m], tok);
+    for (int64_t b = 0; b < B; ++b)
+      std::memcpy(hyper.data<float>() + (b * M + m) * C8, h.data<float>() + b * C8, sizeof(float) * C8);
+  }
+  masks_out = ops::matmul(hyper, up.reshape({B, P, C8}), /*transpose_b=*/true).reshape({B, M, 4 * g, 4 * g});
+
+  Tensor iou_tok = Tensor::empty({B, D});
+  for (int64_t b = 0; b < B; ++b)
+    std::memcpy(iou_tok.data<float>() + b * D, queries.data<float>() + b * T * D, sizeof(float) * D);
+  iou_out = mlp(iou_head, iou_tok);
+}
+
+}  // namespace vitrt::sam

@@ -1,0 +1,192 @@
+// SamPredictor (segment_anything/predictor.py): ResizeLongestSide + normalise + pad, the image
+// encoder once per image, then prompt encoding, mask decoding and mask post-processing per query.
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "models/sam/sam_model.h"
+#include "ops/cpu/resize_antialias.h"
+#include "ops/ops.h"
+
+namespace vitrt {
+
+namespace {
+
+// ResizeLongestSide.get_preprocess_shape, in double precision like Python.
+std::pair<int, int> preprocess_shape(int h, int w, int target) {
+  const double scale = target * 1.0 / std::max(h, w);
+  return {static_cast<int>(h * scale + 0.5), static_cast<int>(w * scale + 0.5)};
+}
+
+// Normalise (x - mean) / std in float32 and zero-pad bottom/right to S x S. NHWC [1, S, S, 3].
+Tensor normalise_and_pad(const Image& resized, const SamConfig& c) {
+  const int S = c.img_size;
+  Tensor x = Tensor::zeros({1, S, S, 3});
+  float* out = x.data<float>();
+  for (int y = 0; y < resized.height; ++y) {
+    const uint8_t* row = resized.row(y);
+    float* o = out + static_cast<int64_t>(y) * S * 3;
+    for (int i = 0; i < resized.width; ++i)
+      for (int ch = 0; ch < 3; ++ch)
+        o[i * 3 + ch] = (static_cast<float>(row[i * 3 + ch]) - c.pixel_mean[ch]) / c.pixel_std[ch];
+  }
+  return x;
+}
+
+bool finite(float v) { return std::isfinite(v); }
+
+}  // namespace
+
+SamPredictor::SamPredictor(std::shared_ptr<const SamModel> model) : model_(std::move(model)) {
+  VITRT_CHECK(model_ != nullptr, InvalidArgument, "SamPredictor needs a model");
+}
+
+void SamPredictor::set_image(const Image& rgb) {
+  VITRT_CHECK(!rgb.empty(), ImageError, "cannot segment an empty image (", rgb.width, "x", rgb.height, ")");
+  VITRT_CHECK(rgb.channels == 3 && rgb.pixels.size() == static_cast<size_t>(rgb.width) * rgb.height * 3,
+              ImageError, "set_image expects an RGB image with ", rgb.width, "x", rgb.height, "x3 bytes");
+  const SamConfig& c = model_->config;
+  Image resized = resize_longest_side(rgb, c.img_size);
+  Tensor x = normalise_and_pad(resized, c);
+  has_embedding_ = false;
+  embedding_ = ImageEmbedding{};
+  embedding_.features = model_->image_encoder.forward(x);
+  embedding_.original_height = rgb.height;
+  embedding_.original_width = rgb.width;
+  embedding_.input_height = resized.height;
+  embedding_.input_width = resized.width;
+  embedding_.model_fingerprint = model_->fingerprint;
+  has_embedding_ = true;
+}
+
+void SamPredictor::set_embedding(ImageEmbedding e) {
+  const SamConfig& c = model_->config;
+  VITRT_CHECK(e.model_fingerprint == model_->fingerprint, InvalidArgument, "the embedding was computed by model '",
+              e.model_fingerprint, "', not by the loaded model '", model_->fingerprint, "'");
+  const Shape want{1, c.out_chans, c.grid_size(), c.grid_size()};
+  e.features.expect_shape(want, "image embedding");
+  auto [ih, iw] = preprocess_shape(e.original_height, e.original_width, c.img_size);
+  VITRT_CHECK(e.original_height > 0 && e.original_width > 0 && e.input_height == ih && e.input_width == iw,
+              InvalidArgument, "embedding sizes are inconsistent: original ", e.original_height, "x",
+              e.original_width, " should resize to ", ih, "x", iw, ", the file says ", e.input_height, "x",
+              e.input_width);
+  embedding_ = std::move(e);
+  has_embedding_ = true;
+}
+
+const ImageEmbedding& SamPredictor::embedding() const {
+  VITRT_CHECK(has_embedding_, InvalidArgument, "no image set: call set_image() or set_embedding() first");
+  return embedding_;
+}
+
+namespace {
+
+// Validates a prompt against the image and maps it into the model's input frame
+// (ResizeLongestSide.apply_coords: coords * (new / old) in double, then float32).
+sam::ModelPrompt to_model_prompt(const Prompt& p, const ImageEmbedding& e, const SamConfig& c) {
+  const int H = e.original_height, W = e.original_width;
+  const double sx = static_cast<double>(e.input_width) / W, sy = static_cast<double>(e.input_height) / H;
+  sam::ModelPrompt m;
+  for (size_t i = 0; i < p.points.size(); ++i) {
+    const Point& pt = p.points[i];
+    VITRT_CHECK(finite(pt.x) && finite(pt.y), InvalidArgument, "point ", i, " has a non-finite coordinate");
+    VITRT_CHECK(pt.x >= 0 && pt.y >= 0 && pt.x <= W && pt.y <= H, InvalidArgument, "point ", i, " (", pt.x, ", ",
+                pt.y, ") lies outside the ", W, "x", H, " image");
+    VITRT_CHECK(pt.label == 1 || pt.label == 0 || pt.label == -1, InvalidArgument, "point ", i, " has label ",
+                pt.label, "; labels are 1 (foreground), 0 (background) or -1 (ignore)");
+    m.coords.push_back(static_cast<float>(pt.x * sx));
+    m.coords.push_back(static_cast<float>(pt.y * sy));
+    m.labels.push_back(pt.label);
+  }
+  if (p.box) {
+    const Box& b = *p.box;
+    VITRT_CHECK(finite(b.x0) && finite(b.y0) && finite(b.x1) && finite(b.y1), InvalidArgument,
+                "box has a non-finite coordinate");
+    VITRT_CHECK(b.x1 >= b.x0 && b.y1 >= b.y0, InvalidArgument, "box (", b.x0, ", ", b.y0, ", ", b.x1, ", ", b.y1,
+                ") has a negative size: expected x0 <= x1 and y0 <= y1");
+    VITRT_CHECK(b.x0 >= 0 && b.y0 >= 0 && b.x1 <= W && b.y1 <= H, InvalidArgument, "box (", b.x0, ", ", b.y0, ", ",
+                b.x1, ", ", b.y1, ") lies outside the ", W, "x", H, " image");
+    m.box = std::array<float, 4>{static_cast<float>(b.x0 * sx), static_cast<float>(b.y0 * sy),
+                                 static_cast<float>(b.x1 * sx), static_cast<float>(b.y1 * sy)};
+  }
+  if (p.mask_input.defined()) {
+    const int64_t m4 = c.low_res_size();
+    VITRT_CHECK(p.mask_input.dtype() == DType::F32 && p.mask_input.numel() == m4 * m4 &&
+                    (p.mask_input.shape() == Shape{1, m4, m4} || p.mask_input.shape() == Shape{m4, m4}),
+                InvalidArgument, "mask input must be float32 low-res logits of shape [1, ", m4, ", ", m4, "], got ",
+                dtype_name(p.mask_input.dtype()), " ", shape_str(p.mask_input.shape()));
+    const float* v = p.mask_input.data<float>();
+    for (int64_t i = 0; i < m4 * m4; ++i)
+      VITRT_CHECK(finite(v[i]), InvalidArgument, "mask input holds a non-finite value at index ", i);
+    m.mask_input = p.mask_input;
+  }
+  return m;
+}
+
+// Sam.postprocess_masks: bilinear to S x S, crop the un-padded input region, bilinear to the
+// original size. Then threshold at 0 unless logits are asked for.
+void postprocess(const Tensor& low_res, const ImageEmbedding& e, const SamConfig& c, bool return_logits,
+                 Prediction& out) {
+  const int64_t K = low_res.size(0), S = c.img_size, ih = e.input_height, iw = e.input_width;
+  Tensor full = ops::resize_bilinear(low_res, S, S);
+  Tensor crop = Tensor::empty({K, ih, iw});
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t y = 0; y < ih; ++y)
+      std::memcpy(crop.data<float>() + (k * ih + y) * iw, full.data<float>() + (k * S + y) * S, sizeof(float) * iw);
+  Tensor logits = ops::resize_bilinear(crop, e.original_height, e.original_width);
+  out.masks = Tensor::empty(logits.shape(), DType::U8);
+  const float* l = logits.data<float>();
+  uint8_t* m = out.masks.data<uint8_t>();
+  for (int64_t i = 0; i < logits.numel(); ++i) m[i] = l[i] > 0.0f;  // mask_threshold = 0.0
+  if (return_logits) out.logits = logits;
+}
+
+}  // namespace
+
+Prediction SamPredictor::predict(const Prompt& prompt, bool multimask_output, bool return_logits) const {
+  return predict_batch({prompt}, multimask_output, return_logits).front();
+}
+
+std::vector<Prediction> SamPredictor::predict_batch(const std::vector<Prompt>& prompts, bool multimask_output,
+                                                    bool return_logits) const {
+  const ImageEmbedding& e = embedding();
+  const SamConfig& c = model_->config;
+  const sam::PromptEncoder& pe = model_->prompt_encoder;
+  const int64_t D = c.out_chans, HW = c.grid_size() * c.grid_size(), m4 = c.low_res_size();
+
+  // The decoder batches prompt sets with the same number of sparse tokens.
+  std::map<int64_t, std::vector<size_t>> groups;
+  std::vector<Tensor> sparse(prompts.size()), dense(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    sam::ModelPrompt mp = to_model_prompt(prompts[i], e, c);
+    sparse[i] = pe.sparse_embeddings(mp);
+    dense[i] = pe.dense_embeddings(mp);
+    groups[sparse[i].size(0)].push_back(i);
+  }
+
+  std::vector<Prediction> results(prompts.size());
+  const int64_t first = multimask_output ? 1 : 0;
+  const int64_t K = multimask_output ? c.num_multimask_outputs : 1;
+  for (const auto& [n_tokens, members] : groups) {
+    const int64_t B = static_cast<int64_t>(members.size());
+    Tensor sp = Tensor::empty({B, n_tokens, D}), de = Tensor::empty({B, HW, D});
+    for (int64_t b = 0; b < B; ++b) {
+      std::memcpy(sp.data<float>() + b * n_tokens * D, sparse[members[b]].raw(), sizeof(float) * n_tokens * D);
+      std::memcpy(de.data<float>() + b * HW * D, dense[members[b]].raw(), sizeof(float) * HW * D);
+    }
+    Tensor masks, iou;
+    model_->mask_decoder.forward(e.features, pe.dense_pe, sp, de, masks, iou);
+    const int64_t M = masks.size(1);
+    for (int64_t b = 0; b < B; ++b) {
+      Prediction& out = results[members[b]];
+      out.low_res_logits = Tensor::empty({K, m4, m4});
+      std::memcpy(out.low_res_logits.raw(), masks.data<float>() + (b * M + first) * m4 * m4,
+                  sizeof(float) * K * m4 * m4);
+      for (int64_t k = 0; k < K; ++k) out.scores.push_back(iou.data<float>()[b * M + first + k]);
+      postprocess(out.low_res_logits, e, c, return_logits, out);
+    }
+  }
+  return results;
+}
+
+}  // namespace vitrt

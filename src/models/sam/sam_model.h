@@ -1,0 +1,126 @@
+// The SAM network: image encoder (ViT with windowed and global attention), prompt encoder and
+// mask decoder, as plain structs of weights with forward functions that follow the reference
+// (segment_anything/modeling) step by step. Internal header; the public API is vitrt/sam.h.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "vitrt/sam.h"
+
+namespace vitrt::sam {
+
+class WeightReader;
+
+SamConfig config_from_state_dict(const StateDict& sd);
+void apply_config_json(const std::string& path, SamConfig& c);
+void validate_config(const SamConfig& c);
+
+struct LinearW {
+  Tensor w, b;  // [out, in], [out] (b may be undefined)
+  const Tensor* bias() const { return b.defined() ? &b : nullptr; }
+};
+struct NormW {
+  Tensor w, b;
+};
+
+struct EncoderBlockW {
+  NormW norm1, norm2;
+  LinearW qkv, proj, lin1, lin2;
+  Tensor rel_pos_h, rel_pos_w;  // resized once at load to 2 * size - 1 rows
+  int window = 0;                // 0 = global attention
+};
+
+struct ImageEncoder {
+  SamConfig cfg;
+  Tensor patch_w, patch_b;  // [C, 3, p, p], [C]
+  Tensor pos_embed;         // [g, g, C] or undefined
+  std::vector<EncoderBlockW> blocks;
+  Tensor neck_conv1;        // [out, C] (1x1 conv as a linear)
+  NormW neck_norm1;
+  Tensor neck_conv2;        // [out, out, 3, 3]
+  NormW neck_norm2;
+
+  void load(WeightReader& r, const SamConfig& c);
+  // x: [B, S, S, 3] normalised, padded image (NHWC) -> embeddings [B, out, g, g] (NCHW as the reference).
+  Tensor forward(const Tensor& x) const;
+};
+
+// A sparse prompt set in the model's input frame (after ResizeLongestSide, before +0.5).
+struct ModelPrompt {
+  std::vector<float> coords;  // N * 2 (x, y)
+  std::vector<int> labels;    // N
+  std::optional<std::array<float, 4>> box;
+  Tensor mask_input;          // [1, 4g, 4g] or undefined
+};
+
+struct PromptEncoder {
+  SamConfig cfg;
+  Tensor gaussian;          // [2, out/2]
+  Tensor point_embed[4];    // [out] each: neg, pos, box corner 1, box corner 2
+  Tensor not_a_point;       // [out]
+  Tensor no_mask;           // [out]
+  Tensor down1_w, down1_b, down2_w, down2_b, down3_w, down3_b;  // mask downscaling convs
+  NormW down_norm1, down_norm2;
+  Tensor dense_pe;          // [g*g, out], computed once at load
+
+  void load(WeightReader& r, const SamConfig& c);
+  // Random-Fourier features of normalised coords in [0, 1]^2: [N, 2] -> [N, out].
+  void pe_encoding(const float* coords01, int64_t n, float* out) const;
+  // Sparse tokens [N', out] (points, padding point, box corners) for one prompt set.
+  Tensor sparse_embeddings(const ModelPrompt& p) const;
+  // Dense embeddings [g*g, out] (tokens in NHWC order) for one prompt set.
+  Tensor dense_embeddings(const ModelPrompt& p) const;
+};
+
+struct DecoderAttentionW {
+  LinearW q, k, v, out;
+};
+struct DecoderLayerW {
+  DecoderAttentionW self_attn, cross_token_to_image, cross_image_to_token;
+  NormW norm1, norm2, norm3, norm4;
+  LinearW lin1, lin2;
+};
+
+struct MaskDecoder {
+  SamConfig cfg;
+  std::vector<DecoderLayerW> layers;
+  DecoderAttentionW final_attn;
+  NormW norm_final;
+  Tensor iou_token, mask_tokens;  // [1, out], [M+1, out]
+  Tensor up1_w, up1_b, up2_w, up2_b;
+  NormW up_norm;
+  std::vector<std::vector<LinearW>> hyper_mlps;  // M+1 MLPs of 3 layers
+  std::vector<LinearW> iou_head;
+
+  void load(WeightReader& r, const SamConfig& c);
+  // image: [1, out, g, g]; image_pe: [g*g, out]; sparse: [B, N, out]; dense: [B, g*g, out].
+  // Returns all M+1 mask logits [B, M+1, 4g, 4g] and IoU predictions [B, M+1].
+  void forward(const Tensor& image, const Tensor& image_pe, const Tensor& sparse, const Tensor& dense,
+               Tensor& masks, Tensor& iou) const;
+};
+
+}  // namespace vitrt::sam
+
+namespace vitrt {
+
+class SamModel {
+ public:
+  SamConfig config;
+  sam::ImageEncoder image_encoder;
+  sam::PromptEncoder prompt_encoder;
+  sam::MaskDecoder mask_decoder;
+  std::string fingerprint;  // identifies the weights; stored in embedding files
+
+  // Builds the model from a state_dict (official or Hugging Face names), strictly.
+  static std::shared_ptr<SamModel> from_state_dict(const StateDict& sd, const SamConfig& cfg);
+};
+
+}  // namespace vitrt
+
+namespace vitrt::sam {
+// Every tensor of a SAM model with this config, random (seeded). For benchmarks and tests.
+StateDict random_state_dict(const SamConfig& c, uint64_t seed);
+// Image-encoder multiply-adds x 2 for one image, with the reference's padded windows.
+double encoder_flops(const SamConfig& c);
+}  // namespace vitrt::sam

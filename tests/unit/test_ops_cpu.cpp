@@ -1,0 +1,612 @@
+// CPU operators against naive references written here (double accumulation, textbook loops),
+// on deterministic random inputs in [-1, 1), odd sizes, and every code path. A few results are
+// also pinned to constants computed with PyTorch / segment_anything (see kTorch* below).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "ops/cpu/attention.h"
+#include "ops/cpu/gemm.h"
+#include "ops/ops.h"
+#include "vitrt/tensor.h"
+
+using vitrt::InvalidArgument;
+using vitrt::Shape;
+using vitrt::Tensor;
+namespace ops = vitrt::ops;
+
+namespace {
+
+// The same LCG as the Python generator of the torch constants: ((s >> 8) / 2^24) * 2 - 1.
+std::vector<float> lcg(int64_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  uint32_t s = seed;
+  for (auto& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>(static_cast<double>(s >> 8) / 16777216.0 * 2.0 - 1.0);
+  }
+  return v;
+}
+
+Tensor rand_tensor(Shape shape, uint32_t seed, float scale = 1.f, float offset = 0.f) {
+  auto v = lcg(vitrt::shape_numel(shape), seed);
+  for (auto& x : v) x = x * scale + offset;
+  return Tensor::from_vector(v, shape);
+}
+
+const float* cf(const Tensor& t) { return t.data<float>(); }
+
+// |got - ref| <= atol + rtol * |ref| elementwise; reports the first few failures.
+void expect_close(const Tensor& got, const std::vector<double>& ref, double rtol, double atol,
+                  const std::string& what) {
+  ASSERT_EQ(got.numel(), static_cast<int64_t>(ref.size())) << what;
+  const float* g = cf(got);
+  int failures = 0;
+  double worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    double err = std::abs(g[i] - ref[i]);
+    worst = std::max(worst, err / (atol + rtol * std::abs(ref[i])));
+    if (!(err <= atol + rtol * std::abs(ref[i]))) {
+      if (++failures <= 5)
+        ADD_FAILURE() << what << ": element " << i << " got " << g[i] << " want " << ref[i] << " (err " << err << ")";
+    }
+  }
+  EXPECT_EQ(failures, 0) << what << ": " << failures << " of " << ref.size() << " elements out of tolerance";
+  EXPECT_LE(worst, 1.0) << what;
+}
+
+void expect_close(const Tensor& got, const std::vector<float>& ref, double rtol, double atol, const std::string& what) {
+  expect_close(got, std::vector<double>(ref.begin(), ref.end()), rtol, atol, what);
+}
+
+double gelu_ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+
+// ---------------------------------------------------------------------------------- linear
+
+std::vector<double> linear_ref(const Tensor& x, const Tensor& w, const Tensor* bias, ops::Activation act,
+                               const Tensor* res) {
+  const int64_t K = x.size(-1), N = w.size(0), M = x.numel() / K;
+  std::vector<double> y(M * N);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double s = bias ? cf(*bias)[j] : 0.0;
+      for (int64_t k = 0; k < K; ++k) s += static_cast<double>(cf(x)[i * K + k]) * cf(w)[j * K + k];
+      if (act == ops::Activation::GELU) s = gelu_ref(s);
+      if (act == ops::Activation::ReLU) s = std::max(s, 0.0);
+      if (res) s += cf(*res)[i * N + j];
+      y[i * N + j] = s;
+    }
+  return y;
+}
+
+TEST(OpsCpu, LinearAllEpilogues) {
+  for (Shape xs : {Shape{37, 53}, Shape{2, 5, 33}, Shape{1, 768}}) {
+    const int64_t K = xs.back();
+    const int64_t N = K == 768 ? 2304 : 29;
+    Tensor x = rand_tensor(xs, 11);
+    Tensor w = rand_tensor({N, K}, 12, 0.2f);
+    Tensor b = rand_tensor({N}, 13);
+    Shape ys = xs;
+    ys.back() = N;
+    Tensor r = rand_tensor(ys, 14);
+    for (bool use_bias : {false, true})
+      for (auto act : {ops::Activation::None, ops::Activation::GELU, ops::Activation::ReLU})
+        for (bool use_res : {false, true}) {
+          const Tensor* bp = use_bias ? &b : nullptr;
+          const Tensor* rp = use_res ? &r : nullptr;
+          Tensor y = ops::linear(x, w, bp, act, rp);
+          EXPECT_EQ(y.shape(), ys);
+          expect_close(y, linear_ref(x, w, bp, act, rp), 1e-5, 1e-5,
+                       "linear " + vitrt::shape_str(xs) + " bias=" + std::to_string(use_bias) +
+                           " act=" + std::to_string(static_cast<int>(act)) + " res=" + std::to_string(use_res));
+        }
+  }
+}
+
+TEST(OpsCpu, LinearRejectsBadShapes) {
+  Tensor x = rand_tensor({4, 5}, 1), w = rand_tensor({3, 6}, 2), b = rand_tensor({4}, 3);
+  EXPECT_THROW(ops::linear(x, w), InvalidArgument);
+  Tensor w2 = rand_tensor({3, 5}, 2);
+  EXPECT_THROW(ops::linear(x, w2, &b), InvalidArgument);
+  Tensor r = rand_tensor({4, 4}, 4);
+  EXPECT_THROW(ops::linear(x, w2, nullptr, ops::Activation::None, &r), InvalidArgument);
+}
+
+TEST(OpsCpu, CudaTensorIsRejectedClearly) {
+  auto owner = std::make_shared<float>(0.f);
+  Tensor fake = Tensor::wrap(owner, owner.get(), {1}, vitrt::DType::F32, vitrt::Device::CUDA);
+  try {
+    ops::relu_(fake);
+    FAIL() << "no exception";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA"), std::string::npos) << e.what();
+  }
+}
+
+// ---------------------------------------------------------------------------------- matmul
+
+TEST(OpsCpu, MatmulBatchedAndTransposed) {
+  const int64_t B = 3, M = 7, K = 19, N = 11;
+  Tensor a = rand_tensor({B, M, K}, 21);
+  Tensor b = rand_tensor({B, K, N}, 22);
+  Tensor bt = rand_tensor({B, N, K}, 23);
+  Tensor b2 = rand_tensor({K, N}, 24);
+  auto ref = [&](const Tensor& bb, bool trans, bool shared) {
+    std::vector<double> c(B * M * N);
+    for (int64_t p = 0; p < B; ++p)
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          double s = 0;
+          const int64_t boff = shared ? 0 : p * K * N;
+          for (int64_t k = 0; k < K; ++k)
+            s += static_cast<double>(cf(a)[(p * M + i) * K + k]) *
+                 cf(bb)[boff + (trans ? j * K + k : k * N + j)];
+          c[(p * M + i) * N + j] = s;
+        }
+    return c;
+  };
+  expect_close(ops::matmul(a, b), ref(b, false, false), 1e-5, 1e-5, "matmul");
+  expect_close(ops::matmul(a, bt, true), ref(bt, true, false), 1e-5, 1e-5, "matmul^T");
+  expect_close(ops::matmul(a, b2), ref(b2, false, true), 1e-5, 1e-5, "matmul shared b");
+  Tensor a2 = a.slice0(0, 1).reshape({M, K});
+  Tensor c2 = ops::matmul(a2, b2);
+  EXPECT_EQ(c2.shape(), (Shape{M, N}));
+  auto full = ref(b2, false, true);
+  expect_close(c2, std::vector<double>(full.begin(), full.begin() + M * N), 1e-5, 1e-5, "matmul 2-D");
+  EXPECT_THROW(ops::matmul(a, bt), InvalidArgument);
+}
+
+// ---------------------------------------------------------------------------------- norms
+
+TEST(OpsCpu, LayerNorm) {
+  for (int64_t C : {77, 768, 5}) {
+    // An offset mean makes a one-pass E[x^2] - E[x]^2 variance visibly wrong; two passes are not.
+    Tensor x = rand_tensor({9, C}, 31, 2.f, 30.f);
+    Tensor w = rand_tensor({C}, 32), b = rand_tensor({C}, 33);
+    const float eps = 1e-6f;
+    std::vector<double> ref(9 * C);
+    for (int64_t r = 0; r < 9; ++r) {
+      double mean = 0, var = 0;
+      for (int64_t c = 0; c < C; ++c) mean += cf(x)[r * C + c];
+      mean /= C;
+      for (int64_t c = 0; c < C; ++c) var += (cf(x)[r * C + c] - mean) * (cf(x)[r * C + c] - mean);
+      var /= C;
+      for (int64_t c = 0; c < C; ++c)
+        ref[r * C + c] = (cf(x)[r * C + c] - mean) / std::sqrt(var + eps) * cf(w)[c] + cf(b)[c];
+    }
+    expect_close(ops::layer_norm(x, w, b, eps), ref, 1e-5, 1e-5, "layer_norm C=" + std::to_string(C));
+  }
+}
+
+TEST(OpsCpu, SoftmaxLastDim) {
+  for (int64_t n : {1, 7, 1000, 4096}) {
+    Tensor x = rand_tensor({5, n}, 41, 30.f);  // large logits: the max subtraction matters
+    Tensor y = x.clone();
+    ops::softmax_lastdim_(y);
+    std::vector<double> ref(5 * n);
+    for (int64_t r = 0; r < 5; ++r) {
+      double mx = -1e300, s = 0;
+      for (int64_t i = 0; i < n; ++i) mx = std::max<double>(mx, cf(x)[r * n + i]);
+      for (int64_t i = 0; i < n; ++i) s += std::exp(cf(x)[r * n + i] - mx);
+      for (int64_t i = 0; i < n; ++i) ref[r * n + i] = std::exp(cf(x)[r * n + i] - mx) / s;
+    }
+    expect_close(y, ref, 1e-5, 1e-9, "softmax n=" + std::to_string(n));
+  }
+}
+
+// ---------------------------------------------------------------------------------- elementwise
+
+TEST(OpsCpu, ElementwiseAndBroadcastAdd) {
+  Tensor x = rand_tensor({3, 4, 37}, 51);
+  for (Shape ys : {Shape{37}, Shape{4, 37}, Shape{3, 4, 37}, Shape{3 * 4 * 37}}) {
+    Tensor y = rand_tensor(ys, 52);
+    const int64_t ny = y.numel();
+    std::vector<double> ref(x.numel());
+    for (int64_t i = 0; i < x.numel(); ++i) ref[i] = static_cast<double>(cf(x)[i]) + cf(y)[i % ny];
+    expect_close(ops::add(x, y), ref, 1e-7, 0, "add " + vitrt::shape_str(ys));
+    Tensor xi = x.clone();
+    ops::add_(xi, y);
+    expect_close(xi, ref, 1e-7, 0, "add_ " + vitrt::shape_str(ys));
+  }
+  EXPECT_THROW(ops::add(x, rand_tensor({3}, 1)), InvalidArgument);
+  EXPECT_THROW(ops::add(x, rand_tensor({4, 36}, 1)), InvalidArgument);
+
+  Tensor big = rand_tensor({100003}, 53, 4.f);  // large enough to take the threaded paths
+  std::vector<double> rs(big.numel()), rr(big.numel()), rg(big.numel());
+  for (int64_t i = 0; i < big.numel(); ++i) {
+    rs[i] = cf(big)[i] * 0.37f;
+    rr[i] = std::max(0.0, static_cast<double>(cf(big)[i]));
+    rg[i] = gelu_ref(cf(big)[i]);
+  }
+  Tensor s = big.clone(), r = big.clone(), g = big.clone();
+  ops::scale_(s, 0.37f);
+  ops::relu_(r);
+  ops::gelu_(g);
+  expect_close(s, rs, 1e-7, 0, "scale_");
+  expect_close(r, rr, 0, 0, "relu_");
+  expect_close(g, rg, 1e-5, 1e-6, "gelu_");
+  Tensor g2 = rand_tensor({13}, 54, 6.f);
+  std::vector<double> rg2(13);
+  for (int i = 0; i < 13; ++i) rg2[i] = gelu_ref(cf(g2)[i]);
+  ops::gelu_(g2);
+  expect_close(g2, rg2, 1e-5, 1e-6, "gelu_ small");
+}
+
+// ---------------------------------------------------------------------------------- layout
+
+TEST(OpsCpu, PermuteGeneral) {
+  const Shape s{3, 4, 5, 6};
+  Tensor x = rand_tensor(s, 61);
+  for (std::vector<int> perm : {std::vector<int>{0, 2, 1, 3}, {0, 3, 1, 2}, {3, 2, 1, 0}, {1, 0, 3, 2}, {0, 1, 2, 3}}) {
+    Tensor y = ops::permute(x, perm);
+    Shape os(4);
+    for (int d = 0; d < 4; ++d) os[d] = s[perm[d]];
+    ASSERT_EQ(y.shape(), os);
+    std::vector<double> ref(x.numel());
+    int64_t idx[4], o = 0;
+    for (idx[0] = 0; idx[0] < os[0]; ++idx[0])
+      for (idx[1] = 0; idx[1] < os[1]; ++idx[1])
+        for (idx[2] = 0; idx[2] < os[2]; ++idx[2])
+          for (idx[3] = 0; idx[3] < os[3]; ++idx[3]) {
+            int64_t in[4];
+            for (int d = 0; d < 4; ++d) in[perm[d]] = idx[d];
+            ref[o++] = cf(x)[((in[0] * s[1] + in[1]) * s[2] + in[2]) * s[3] + in[3]];
+          }
+    expect_close(y, ref, 0, 0, "permute");
+  }
+  EXPECT_THROW(ops::permute(x, {0, 1, 1, 2}), InvalidArgument);
+  EXPECT_THROW(ops::permute(x, {0, 1, 2}), InvalidArgument);
+  // A big permutation takes the threaded path (NCHW -> NHWC of an image).
+  Tensor img = rand_tensor({1, 3, 64, 80}, 62);
+  Tensor nhwc = ops::permute(img, {0, 2, 3, 1});
+  for (int64_t y = 0; y < 64; y += 7)
+    for (int64_t xx = 0; xx < 80; xx += 3)
+      for (int c = 0; c < 3; ++c) EXPECT_EQ(cf(nhwc)[(y * 80 + xx) * 3 + c], cf(img)[(c * 64 + y) * 80 + xx]);
+}
+
+TEST(OpsCpu, Cat) {
+  Tensor a = rand_tensor({2, 3, 4}, 71), b = rand_tensor({2, 5, 4}, 72), c = rand_tensor({2, 1, 4}, 73);
+  Tensor y = ops::cat({a, b, c}, 1);
+  ASSERT_EQ(y.shape(), (Shape{2, 9, 4}));
+  std::vector<double> ref;
+  for (int64_t i = 0; i < 2; ++i) {
+    for (int64_t j = 0; j < 12; ++j) ref.push_back(cf(a)[i * 12 + j]);
+    for (int64_t j = 0; j < 20; ++j) ref.push_back(cf(b)[i * 20 + j]);
+    for (int64_t j = 0; j < 4; ++j) ref.push_back(cf(c)[i * 4 + j]);
+  }
+  expect_close(y, ref, 0, 0, "cat dim 1");
+  Tensor d = rand_tensor({2, 3, 7}, 74);
+  Tensor z = ops::cat({a, d}, -1);
+  ASSERT_EQ(z.shape(), (Shape{2, 3, 11}));
+  for (int64_t r = 0; r < 6; ++r) {
+    for (int64_t j = 0; j < 4; ++j) EXPECT_EQ(cf(z)[r * 11 + j], cf(a)[r * 4 + j]);
+    for (int64_t j = 0; j < 7; ++j) EXPECT_EQ(cf(z)[r * 11 + 4 + j], cf(d)[r * 7 + j]);
+  }
+  Tensor e = ops::cat({a, a}, 0);
+  ASSERT_EQ(e.shape(), (Shape{4, 3, 4}));
+  for (int64_t i = 0; i < 24; ++i) EXPECT_EQ(cf(e)[24 + i], cf(a)[i]);
+  EXPECT_THROW(ops::cat({a, b}, 2), InvalidArgument);
+  EXPECT_THROW(ops::cat({a}, 3), InvalidArgument);
+}
+
+TEST(OpsCpu, WindowPartitionPadsAndRoundTrips) {
+  struct Case { int64_t B, H, W, C; int ws; };
+  for (Case k : {Case{1, 16, 16, 5, 14}, Case{1, 64, 64, 8, 14}, Case{2, 17, 30, 3, 7}, Case{1, 14, 28, 4, 14}}) {
+    Tensor x = rand_tensor({k.B, k.H, k.W, k.C}, 81);
+    Tensor w = ops::window_partition(x, k.ws);
+    const int64_t nh = (k.H + k.ws - 1) / k.ws, nw = (k.W + k.ws - 1) / k.ws;
+    ASSERT_EQ(w.shape(), (Shape{k.B * nh * nw, k.ws, k.ws, k.C}));
+    // Reference: pad to (nh*ws, nw*ws), then the (b, wy, wx, r, s, c) ordering of SAM.
+    std::vector<double> ref;
+    for (int64_t b = 0; b < k.B; ++b)
+      for (int64_t wy = 0; wy < nh; ++wy)
+        for (int64_t wx = 0; wx < nw; ++wx)
+          for (int64_t r = 0; r < k.ws; ++r)
+            for (int64_t s = 0; s < k.ws; ++s)
+              for (int64_t c = 0; c < k.C; ++c) {
+                const int64_t y = wy * k.ws + r, xx = wx * k.ws + s;
+                ref.push_back(y < k.H && xx < k.W ? cf(x)[((b * k.H + y) * k.W + xx) * k.C + c] : 0.0);
+              }
+    expect_close(w, ref, 0, 0, "window_partition " + std::to_string(k.H) + "x" + std::to_string(k.W));
+    Tensor back = ops::window_unpartition(w, k.ws, k.H, k.W);
+    ASSERT_EQ(back.shape(), x.shape());
+    expect_close(back, std::vector<double>(cf(x), cf(x) + x.numel()), 0, 0, "window_unpartition");
+  }
+  EXPECT_THROW(ops::window_unpartition(rand_tensor({3, 14, 14, 2}, 1), 14, 16, 16), InvalidArgument);
+}
+
+// ---------------------------------------------------------------------------------- attention
+
+// Textbook attention for one head: rows of q/k/v given by strided pointers.
+void attend_ref(const std::function<double(int64_t, int64_t)>& q, const std::function<double(int64_t, int64_t)>& k,
+                const std::function<double(int64_t, int64_t)>& v,
+                const std::function<double(int64_t, int64_t)>& bias, int64_t nq, int64_t nk, int64_t hd,
+                double scale, const std::function<void(int64_t, int64_t, double)>& out) {
+  std::vector<double> s(nk);
+  for (int64_t i = 0; i < nq; ++i) {
+    double mx = -1e300;
+    for (int64_t j = 0; j < nk; ++j) {
+      double d = 0;
+      for (int64_t c = 0; c < hd; ++c) d += q(i, c) * k(j, c);
+      s[j] = d * scale + bias(i, j);
+      mx = std::max(mx, s[j]);
+    }
+    double sum = 0;
+    for (int64_t j = 0; j < nk; ++j) sum += (s[j] = std::exp(s[j] - mx));
+    for (int64_t c = 0; c < hd; ++c) {
+      double o = 0;
+      for (int64_t j = 0; j < nk; ++j) o += s[j] * v(j, c);
+      out(i, c, o / sum);
+    }
+  }
+}
+
+// PyTorch F.interpolate(linear, align_corners=False) in float, as the reference for tables.
+std::vector<float> interp_rows_ref(const std::vector<float>& x, int64_t L, int64_t C, int64_t n) {
+  std::vector<float> y(n * C);
+  const float scale = static_cast<float>(L) / static_cast<float>(n);
+  for (int64_t j = 0; j < n; ++j) {
+    float src = std::max(0.f, scale * (j + 0.5f) - 0.5f);
+    int64_t i0 = static_cast<int64_t>(src), i1 = std::min(i0 + 1, L - 1);
+    float l1 = src - i0, l0 = 1.f - l1;
+    for (int64_t c = 0; c < C; ++c) y[j * C + c] = l0 * x[i0 * C + c] + l1 * x[i1 * C + c];
+  }
+  return y;
+}
+
+std::vector<double> attention_relpos_ref(const Tensor& qkv, int heads, int64_t H, int64_t W, const Tensor* rph,
+                                         const Tensor* rpw) {
+  const int64_t B = qkv.size(0), N = H * W, C = qkv.size(2) / 3, hd = C / heads;
+  const float* p = cf(qkv);
+  std::vector<float> th, tw;
+  if (rph) {
+    th.assign(cf(*rph), cf(*rph) + rph->numel());
+    tw.assign(cf(*rpw), cf(*rpw) + rpw->numel());
+    if (rph->size(0) != 2 * H - 1) th = interp_rows_ref(th, rph->size(0), hd, 2 * H - 1);
+    if (rpw->size(0) != 2 * W - 1) tw = interp_rows_ref(tw, rpw->size(0), hd, 2 * W - 1);
+  }
+  std::vector<double> out(B * N * C);
+  const double scale = static_cast<float>(std::pow(static_cast<double>(hd), -0.5));
+  for (int64_t b = 0; b < B; ++b)
+    for (int h = 0; h < heads; ++h) {
+      auto at = [&](int which) {
+        return [=](int64_t i, int64_t c) { return static_cast<double>(p[(b * N + i) * 3 * C + which * C + h * hd + c]); };
+      };
+      auto q = at(0);
+      auto bias = [&](int64_t i, int64_t j) {
+        if (!rph) return 0.0;
+        const int64_t ih = i / W, iw = i % W, jh = j / W, jw = j % W;
+        double rh = 0, rw = 0;
+        for (int64_t c = 0; c < hd; ++c) {
+          rh += q(i, c) * th[(ih - jh + H - 1) * hd + c];
+          rw += q(i, c) * tw[(iw - jw + W - 1) * hd + c];
+        }
+        return rh + rw;
+      };
+      attend_ref(q, at(1), at(2), bias, N, N, hd, scale,
+                 [&](int64_t i, int64_t c, double o) { out[(b * N + i) * C + h * hd + c] = o; });
+    }
+  return out;
+}
+
+TEST(OpsCpu, AttentionRelPosMatchesSegmentAnything) {
+  // segment_anything Attention.forward after the qkv linear (B=1, 2x3 grid, 2 heads of 4).
+  const std::vector<float> kTorchAttnRelPos = {-0.0703661069f, -0.156813264f, 0.155897886f, -0.503836691f, -0.176555663f, 0.210273132f, -0.394211948f, 0.355035871f, -0.096122779f, 0.0523855872f, 0.0806915537f, -0.362296224f, -0.0677062869f, 0.271837294f, -0.129595101f, 0.133038014f, -0.0431670919f, 0.0409328341f, 0.0361422226f, -0.345789969f, -0.0995066762f, 0.114041463f, -0.122520097f, 0.168374807f, -0.0946634263f, 0.0162231084f, 0.0809670538f, -0.447199136f, -0.0464173257f, 0.332415104f, -0.181899279f, 0.163119555f, -0.021612972f, 0.244917005f, -0.0203406438f, -0.226451963f, -0.0466972552f, 0.427060127f, -0.353922576f, 0.260274857f, 0.0236320905f, 0.214674056f, -0.0858126208f, -0.224803254f, -0.0631175712f, 0.433183074f, -0.400826514f, 0.361264884f};
+  Tensor qkv = Tensor::from_vector(lcg(1 * 6 * 24, 4), {1, 6, 24});
+  Tensor rph = Tensor::from_vector(lcg(3 * 4, 5), {3, 4});
+  Tensor rpw = Tensor::from_vector(lcg(5 * 4, 6), {5, 4});
+  Tensor out = ops::attention_relpos(qkv, 2, 2, 3, &rph, &rpw);
+  expect_close(out, kTorchAttnRelPos, 1e-5, 1e-6, "attention_relpos vs torch");
+}
+
+TEST(OpsCpu, AttentionRelPos) {
+  struct Case { int64_t B, H, W; int heads; int64_t hd; bool rel; int64_t row_block; };
+  const Case cases[] = {
+      {2, 5, 7, 3, 16, true, 0},   {2, 5, 7, 3, 16, false, 0},  {1, 4, 6, 2, 80, true, 0},
+      {1, 14, 14, 2, 64, true, 0}, {3, 9, 4, 1, 8, true, 8},    {1, 13, 11, 2, 24, true, 16},
+      {1, 13, 11, 2, 24, false, 24}, {1, 23, 29, 1, 64, true, 0},  // N = 667: several default blocks
+  };
+  for (const Case& k : cases) {
+    vitrt::cpu::set_attention_row_block(k.row_block);
+    const int64_t C = k.heads * k.hd, N = k.H * k.W;
+    Tensor qkv = rand_tensor({k.B, N, 3 * C}, 91, 1.5f);
+    Tensor rph = rand_tensor({2 * k.H - 1, k.hd}, 92, 0.5f);
+    Tensor rpw = rand_tensor({2 * k.W - 1, k.hd}, 93, 0.5f);
+    Tensor out = ops::attention_relpos(qkv, k.heads, k.H, k.W, k.rel ? &rph : nullptr, k.rel ? &rpw : nullptr);
+    ASSERT_EQ(out.shape(), (Shape{k.B, N, C}));
+    expect_close(out, attention_relpos_ref(qkv, k.heads, k.H, k.W, k.rel ? &rph : nullptr, k.rel ? &rpw : nullptr),
+                  1e-4, 2e-6,
+                  "attention_relpos " + std::to_string(k.H) + "x" + std::to_string(k.W) + " hd " + std::to_string(k.hd) +
+                      " rel " + std::to_string(k.rel) + " rb " + std::to_string(k.row_block));
+  }
+  vitrt::cpu::set_attention_row_block(0);
+}
+
+TEST(OpsCpu, AttentionRelPosInterpolatesTables) {
+  // Tables trained for another size are resized like get_rel_pos (F.interpolate, linear).
+  const int64_t H = 6, W = 5, hd = 8;
+  Tensor qkv = rand_tensor({1, H * W, 3 * hd}, 95);
+  Tensor rph = rand_tensor({7, hd}, 96), rpw = rand_tensor({13, hd}, 97);
+  Tensor out = ops::attention_relpos(qkv, 1, H, W, &rph, &rpw);
+  expect_close(out, attention_relpos_ref(qkv, 1, H, W, &rph, &rpw), 1e-4, 2e-6, "attention_relpos interpolated");
+  EXPECT_THROW(ops::attention_relpos(qkv, 1, H, W, &rph, nullptr), InvalidArgument);
+  EXPECT_THROW(ops::attention_relpos(qkv, 3, H, W, nullptr, nullptr), InvalidArgument);
+  EXPECT_THROW(ops::attention_relpos(qkv, 1, H, W + 1, nullptr, nullptr), InvalidArgument);
+}
+
+TEST(OpsCpu, AttentionPlain) {
+  struct Case { int64_t B, Nq, Nk, D; int heads; };
+  for (Case k : {Case{2, 7, 300, 64, 4}, Case{1, 300, 7, 128, 8}, Case{1, 5, 4096, 256, 8}, Case{2, 1, 1, 16, 2},
+                 Case{1, 600, 33, 48, 3}}) {
+    Tensor q = rand_tensor({k.B, k.Nq, k.D}, 101, 2.f), kk = rand_tensor({k.B, k.Nk, k.D}, 102, 2.f),
+           v = rand_tensor({k.B, k.Nk, k.D}, 103);
+    Tensor out = ops::attention(q, kk, v, k.heads);
+    ASSERT_EQ(out.shape(), (Shape{k.B, k.Nq, k.D}));
+    const int64_t hd = k.D / k.heads;
+    std::vector<double> ref(k.B * k.Nq * k.D);
+    for (int64_t b = 0; b < k.B; ++b)
+      for (int h = 0; h < k.heads; ++h) {
+        auto acc = [&](const Tensor& t, int64_t n) {
+          return [&t, b, h, hd, n, D = k.D](int64_t i, int64_t c) { return static_cast<double>(cf(t)[(b * n + i) * D + h * hd + c]); };
+        };
+        attend_ref(acc(q, k.Nq), acc(kk, k.Nk), acc(v, k.Nk), [](int64_t, int64_t) { return 0.0; }, k.Nq, k.Nk, hd,
+                   1.0 / std::sqrt(static_cast<double>(hd)),
+                   [&](int64_t i, int64_t c, double o) { ref[(b * k.Nq + i) * k.D + h * hd + c] = o; });
+      }
+    expect_close(out, ref, 1e-4, 2e-6, "attention Nq " + std::to_string(k.Nq) + " Nk " + std::to_string(k.Nk));
+  }
+  EXPECT_THROW(ops::attention(rand_tensor({1, 2, 8}, 1), rand_tensor({1, 3, 8}, 2), rand_tensor({1, 3, 8}, 3), 3),
+               InvalidArgument);
+}
+
+// ---------------------------------------------------------------------------------- convolutions
+
+std::vector<double> conv_ref(const Tensor& x, const Tensor& w, const Tensor* bias, int stride, int pad) {
+  const int64_t B = x.size(0), H = x.size(1), W = x.size(2), Cin = x.size(3);
+  const int64_t Cout = w.size(0), kh = w.size(2), kw = w.size(3);
+  const int64_t Ho = (H + 2 * pad - kh) / stride + 1, Wo = (W + 2 * pad - kw) / stride + 1;
+  std::vector<double> y(B * Ho * Wo * Cout);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t oy = 0; oy < Ho; ++oy)
+      for (int64_t ox = 0; ox < Wo; ++ox)
+        for (int64_t co = 0; co < Cout; ++co) {
+          double s = bias ? cf(*bias)[co] : 0.0;
+          for (int64_t ci = 0; ci < Cin; ++ci)
+            for (int64_t ky = 0; ky < kh; ++ky)
+              for (int64_t kx = 0; kx < kw; ++kx) {
+                const int64_t iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
+                if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                s += static_cast<double>(cf(x)[((b * H + iy) * W + ix) * Cin + ci]) *
+                     cf(w)[((co * Cin + ci) * kh + ky) * kw + kx];
+              }
+          y[((b * Ho + oy) * Wo + ox) * Cout + co] = s;
+        }
+  return y;
+}
+
+TEST(OpsCpu, Conv2dNhwc) {
+  struct Case { int64_t B, H, W, Cin, Cout, k; int stride, pad; };
+  const Case cases[] = {
+      {1, 64, 48, 3, 24, 16, 16, 0},  // patch embed (stride == kernel)
+      {1, 35, 21, 3, 10, 4, 4, 0},    // stride == kernel, sizes not multiples: floor like torch
+      {2, 9, 11, 5, 7, 3, 1, 1},      // neck 3x3, padding 1
+      {1, 8, 10, 4, 6, 2, 2, 0},      // mask-input downscaling 2x2 stride 2
+      {2, 7, 5, 13, 9, 1, 1, 0},      // 1x1 (direct GEMM)
+      {1, 9, 8, 3, 5, 3, 2, 1},       // strided with padding
+      {1, 6, 6, 2, 3, 5, 1, 2},
+  };
+  for (const Case& k : cases) {
+    Tensor x = rand_tensor({k.B, k.H, k.W, k.Cin}, 111);
+    Tensor w = rand_tensor({k.Cout, k.Cin, k.k, k.k}, 112, 0.3f);
+    Tensor b = rand_tensor({k.Cout}, 113);
+    for (bool use_bias : {false, true}) {
+      Tensor y = ops::conv2d_nhwc(x, w, use_bias ? &b : nullptr, k.stride, k.pad);
+      const int64_t Ho = (k.H + 2 * k.pad - k.k) / k.stride + 1, Wo = (k.W + 2 * k.pad - k.k) / k.stride + 1;
+      ASSERT_EQ(y.shape(), (Shape{k.B, Ho, Wo, k.Cout}));
+      expect_close(y, conv_ref(x, w, use_bias ? &b : nullptr, k.stride, k.pad), 1e-5, 1e-5,
+                   "conv k" + std::to_string(k.k) + " s" + std::to_string(k.stride) + " p" + std::to_string(k.pad) +
+                       " bias " + std::to_string(use_bias));
+    }
+  }
+  EXPECT_THROW(ops::conv2d_nhwc(rand_tensor({1, 4, 4, 3}, 1), rand_tensor({2, 4, 3, 3}, 2), nullptr, 1, 1),
+               InvalidArgument);
+  EXPECT_THROW(ops::conv2d_nhwc(rand_tensor({1, 2, 2, 3}, 1), rand_tensor({2, 3, 3, 3}, 2), nullptr, 1, 0),
+               InvalidArgument);
+}
+
+TEST(OpsCpu, ConvTranspose2x2Nhwc) {
+  const int64_t B = 2, H = 5, W = 3, Cin = 6, Cout = 4;
+  Tensor x = rand_tensor({B, H, W, Cin}, 121);
+  Tensor w = rand_tensor({Cin, Cout, 2, 2}, 122);
+  Tensor b = rand_tensor({Cout}, 123);
+  for (bool use_bias : {false, true}) {
+    Tensor y = ops::conv_transpose2x2_nhwc(x, w, use_bias ? &b : nullptr);
+    ASSERT_EQ(y.shape(), (Shape{B, 2 * H, 2 * W, Cout}));
+    // Definition: out[b, 2i+ky, 2j+kx, co] = bias[co] + sum_ci x[b, i, j, ci] w[ci, co, ky, kx].
+    std::vector<double> ref(y.numel());
+    for (int64_t bb = 0; bb < B; ++bb)
+      for (int64_t oy = 0; oy < 2 * H; ++oy)
+        for (int64_t ox = 0; ox < 2 * W; ++ox)
+          for (int64_t co = 0; co < Cout; ++co) {
+            double s = use_bias ? cf(b)[co] : 0.0;
+            const int64_t i = oy / 2, j = ox / 2, ky = oy % 2, kx = ox % 2;
+            for (int64_t ci = 0; ci < Cin; ++ci)
+              s += static_cast<double>(cf(x)[((bb * H + i) * W + j) * Cin + ci]) * cf(w)[((ci * Cout + co) * 2 + ky) * 2 + kx];
+            ref[((bb * 2 * H + oy) * 2 * W + ox) * Cout + co] = s;
+          }
+    expect_close(y, ref, 1e-5, 1e-5, "conv_transpose2x2 bias " + std::to_string(use_bias));
+  }
+}
+
+// ---------------------------------------------------------------------------------- interpolation
+
+// Constants from torch 2.x F.interpolate on the same LCG inputs (see the generator in the report).
+TEST(OpsCpu, InterpolateLinearRowsMatchesTorch) {
+  const std::vector<float> kTorchInterp5to9 = {-0.527089f, -0.261458755f, -0.348564655f, -0.0377169997f, -0.0510240719f, 0.335185915f, -0.394803554f, 0.111664258f, -0.898912787f, -0.260963321f, -0.0942242742f, -0.0535519049f, 0.38102138f, 0.130834267f, -0.461500913f, 0.223120391f, -0.967013597f, 0.278491974f};
+  const std::vector<float> kTorchInterp5to3 = {-0.348564684f, -0.0377170444f, -0.898912787f, -0.260963321f, -0.461500168f, 0.223120302f};
+  const std::vector<float> kTorchInterp5to13 = {-0.527089f, -0.261458755f, -0.485891074f, -0.209826052f, -0.279901445f, 0.0483375154f, -0.0739118382f, 0.306501031f, -0.200915292f, 0.25498262f, -0.549914002f, -0.00299031916f, -0.898912787f, -0.260963321f, -0.341820955f, -0.117370859f, 0.215270892f, 0.0262216087f, 0.316211909f, 0.13793321f, -0.267072558f, 0.201823562f, -0.850356996f, 0.26571393f, -0.967013597f, 0.278491974f};
+  Tensor x = Tensor::from_vector(lcg(10, 1), {5, 2});
+  expect_close(ops::interpolate_linear_rows(x, 9), kTorchInterp5to9, 1e-6, 1e-7, "interp 5->9");
+  expect_close(ops::interpolate_linear_rows(x, 3), kTorchInterp5to3, 1e-6, 1e-7, "interp 5->3");
+  expect_close(ops::interpolate_linear_rows(x, 13), kTorchInterp5to13, 1e-6, 1e-7, "interp 5->13");
+  expect_close(ops::interpolate_linear_rows(x, 5), lcg(10, 1), 0, 0, "interp identity");
+  // Larger tables against the float formula (27 -> 127 is a SAM window table stretched to global).
+  for (auto [L, n] : {std::pair<int64_t, int64_t>{27, 127}, {127, 27}, {1, 4}}) {
+    auto v = lcg(L * 3, 7);
+    auto ref = interp_rows_ref(v, L, 3, n);
+    expect_close(ops::interpolate_linear_rows(Tensor::from_vector(v, {L, 3}), n), ref, 1e-6, 1e-7,
+                 "interp " + std::to_string(L) + "->" + std::to_string(n));
+  }
+}
+
+std::vector<double> bilinear_ref(const std::vector<float>& x, int64_t N, int64_t H, int64_t W, int64_t oh, int64_t ow) {
+  auto taps = [](int64_t in, int64_t out) {
+    std::vector<std::tuple<int64_t, int64_t, float>> t;
+    const float scale = static_cast<float>(in) / static_cast<float>(out);
+    for (int64_t d = 0; d < out; ++d) {
+      float src = std::max(0.f, scale * (d + 0.5f) - 0.5f);
+      int64_t i0 = static_cast<int64_t>(src);
+      t.emplace_back(i0, std::min(i0 + 1, in - 1), src - i0);
+    }
+    return t;
+  };
+  auto ty = taps(H, oh), tx = taps(W, ow);
+  std::vector<double> y(N * oh * ow);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t r = 0; r < oh; ++r)
+      for (int64_t c = 0; c < ow; ++c) {
+        auto [y0, y1, ly] = ty[r];
+        auto [x0, x1, lx] = tx[c];
+        auto at = [&](int64_t yy, int64_t xx) { return static_cast<double>(x[(n * H + yy) * W + xx]); };
+        y[(n * oh + r) * ow + c] = (1 - ly) * ((1 - lx) * at(y0, x0) + lx * at(y0, x1)) +
+                                   ly * ((1 - lx) * at(y1, x0) + lx * at(y1, x1));
+      }
+  return y;
+}
+
+TEST(OpsCpu, ResizeBilinearMatchesTorch) {
+  const std::vector<float> kTorchBilin3x4to5x7 = {-0.526313901f, -0.366934329f, -0.111927077f, -0.351075351f, -0.543106437f, 0.0888356268f, 0.483799219f, -0.142180443f, -0.217918649f, -0.339099765f, -0.4814336f, -0.545992851f, -0.0449801609f, 0.268152684f, 0.434019685f, 0.00560486782f, -0.679858744f, -0.67697084f, -0.550322652f, -0.245703772f, -0.0553170443f, 0.203857839f, 0.105986066f, -0.0506087579f, -0.0302654244f, -0.0262872521f, -0.313802242f, -0.49349907f, 0.050416708f, 0.172906831f, 0.368890971f, 0.400871277f, 0.323069513f, -0.359201223f, -0.785620213f, 0.135102868f, 0.293102741f, 0.545902491f, 0.252153724f, -0.0755465031f, -0.0943595693f, -0.106117725f, -0.307705283f, -0.119181171f, 0.182457283f, 0.280597389f, 0.307453185f, 0.0388180912f, -0.129078761f, -0.971917391f, -0.737607002f, -0.362710506f, 0.323262841f, 0.881952584f, 0.238584548f, -0.163520336f, 0.0996680558f, 0.0906781331f, 0.0762943476f, 0.374189645f, 0.611698151f, 0.114222251f, -0.196700051f, 0.814057946f, 0.642867982f, 0.368964076f, 0.408140838f, 0.431528628f, 0.0313141048f, -0.218819857f};
+  const std::vector<float> kTorchBilin3x4to2x3 = {-0.280429393f, -0.432549208f, 0.1885712f, 0.139207259f, 0.131410733f, -0.476009607f, -0.0590160228f, 0.269931018f, -0.0694408119f, 0.334983855f, 0.386921287f, -0.0705359206f};
+  const std::vector<float> kTorchBilin6x5to4x9 = {-0.211684078f, -0.0929774493f, 0.104866944f, 0.304568797f, 0.504735053f, 0.327290863f, 0.159441173f, 0.0299689453f, -0.047714293f, -0.330676347f, -0.0516436659f, 0.413410813f, 0.286174744f, 0.0108662546f, 0.0758378208f, 0.159687296f, 0.319048703f, 0.414665371f, 0.668612599f, 0.234371379f, -0.489363879f, -0.467208475f, -0.258580655f, -0.308921218f, -0.350412518f, -0.356507182f, -0.360163987f, 0.185360849f, 0.219376415f, 0.276069015f, 0.415537268f, 0.575699329f, 0.564272344f, 0.56684947f, 0.625442922f, 0.660598934f};
+  Tensor p = Tensor::from_vector(lcg(24, 2), {2, 3, 4});
+  expect_close(ops::resize_bilinear(p, 5, 7), kTorchBilin3x4to5x7, 1e-6, 1e-7, "bilinear 3x4->5x7");
+  expect_close(ops::resize_bilinear(p, 2, 3), kTorchBilin3x4to2x3, 1e-6, 1e-7, "bilinear 3x4->2x3");
+  Tensor p2 = Tensor::from_vector(lcg(30, 3), {1, 6, 5});
+  expect_close(ops::resize_bilinear(p2, 4, 9), kTorchBilin6x5to4x9, 1e-6, 1e-7, "bilinear 6x5->4x9");
+  // SAM's mask post-processing sizes: 256 -> 1024 (up) and 1024 -> 683x1024 (down), 4-D input.
+  auto v = lcg(2 * 64 * 64, 8);
+  expect_close(ops::resize_bilinear(Tensor::from_vector(v, {1, 2, 64, 64}), 256, 256), bilinear_ref(v, 2, 64, 64, 256, 256),
+               1e-6, 1e-7, "bilinear 64->256");
+  auto u = lcg(300 * 200, 9);
+  expect_close(ops::resize_bilinear(Tensor::from_vector(u, {1, 300, 200}), 171, 77), bilinear_ref(u, 1, 300, 200, 171, 77),
+               1e-6, 1e-7, "bilinear 300x200->171x77");
+}
+
+TEST(OpsCpu, MeasureSgemmIsPositive) {
+  EXPECT_GT(vitrt::cpu::measure_sgemm_gflops(64, 64, 64, 2), 0.0);
+}
+
+}  // namespace
