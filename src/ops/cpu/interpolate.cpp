@@ -1,6 +1,7 @@
 #include "ops/cpu/interpolate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace vitrt::cpu {
@@ -12,14 +13,27 @@ struct Taps {
   float w0, w1;
 };
 
+// Keeps the compiler from fusing a product into a following add (GCC contracts a*b+c into an
+// FMA across statements at -O2 on FMA targets, which changes the rounding).
+inline float rounded(float v) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  asm("" : "+x"(v));
+#else
+  volatile float t = v;
+  v = t;
+#endif
+  return v;
+}
+
 // PyTorch (align_corners=False, output size given): scale = float(in) / out;
 // src = scale * (dst + 0.5f) - 0.5f, clamped at 0; i0 = (int) src; i1 = i0 + (i0 < in - 1);
-// w1 = clamp(src - i0, 0, 1), w0 = 1 - w1. All in float (opmath of float is float).
+// w1 = clamp(src - i0, 0, 1), w0 = 1 - w1. All in float (opmath of float is float), the
+// product rounded before the subtraction: checked bit for bit against torch's CPU kernel.
 std::vector<Taps> linear_taps(int64_t in, int64_t out) {
   std::vector<Taps> taps(out);
   const float scale = static_cast<float>(in) / static_cast<float>(out);
   for (int64_t d = 0; d < out; ++d) {
-    float src = scale * (static_cast<float>(d) + 0.5f) - 0.5f;
+    float src = rounded(scale * (static_cast<float>(d) + 0.5f)) - 0.5f;
     if (src < 0.f) src = 0.f;
     const int64_t i0 = static_cast<int64_t>(src);
     const int64_t i1 = i0 + (i0 < in - 1 ? 1 : 0);
@@ -39,7 +53,8 @@ void interpolate_linear_rows(const float* x, float* out, int64_t L, int64_t C, i
     const float* a = x + t.i0 * C;
     const float* b = x + t.i1 * C;
     float* o = out + j * C;
-    for (int64_t c = 0; c < C; ++c) o[c] = t.w0 * a[c] + t.w1 * b[c];
+    // torch's compiled form: fma(w0, a, w1 * b).
+    for (int64_t c = 0; c < C; ++c) o[c] = std::fma(t.w0, a[c], t.w1 * b[c]);
   }
 }
 
@@ -57,8 +72,11 @@ void resize_bilinear(const float* x, float* out, int64_t N, int64_t H, int64_t W
     float* o = out + r * ow;
     for (int64_t c = 0; c < ow; ++c) {
       const Taps& h = tx[c];
-      // PyTorch's order: height weights outside, width weights inside.
-      o[c] = v.w0 * (h.w0 * r0[h.i0] + h.w1 * r0[h.i1]) + v.w1 * (h.w0 * r1[h.i0] + h.w1 * r1[h.i1]);
+      // torch's compiled form (bit-exact against its CPU kernel): width inside, height outside,
+      // each a + b pair as fma(w0, a, w1 * b).
+      const float top = std::fma(h.w0, r0[h.i0], h.w1 * r0[h.i1]);
+      const float bot = std::fma(h.w0, r1[h.i0], h.w1 * r1[h.i1]);
+      o[c] = std::fma(v.w0, top, v.w1 * bot);
     }
   }
 }

@@ -127,7 +127,7 @@ void resize_bilinear_antialias_u8(const uint8_t* src, int src_w, int src_h, int 
     const uint8_t* base = mid + static_cast<size_t>(vert.first[yy] - row0) * stride;
     uint8_t* out_row = dst + static_cast<size_t>(yy) * stride;
     for (size_t i = 0; i < stride; ++i) {
-      int32_t acc = 1 << (kPrecisionBits - 2);
+      int32_t acc = 1 << (kPrecisionBits - 1);
       for (int y = 0; y < vert.count[yy]; ++y) acc += base[y * stride + i] * k[y];
       out_row[i] = clip8(acc);
     }
