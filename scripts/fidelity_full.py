@@ -11,12 +11,15 @@ SamPredictor is run on skimage sample photos with a set of prompt cases, and its
 in the same out_*.pth format as tests/fixtures/sam (see tests/fixtures/sam/README.md).
 If a vitrt CLI is given, it then runs, for every reference file,
 
-    <vitrt> fidelity-check --checkpoint <dir>/sam_<model>.pth --reference <dir>/out_<model>_<image>.pth
+    <vitrt> fidelity-check --checkpoint <dir>/sam_<model>.pth --reference <dir>/out_<model>_<image>.pth \\
+            --image <dir>/images/<image>.png [--vitrt-arg ...]
 
-which must print one JSON object of error metrics on stdout (any nesting; every numeric leaf
-becomes one row, e.g. {"embedding": {"rel_l2": 1e-6, "max_abs": 2e-5},
-"cases": {"box": {"iou_max_abs": 1e-6, "low_res_rel_l2": 3e-6, "mask_mismatch_px": 0}}}),
-and prints a table of them.
+which prints one JSON object of error metrics on stdout, and prints a table of them. Any nesting
+works: every numeric or boolean leaf becomes one row, list items are labelled by their "case" or
+"name" field, e.g. {"resized_identical": true, "embedding_rel": 1e-6, "cases": [{"case": "box",
+"iou_rel": 1e-6, "low_res_rel": 3e-6, "mask_mismatch": 0, ...}], "pass": true} gives rows
+resized_identical, embedding_rel, cases.box.iou_rel, ... A non-zero exit of the CLI is reported
+(its JSON is still shown).
 
 Usage (needs torch, numpy, Pillow, torchvision, segment-anything==1.0, e.g. /work/pyref):
 
@@ -24,9 +27,12 @@ Usage (needs torch, numpy, Pillow, torchvision, segment-anything==1.0, e.g. /wor
     python scripts/fidelity_full.py --out /tmp/samfid --device cuda
     # one model on the CPU (vit_b: ~1 min per image on 2 cores; vit_h is ~8x slower)
     python scripts/fidelity_full.py --out /tmp/samfid --models vit_b --device cpu
+    # segment_anything not installed (e.g. the GPU box): point at a folder holding the package
+    python scripts/fidelity_full.py --out /tmp/samfid --device cuda --sam-src /path/to/site-packages \\
+        --skimage-data /folder/holding/astronaut.png,chelsea.png,coffee.png
     # then (or in one go) compare vitrt against the saved references
     python scripts/fidelity_full.py --out /tmp/samfid --models vit_b --check-only \\
-        --vitrt build/vitrt [--vitrt-arg=--device --vitrt-arg=cuda] [--max-rel-err 1e-3]
+        --vitrt build/bin/vitrt [--vitrt-arg=--tol --vitrt-arg=1e-3] [--max-rel-err 1e-3]
 
 Files written to --out:
     sam_<model>.pth                official-format state dict (vit_h: ~2.5 GB)
@@ -55,6 +61,16 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuB
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+def _pre_parse_sam_src() -> None:
+    """--sam-src DIR: a folder holding the segment_anything package (when it is not installed)."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--sam-src")
+    known, _ = pre.parse_known_args()
+    if known.sam_src:
+        sys.path.insert(0, os.path.abspath(known.sam_src))
+
+
+_pre_parse_sam_src()
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_sam_fixtures as fx  # noqa: E402
 from segment_anything import SamPredictor, sam_model_registry  # noqa: E402
@@ -108,7 +124,13 @@ def flatten(obj, prefix: str = "") -> List[Tuple[str, float]]:
             rows += flatten(v, f"{prefix}.{k}" if prefix else str(k))
     elif isinstance(obj, list):
         for i, v in enumerate(obj):
-            rows += flatten(v, f"{prefix}[{i}]")
+            label = f"[{i}]"
+            if isinstance(v, dict):
+                tag = v.get("case", v.get("name"))
+                if isinstance(tag, str):
+                    label = f".{tag}"
+                    v = {k: x for k, x in v.items() if k not in ("case", "name")}
+            rows += flatten(v, f"{prefix}{label}")
     elif isinstance(obj, bool):
         rows.append((prefix, float(obj)))
     elif isinstance(obj, (int, float)):
@@ -123,7 +145,9 @@ def run_check(vitrt: str, extra: List[str], model: str, out_dir: str, image_name
     results = {}
     for name in image_names:
         ref = os.path.join(out_dir, f"out_{model}_{name}.pth")
-        cmd = [vitrt, "fidelity-check", "--checkpoint", ckpt, "--reference", ref] + extra
+        image = os.path.join(out_dir, "images", f"{name}.png")
+        cmd = [vitrt, "fidelity-check", "--checkpoint", ckpt, "--reference", ref,
+               "--image", image] + extra
         t = time.time()
         try:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
@@ -151,7 +175,8 @@ def run_check(vitrt: str, extra: List[str], model: str, out_dir: str, image_name
             if max_rel is not None and "rel" in k.lower() and not (v <= max_rel):
                 flag = f"   > {max_rel:g}"
                 ok = False
-            print(f"  {k:<{width}}  {v:.3e}{flag}")
+            print(f"  {k:<{width}}  {v:.3e}{flag}" if v != int(v) or abs(v) >= 1e6 else
+                  f"  {k:<{width}}  {int(v)}{flag}")
     with open(os.path.join(out_dir, f"fidelity_{model}.json"), "w") as f:
         json.dump(results, f, indent=2)
     # summary: worst value of each metric over the images
@@ -163,7 +188,8 @@ def run_check(vitrt: str, extra: List[str], model: str, out_dir: str, image_name
         print(f"\n== {model}: worst over {len(results)} image(s)")
         width = max(len(k) for k in worst)
         for k, v in worst.items():
-            print(f"  {k:<{width}}  {v:.3e}")
+            print(f"  {k:<{width}}  {v:.3e}" if v != int(v) or abs(v) >= 1e6 else
+                  f"  {k:<{width}}  {int(v)}")
     return ok
 
 
@@ -187,6 +213,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--max-rel-err", type=float, default=None,
                     help="fail when a metric named *rel* exceeds this")
     ap.add_argument("--timeout", type=int, default=3600, help="seconds per CLI call")
+    ap.add_argument("--sam-src", help="folder that holds the segment_anything package, when it "
+                    "is not installed (put on sys.path before importing it)")
     args = ap.parse_args(argv)
 
     models = [m for m in args.models.split(",") if m]

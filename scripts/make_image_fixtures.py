@@ -213,11 +213,26 @@ def write_resize_fixtures():
     add(41, 29, 19, 61, ch=1)  # gray
     add(97, 61, 33, 20, ch=4)  # 4 independent channels (Pillow's RGBX / CMYK path)
     add(97, 61, 33, 20, ch=1)
-    # ResizeLongestSide targets, checked against segment_anything itself.
-    for (w, h) in [(640, 480), (1100, 700), (37, 23), (300, 500)]:
+    # Pillow 13 runs the vertical pass first when the height loses more than twice as many
+    # pixels as the width: just over and exactly at that boundary.
+    add(53, 54, 37, 20)     # 34 > 2 * 16: vertical first
+    add(46, 50, 39, 36)     # 14 == 2 * 7: horizontal first
+    add(640, 1000, 600, 300)
+    # ResizeLongestSide targets, checked against segment_anything itself (480x1500 goes
+    # vertical first).
+    for (w, h) in [(640, 480), (1100, 700), (37, 23), (300, 500), (480, 1500)]:
         for target in (1024, 256):
             nh, nw = ResizeLongestSide.get_preprocess_shape(h, w, target)
             add(w, h, nw, nh, via_sam=target)
+    # Random small sizes, hashes only: covers both pass orders and many rounding paths.
+    rng = np.random.default_rng(7)
+    for i in range(300):
+        sw, sh, dw, dh = (int(v) for v in rng.integers(1, 90, size=4))
+        ch = int(rng.choice([1, 3, 4]))
+        src = pattern(sw, sh, ch, 1000 + i)
+        cases.append({"src": [sw, sh], "dst": [dw, dh], "channels": ch, "seed": 1000 + i,
+                      "longest_side": None,
+                      "fnv1a64": fnv1a64(pil_resize(src, dw, dh).tobytes())})
     return cases
 
 

@@ -3,6 +3,7 @@
 // scripts/make_checkpoint_fixtures.py (expected.json).
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -101,7 +102,12 @@ TEST_P(TensorFiles, NamesDtypesShapesAndValuesMatchTorch) {
 
 INSTANTIATE_TEST_SUITE_P(Checkpoint, TensorFiles,
                          testing::Values("tensors.pth", "tensors_p4.pth", "tensors_zip64.pth",
-                                         "tensors_misaligned.pth", "tensors.safetensors"));
+                                         "tensors_misaligned.pth", "tensors.safetensors"),
+                         [](const testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           for (char& c : name) c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return name;
+                         });
 
 TEST(Checkpoint, AlignedContiguousStoragesAreUsedInPlace) {
   const std::string path = fixture("tensors.pth");

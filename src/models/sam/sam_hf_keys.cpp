@@ -31,6 +31,12 @@ bool is_index(const std::string& s) {
   return !s.empty() && s.size() <= 6 && s.find_first_not_of("0123456789") == std::string::npos;
 }
 
+bool one_of(const std::string& s, std::initializer_list<std::string_view> options) {
+  for (std::string_view o : options)
+    if (s == o) return true;
+  return false;
+}
+
 // Replaces `part` by table[part] when present; returns whether it did.
 bool rename(std::string& part, const std::map<std::string_view, std::string_view>& table) {
   auto it = table.find(part);
@@ -77,7 +83,9 @@ std::string official_name(const std::string& hf, const std::map<std::string, int
       return join(p);
     if (p[1] == "layers" && p.size() >= 5 && is_index(p[2])) {
       p[1] = "blocks";
-      if (rename(p[3], {{"layer_norm1", "norm1"}, {"layer_norm2", "norm2"}}) || p[3] == "attn" || p[3] == "mlp")
+      if (rename(p[3], {{"layer_norm1", "norm1"}, {"layer_norm2", "norm2"}}) ||
+          (p[3] == "attn" && one_of(p[4], {"qkv", "proj", "rel_pos_h", "rel_pos_w"})) ||
+          (p[3] == "mlp" && one_of(p[4], {"lin1", "lin2"})))
         return join(p);
     }
     return "";
@@ -103,11 +111,17 @@ std::string official_name(const std::string& hf, const std::map<std::string, int
       return join(p);
     if (p[1] == "transformer" && p.size() >= 4) {
       if (p[2] == "layer_norm_final_attn") { p[2] = "norm_final_attn"; return join(p); }
-      if (p[2] == "final_attn_token_to_image") return join(p);
+      if (p[2] == "final_attn_token_to_image" && one_of(p[3], {"q_proj", "k_proj", "v_proj", "out_proj"}))
+        return join(p);
       if (p[2] == "layers" && p.size() >= 5 && is_index(p[3])) {
         const std::string& m = p[4];
-        if (m.starts_with("layer_norm")) { p[4] = "norm" + m.substr(10); return join(p); }
-        if (m == "self_attn" || m == "cross_attn_token_to_image" || m == "cross_attn_image_to_token" || m == "mlp")
+        if (one_of(m, {"layer_norm1", "layer_norm2", "layer_norm3", "layer_norm4"})) {
+          p[4] = "norm" + m.substr(10);
+          return join(p);
+        }
+        if (p.size() == 7 && ((one_of(m, {"self_attn", "cross_attn_token_to_image", "cross_attn_image_to_token"}) &&
+                               one_of(p[5], {"q_proj", "k_proj", "v_proj", "out_proj"})) ||
+                              (m == "mlp" && one_of(p[5], {"lin1", "lin2"}))))
           return join(p);
       }
     }

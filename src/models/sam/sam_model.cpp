@@ -2,10 +2,7 @@
 #include <cstring>
 #include <filesystem>
 
-#if __has_include("models/sam/sam_hf_keys.h")  // TEMP until the HF mapping lands
 #include "models/sam/sam_hf_keys.h"
-#define VITRT_HF 1
-#endif
 #include "models/sam/sam_model.h"
 #include "models/sam/weights.h"
 
@@ -52,9 +49,7 @@ std::shared_ptr<SamModel> SamModel::from_state_dict(const StateDict& sd, const S
 
 std::shared_ptr<const SamModel> load_sam(const std::string& checkpoint_path, const std::string& config_path) {
   StateDict sd = load_state_dict(checkpoint_path);
-#ifdef VITRT_HF
   if (is_hf_sam_state_dict(sd)) sd = sam_state_dict_from_hf(std::move(sd));
-#endif
   SamConfig cfg = sam::config_from_state_dict(sd);
   std::string json = config_path;
   if (json.empty() && std::filesystem::exists(checkpoint_path + ".json")) json = checkpoint_path + ".json";

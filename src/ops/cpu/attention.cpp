@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ops/cpu/gemm.h"
-#include "ops/cpu/vec_math.h"
+#include "ops/cpu/softmax_row.h"
 #include "vitrt/error.h"
 
 namespace vitrt::cpu {
@@ -63,11 +63,14 @@ void attend_block(const float* q, int64_t ldq, const float* k, int64_t ldk, cons
                   float* o, int64_t ldo, int64_t rows, int64_t row0, int64_t nk, int64_t hd, float scale,
                   const RelPos* rel) {
   const int64_t lrel = rel ? rel->Lh() + rel->Lw() : 0;
-  // Scratch: scores [rows, nk], rel-pos products [rows, lrel], reversed rel_w row [W], 1/sums.
-  float* S = t_scores.get(static_cast<size_t>(rows) * nk + rows * lrel + (rel ? rel->W : 0) + rows + 64);
+  // Scratch: scores [rows, nk], rel-pos products [rows, lrel], one row's gathered bias terms
+  // (bh [H], bw [W]), 1/row sums [rows].
+  const int64_t nbias = rel ? rel->H + rel->W : 0;
+  float* S = t_scores.get(static_cast<size_t>(rows) * nk + rows * lrel + nbias + rows + 64);
   float* R = S + rows * nk;
-  float* rw = R + rows * lrel;
-  float* inv_sum = rw + (rel ? rel->W : 0);
+  float* bh = R + rows * lrel;
+  float* bw = bh + (rel ? rel->H : 0);
+  float* inv_sum = bh + nbias;
 
   sgemm(false, true, rows, nk, hd, scale, q, ldq, k, ldk, 0.f, S, nk);
   if (rel) {
@@ -78,37 +81,18 @@ void attend_block(const float* q, int64_t ldq, const float* k, int64_t ldk, cons
   }
   for (int64_t i = 0; i < rows; ++i) {
     float* s = S + i * nk;
-    float mx;
     if (rel) {
       const int64_t qi = row0 + i, ih = qi / rel->W, iw = qi % rel->W;
-      const float* rh = R + i * lrel;          // rh[t] = q . rel_pos_h[t]
-      const float* rwt = rh + rel->Lh();       // rwt[t] = q . rel_pos_w[t]
-      // rel_w for key column kw uses table row iw - kw + W - 1: reverse once per query row so the
-      // inner loop below is a plain vector add.
-      for (int64_t kw = 0; kw < rel->W; ++kw) rw[kw] = rwt[iw - kw + rel->W - 1];
-      __m256 vmax = _mm256_set1_ps(-INFINITY);
-      float smax = -INFINITY;
-      for (int64_t kh = 0; kh < rel->H; ++kh) {
-        const float bh = rh[ih - kh + rel->H - 1];
-        float* srow = s + kh * rel->W;
-        const __m256 vbh = _mm256_set1_ps(bh);
-        int64_t kw = 0;
-        for (; kw + 8 <= rel->W; kw += 8) {
-          __m256 x = _mm256_add_ps(_mm256_loadu_ps(srow + kw), _mm256_add_ps(vbh, _mm256_loadu_ps(rw + kw)));
-          _mm256_storeu_ps(srow + kw, x);
-          vmax = _mm256_max_ps(vmax, x);
-        }
-        for (; kw < rel->W; ++kw) {
-          float x = srow[kw] + (bh + rw[kw]);
-          srow[kw] = x;
-          smax = std::max(smax, x);
-        }
-      }
-      mx = std::max(smax, vec::hmax(vmax));
+      const float* rh = R + i * lrel;     // rh[t] = q . rel_pos_h[t]
+      const float* rwt = rh + rel->Lh();  // rwt[t] = q . rel_pos_w[t]
+      // Gather this row's H + W bias terms (table row ih - kh + H - 1, resp. iw - kw + W - 1) so
+      // the bias add inside exp_row is a plain broadcast + vector add.
+      for (int64_t kh = 0; kh < rel->H; ++kh) bh[kh] = rh[ih - kh + rel->H - 1];
+      for (int64_t kw = 0; kw < rel->W; ++kw) bw[kw] = rwt[iw - kw + rel->W - 1];
+      inv_sum[i] = 1.f / exp_row(s, nk, bh, bw, rel->H, rel->W);
     } else {
-      mx = vec::row_max(s, nk);
+      inv_sum[i] = 1.f / exp_row(s, nk, nullptr, nullptr, 0, 0);
     }
-    inv_sum[i] = 1.f / vec::exp_and_sum(s, nk, mx);
   }
   sgemm(false, false, rows, hd, nk, 1.f, S, nk, v, ldv, 0.f, o, ldo);
   // Normalising the [rows, hd] output instead of the [rows, nk] probabilities: hd/nk the work.

@@ -1,7 +1,7 @@
 // A re-implementation of the 8-bit path of Pillow's libImaging/Resample.c for the bilinear
 // ("triangle") filter. Every step that affects rounding follows Pillow: coefficients in double,
 // normalised per output pixel, then converted to 22-bit fixed point; int32 accumulation seeded
-// with one half; horizontal pass first over only the source rows the vertical pass will read.
+// with one half; the same choice of pass order and of intermediate rows.
 #include "ops/cpu/resize_antialias.h"
 
 #include <algorithm>
@@ -69,6 +69,46 @@ inline uint8_t clip8(int32_t v) {
   return static_cast<uint8_t>(std::clamp(v, 0, 255));
 }
 
+constexpr int32_t kHalf = 1 << (kPrecisionBits - 1);  // rounds the fixed-point sum
+
+// Resamples rows [0, rows) of `in` (in_w wide) along x into `out` (coefficient count wide).
+void horizontal_pass(const uint8_t* in, int in_w, int rows, int cn, const Coefficients& co,
+                     uint8_t* out) {
+  const int out_w = static_cast<int>(co.first.size());
+#pragma omp parallel for schedule(static) if (int64_t(rows) * out_w > 65536)
+  for (int y = 0; y < rows; ++y) {
+    const uint8_t* in_row = in + static_cast<size_t>(y) * in_w * cn;
+    uint8_t* out_row = out + static_cast<size_t>(y) * out_w * cn;
+    for (int xx = 0; xx < out_w; ++xx) {
+      const int32_t* k = &co.weights[static_cast<size_t>(xx) * co.ksize];
+      const uint8_t* p = in_row + static_cast<size_t>(co.first[xx]) * cn;
+      int32_t acc[4] = {kHalf, kHalf, kHalf, kHalf};
+      for (int x = 0; x < co.count[xx]; ++x)
+        for (int c = 0; c < cn; ++c) acc[c] += p[x * cn + c] * k[x];
+      for (int c = 0; c < cn; ++c) out_row[xx * cn + c] = clip8(acc[c]);
+    }
+  }
+}
+
+// Resamples along y; `in` holds source rows starting at row `first_row` (the horizontal pass
+// may have produced only the rows that are needed).
+void vertical_pass(const uint8_t* in, int w, int first_row, int cn, const Coefficients& co,
+                   uint8_t* out) {
+  const int out_h = static_cast<int>(co.first.size());
+  const size_t stride = static_cast<size_t>(w) * cn;
+#pragma omp parallel for schedule(static) if (int64_t(out_h) * w > 65536)
+  for (int yy = 0; yy < out_h; ++yy) {
+    const int32_t* k = &co.weights[static_cast<size_t>(yy) * co.ksize];
+    const uint8_t* base = in + static_cast<size_t>(co.first[yy] - first_row) * stride;
+    uint8_t* out_row = out + static_cast<size_t>(yy) * stride;
+    for (size_t i = 0; i < stride; ++i) {
+      int32_t acc = kHalf;
+      for (int y = 0; y < co.count[yy]; ++y) acc += base[y * stride + i] * k[y];
+      out_row[i] = clip8(acc);
+    }
+  }
+}
+
 }  // namespace
 
 void resize_bilinear_antialias_u8(const uint8_t* src, int src_w, int src_h, int channels,
@@ -84,53 +124,27 @@ void resize_bilinear_antialias_u8(const uint8_t* src, int src_w, int src_h, int 
     std::copy(src, src + static_cast<size_t>(src_w) * src_h * cn, dst);
     return;
   }
+  if (!need_h) return vertical_pass(src, src_w, 0, cn, precompute(src_h, dst_h), dst);
+  if (!need_v) return horizontal_pass(src, src_w, src_h, cn, precompute(src_w, dst_w), dst);
+
+  const Coefficients horiz = precompute(src_w, dst_w);
   const Coefficients vert = precompute(src_h, dst_h);
-
-  // Horizontal pass into a temporary holding only source rows [row0, row1) that the vertical
-  // pass reads (Pillow's "ybox"); skipped entirely when the width is unchanged.
   std::vector<uint8_t> temp;
-  const uint8_t* mid = src;
-  int row0 = 0;
-  if (need_h) {
-    row0 = vert.first.front();
+  // Pillow 13 runs the vertical pass first when the height shrinks, by more than twice as many
+  // pixels as the width does (earlier Pillow always went horizontal first). The order changes
+  // the intermediate rounding, so it is followed exactly.
+  if (dst_h < src_h && src_h - dst_h > 2 * (src_w - dst_w)) {
+    temp.resize(static_cast<size_t>(dst_h) * src_w * cn);
+    vertical_pass(src, src_w, 0, cn, vert, temp.data());
+    horizontal_pass(temp.data(), src_w, dst_h, cn, horiz, dst);
+  } else {
+    // Only source rows [row0, row1) feed the vertical pass.
+    const int row0 = vert.first.front();
     const int row1 = vert.first.back() + vert.count.back();
-    const Coefficients horiz = precompute(src_w, dst_w);
-    uint8_t* out = dst;
-    if (need_v) {
-      temp.resize(static_cast<size_t>(row1 - row0) * dst_w * cn);
-      out = temp.data();
-    }
-#pragma omp parallel for schedule(static) if ((row1 - row0) * dst_w > 65536)
-    for (int y = row0; y < row1; ++y) {
-      const uint8_t* in_row = src + static_cast<size_t>(y) * src_w * cn;
-      uint8_t* out_row = out + static_cast<size_t>(y - row0) * dst_w * cn;
-      for (int xx = 0; xx < dst_w; ++xx) {
-        const int32_t* k = &horiz.weights[static_cast<size_t>(xx) * horiz.ksize];
-        const uint8_t* p = in_row + static_cast<size_t>(horiz.first[xx]) * cn;
-        int32_t acc[4] = {1 << (kPrecisionBits - 1), 1 << (kPrecisionBits - 1),
-                          1 << (kPrecisionBits - 1), 1 << (kPrecisionBits - 1)};
-        for (int x = 0; x < horiz.count[xx]; ++x)
-          for (int c = 0; c < cn; ++c) acc[c] += p[x * cn + c] * k[x];
-        for (int c = 0; c < cn; ++c) out_row[xx * cn + c] = clip8(acc[c]);
-      }
-    }
-    if (!need_v) return;
-    mid = temp.data();
-  }
-
-  // Vertical pass over `mid` (the original or the horizontally resampled rows).
-  const int w = need_h ? dst_w : src_w;
-  const size_t stride = static_cast<size_t>(w) * cn;
-#pragma omp parallel for schedule(static) if (dst_h * w > 65536)
-  for (int yy = 0; yy < dst_h; ++yy) {
-    const int32_t* k = &vert.weights[static_cast<size_t>(yy) * vert.ksize];
-    const uint8_t* base = mid + static_cast<size_t>(vert.first[yy] - row0) * stride;
-    uint8_t* out_row = dst + static_cast<size_t>(yy) * stride;
-    for (size_t i = 0; i < stride; ++i) {
-      int32_t acc = 1 << (kPrecisionBits - 1);
-      for (int y = 0; y < vert.count[yy]; ++y) acc += base[y * stride + i] * k[y];
-      out_row[i] = clip8(acc);
-    }
+    temp.resize(static_cast<size_t>(row1 - row0) * dst_w * cn);
+    horizontal_pass(src + static_cast<size_t>(row0) * src_w * cn, src_w, row1 - row0, cn, horiz,
+                    temp.data());
+    vertical_pass(temp.data(), dst_w, row0, cn, vert, dst);
   }
 }
 

@@ -1,5 +1,5 @@
 // Bilinear resampling of 8-bit images that reproduces Pillow's Image.resize(..., BILINEAR) byte
-// for byte. SAM's reference preprocessing (ResizeLongestSide.apply_image) resizes a PIL image
+// for byte (Pillow 13, the reference environment's; see the pass-order note in the .cpp). SAM's reference preprocessing (ResizeLongestSide.apply_image) resizes a PIL image
 // through torchvision, which lands in exactly that Pillow code, so matching it bit-exactly keeps
 // the encoder input identical to the Python pipeline.
 #pragma once

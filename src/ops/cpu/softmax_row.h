@@ -1,0 +1,20 @@
+// The inner loop of attention and softmax: one row of scores -> unnormalised exponentials.
+// Two implementations, chosen once at run time: AVX2 (the library's baseline, x86-64-v3) and
+// AVX-512 where the CPU has it (twice the lanes for the exp, which is a visible share of
+// attention time at head_dim 64: ~4 GEMM flops per score per head_dim... see attention.cpp).
+#pragma once
+#include <cstdint>
+
+namespace vitrt::cpu {
+
+// s[0..n): if bh is non-null (then bw too, and n == H * W) first adds the decomposed bias
+// s[kh * W + kw] += bh[kh] + bw[kw]; then replaces s[i] by exp(s[i] - max(s)) and returns the
+// sum of the new values.
+float exp_row(float* s, int64_t n, const float* bh, const float* bw, int64_t H, int64_t W);
+
+namespace detail {
+float exp_row_avx2(float* s, int64_t n, const float* bh, const float* bw, int64_t H, int64_t W);
+float exp_row_avx512(float* s, int64_t n, const float* bh, const float* bw, int64_t H, int64_t W);
+}  // namespace detail
+
+}  // namespace vitrt::cpu
