@@ -7,4 +7,7 @@ void add_embed(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_info(CLI::App& app);
 void add_fidelity_check(CLI::App& app);
+void add_everything(CLI::App& app);   // cmd_everything.cpp
+void add_eval_coco(CLI::App& app);    // cmd_eval_coco.cpp
+void add_serve(CLI::App& app);        // cmd_serve.cpp
 }  // namespace vitrt::cli

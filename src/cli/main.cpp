@@ -16,6 +16,9 @@ int main(int argc, char** argv) {
   vitrt::cli::add_bench(app);
   vitrt::cli::add_info(app);
   vitrt::cli::add_fidelity_check(app);
+  vitrt::cli::add_everything(app);
+  vitrt::cli::add_eval_coco(app);
+  vitrt::cli::add_serve(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
