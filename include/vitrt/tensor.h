@@ -26,8 +26,8 @@ class Tensor {
  public:
   Tensor() = default;
   // Uninitialised / zero-filled host tensors.
-  static Tensor empty(Shape shape, DType dtype = DType::F32);
-  static Tensor zeros(Shape shape, DType dtype = DType::F32);
+  static Tensor empty(Shape shape, DType dtype = DType::F32, Device device = Device::CPU);
+  static Tensor zeros(Shape shape, DType dtype = DType::F32, Device device = Device::CPU);
   // A tensor over memory owned by `owner` (kept alive as long as any view exists). No copy.
   static Tensor wrap(std::shared_ptr<const void> owner, void* data, Shape shape, DType dtype,
                      Device device = Device::CPU);
@@ -55,8 +55,11 @@ class Tensor {
   Tensor reshape(Shape shape) const;
   // Rows [begin, end) of the first dimension, sharing storage.
   Tensor slice0(int64_t begin, int64_t end) const;
-  // A deep copy in new host memory.
+  // A deep copy on the same device.
   Tensor clone() const;
+  // A copy on `device` (this tensor itself when it is already there).
+  Tensor to(Device device) const;
+  bool is_cuda() const { return device_ == Device::CUDA; }
   // F32 copy of any floating dtype (F32 returns a view of itself, no copy).
   Tensor to_f32() const;
   // Throws InvalidArgument naming `what` unless shape() == expected.

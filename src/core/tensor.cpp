@@ -1,5 +1,7 @@
 #include "vitrt/tensor.h"
 
+#include "core/device_memory.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -59,12 +61,19 @@ template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
 template <> constexpr DType dtype_of<uint16_t>() { return DType::BF16; }  // raw 16-bit access
 }  // namespace
 
-Tensor Tensor::empty(Shape shape, DType dtype) {
+Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
   for (int64_t d : shape) VITRT_CHECK(d >= 0, InvalidArgument, "negative dimension in shape ", shape_str(shape));
   Tensor t;
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
+  t.device_ = device;
   size_t bytes = t.nbytes();
+  if (device == Device::CUDA) {
+    std::shared_ptr<void> mem = devmem::cuda_alloc(bytes);
+    t.data_ = mem.get();
+    t.owner_ = std::move(mem);
+    return t;
+  }
   // 64-byte alignment for vector loads; at least one byte so data_ is never null.
   size_t alloc = ((bytes + 63) / 64) * 64 + 64;
   void* p = std::aligned_alloc(64, alloc);
@@ -74,9 +83,16 @@ Tensor Tensor::empty(Shape shape, DType dtype) {
   return t;
 }
 
-Tensor Tensor::zeros(Shape shape, DType dtype) {
-  Tensor t = empty(std::move(shape), dtype);
-  std::memset(t.data_, 0, t.nbytes());
+Tensor Tensor::zeros(Shape shape, DType dtype, Device device) {
+  Tensor t = empty(std::move(shape), dtype, device);
+  devmem::memset_zero(t.data_, device, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::to(Device device) const {
+  if (device == device_) return *this;
+  Tensor t = empty(shape_, dtype_, device);
+  if (nbytes()) devmem::copy(t.data_, device, data_, device_, nbytes());
   return t;
 }
 
@@ -166,9 +182,8 @@ Tensor Tensor::slice0(int64_t begin, int64_t end) const {
 }
 
 Tensor Tensor::clone() const {
-  VITRT_CHECK(device_ == Device::CPU, InvalidArgument, "clone() of a device tensor");
-  Tensor t = empty(shape_, dtype_);
-  if (nbytes()) std::memcpy(t.data_, data_, nbytes());
+  Tensor t = empty(shape_, dtype_, device_);
+  if (nbytes()) devmem::copy(t.data_, device_, data_, device_, nbytes());
   return t;
 }
 
@@ -210,6 +225,7 @@ uint16_t f32_to_bf16(float f) {
 
 Tensor Tensor::to_f32() const {
   if (dtype_ == DType::F32) return *this;
+  VITRT_CHECK(device_ == Device::CPU, InvalidArgument, "to_f32() of a device tensor: use ops::cast");
   Tensor t = empty(shape_, DType::F32);
   float* o = t.data<float>();
   int64_t n = numel();

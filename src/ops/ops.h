@@ -62,6 +62,14 @@ Tensor window_unpartition(const Tensor& windows, int ws, int64_t H, int64_t W);
 Tensor attention_relpos(const Tensor& qkv, int num_heads, int64_t H, int64_t W,
                         const Tensor* rel_pos_h, const Tensor* rel_pos_w);
 
+// Windowed self-attention with the window partition in the addressing: qkv_grid [B, H, W, 3C] is
+// the qkv linear applied to the UNPADDED grid tokens; the grid is padded to multiples of `window`
+// and every padding token gets q = k = v = qkv_bias [3C] (what the reference gets by applying the
+// qkv linear to zero-padded tokens). Each window attends as attention_relpos with H = W = window;
+// returns [B, H, W, C] for the real tokens only. Saves all GEMM work on the padding.
+Tensor attention_relpos_windowed(const Tensor& qkv_grid, const Tensor& qkv_bias, int num_heads, int window,
+                                 const Tensor* rel_pos_h, const Tensor* rel_pos_w);
+
 // Plain multi-head attention: q [B, Nq, D], k [B, Nk, D], v [B, Nk, D] (already projected);
 // heads split D into num_heads chunks; softmax(q k^T / sqrt(D/heads)) v -> [B, Nq, D].
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads);

@@ -69,27 +69,21 @@ void ImageEncoder::load(WeightReader& r, const SamConfig& c) {
 namespace {
 
 // One ViT block: x = x + attn(norm1(x)); x = x + mlp(norm2(x)).
+// Windowed blocks: the reference pads the grid with zeros (64 -> 70) and cuts 14x14 windows
+// before the qkv linear; here the qkv linear runs on the real tokens only and the padding tokens
+// enter attention as the qkv bias (identical values), and proj runs on the real tokens only.
 Tensor block_forward(const EncoderBlockW& b, const SamConfig& c, const Tensor& x) {
   const int64_t B = x.size(0), H = x.size(1), W = x.size(2), C = x.size(3);
+  const Tensor* rel_h = c.use_rel_pos ? &b.rel_pos_h : nullptr;
+  const Tensor* rel_w = c.use_rel_pos ? &b.rel_pos_w : nullptr;
   Tensor t = ops::layer_norm(x, b.norm1.w, b.norm1.b, kEncoderEps);
-  int64_t attn_h = H, attn_w = W;
-  if (b.window) {
-    t = ops::window_partition(t, b.window);  // [B * nW, ws, ws, C], padding tokens are zero
-    attn_h = attn_w = b.window;
-  }
-  const int64_t n_seq = t.size(0);
-  Tensor qkv = ops::linear(t.reshape({n_seq, attn_h * attn_w, C}), b.qkv.w, b.qkv.bias());
-  Tensor a = ops::attention_relpos(qkv, c.num_heads, attn_h, attn_w, c.use_rel_pos ? &b.rel_pos_h : nullptr,
-                                   c.use_rel_pos ? &b.rel_pos_w : nullptr);
-  Tensor h;
-  if (b.window) {
-    Tensor proj = ops::linear(a, b.proj.w, b.proj.bias()).reshape({n_seq, attn_h, attn_w, C});
-    h = ops::window_unpartition(proj, b.window, H, W);
-    ops::add_(h, x);
-  } else {
-    const Tensor x_tokens = x.reshape({B, H * W, C});
-    h = ops::linear(a, b.proj.w, b.proj.bias(), ops::Activation::None, &x_tokens).reshape({B, H, W, C});
-  }
+  Tensor qkv = ops::linear(t.reshape({B, H * W, C}), b.qkv.w, b.qkv.bias());
+  Tensor a = b.window ? ops::attention_relpos_windowed(qkv.reshape({B, H, W, 3 * C}), b.qkv.b, c.num_heads, b.window,
+                                                       rel_h, rel_w)
+                      : ops::attention_relpos(qkv, c.num_heads, H, W, rel_h, rel_w);
+  const Tensor x_tokens = x.reshape({B, H * W, C});
+  Tensor h = ops::linear(a.reshape({B, H * W, C}), b.proj.w, b.proj.bias(), ops::Activation::None, &x_tokens)
+                 .reshape({B, H, W, C});
   Tensor m = ops::layer_norm(h, b.norm2.w, b.norm2.b, kEncoderEps);
   m = ops::linear(m, b.lin1.w, b.lin1.bias(), ops::Activation::GELU);
   return ops::linear(m, b.lin2.w, b.lin2.bias(), ops::Activation::None, &h);

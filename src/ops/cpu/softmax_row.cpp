@@ -9,32 +9,41 @@ namespace vitrt::cpu {
 namespace detail {
 
 float exp_row_avx2(float* s, int64_t n, const float* bh, const float* bw, int64_t H, int64_t W) {
-  float mx;
-  if (bh) {
-    __m256 vmax = _mm256_set1_ps(-INFINITY);
-    const __m256i tail = vec::tail_mask(W % 8);
-    const int64_t full = W - W % 8;
-    for (int64_t kh = 0; kh < H; ++kh) {
-      float* row = s + kh * W;
-      const __m256 b = _mm256_set1_ps(bh[kh]);
-      for (int64_t kw = 0; kw < full; kw += 8) {
-        __m256 x = _mm256_add_ps(_mm256_loadu_ps(row + kw), _mm256_add_ps(b, _mm256_loadu_ps(bw + kw)));
-        _mm256_storeu_ps(row + kw, x);
-        vmax = _mm256_max_ps(vmax, x);
-      }
-      if (full < W) {
-        __m256 x = _mm256_add_ps(_mm256_maskload_ps(row + full, tail),
-                                 _mm256_add_ps(b, _mm256_maskload_ps(bw + full, tail)));
-        _mm256_maskstore_ps(row + full, tail, x);
-        // Masked-off lanes hold b + 0: fold them out of the max with -inf.
-        vmax = _mm256_max_ps(vmax, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), x, _mm256_castsi256_ps(tail)));
-      }
+  if (!bh) return vec::exp_and_sum(s, n, vec::row_max(s, n));
+  // Same two-pass structure as the AVX-512 version (see there for why the biased scores are
+  // not written back between the passes).
+  const int64_t full = W - W % 8;
+  const __m256i tail = vec::tail_mask(W % 8);
+  const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+  __m256 vmax = neg_inf;
+  for (int64_t kh = 0; kh < H; ++kh) {
+    const float* row = s + kh * W;
+    const __m256 b = _mm256_set1_ps(bh[kh]);
+    for (int64_t kw = 0; kw < full; kw += 8)
+      vmax = _mm256_max_ps(vmax, _mm256_add_ps(_mm256_loadu_ps(row + kw), _mm256_add_ps(b, _mm256_loadu_ps(bw + kw))));
+    if (full < W) {
+      __m256 x = _mm256_add_ps(_mm256_maskload_ps(row + full, tail), _mm256_add_ps(b, _mm256_maskload_ps(bw + full, tail)));
+      vmax = _mm256_max_ps(vmax, _mm256_blendv_ps(neg_inf, x, _mm256_castsi256_ps(tail)));
     }
-    mx = vec::hmax(vmax);
-  } else {
-    mx = vec::row_max(s, n);
   }
-  return vec::exp_and_sum(s, n, mx);
+  const __m256 m = _mm256_set1_ps(vec::hmax(vmax));
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  for (int64_t kh = 0; kh < H; ++kh) {
+    float* row = s + kh * W;
+    const __m256 b = _mm256_sub_ps(_mm256_set1_ps(bh[kh]), m);
+    for (int64_t kw = 0; kw < full; kw += 8) {
+      __m256 e = vec::exp(_mm256_add_ps(_mm256_loadu_ps(row + kw), _mm256_add_ps(b, _mm256_loadu_ps(bw + kw))));
+      _mm256_storeu_ps(row + kw, e);
+      acc0 = _mm256_add_ps(acc0, e);
+    }
+    if (full < W) {
+      __m256 e = vec::exp(_mm256_add_ps(_mm256_maskload_ps(row + full, tail), _mm256_add_ps(b, _mm256_maskload_ps(bw + full, tail))));
+      e = _mm256_and_ps(e, _mm256_castsi256_ps(tail));
+      _mm256_maskstore_ps(row + full, tail, e);
+      acc1 = _mm256_add_ps(acc1, e);
+    }
+  }
+  return vec::hsum(_mm256_add_ps(acc0, acc1));
 }
 
 }  // namespace detail

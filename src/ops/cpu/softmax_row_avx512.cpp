@@ -43,41 +43,59 @@ inline __mmask16 mask_first(int64_t k) { return static_cast<__mmask16>((1u << k)
 
 float exp_row_avx512(float* s, int64_t n, const float* bh, const float* bw, int64_t H, int64_t W) {
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
-  __m512 vmax0 = neg_inf, vmax1 = neg_inf;
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
   if (bh) {
+    // Two passes over the H row segments of W scores, both adding the bias on the fly:
+    //   1. max of s + bh[kh] + bw[kw]      (loads only)
+    //   2. s = e^(s + bh[kh] + bw[kw] - max) and its sum
+    // Writing the biased scores back in pass 1 and re-reading them in pass 2 would read across
+    // several just-written segments whenever W is not a multiple of 16 (SAM windows: W = 14),
+    // which defeats store forwarding and costs several times the arithmetic.
     const int64_t full = W - W % 16;
     const __mmask16 tail = mask_first(W % 16);
+    __m512 vmax = neg_inf;
     for (int64_t kh = 0; kh < H; ++kh) {
-      float* row = s + kh * W;
+      const float* row = s + kh * W;
       const __m512 b = _mm512_set1_ps(bh[kh]);
-      for (int64_t kw = 0; kw < full; kw += 16) {
-        __m512 x = _mm512_add_ps(_mm512_loadu_ps(row + kw), _mm512_add_ps(b, _mm512_loadu_ps(bw + kw)));
-        _mm512_storeu_ps(row + kw, x);
-        vmax0 = _mm512_max_ps(vmax0, x);
-      }
+      for (int64_t kw = 0; kw < full; kw += 16)
+        vmax = _mm512_max_ps(vmax, _mm512_add_ps(_mm512_loadu_ps(row + kw), _mm512_add_ps(b, _mm512_loadu_ps(bw + kw))));
       if (tail) {
         __m512 x = _mm512_add_ps(_mm512_maskz_loadu_ps(tail, row + full),
                                  _mm512_add_ps(b, _mm512_maskz_loadu_ps(tail, bw + full)));
-        _mm512_mask_storeu_ps(row + full, tail, x);
-        vmax1 = _mm512_mask_max_ps(vmax1, tail, vmax1, x);
+        vmax = _mm512_mask_max_ps(vmax, tail, vmax, x);
       }
     }
-  } else {
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-      vmax0 = _mm512_max_ps(vmax0, _mm512_loadu_ps(s + i));
-      vmax1 = _mm512_max_ps(vmax1, _mm512_loadu_ps(s + i + 16));
+    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+    for (int64_t kh = 0; kh < H; ++kh) {
+      float* row = s + kh * W;
+      const __m512 b = _mm512_sub_ps(_mm512_set1_ps(bh[kh]), m);  // bias and max folded together
+      for (int64_t kw = 0; kw < full; kw += 16) {
+        __m512 e = exp16(_mm512_add_ps(_mm512_loadu_ps(row + kw), _mm512_add_ps(b, _mm512_loadu_ps(bw + kw))));
+        _mm512_storeu_ps(row + kw, e);
+        acc0 = _mm512_add_ps(acc0, e);
+      }
+      if (tail) {
+        __m512 e = exp16(_mm512_add_ps(_mm512_maskz_loadu_ps(tail, row + full),
+                                       _mm512_add_ps(b, _mm512_maskz_loadu_ps(tail, bw + full))));
+        _mm512_mask_storeu_ps(row + full, tail, e);
+        acc1 = _mm512_mask_add_ps(acc1, tail, acc1, e);
+      }
     }
-    for (; i < n; i += 16) {
-      const __mmask16 m = mask_first(n - i < 16 ? n - i : 16);
-      vmax0 = _mm512_mask_max_ps(vmax0, m, vmax0, _mm512_maskz_loadu_ps(m, s + i));
-    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
   }
-  const float mx = _mm512_reduce_max_ps(_mm512_max_ps(vmax0, vmax1));
-  const __m512 m = _mm512_set1_ps(mx);
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+
+  __m512 vmax0 = neg_inf, vmax1 = neg_inf;
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
+    vmax0 = _mm512_max_ps(vmax0, _mm512_loadu_ps(s + i));
+    vmax1 = _mm512_max_ps(vmax1, _mm512_loadu_ps(s + i + 16));
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 k = mask_first(n - i < 16 ? n - i : 16);
+    vmax0 = _mm512_mask_max_ps(vmax0, k, vmax0, _mm512_maskz_loadu_ps(k, s + i));
+  }
+  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(vmax0, vmax1)));
+  for (i = 0; i + 32 <= n; i += 32) {
     __m512 a = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + i), m));
     __m512 b = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + i + 16), m));
     _mm512_storeu_ps(s + i, a);

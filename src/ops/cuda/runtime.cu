@@ -1,27 +1,48 @@
-#include <cuda_runtime.h>
-
-#include <vector>
-
 #include "ops/cuda/runtime.h"
-#include "vitrt/error.h"
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "core/device_memory.h"
 
 namespace vitrt::cuda {
 
-namespace {
 void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw Error(detail::concat("CUDA error in ", what, ": ", cudaGetErrorString(e)));
+  if (e == cudaSuccess) return;
+  cudaGetLastError();  // clear a non-sticky error so the next call starts clean
+  if (e == cudaErrorMemoryAllocation)
+    throw OutOfMemory(detail::concat("CUDA out of memory (", what, ")"));
+  throw Error(detail::concat("CUDA error in ", what, ": ", cudaGetErrorString(e)));
 }
 
+namespace {
 __global__ void vector_add_kernel(const float* a, const float* b, float* out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = a[i] + b[i];
+}
+
+thread_local cudaStream_t tls_stream = nullptr;
+
+cudaMemPool_t pool() {
+  static cudaMemPool_t p = [] {
+    cudaMemPool_t mp;
+    int dev = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    check(cudaDeviceGetDefaultMemPool(&mp, dev), "cudaDeviceGetDefaultMemPool");
+    uint64_t keep = UINT64_MAX;  // keep freed memory in the pool instead of returning it to the driver
+    check(cudaMemPoolSetAttribute(mp, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
+    return mp;
+  }();
+  return p;
 }
 }  // namespace
 
 int device_count() {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    cudaGetLastError();  // clear the sticky "no driver" error
+    cudaGetLastError();  // clear the "no driver" error
     return 0;
   }
   return n;
@@ -30,23 +51,85 @@ int device_count() {
 std::string device_description(int index) {
   cudaDeviceProp p{};
   check(cudaGetDeviceProperties(&p, index), "cudaGetDeviceProperties");
-  return detail::concat(p.name, ", sm_", p.major, p.minor, ", ", p.totalGlobalMem >> 30, " GiB");
+  return detail::concat(p.name, ", sm_", p.major, p.minor, ", ", p.totalGlobalMem >> 30, " GiB, ", p.multiProcessorCount,
+                        " SMs");
+}
+
+int sm_count() {
+  static int n = [] {
+    int dev = 0, v = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev), "cudaDeviceGetAttribute");
+    return v;
+  }();
+  return n;
+}
+
+cudaStream_t current_stream() {
+  if (!tls_stream) check(cudaStreamCreateWithFlags(&tls_stream, cudaStreamNonBlocking), "cudaStreamCreate");
+  return tls_stream;
+}
+void set_current_stream(cudaStream_t s) { tls_stream = s; }
+void synchronize() { check(cudaStreamSynchronize(current_stream()), "cudaStreamSynchronize"); }
+
+size_t peak_bytes_in_use() {
+  uint64_t v = 0;
+  check(cudaMemPoolGetAttribute(pool(), cudaMemPoolAttrUsedMemHigh, &v), "cudaMemPoolGetAttribute");
+  return v;
+}
+void reset_peak_bytes() {
+  uint64_t zero = 0;
+  check(cudaMemPoolSetAttribute(pool(), cudaMemPoolAttrUsedMemHigh, &zero), "cudaMemPoolSetAttribute");
 }
 
 void vector_add(const float* a, const float* b, float* out, int n) {
-  float *da = nullptr, *db = nullptr, *dc = nullptr;
   const size_t bytes = sizeof(float) * static_cast<size_t>(n);
-  check(cudaMalloc(&da, bytes), "cudaMalloc");
-  check(cudaMalloc(&db, bytes), "cudaMalloc");
-  check(cudaMalloc(&dc, bytes), "cudaMalloc");
-  check(cudaMemcpy(da, a, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
-  check(cudaMemcpy(db, b, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
-  vector_add_kernel<<<(n + 255) / 256, 256>>>(da, db, dc, n);
+  auto da = devmem::cuda_alloc(bytes), db = devmem::cuda_alloc(bytes), dc = devmem::cuda_alloc(bytes);
+  devmem::copy(da.get(), Device::CUDA, a, Device::CPU, bytes);
+  devmem::copy(db.get(), Device::CUDA, b, Device::CPU, bytes);
+  vector_add_kernel<<<(n + 255) / 256, 256, 0, current_stream()>>>(static_cast<float*>(da.get()),
+                                                                   static_cast<float*>(db.get()),
+                                                                   static_cast<float*>(dc.get()), n);
   check(cudaGetLastError(), "vector_add launch");
-  check(cudaMemcpy(out, dc, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
-  cudaFree(da);
-  cudaFree(db);
-  cudaFree(dc);
+  devmem::copy(out, Device::CPU, dc.get(), Device::CUDA, bytes);
 }
 
 }  // namespace vitrt::cuda
+
+namespace vitrt::devmem {
+
+bool cuda_available() { return cuda::device_count() > 0; }
+
+std::shared_ptr<void> cuda_alloc(size_t bytes) {
+  void* p = nullptr;
+  cuda::pool();
+  cudaStream_t s = cuda::current_stream();
+  cudaError_t e = cudaMallocAsync(&p, bytes ? bytes : 1, s);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    throw cuda::OutOfMemory(detail::concat("CUDA out of memory allocating ", bytes, " bytes"));
+  }
+  cuda::check(e, "cudaMallocAsync");
+  // Freed on the stream current at release time; stream order keeps pending kernels safe.
+  return std::shared_ptr<void>(p, [](void* q) { cudaFreeAsync(q, cuda::current_stream()); });
+}
+
+void copy(void* dst, Device dd, const void* src, Device sd, size_t bytes) {
+  if (dd == Device::CPU && sd == Device::CPU) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  cudaStream_t s = cuda::current_stream();
+  cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s), "cudaMemcpyAsync");
+  cuda::check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+}
+
+void memset_zero(void* dst, Device dev, size_t bytes) {
+  if (dev == Device::CPU) {
+    std::memset(dst, 0, bytes);
+    return;
+  }
+  cuda::check(cudaMemsetAsync(dst, 0, bytes, cuda::current_stream()), "cudaMemsetAsync");
+}
+
+}  // namespace vitrt::devmem

@@ -1,14 +1,40 @@
-// CUDA backend, first brick: device discovery and error translation. The kernels of the CUDA
-// engine (issue 3) build on this; compiled whenever nvcc is present.
+// CUDA backend runtime: device discovery, error translation, the current stream, stream-ordered
+// memory (a cudaMallocAsync pool, so steady-state forwards never call the driver to allocate and
+// allocations can sit inside CUDA-graph captures), and memory statistics.
 #pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
 #include <string>
 
+#include "vitrt/error.h"
+
 namespace vitrt::cuda {
+
+// Throws vitrt::Error (or OutOfMemory) naming `what` when `e` is not cudaSuccess.
+void check(cudaError_t e, const char* what);
+#define VITRT_CUDA_CHECK(expr) ::vitrt::cuda::check((expr), #expr)
+
+class OutOfMemory : public Error {
+ public:
+  using Error::Error;
+};
 
 // Number of usable CUDA devices (0 when there is no driver or no GPU; never throws).
 int device_count();
 // "NVIDIA H200, sm_90, 139 GiB" for device `index`; throws vitrt::Error on failure.
 std::string device_description(int index);
+int sm_count();
+
+// The stream every vitrt kernel of this host thread is launched on (created on first use).
+cudaStream_t current_stream();
+void set_current_stream(cudaStream_t s);
+void synchronize();
+
+// Pool statistics (bytes): high-water mark of memory in use since the last reset.
+size_t peak_bytes_in_use();
+void reset_peak_bytes();
+
 // Adds two float vectors on the GPU (used by the gpu test to prove the toolchain end to end).
 void vector_add(const float* a, const float* b, float* out, int n);
 
