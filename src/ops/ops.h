@@ -26,6 +26,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b = false);
 // LayerNorm over the last dimension with affine weight/bias [C].
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps);
 
+// x converted to `to` (F32 <-> BF16) on its device; x itself when it already has that dtype.
+Tensor cast(const Tensor& x, DType to);
+
 // Element-wise, in place. add_: y is broadcast over x's leading dims (y's shape must equal a
 // suffix of x's shape, or y.numel() == x.numel()).
 void add_(Tensor& x, const Tensor& y);

@@ -11,6 +11,7 @@
 
 #include "ops/cpu/attention.h"
 #include "ops/cpu/gemm.h"
+#include "ops/cpu/softmax_row.h"
 #include "ops/ops.h"
 #include "vitrt/tensor.h"
 
@@ -195,6 +196,53 @@ TEST(OpsCpu, SoftmaxLastDim) {
       for (int64_t i = 0; i < n; ++i) ref[r * n + i] = std::exp(cf(x)[r * n + i] - mx) / s;
     }
     expect_close(y, ref, 1e-5, 1e-9, "softmax n=" + std::to_string(n));
+  }
+}
+
+TEST(OpsCpu, SoftmaxHandlesInfinities) {
+  // torch.softmax: -inf logits get probability 0; the rest is normalised among themselves.
+  std::vector<float> v = lcg(37, 42);
+  v[3] = v[20] = -INFINITY;
+  Tensor x = Tensor::from_vector(v, {1, 37});
+  ops::softmax_lastdim_(x);
+  double s = 0;
+  for (int i = 0; i < 37; ++i) s += i == 3 || i == 20 ? 0.0 : std::exp(static_cast<double>(v[i]));
+  for (int i = 0; i < 37; ++i) {
+    const double want = i == 3 || i == 20 ? 0.0 : std::exp(static_cast<double>(v[i])) / s;
+    EXPECT_NEAR(cf(x)[i], want, 1e-6) << i;
+  }
+}
+
+// The attention inner loop, in both instruction-set variants (AVX-512 only where the CPU has it),
+// with and without the decomposed bias, for segment widths on and off the vector width.
+TEST(OpsCpu, ExpRowBothInstructionSets) {
+  using Fn = float (*)(float*, int64_t, const float*, const float*, int64_t, int64_t, float*);
+  std::vector<std::pair<const char*, Fn>> impls = {{"avx2", vitrt::cpu::detail::exp_row_avx2}};
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq"))
+    impls.push_back({"avx512", vitrt::cpu::detail::exp_row_avx512});
+  struct Case { int64_t H, W; bool bias; };
+  for (Case k : {Case{1, 1, false}, Case{1, 7, false}, Case{1, 16, false}, Case{14, 14, false}, Case{1, 4099, false},
+                 Case{14, 14, true}, Case{64, 64, true}, Case{3, 8, true}, Case{2, 16, true}, Case{7, 5, true},
+                 Case{5, 33, true}, Case{1, 1, true}}) {
+    const int64_t n = k.H * k.W;
+    std::vector<float> x = lcg(n, 7), bh = lcg(k.H + 16, 8), bw = lcg(k.W + 16, 9);
+    for (auto& v : x) v *= 20.f;
+    std::vector<double> ref(n);
+    double mx = -1e300, sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      ref[i] = x[i] + (k.bias ? static_cast<double>(bh[i / k.W]) + bw[i % k.W] : 0.0);
+      mx = std::max(mx, ref[i]);
+    }
+    for (auto& r : ref) sum += (r = std::exp(r - mx));
+    for (auto& [name, fn] : impls) {
+      std::vector<float> y = x, scratch(n + 16);
+      const float got_sum = fn(y.data(), n, k.bias ? bh.data() : nullptr, k.bias ? bw.data() : nullptr, k.H, k.W,
+                               scratch.data());
+      EXPECT_NEAR(got_sum, sum, 1e-5 * sum) << name;
+      expect_close(Tensor::from_vector(y, {n}), ref, 1e-5, 1e-30,
+                   std::string(name) + " exp_row " + std::to_string(k.H) + "x" + std::to_string(k.W) +
+                       (k.bias ? " bias" : ""));
+    }
   }
 }
 

@@ -108,7 +108,7 @@ class LogitUpscaler {
   static std::vector<Tap> taps(int64_t in, int64_t out);
   void prepare(const float* low_res, Scratch& s) const;
   const float* output_row(int y, Scratch& s) const;
-  const float* h2_row(int r, Scratch& s) const;
+  const float* h2_row(int r, int keep, Scratch& s) const;  // keep: a row not to evict
 
   int m_, S_, ih_, iw_, out_h_, out_w_;
   std::vector<Tap> ty1_, tx1_, ty2_, tx2_;

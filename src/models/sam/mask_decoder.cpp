@@ -71,6 +71,7 @@ void MaskDecoder::load(WeightReader& r, const SamConfig& c) {
   norm_final = take_norm(r, p + "transformer.norm_final_attn", D);
   iou_token = r.take(p + "iou_token.weight", {1, D});
   mask_tokens = r.take(p + "mask_tokens.weight", {M, D});
+  output_tokens_host = ops::cat({iou_token, mask_tokens}, 0);  // [1 + M, D]
   up1_w = r.take(p + "output_upscaling.0.weight", {D, D / 4, 2, 2});
   up1_b = r.take(p + "output_upscaling.0.bias", {D / 4});
   up_norm = take_norm(r, p + "output_upscaling.1", D / 4);
@@ -84,31 +85,31 @@ void MaskDecoder::load(WeightReader& r, const SamConfig& c) {
 
 void MaskDecoder::forward(const Tensor& image, const Tensor& image_pe, const Tensor& sparse, const Tensor& dense,
                           Tensor& masks_out, Tensor& iou_out) const {
-  const int64_t D = cfg.out_chans, g = cfg.grid_size(), HW = g * g, M = mask_tokens.size(0);
-  const int64_t B = sparse.size(0), n_sparse = sparse.size(1), T = 1 + M + n_sparse;
+  // Device-agnostic: image, image_pe and the weights may live on the GPU; sparse and dense come
+  // from the (CPU, float32) prompt encoder and are moved next to the weights here.
+  const Device dev = mask_tokens.device();
+  const DType dt = mask_tokens.dtype();
+  const int64_t D = cfg.out_chans, g = cfg.grid_size(), HW = g * g, M = output_tokens_host.size(0);
+  const int64_t B = sparse.size(0), n_sparse = sparse.size(1), T = M + n_sparse;
 
-  // tokens = [iou_token, mask_tokens, sparse prompt tokens] per batch entry.
-  Tensor tokens = Tensor::empty({B, T, D});
+  // tokens = [iou_token, mask_tokens, sparse prompt tokens] per batch entry (built on the host).
+  Tensor tokens_host = Tensor::empty({B, T, D});
   for (int64_t b = 0; b < B; ++b) {
-    float* t = tokens.data<float>() + b * T * D;
-    std::memcpy(t, iou_token.data<float>(), sizeof(float) * D);
-    std::memcpy(t + D, mask_tokens.data<float>(), sizeof(float) * M * D);
-    std::memcpy(t + (1 + M) * D, sparse.data<float>() + b * n_sparse * D, sizeof(float) * n_sparse * D);
+    float* t = tokens_host.data<float>() + b * T * D;
+    std::memcpy(t, output_tokens_host.data<float>(), sizeof(float) * M * D);
+    std::memcpy(t + M * D, sparse.data<float>() + b * n_sparse * D, sizeof(float) * n_sparse * D);
   }
-  // src = image embedding (tokens, NHWC order) + dense prompt embedding, per batch entry.
-  Tensor image_tokens = ops::permute(image.reshape({1, D, HW}), {0, 2, 1});  // [1, HW, D]
-  Tensor keys = Tensor::empty({B, HW, D});
-  for (int64_t b = 0; b < B; ++b)
-    std::memcpy(keys.data<float>() + b * HW * D, image_tokens.data<float>(), sizeof(float) * HW * D);
-  ops::add_(keys, dense);
-  Tensor key_pe = Tensor::empty({B, HW, D});
-  for (int64_t b = 0; b < B; ++b)
-    std::memcpy(key_pe.data<float>() + b * HW * D, image_pe.data<float>(), sizeof(float) * HW * D);
+  auto to_model = [&](const Tensor& host) { return ops::cast(host.to(dev), dt); };
+  const Tensor query_pe = to_model(tokens_host);
+  // src = image embedding (as tokens) + dense prompt embedding; pos_src = image_pe (broadcast).
+  Tensor image_tokens = ops::permute(image.reshape({1, D, HW}), {0, 2, 1}).reshape({HW, D});
+  Tensor keys = to_model(dense);
+  ops::add_(keys, image_tokens);
+  const Tensor& key_pe = image_pe;  // [HW, D], broadcast over the batch by ops::add
 
   // TwoWayTransformer.
   const int heads = cfg.decoder_heads;
-  const Tensor& query_pe = tokens;
-  Tensor queries = tokens.clone();  // query_pe must stay the original tokens
+  Tensor queries = query_pe.clone();  // query_pe must stay the original tokens
   for (size_t i = 0; i < layers.size(); ++i) {
     const DecoderLayerW& l = layers[i];
     if (i == 0) {  // skip_first_layer_pe: the first self-attention replaces the queries
@@ -150,21 +151,15 @@ void MaskDecoder::forward(const Tensor& image, const Tensor& image_pe, const Ten
 
   // Hypernetworks: one MLP per mask token gives the weights of a per-pixel dot product.
   const int64_t C8 = D / 8, P = 16 * HW;
-  Tensor hyper = Tensor::empty({B, M, C8});
-  for (int64_t m = 0; m < M; ++m) {
-    Tensor tok = Tensor::empty({B, D});
-    for (int64_t b = 0; b < B; ++b)
-      std::memcpy(tok.data<float>() + b * D, queries.data<float>() + (b * T + 1 + m) * D, sizeof(float) * D);
-    Tensor h = mlp(hyper_mlps[m], tok);
-    for (int64_t b = 0; b < B; ++b)
-      std::memcpy(hyper.data<float>() + (b * M + m) * C8, h.data<float>() + b * C8, sizeof(float) * C8);
-  }
-  masks_out = ops::matmul(hyper, up.reshape({B, P, C8}), /*transpose_b=*/true).reshape({B, M, 4 * g, 4 * g});
-
-  Tensor iou_tok = Tensor::empty({B, D});
-  for (int64_t b = 0; b < B; ++b)
-    std::memcpy(iou_tok.data<float>() + b * D, queries.data<float>() + b * T * D, sizeof(float) * D);
-  iou_out = mlp(iou_head, iou_tok);
+  Tensor by_token = ops::permute(queries, {1, 0, 2});  // [T, B, D]: token rows are contiguous per batch
+  std::vector<Tensor> hyper_rows;
+  for (int64_t m = 0; m + 1 < M; ++m)
+    hyper_rows.push_back(mlp(hyper_mlps[m], by_token.slice0(1 + m, 2 + m).reshape({B, D})).reshape({B, 1, C8}));
+  Tensor hyper = ops::cat(hyper_rows, 1);  // [B, M-1, C8]
+  Tensor masks = ops::matmul(hyper, up.reshape({B, P, C8}), /*transpose_b=*/true);
+  Tensor iou = mlp(iou_head, by_token.slice0(0, 1).reshape({B, D}));
+  masks_out = ops::cast(masks, DType::F32).to(Device::CPU).reshape({B, M - 1, 4 * g, 4 * g});
+  iou_out = ops::cast(iou, DType::F32).to(Device::CPU);
 }
 
 }  // namespace vitrt::sam

@@ -47,10 +47,10 @@ void SamPredictor::set_image(const Image& rgb) {
               ImageError, "set_image expects an RGB image with ", rgb.width, "x", rgb.height, "x3 bytes");
   const SamConfig& c = model_->config;
   Image resized = resize_longest_side(rgb, c.img_size);
-  Tensor x = normalise_and_pad(resized, c);
+  Tensor x = ops::cast(normalise_and_pad(resized, c).to(model_->device), model_->dtype);
   has_embedding_ = false;
   embedding_ = ImageEmbedding{};
-  embedding_.features = model_->image_encoder.forward(x);
+  embedding_.features = ops::cast(model_->image_encoder.forward(x), DType::F32).to(Device::CPU);
   embedding_.original_height = rgb.height;
   embedding_.original_width = rgb.width;
   embedding_.input_height = resized.height;
@@ -164,6 +164,8 @@ std::vector<Prediction> SamPredictor::predict_batch(const std::vector<Prompt>& p
     groups[sparse[i].size(0)].push_back(i);
   }
 
+  // The embedding is kept as float32 on the host; the decoder gets it in its own device/dtype.
+  const Tensor image = ops::cast(e.features.to(model_->device), model_->dtype);
   std::vector<Prediction> results(prompts.size());
   const int64_t first = multimask_output ? 1 : 0;
   const int64_t K = multimask_output ? c.num_multimask_outputs : 1;
@@ -175,7 +177,7 @@ std::vector<Prediction> SamPredictor::predict_batch(const std::vector<Prompt>& p
       std::memcpy(de.data<float>() + b * HW * D, dense[members[b]].raw(), sizeof(float) * HW * D);
     }
     Tensor masks, iou;
-    model_->mask_decoder.forward(e.features, pe.dense_pe, sp, de, masks, iou);
+    model_->mask_decoder.forward(image, model_->image_pe, sp, de, masks, iou);
     const int64_t M = masks.size(1);
     for (int64_t b = 0; b < B; ++b) {
       Prediction& out = results[members[b]];

@@ -30,6 +30,7 @@ std::shared_ptr<SamModel> SamModel::from_state_dict(const StateDict& sd, const S
   m->image_encoder.load(r, cfg);
   m->prompt_encoder.load(r, cfg);
   m->mask_decoder.load(r, cfg);
+  m->image_pe = m->prompt_encoder.dense_pe;
   r.expect_all_used();
 
   uint64_t h = 0xcbf29ce484222325ull;
@@ -47,7 +48,65 @@ std::shared_ptr<SamModel> SamModel::from_state_dict(const StateDict& sd, const S
   return m;
 }
 
-std::shared_ptr<const SamModel> load_sam(const std::string& checkpoint_path, const std::string& config_path) {
+namespace {
+// Calls f on every weight tensor of the image encoder and mask decoder.
+template <class F>
+void for_each_weight(SamModel& m, F&& f) {
+  auto lin = [&](sam::LinearW& l) { f(l.w); if (l.b.defined()) f(l.b); };
+  auto norm = [&](sam::NormW& n) { f(n.w); f(n.b); };
+  sam::ImageEncoder& e = m.image_encoder;
+  for (Tensor* t : {&e.patch_w, &e.patch_b, &e.pos_embed, &e.neck_conv1, &e.neck_conv2}) if (t->defined()) f(*t);
+  norm(e.neck_norm1);
+  norm(e.neck_norm2);
+  for (sam::EncoderBlockW& b : e.blocks) {
+    norm(b.norm1); norm(b.norm2);
+    lin(b.qkv); lin(b.proj); lin(b.lin1); lin(b.lin2);
+    if (b.rel_pos_h.defined()) f(b.rel_pos_h);
+    if (b.rel_pos_w.defined()) f(b.rel_pos_w);
+  }
+  sam::MaskDecoder& d = m.mask_decoder;
+  auto attn = [&](sam::DecoderAttentionW& a) { lin(a.q); lin(a.k); lin(a.v); lin(a.out); };
+  for (sam::DecoderLayerW& l : d.layers) {
+    attn(l.self_attn); attn(l.cross_token_to_image); attn(l.cross_image_to_token);
+    norm(l.norm1); norm(l.norm2); norm(l.norm3); norm(l.norm4);
+    lin(l.lin1); lin(l.lin2);
+  }
+  attn(d.final_attn);
+  norm(d.norm_final);
+  for (Tensor* t : {&d.iou_token, &d.mask_tokens, &d.up1_w, &d.up1_b, &d.up2_w, &d.up2_b}) f(*t);
+  norm(d.up_norm);
+  for (auto& mlp : d.hyper_mlps) for (auto& l : mlp) lin(l);
+  for (auto& l : d.iou_head) lin(l);
+}
+}  // namespace
+
+std::shared_ptr<SamModel> SamModel::to(Device dev, DType dt) const {
+  VITRT_CHECK(dt == DType::F32 || dt == DType::BF16, InvalidArgument, "SAM computes in float32 or bfloat16, not ",
+              dtype_name(dt));
+  VITRT_CHECK(dev == Device::CUDA || dt == DType::F32, InvalidArgument, "the CPU backend computes in float32 only");
+  auto m = std::make_shared<SamModel>(*this);
+  m->device = dev;
+  m->dtype = dt;
+  if (dev == Device::CPU) return m;
+  auto upload = [&](Tensor& t) {
+    Tensor host = t.to_f32();
+    if (dt == DType::BF16) {
+      Tensor b = Tensor::empty(host.shape(), DType::BF16);
+      const float* s = host.data<float>();
+      uint16_t* o = b.data<uint16_t>();
+      for (int64_t i = 0; i < host.numel(); ++i) o[i] = f32_to_bf16(s[i]);
+      host = b;
+    }
+    t = host.to(dev);
+  };
+  for_each_weight(*m, upload);
+  upload(m->image_pe);
+  m->fingerprint = fingerprint;  // same weights, same embeddings (up to precision)
+  return m;
+}
+
+std::shared_ptr<const SamModel> load_sam(const std::string& checkpoint_path, const std::string& config_path,
+                                         Device device, DType dtype) {
   StateDict sd = load_state_dict(checkpoint_path);
   if (is_hf_sam_state_dict(sd)) sd = sam_state_dict_from_hf(std::move(sd));
   SamConfig cfg = sam::config_from_state_dict(sd);
@@ -58,7 +117,9 @@ std::shared_ptr<const SamModel> load_sam(const std::string& checkpoint_path, con
     if (std::filesystem::exists(alt)) json = alt.string();
   }
   if (!json.empty()) sam::apply_config_json(json, cfg);
-  return SamModel::from_state_dict(sd, cfg);
+  auto model = SamModel::from_state_dict(sd, cfg);
+  if (device == Device::CPU && dtype == DType::F32) return model;
+  return model->to(device, dtype);
 }
 
 const SamConfig& sam_config(const SamModel& model) { return model.config; }

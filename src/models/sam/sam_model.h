@@ -88,14 +88,16 @@ struct MaskDecoder {
   DecoderAttentionW final_attn;
   NormW norm_final;
   Tensor iou_token, mask_tokens;  // [1, out], [M+1, out]
+  Tensor output_tokens_host;      // [1 + M+1, out] float32 on the CPU: iou token then mask tokens
   Tensor up1_w, up1_b, up2_w, up2_b;
   NormW up_norm;
   std::vector<std::vector<LinearW>> hyper_mlps;  // M+1 MLPs of 3 layers
   std::vector<LinearW> iou_head;
 
   void load(WeightReader& r, const SamConfig& c);
-  // image: [1, out, g, g]; image_pe: [g*g, out]; sparse: [B, N, out]; dense: [B, g*g, out].
-  // Returns all M+1 mask logits [B, M+1, 4g, 4g] and IoU predictions [B, M+1].
+  // image: [1, out, g, g] and image_pe: [g*g, out] on the weights' device and dtype; sparse
+  // [B, N, out] and dense [B, g*g, out]: float32 on the CPU. Returns all M+1 mask logits
+  // [B, M+1, 4g, 4g] and IoU predictions [B, M+1], float32 on the CPU.
   void forward(const Tensor& image, const Tensor& image_pe, const Tensor& sparse, const Tensor& dense,
                Tensor& masks, Tensor& iou) const;
 };
@@ -112,8 +114,15 @@ class SamModel {
   sam::MaskDecoder mask_decoder;
   std::string fingerprint;  // identifies the weights; stored in embedding files
 
+  Tensor image_pe;  // the prompt encoder's dense PE [g*g, out] in the decoder's device/dtype
+  Device device = Device::CPU;
+  DType dtype = DType::F32;  // compute dtype of the image encoder and mask decoder
+
   // Builds the model from a state_dict (official or Hugging Face names), strictly.
   static std::shared_ptr<SamModel> from_state_dict(const StateDict& sd, const SamConfig& cfg);
+  // A copy whose encoder and decoder weights live on `device` in `dtype` (uploaded once). The
+  // prompt encoder stays on the CPU in float32: it is a few hundred multiply-adds per prompt.
+  std::shared_ptr<SamModel> to(Device device, DType dtype) const;
 };
 
 }  // namespace vitrt

@@ -64,12 +64,14 @@ void attend_block(const float* q, int64_t ldq, const float* k, int64_t ldk, cons
                   const RelPos* rel) {
   const int64_t lrel = rel ? rel->Lh() + rel->Lw() : 0;
   // Scratch: scores [rows, nk], rel-pos products [rows, lrel], one row's gathered bias terms
-  // (bh [H], bw [W]), 1/row sums [rows].
-  const int64_t nbias = rel ? rel->H + rel->W : 0;
+  // (bh [H], bw [W], each padded by 16 for full-vector reads), exp_row's scratch [nk + 16],
+  // 1/row sums [rows].
+  const int64_t nbias = rel ? rel->H + rel->W + 32 + nk + 16 : 0;
   float* S = t_scores.get(static_cast<size_t>(rows) * nk + rows * lrel + nbias + rows + 64);
   float* R = S + rows * nk;
   float* bh = R + rows * lrel;
-  float* bw = bh + (rel ? rel->H : 0);
+  float* bw = bh + (rel ? rel->H + 16 : 0);
+  float* row_scratch = bw + (rel ? rel->W + 16 : 0);
   float* inv_sum = bh + nbias;
 
   sgemm(false, true, rows, nk, hd, scale, q, ldq, k, ldk, 0.f, S, nk);
@@ -89,9 +91,9 @@ void attend_block(const float* q, int64_t ldq, const float* k, int64_t ldk, cons
       // the bias add inside exp_row is a plain broadcast + vector add.
       for (int64_t kh = 0; kh < rel->H; ++kh) bh[kh] = rh[ih - kh + rel->H - 1];
       for (int64_t kw = 0; kw < rel->W; ++kw) bw[kw] = rwt[iw - kw + rel->W - 1];
-      inv_sum[i] = 1.f / exp_row(s, nk, bh, bw, rel->H, rel->W);
+      inv_sum[i] = 1.f / exp_row(s, nk, bh, bw, rel->H, rel->W, row_scratch);
     } else {
-      inv_sum[i] = 1.f / exp_row(s, nk, nullptr, nullptr, 0, 0);
+      inv_sum[i] = 1.f / exp_row(s, nk, nullptr, nullptr, 0, 0, nullptr);
     }
   }
   sgemm(false, false, rows, hd, nk, 1.f, S, nk, v, ldv, 0.f, o, ldo);

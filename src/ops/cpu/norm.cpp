@@ -71,7 +71,7 @@ void softmax_rows(float* x, int64_t rows, int64_t n) {
 #pragma omp parallel for schedule(static) if (rows * n > 32768)
   for (int64_t r = 0; r < rows; ++r) {
     float* xr = x + r * n;
-    const float inv = 1.f / exp_row(xr, n, nullptr, nullptr, 0, 0);
+    const float inv = 1.f / exp_row(xr, n, nullptr, nullptr, 0, 0, nullptr);
     const __m256 vi = _mm256_set1_ps(inv);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(xr + i, _mm256_mul_ps(_mm256_loadu_ps(xr + i), vi));

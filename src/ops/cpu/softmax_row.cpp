@@ -8,48 +8,51 @@
 namespace vitrt::cpu {
 namespace detail {
 
-float exp_row_avx2(float* s, int64_t n, const float* bh, const float* bw, int64_t H, int64_t W) {
+float exp_row_avx2(float* s, int64_t n, const float* bh, const float* bw, int64_t H, int64_t W, float* scratch) {
   if (!bh) return vec::exp_and_sum(s, n, vec::row_max(s, n));
-  // Same two-pass structure as the AVX-512 version (see there for why the biased scores are
-  // not written back between the passes).
-  const int64_t full = W - W % 8;
-  const __m256i tail = vec::tail_mask(W % 8);
-  const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
-  __m256 vmax = neg_inf;
+  if (W % 8 == 0) {
+    // Bias added per segment of W scores, on the fly in both passes (max, then exp): nothing is
+    // stored between the passes.
+    const __m256 neg_inf = _mm256_set1_ps(-INFINITY);
+    __m256 vmax = neg_inf;
+    for (int64_t kh = 0; kh < H; ++kh) {
+      const float* row = s + kh * W;
+      const __m256 b = _mm256_set1_ps(bh[kh]);
+      for (int64_t kw = 0; kw < W; kw += 8)
+        vmax = _mm256_max_ps(vmax, _mm256_add_ps(_mm256_loadu_ps(row + kw), _mm256_add_ps(b, _mm256_loadu_ps(bw + kw))));
+    }
+    const __m256 m = _mm256_set1_ps(vec::hmax(vmax));
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t kh = 0; kh < H; ++kh) {
+      float* row = s + kh * W;
+      const __m256 b = _mm256_sub_ps(_mm256_set1_ps(bh[kh]), m);  // bias and max folded together
+      for (int64_t kw = 0; kw < W; kw += 8) {
+        __m256 e = vec::exp(_mm256_add_ps(_mm256_loadu_ps(row + kw), _mm256_add_ps(b, _mm256_loadu_ps(bw + kw))));
+        _mm256_storeu_ps(row + kw, e);
+        acc = _mm256_add_ps(acc, e);
+      }
+    }
+    return vec::hsum(acc);
+  }
+  // W not a multiple of the vector width (SAM windows: W = 14): materialise the row's bias
+  // bias[kh*W + kw] = bh[kh] + bw[kw] in scratch with full-width stores, each segment's spill
+  // into the next overwritten by the next segment, then add it in one flat pass.
+  const int64_t wv = (W + 7) / 8;
   for (int64_t kh = 0; kh < H; ++kh) {
-    const float* row = s + kh * W;
     const __m256 b = _mm256_set1_ps(bh[kh]);
-    for (int64_t kw = 0; kw < full; kw += 8)
-      vmax = _mm256_max_ps(vmax, _mm256_add_ps(_mm256_loadu_ps(row + kw), _mm256_add_ps(b, _mm256_loadu_ps(bw + kw))));
-    if (full < W) {
-      __m256 x = _mm256_add_ps(_mm256_maskload_ps(row + full, tail), _mm256_add_ps(b, _mm256_maskload_ps(bw + full, tail)));
-      vmax = _mm256_max_ps(vmax, _mm256_blendv_ps(neg_inf, x, _mm256_castsi256_ps(tail)));
-    }
+    float* dst = scratch + kh * W;
+    for (int64_t v = 0; v < wv; ++v) _mm256_storeu_ps(dst + 8 * v, _mm256_add_ps(b, _mm256_loadu_ps(bw + 8 * v)));
   }
-  const __m256 m = _mm256_set1_ps(vec::hmax(vmax));
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  for (int64_t kh = 0; kh < H; ++kh) {
-    float* row = s + kh * W;
-    const __m256 b = _mm256_sub_ps(_mm256_set1_ps(bh[kh]), m);
-    for (int64_t kw = 0; kw < full; kw += 8) {
-      __m256 e = vec::exp(_mm256_add_ps(_mm256_loadu_ps(row + kw), _mm256_add_ps(b, _mm256_loadu_ps(bw + kw))));
-      _mm256_storeu_ps(row + kw, e);
-      acc0 = _mm256_add_ps(acc0, e);
-    }
-    if (full < W) {
-      __m256 e = vec::exp(_mm256_add_ps(_mm256_maskload_ps(row + full, tail), _mm256_add_ps(b, _mm256_maskload_ps(bw + full, tail))));
-      e = _mm256_and_ps(e, _mm256_castsi256_ps(tail));
-      _mm256_maskstore_ps(row + full, tail, e);
-      acc1 = _mm256_add_ps(acc1, e);
-    }
-  }
-  return vec::hsum(_mm256_add_ps(acc0, acc1));
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(s + i, _mm256_add_ps(_mm256_loadu_ps(s + i), _mm256_loadu_ps(scratch + i)));
+  for (; i < n; ++i) s[i] += scratch[i];
+  return vec::exp_and_sum(s, n, vec::row_max(s, n));
 }
 
 }  // namespace detail
 
 namespace {
-using ExpRowFn = float (*)(float*, int64_t, const float*, const float*, int64_t, int64_t);
+using ExpRowFn = float (*)(float*, int64_t, const float*, const float*, int64_t, int64_t, float*);
 
 ExpRowFn pick() {
   // VITRT_NO_AVX512=1 forces the AVX2 path (for testing both on one machine).
@@ -60,9 +63,9 @@ ExpRowFn pick() {
 }
 }  // namespace
 
-float exp_row(float* s, int64_t n, const float* bh, const float* bw, int64_t H, int64_t W) {
+float exp_row(float* s, int64_t n, const float* bh, const float* bw, int64_t H, int64_t W, float* scratch) {
   static const ExpRowFn fn = pick();
-  return fn(s, n, bh, bw, H, W);
+  return fn(s, n, bh, bw, H, W, scratch);
 }
 
 }  // namespace vitrt::cpu

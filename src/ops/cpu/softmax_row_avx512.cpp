@@ -19,9 +19,12 @@
 namespace vitrt::cpu::detail {
 namespace {
 
-// e^x, 16 lanes; same reduction and polynomial as vec::exp (AVX2), see vec_math.h.
+// e^x, 16 lanes: the reduction and polynomial of vec::exp (AVX2, see vec_math.h), with the
+// final 2^n scaling done by vscalefps, which gets overflow (inf) and underflow (0) right.
+// Inputs are clamped below at -104 (e^-104 is below the smallest float anyway) so that -inf
+// gives 0, not inf - inf = NaN; max(lo, x) keeps a NaN x as NaN.
 inline __m512 exp16(__m512 x) {
-  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.3365478515625f)), _mm512_set1_ps(88.3762626647949f));
+  x = _mm512_max_ps(_mm512_set1_ps(-104.f), x);
   __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
@@ -33,57 +36,14 @@ inline __m512 exp16(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.f)));
-  __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(126)), 23);
-  return _mm512_mul_ps(_mm512_mul_ps(p, _mm512_castsi512_ps(e)), _mm512_set1_ps(2.f));
+  return _mm512_scalef_ps(p, n);
 }
 
 inline __mmask16 mask_first(int64_t k) { return static_cast<__mmask16>((1u << k) - 1u); }
 
-}  // namespace
-
-float exp_row_avx512(float* s, int64_t n, const float* bh, const float* bw, int64_t H, int64_t W) {
+// Flat row: max, then e^(x - max) with the sum. Only the row's last partial vector is masked.
+float exp_flat(float* s, int64_t n) {
   const __m512 neg_inf = _mm512_set1_ps(-__builtin_inff());
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-  if (bh) {
-    // Two passes over the H row segments of W scores, both adding the bias on the fly:
-    //   1. max of s + bh[kh] + bw[kw]      (loads only)
-    //   2. s = e^(s + bh[kh] + bw[kw] - max) and its sum
-    // Writing the biased scores back in pass 1 and re-reading them in pass 2 would read across
-    // several just-written segments whenever W is not a multiple of 16 (SAM windows: W = 14),
-    // which defeats store forwarding and costs several times the arithmetic.
-    const int64_t full = W - W % 16;
-    const __mmask16 tail = mask_first(W % 16);
-    __m512 vmax = neg_inf;
-    for (int64_t kh = 0; kh < H; ++kh) {
-      const float* row = s + kh * W;
-      const __m512 b = _mm512_set1_ps(bh[kh]);
-      for (int64_t kw = 0; kw < full; kw += 16)
-        vmax = _mm512_max_ps(vmax, _mm512_add_ps(_mm512_loadu_ps(row + kw), _mm512_add_ps(b, _mm512_loadu_ps(bw + kw))));
-      if (tail) {
-        __m512 x = _mm512_add_ps(_mm512_maskz_loadu_ps(tail, row + full),
-                                 _mm512_add_ps(b, _mm512_maskz_loadu_ps(tail, bw + full)));
-        vmax = _mm512_mask_max_ps(vmax, tail, vmax, x);
-      }
-    }
-    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
-    for (int64_t kh = 0; kh < H; ++kh) {
-      float* row = s + kh * W;
-      const __m512 b = _mm512_sub_ps(_mm512_set1_ps(bh[kh]), m);  // bias and max folded together
-      for (int64_t kw = 0; kw < full; kw += 16) {
-        __m512 e = exp16(_mm512_add_ps(_mm512_loadu_ps(row + kw), _mm512_add_ps(b, _mm512_loadu_ps(bw + kw))));
-        _mm512_storeu_ps(row + kw, e);
-        acc0 = _mm512_add_ps(acc0, e);
-      }
-      if (tail) {
-        __m512 e = exp16(_mm512_add_ps(_mm512_maskz_loadu_ps(tail, row + full),
-                                       _mm512_add_ps(b, _mm512_maskz_loadu_ps(tail, bw + full))));
-        _mm512_mask_storeu_ps(row + full, tail, e);
-        acc1 = _mm512_mask_add_ps(acc1, tail, acc1, e);
-      }
-    }
-    return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
-  }
-
   __m512 vmax0 = neg_inf, vmax1 = neg_inf;
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
@@ -95,6 +55,7 @@ float exp_row_avx512(float* s, int64_t n, const float* bh, const float* bw, int6
     vmax0 = _mm512_mask_max_ps(vmax0, k, vmax0, _mm512_maskz_loadu_ps(k, s + i));
   }
   const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(_mm512_max_ps(vmax0, vmax1)));
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
   for (i = 0; i + 32 <= n; i += 32) {
     __m512 a = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + i), m));
     __m512 b = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + i + 16), m));
@@ -103,13 +64,60 @@ float exp_row_avx512(float* s, int64_t n, const float* bh, const float* bw, int6
     acc0 = _mm512_add_ps(acc0, a);
     acc1 = _mm512_add_ps(acc1, b);
   }
-  for (; i < n; i += 16) {
-    const __mmask16 k = mask_first(n - i < 16 ? n - i : 16);
+  for (; i + 16 <= n; i += 16) {
+    __m512 a = exp16(_mm512_sub_ps(_mm512_loadu_ps(s + i), m));
+    _mm512_storeu_ps(s + i, a);
+    acc0 = _mm512_add_ps(acc0, a);
+  }
+  if (i < n) {
+    const __mmask16 k = mask_first(n - i);
     __m512 a = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + i), m));
     _mm512_mask_storeu_ps(s + i, k, a);
     acc0 = _mm512_mask_add_ps(acc0, k, acc0, a);
   }
   return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+}
+
+}  // namespace
+
+float exp_row_avx512(float* s, int64_t n, const float* bh, const float* bw, int64_t H, int64_t W, float* scratch) {
+  if (!bh) return exp_flat(s, n);
+  if (W % 16 == 0) {
+    // Bias added per segment of W scores on the fly in both passes (max, then exp): nothing is
+    // stored between the passes (SAM global attention: W = 64).
+    __m512 vmax = _mm512_set1_ps(-__builtin_inff());
+    for (int64_t kh = 0; kh < H; ++kh) {
+      const float* row = s + kh * W;
+      const __m512 b = _mm512_set1_ps(bh[kh]);
+      for (int64_t kw = 0; kw < W; kw += 16)
+        vmax = _mm512_max_ps(vmax, _mm512_add_ps(_mm512_loadu_ps(row + kw), _mm512_add_ps(b, _mm512_loadu_ps(bw + kw))));
+    }
+    const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t kh = 0; kh < H; ++kh) {
+      float* row = s + kh * W;
+      const __m512 b = _mm512_sub_ps(_mm512_set1_ps(bh[kh]), m);  // bias and max folded together
+      for (int64_t kw = 0; kw < W; kw += 16) {
+        __m512 e = exp16(_mm512_add_ps(_mm512_loadu_ps(row + kw), _mm512_add_ps(b, _mm512_loadu_ps(bw + kw))));
+        _mm512_storeu_ps(row + kw, e);
+        acc = _mm512_add_ps(acc, e);
+      }
+    }
+    return _mm512_reduce_add_ps(acc);
+  }
+  // W not a multiple of 16 (SAM windows: W = 14): materialise the row's bias
+  // bias[kh*W + kw] = bh[kh] + bw[kw] in scratch with full-width stores, each segment's spill
+  // into the next overwritten by the next segment, add it in one flat pass, then exp_flat.
+  const int64_t wv = (W + 15) / 16;
+  for (int64_t kh = 0; kh < H; ++kh) {
+    const __m512 b = _mm512_set1_ps(bh[kh]);
+    float* dst = scratch + kh * W;
+    for (int64_t v = 0; v < wv; ++v) _mm512_storeu_ps(dst + 16 * v, _mm512_add_ps(b, _mm512_loadu_ps(bw + 16 * v)));
+  }
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(s + i, _mm512_add_ps(_mm512_loadu_ps(s + i), _mm512_loadu_ps(scratch + i)));
+  for (; i < n; ++i) s[i] += scratch[i];
+  return exp_flat(s, n);
 }
 
 }  // namespace vitrt::cpu::detail

@@ -16,9 +16,10 @@ inline __m256i tail_mask(int64_t n) {
 // e^x for 8 floats: Cody-Waite range reduction x = n ln2 + r, |r| <= ln2/2, and Cephes' degree-5
 // polynomial for e^r (about 1 ulp over the float range). Inputs below -87.3 return ~1e-38 (not
 // exactly 0): harmless for softmax, where such terms vanish against the row maximum's e^0 = 1.
+// -inf gives ~0 too; NaN stays NaN (max/min return their second operand when one is NaN).
 inline __m256 exp(__m256 x) {
   const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.3365478515625f);
-  x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+  x = _mm256_min_ps(hi, _mm256_max_ps(lo, x));
   __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);

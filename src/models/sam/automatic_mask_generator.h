@@ -1,0 +1,45 @@
+// Internal pieces of SamAutomaticMaskGenerator (the public class is in vitrt/amg.h), split so that
+// a device backend can replace the batch decode and the per-mask filtering as a unit: both take
+// and give plain arrays, and the crop-level logic (NMS, uncropping, records) stays shared.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "models/sam/amg_utils.h"
+#include "models/sam/sam_model.h"
+#include "vitrt/amg.h"
+
+namespace vitrt::amg {
+
+// SamPredictor.predict_torch(points[:, None, :], ones, multimask_output=True) for single
+// foreground points given in pixels of the (cropped) image the embedding was made from, in
+// float64 as the generator passes them: apply_coords, + 0.5 and / img_size all in float64,
+// rounded to float32 only for the Fourier features. Gives the three multimask low-res logit
+// planes per point, low_res [n, 3, m, m], and their predicted IoUs, iou [n, 3].
+void decode_points(const SamModel& model, const ImageEmbedding& embedding, const std::vector<GridPoint>& points_px,
+                   Tensor& low_res, Tensor& iou);
+
+// A mask that passed the per-batch filters, in the frame of its crop until uncropped.
+struct CropMask {
+  std::vector<uint32_t> rle;     // column-major runs at the ORIGINAL image size (already uncropped)
+  std::array<int64_t, 4> box{};  // inclusive XYXY
+  float iou = 0, stability = 0;
+  GridPoint point{};  // the prompt in pixels
+  int crop = 0;       // index into the crop list
+};
+
+// The filters of _process_batch in their order, on CPU threads, one mask per task: predicted IoU
+// (skipping the upscale of masks that fail it), then upscaling to the crop size, stability score,
+// thresholding, box, the crop-edge test and the uncropped RLE. Appends survivors to `out` in the
+// reference's order (point-major, then mask index).
+void filter_batch(const Tensor& low_res, const Tensor& iou, const std::vector<GridPoint>& points_px,
+                  const LogitUpscaler& upscaler, const CropBox& crop, int crop_index, int orig_h, int orig_w,
+                  const AmgOptions& options, std::vector<CropMask>& out);
+
+// postprocess_small_regions: holes then islands below min_area, NMS preferring unchanged masks,
+// kept changed masks get their new RLE and box. Returns the kept masks in NMS order.
+std::vector<CropMask> postprocess_small_regions(std::vector<CropMask> masks, int orig_h, int orig_w, int min_area,
+                                                double nms_thresh);
+
+}  // namespace vitrt::amg

@@ -1,0 +1,85 @@
+// CUDA attention: fused flash attention (online softmax, the score matrix never leaves the chip)
+// with SAM's decomposed relative-position bias, for BF16 (tensor cores, mma.sync m16n8k16,
+// sm_80 and sm_90) and F32 (CUDA cores, for the fp32 fidelity mode).
+//
+// Two layers:
+//  - vitrt::cuda::attention_launch: raw pointers and strides (AttentionArgs), one launch on a stream.
+//  - vitrt::ops::cuda_impl: Tensor-level operators with exactly the semantics of ops.h
+//    (attention_relpos, attention_relpos_windowed, attention) for CUDA tensors of dtype BF16 or F32.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "vitrt/tensor.h"
+
+namespace vitrt::cuda {
+
+// One attention problem: num_seq independent sequences x heads. For sequence s, token t, the
+// q row is q + row(s, t) * ldq + head * head_dim (k, v and out likewise with their strides):
+//  - dense (window == 0): row = s * nq + t for q and out, s * nk + t for k and v;
+//  - windowed (window > 0): the sequences are the windows (b, wy, wx) of a [B, grid_H, grid_W]
+//    token grid zero-padded up to multiples of `window` (b major, then window row, then column;
+//    num_seq = B * ceil(grid_H / window) * ceil(grid_W / window)), nq = nk = window^2, token
+//    t = (ty, tx) is grid cell (wy*window + ty, wx*window + tx) with row (b*grid_H + y)*grid_W + x;
+//    cells in the padding read pad_q / pad_k / pad_v (+ head offset) instead, and their output
+//    is not written.
+// Scores: scale * q.k (+ rel_h[i, key_row] + rel_w[i, key_col] when rel_h is given, with
+// rel_h[i, kh] = q_i . rel_h_table[ih - kh + rel_H - 1], rel_w likewise; nq = nk = rel_H*rel_W).
+struct AttentionArgs {
+  bool bf16 = false;  // element type of q, k, v, pad_*, out: BF16, else F32
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const void* pad_q = nullptr;  // windowed only: rows for padding tokens ([head*head_dim] offsets)
+  const void* pad_k = nullptr;
+  const void* pad_v = nullptr;
+  void* out = nullptr;
+  int64_t ldq = 0, ldk = 0, ldv = 0, ldo = 0;  // row strides, in elements
+  int heads = 1, head_dim = 0;
+  int64_t nq = 0, nk = 0, num_seq = 0;
+  float scale = 1.f;
+  // Relative-position tables, rows exactly 2*rel_H-1 and 2*rel_W-1, contiguous [rows, head_dim].
+  // Tensor-core path (attention_uses_tensor_cores): BF16, with optional BF16 residuals *_lo
+  // (table = hi + lo, for tables that were F32); CUDA-core path: F32, *_lo unused.
+  const void* rel_h = nullptr;
+  const void* rel_w = nullptr;
+  const void* rel_h_lo = nullptr;
+  const void* rel_w_lo = nullptr;
+  int64_t rel_H = 0, rel_W = 0;
+  int64_t window = 0, grid_H = 0, grid_W = 0;
+};
+
+// Whether attention_launch runs `a` on the tensor-core (BF16 mma) kernel: BF16 data, head_dim in
+// {64, 80, 128} (or {16, 32} without rel-pos), 16-byte aligned rows. The rel tables' dtype follows.
+bool attention_uses_tensor_cores(const AttentionArgs& a);
+// Validates the arguments (throws InvalidArgument) and launches on `stream` (async).
+void attention_launch(const AttentionArgs& a, cudaStream_t stream);
+
+// Rel-pos table for a grid side of `want_rows = 2*size-1` rows from a table of `rows` rows
+// (F.interpolate(mode="linear", align_corners=False) when they differ, as ops::attention_relpos):
+// src [rows, hd] F32 or BF16 -> exactly one of: out_f32 [want_rows, hd], or out_hi (+ out_lo,
+// may be null) BF16 [want_rows, hd] with out_hi + out_lo ~= the F32 value.
+void rel_table_prepare(const void* src, bool src_bf16, int64_t rows, int64_t want_rows, int64_t hd, float* out_f32,
+                       void* out_hi, void* out_lo, cudaStream_t stream);
+// Element-wise copy with conversion between F32 and BF16 (round to nearest even).
+void convert_copy(const void* src, bool src_bf16, void* dst, bool dst_bf16, int64_t n, cudaStream_t stream);
+
+}  // namespace vitrt::cuda
+
+namespace vitrt::ops::cuda_impl {
+
+// ops::attention_relpos for CUDA tensors (qkv BF16 or F32; rel tables F32 or BF16, any length:
+// interpolated like get_rel_pos when not 2H-1 / 2W-1 rows). Output has qkv's dtype.
+Tensor attention_relpos(const Tensor& qkv, int num_heads, int64_t H, int64_t W, const Tensor* rel_pos_h,
+                        const Tensor* rel_pos_w);
+
+// ops::attention_relpos_windowed for CUDA tensors: qkv_grid [B, Hg, Wg, 3C], qkv_bias [3C]
+// (any float dtype; converted to qkv's) -> [B, Hg, Wg, C].
+Tensor attention_relpos_windowed(const Tensor& qkv_grid, const Tensor& qkv_bias, int num_heads, int window,
+                                 const Tensor* rel_pos_h, const Tensor* rel_pos_w);
+
+// ops::attention for CUDA tensors: q [B, Nq, D], k, v [B, Nk, D] -> [B, Nq, D].
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads);
+
+}  // namespace vitrt::ops::cuda_impl

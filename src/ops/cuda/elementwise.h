@@ -1,0 +1,86 @@
+// Element-wise CUDA kernels on raw device pointers, float32 or bfloat16 storage (math in fp32).
+// All launch on cuda::current_stream() and return at once; launch errors throw vitrt::Error.
+// Sizes are element counts; in-place use (out == x) is allowed wherever an output is given.
+#pragma once
+#include <cstdint>
+
+#include "vitrt/tensor.h"
+
+namespace vitrt::cuda {
+
+enum class Act : uint8_t { None, GELU /* exact erf */, ReLU };
+
+// out[i] = x[i] + y[i % ny] (ny divides n: y broadcast over the leading dims).
+void add_broadcast(DType dt, const void* x, const void* y, void* out, int64_t n, int64_t ny);
+void scale(DType dt, void* x, int64_t n, float s);
+void gelu(DType dt, void* x, int64_t n);  // 0.5 x (1 + erf(x / sqrt 2)), erff
+void relu(DType dt, void* x, int64_t n);
+// y[r, c] = act(y[r, c] + bias[c]) + residual[r, c] over a [rows, cols] matrix; bias and
+// residual may be null. The GEMM epilogue that cuBLASLt cannot do exactly (erf GELU, or an
+// activation before the residual).
+void bias_act_residual(DType dt, void* y, int64_t rows, int64_t cols, const void* bias, Act act,
+                       const void* residual);
+// Converts n elements between F32 and BF16 (round to nearest even), or copies when from == to.
+void cast(DType from, const void* x, DType to, void* y, int64_t n);
+
+}  // namespace vitrt::cuda
+
+// ---------------------------------------------------------------------------------------------
+// Device-side helpers shared by the .cu files of this folder (not visible to host compilers).
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+namespace vitrt::cuda::dev {
+
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class T>
+__device__ __forceinline__ T from_f(float v);
+template <>
+__device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+// Grid-stride loop bounds: i from global thread index, step = all threads of the grid.
+__device__ __forceinline__ int64_t gtid() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ int64_t gstride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+constexpr int kThreads = 256;
+// Blocks for n elements with kThreads threads each; capped (kernels use grid-stride loops), and
+// at least 1 (callers return early on n == 0 anyway).
+inline unsigned blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(b, int64_t{1} << 20)));
+}
+
+template <class T>
+__device__ __forceinline__ T warp_sum(T v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+}  // namespace vitrt::cuda::dev
+
+namespace vitrt::cuda {
+// Calls f(T{}) with T = float or __nv_bfloat16 for dt; InvalidArgument naming `op` otherwise.
+template <class F>
+void dispatch_float(DType dt, const char* op, F&& f) {
+  switch (dt) {
+    case DType::F32: f(float{}); return;
+    case DType::BF16: f(__nv_bfloat16{}); return;
+    default:
+      throw InvalidArgument(detail::concat("cuda ", op, ": dtype ", dtype_name(dt), " is not supported (float32 or bfloat16)"));
+  }
+}
+// Throws naming `what` if the last launch failed.
+void check_launch(const char* what);
+}  // namespace vitrt::cuda
+#endif

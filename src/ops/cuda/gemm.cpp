@@ -1,0 +1,216 @@
+// cuBLASLt GEMM with descriptor/algorithm caching. See gemm.h for the contract.
+//
+// Layout trick: cuBLASLt is column-major. A row-major [R, C] matrix with row stride ld is the
+// column-major [C, R] matrix with leading dimension ld, i.e. its transpose. So the row-major
+// product D = A op(B) is computed as the column-major product D^T = op(B)^T A^T:
+//   cuBLASLt "A" = our B:  trans_b (B row-major [N, K]) -> col-major [K, N], transa = T
+//                          else    (B row-major [K, N]) -> col-major [N, K], transa = N
+//   cuBLASLt "B" = our A:  row-major [M, K] -> col-major [K, M], transb = N
+//   cuBLASLt "C"/"D"    :  row-major [M, N] -> col-major [N, M]
+// so cuBLASLt's m = N, n = M, k = K, and its bias (one value per row of col-major D) is our
+// per-column bias [N], which is exactly nn.Linear's bias.
+#include "ops/cuda/gemm.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <utility>
+
+#include "ops/cuda/runtime.h"
+
+namespace vitrt::cuda {
+namespace {
+
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+void check_lt(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return;
+  throw Error(detail::concat("cuBLASLt error in ", what, ": ", cublasLtGetStatusName(s), " (",
+                             cublasLtGetStatusString(s), ")"));
+}
+#define LT_CHECK(expr) check_lt((expr), #expr)
+
+// Largest power of two (capped at 256) dividing the address and every byte offset the kernel
+// adds to it (row stride, batch stride): cuBLASLt picks kernels by the alignment promised in the
+// preference, so this must never overstate it.
+uint32_t alignment(const void* p, int64_t ld_bytes, int64_t stride_bytes) {
+  uint64_t v = reinterpret_cast<uintptr_t>(p) | static_cast<uint64_t>(ld_bytes) |
+               static_cast<uint64_t>(stride_bytes) | 256u;
+  return static_cast<uint32_t>(v & (~v + 1));  // lowest set bit
+}
+
+struct Key {
+  int device;
+  int dtype;
+  int64_t M, N, K, lda, ldb, ldd, batch, sa, sb, sd;
+  bool trans_b, has_c, has_bias, relu;
+  uint32_t al_a, al_b, al_c, al_d, al_bias;
+  auto tie() const {
+    return std::tie(device, dtype, M, N, K, lda, ldb, ldd, batch, sa, sb, sd, trans_b, has_c, has_bias, relu, al_a,
+                    al_b, al_c, al_d, al_bias);
+  }
+  bool operator<(const Key& o) const { return tie() < o.tie(); }
+};
+
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;  // cuBLASLt's A, B, C/D
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;
+};
+
+struct State {
+  std::mutex mu;
+  cublasLtHandle_t handle = nullptr;
+  // Plans live for the whole process (SAM uses a few dozen shapes); never destroyed, so no
+  // destruction order problem with the CUDA runtime at exit.
+  std::map<Key, Plan> plans;
+  std::map<std::pair<int, cudaStream_t>, void*> workspaces;
+};
+
+State& state() {
+  static State* s = new State;  // leaked on purpose (see above)
+  return *s;
+}
+
+cublasLtMatrixLayout_t make_layout(cudaDataType t, uint64_t rows, uint64_t cols, int64_t ld, int64_t batch,
+                                   int64_t stride) {
+  cublasLtMatrixLayout_t l = nullptr;
+  LT_CHECK(cublasLtMatrixLayoutCreate(&l, t, rows, cols, ld));
+  if (batch > 1) {
+    const int32_t count = static_cast<int32_t>(batch);
+    LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+  }
+  return l;
+}
+
+std::string describe(const GemmArgs& g) {
+  return detail::concat(dtype_name(g.dtype), " M=", g.M, " N=", g.N, " K=", g.K, g.trans_b ? " (B^T)" : "",
+                        " batch=", g.batch, " lda=", g.lda, " ldb=", g.ldb, " ldd=", g.ldd, g.bias ? " +bias" : "",
+                        g.c ? " +C" : "", g.relu ? " relu" : "");
+}
+
+Plan make_plan(State& st, const Key& k, const GemmArgs& g, cudaDataType t) {
+  Plan p;
+  LT_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const int32_t opa = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, opb = CUBLAS_OP_N;
+  LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
+  LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
+  uint32_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+  if (g.bias) epi = g.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  else if (g.relu) epi = CUBLASLT_EPILOGUE_RELU;
+  LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  if (g.bias) {
+    const int32_t bt = t;  // bias in the output's type (bf16 with bf16 D, fp32 with fp32 D)
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
+    // The heuristic reads the bias pointer's alignment; the key includes it, so the first
+    // call's pointer stands for every later one.
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+  }
+  // cuBLASLt A = our B, cuBLASLt B = our A, C/D transposed (see the file comment).
+  if (g.trans_b)
+    p.la = make_layout(t, g.K, g.N, k.ldb, g.batch, g.stride_b);
+  else
+    p.la = make_layout(t, g.N, g.K, k.ldb, g.batch, g.stride_b);
+  p.lb = make_layout(t, g.K, g.M, k.lda, g.batch, g.stride_a);
+  p.ld = make_layout(t, g.N, g.M, k.ldd, g.batch, g.stride_d);
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  uint64_t ws = kWorkspaceBytes;
+  LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &k.al_b, sizeof(uint32_t)));
+  LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &k.al_a, sizeof(uint32_t)));
+  LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &k.al_c, sizeof(uint32_t)));
+  LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &k.al_d, sizeof(uint32_t)));
+  cublasLtMatmulHeuristicResult_t res[8] = {};
+  int found = 0;
+  const cublasStatus_t hs =
+      cublasLtMatmulAlgoGetHeuristic(st.handle, p.desc, p.la, p.lb, p.ld, p.ld, pref, 8, res, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  int pick = -1;
+  if (hs == CUBLAS_STATUS_SUCCESS)
+    for (int i = 0; i < found && pick < 0; ++i)
+      if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= kWorkspaceBytes) pick = i;
+  if (pick < 0) {
+    cublasLtMatrixLayoutDestroy(p.la);
+    cublasLtMatrixLayoutDestroy(p.lb);
+    cublasLtMatrixLayoutDestroy(p.ld);
+    cublasLtMatmulDescDestroy(p.desc);
+    throw Error(detail::concat("cuBLASLt has no algorithm for GEMM ", describe(g), " (alignments a/b/c/d/bias ",
+                               k.al_a, "/", k.al_b, "/", k.al_c, "/", k.al_d, "/", k.al_bias, "; heuristic status ",
+                               cublasLtGetStatusName(hs), ", ", found, " results)"));
+  }
+  p.algo = res[pick].algo;
+  p.workspace = res[pick].workspaceSize;
+  return p;
+}
+
+}  // namespace
+
+void gemm(const GemmArgs& g) {
+  VITRT_CHECK(g.dtype == DType::F32 || g.dtype == DType::BF16, InvalidArgument, "cuda::gemm: dtype ",
+              dtype_name(g.dtype), " is not supported (float32 or bfloat16)");
+  VITRT_CHECK(g.M >= 0 && g.N >= 0 && g.K >= 0 && g.batch >= 1, InvalidArgument, "cuda::gemm: bad sizes ",
+              describe(g));
+  VITRT_CHECK(g.bias == nullptr || g.batch == 1, InvalidArgument, "cuda::gemm: bias with a batch is not supported");
+  VITRT_CHECK(g.batch <= INT32_MAX, InvalidArgument, "cuda::gemm: batch too large");
+  if (g.M == 0 || g.N == 0) return;
+  VITRT_CHECK(g.K > 0, InvalidArgument, "cuda::gemm: K = 0 is not supported (", describe(g), ")");
+  VITRT_CHECK(g.a && g.b && g.d, InvalidArgument, "cuda::gemm: null operand in ", describe(g));
+
+  const cudaDataType t = g.dtype == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
+  const int64_t es = static_cast<int64_t>(dtype_size(g.dtype));
+  Key k{};
+  VITRT_CUDA_CHECK(cudaGetDevice(&k.device));
+  k.dtype = static_cast<int>(g.dtype);
+  k.M = g.M, k.N = g.N, k.K = g.K;
+  k.lda = g.lda ? g.lda : g.K;
+  k.ldb = g.ldb ? g.ldb : (g.trans_b ? g.K : g.N);
+  k.ldd = g.ldd ? g.ldd : g.N;
+  VITRT_CHECK(k.lda >= g.K && k.ldb >= (g.trans_b ? g.K : g.N) && k.ldd >= g.N, InvalidArgument,
+              "cuda::gemm: leading dimension too small in ", describe(g));
+  k.batch = g.batch;
+  const bool batched = g.batch > 1;
+  k.sa = batched ? g.stride_a : 0, k.sb = batched ? g.stride_b : 0, k.sd = batched ? g.stride_d : 0;
+  k.trans_b = g.trans_b, k.has_c = g.c != nullptr, k.has_bias = g.bias != nullptr, k.relu = g.relu;
+  k.al_a = alignment(g.a, k.lda * es, k.sa * es);
+  k.al_b = alignment(g.b, k.ldb * es, k.sb * es);
+  k.al_d = alignment(g.d, k.ldd * es, k.sd * es);
+  k.al_c = g.c ? alignment(g.c, k.ldd * es, k.sd * es) : k.al_d;
+  k.al_bias = g.bias ? alignment(g.bias, 0, 0) : 0;
+
+  State& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (!st.handle) LT_CHECK(cublasLtCreate(&st.handle));
+  cudaStream_t stream = current_stream();
+  void*& ws = st.workspaces[{k.device, stream}];
+  if (!ws) {
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    VITRT_CUDA_CHECK(cudaStreamIsCapturing(stream, &cap));
+    VITRT_CHECK(cap == cudaStreamCaptureStatusNone, Error,
+                "cuda::gemm: first GEMM on this stream is inside a CUDA graph capture; run one GEMM on the stream "
+                "before capturing (its cuBLASLt workspace is allocated then)");
+    void* p = nullptr;
+    VITRT_CUDA_CHECK(cudaMalloc(&p, kWorkspaceBytes));
+    ws = p;
+  }
+  auto it = st.plans.find(k);
+  if (it == st.plans.end()) it = st.plans.emplace(k, make_plan(st, k, g, t)).first;
+  Plan& p = it->second;
+  if (g.bias)
+    LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+  const float alpha = g.alpha, beta = g.c ? 1.f : 0.f;
+  const void* c = g.c ? g.c : g.d;  // beta = 0: C is not read, but must be a valid pointer
+  const cublasStatus_t s = cublasLtMatmul(st.handle, p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, c, p.ld, g.d, p.ld,
+                                          &p.algo, ws, p.workspace, stream);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    throw Error(detail::concat("cuBLASLt matmul failed for GEMM ", describe(g), ": ", cublasLtGetStatusName(s), " (",
+                               cublasLtGetStatusString(s), ")"));
+}
+
+}  // namespace vitrt::cuda

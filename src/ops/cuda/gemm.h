@@ -1,0 +1,46 @@
+// Dense matrix products on the GPU through cuBLASLt, row-major as the rest of vitrt.
+//
+//   D[b] = alpha * A[b] @ op(B[b]) + C[b] + bias, then ReLU if asked.
+//
+// A is [M, K] (row stride lda), B is [N, K] when trans_b (PyTorch nn.Linear weight layout,
+// row stride ldb) or [K, N] otherwise, C (the residual, beta = 1) and D are [M, N] (row stride
+// ldd; C may be D itself). Bias is [N]. All of A, B, C, D and bias share one dtype: F32
+// (computed in strict fp32, CUBLAS_COMPUTE_32F, never TF32) or BF16 (bf16 storage, fp32
+// accumulation and scaling).
+//
+// Matmul descriptors, matrix layouts and the heuristic's algorithm are cached per shape, dtype,
+// epilogue and pointer alignment, and each (device, stream) gets one 32 MiB workspace, allocated
+// on its first GEMM. After a shape has been seen once a call allocates nothing and only enqueues
+// work on cuda::current_stream(), so it can be captured into a CUDA graph (run every shape once
+// before capturing; the first GEMM on a stream must not happen inside a capture).
+#pragma once
+#include <cstdint>
+
+#include "vitrt/tensor.h"
+
+namespace vitrt::cuda {
+
+struct GemmArgs {
+  DType dtype = DType::F32;  // F32 or BF16, for every operand
+  int64_t M = 0, N = 0, K = 0;
+  const void* a = nullptr;   // [M, K]
+  const void* b = nullptr;   // [N, K] if trans_b, else [K, N]
+  bool trans_b = false;
+  void* d = nullptr;         // [M, N] output
+  const void* c = nullptr;   // [M, N] added with beta = 1 (same layout as d), or null
+  const void* bias = nullptr;  // [N] or null (only with batch == 1)
+  bool relu = false;         // ReLU after everything else (i.e. after C is added)
+  float alpha = 1.f;
+  // Row strides in elements; 0 means packed (K for a, K or N for b, N for c/d).
+  int64_t lda = 0, ldb = 0, ldd = 0;
+  // Strided batch: `batch` products, operand b advanced by stride_* elements each time
+  // (stride_b = 0 shares one B across the batch). C uses stride_d.
+  int64_t batch = 1;
+  int64_t stride_a = 0, stride_b = 0, stride_d = 0;
+};
+
+// Enqueues the product on cuda::current_stream(). Throws InvalidArgument on bad arguments and
+// vitrt::Error naming the shape when cuBLASLt has no algorithm or fails.
+void gemm(const GemmArgs& args);
+
+}  // namespace vitrt::cuda

@@ -1,0 +1,216 @@
+#include "ops/cuda/layout.h"
+
+#include "ops/cuda/elementwise.h"
+#include "ops/cuda/runtime.h"
+
+namespace vitrt::cuda {
+namespace {
+
+using dev::gstride;
+using dev::gtid;
+
+constexpr int kMaxDims = 6;
+
+// Output dims (leading ones padded with size 1) and, for each, the input stride it walks.
+struct PermuteParams {
+  int64_t out_shape[kMaxDims];
+  int64_t in_stride[kMaxDims];
+};
+
+template <class T>
+__global__ void permute_kernel(const T* x, T* out, int64_t total, PermuteParams p) {
+  for (int64_t i = gtid(); i < total; i += gstride()) {
+    int64_t rem = i, off = 0;
+#pragma unroll
+    for (int d = kMaxDims - 1; d >= 0; --d) {  // constant indices: the params stay in registers
+      off += (rem % p.out_shape[d]) * p.in_stride[d];
+      rem /= p.out_shape[d];
+    }
+    out[i] = x[off];
+  }
+}
+
+template <class T>
+__global__ void copy_columns_kernel(const T* x, T* out, int64_t outer, int64_t cols, int64_t total_cols,
+                                    int64_t offset) {
+  const int64_t n = outer * cols;
+  for (int64_t i = gtid(); i < n; i += gstride()) {
+    const int64_t o = i / cols, c = i % cols;
+    out[o * total_cols + offset + c] = x[i];
+  }
+}
+
+template <class T>
+__global__ void window_partition_kernel(const T* x, T* out, int64_t B, int64_t H, int64_t W, int64_t C, int64_t ws,
+                                        int64_t nh, int64_t nw) {
+  const int64_t n = B * nh * nw * ws * ws * C;
+  for (int64_t i = gtid(); i < n; i += gstride()) {
+    int64_t r = i;
+    const int64_t c = r % C;
+    r /= C;
+    const int64_t px = r % ws;
+    r /= ws;
+    const int64_t py = r % ws;
+    const int64_t win = r / ws;
+    const int64_t wx = win % nw, wy = (win / nw) % nh, b = win / (nw * nh);
+    const int64_t y = wy * ws + py, xx = wx * ws + px;
+    out[i] = (y < H && xx < W) ? x[((b * H + y) * W + xx) * C + c] : T(0);
+  }
+}
+
+template <class T>
+__global__ void window_unpartition_kernel(const T* win, T* out, int64_t B, int64_t H, int64_t W, int64_t C,
+                                          int64_t ws, int64_t nh, int64_t nw) {
+  const int64_t n = B * H * W * C;
+  for (int64_t i = gtid(); i < n; i += gstride()) {
+    int64_t r = i;
+    const int64_t c = r % C;
+    r /= C;
+    const int64_t xx = r % W;
+    r /= W;
+    const int64_t y = r % H, b = r / H;
+    const int64_t wy = y / ws, py = y % ws, wx = xx / ws, px = xx % ws;
+    out[i] = win[((((b * nh + wy) * nw + wx) * ws + py) * ws + px) * C + c];
+  }
+}
+
+template <class T>
+__global__ void im2col_kernel(const T* x, T* col, int64_t B, int64_t H, int64_t W, int64_t Cin, int64_t kh,
+                              int64_t kw, int64_t stride, int64_t pad, int64_t Ho, int64_t Wo) {
+  const int64_t K = Cin * kh * kw;
+  const int64_t n = B * Ho * Wo * K;
+  for (int64_t i = gtid(); i < n; i += gstride()) {
+    const int64_t k = i % K, m = i / K;
+    const int64_t kx = k % kw, ky = (k / kw) % kh, ci = k / (kw * kh);
+    const int64_t ox = m % Wo, oy = (m / Wo) % Ho, b = m / (Wo * Ho);
+    const int64_t iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
+    col[i] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? x[((b * H + iy) * W + ix) * Cin + ci] : T(0);
+  }
+}
+
+template <class T>
+__global__ void convt_scatter_kernel(const T* y, const T* bias, T* out, int64_t B, int64_t H, int64_t W,
+                                     int64_t Cout) {
+  const int64_t Wo = 2 * W, Ho = 2 * H;
+  const int64_t n = B * Ho * Wo * Cout;
+  for (int64_t i = gtid(); i < n; i += gstride()) {
+    int64_t r = i;
+    const int64_t co = r % Cout;
+    r /= Cout;
+    const int64_t ox = r % Wo;
+    r /= Wo;
+    const int64_t oy = r % Ho, b = r / Ho;
+    const int64_t m = (b * H + oy / 2) * W + ox / 2;
+    const float v = dev::to_f(y[m * Cout * 4 + co * 4 + (oy % 2) * 2 + (ox % 2)]);
+    out[i] = dev::from_f<T>(v + (bias ? dev::to_f(bias[co]) : 0.f));
+  }
+}
+
+// Calls f(T{}) with an unsigned integer type of the element size: copies need no arithmetic.
+template <class F>
+void dispatch_size(size_t elem, const char* op, F&& f) {
+  switch (elem) {
+    case 1: f(uint8_t{}); return;
+    case 2: f(uint16_t{}); return;
+    case 4: f(uint32_t{}); return;
+    case 8: f(uint64_t{}); return;
+    default: throw InvalidArgument(detail::concat("cuda ", op, ": element size ", elem, " is not supported"));
+  }
+}
+
+}  // namespace
+
+void permute(size_t elem_size, const void* x, void* out, const std::vector<int64_t>& shape,
+             const std::vector<int>& perm) {
+  const int nd = static_cast<int>(shape.size());
+  VITRT_CHECK(nd <= kMaxDims && perm.size() == shape.size(), InvalidArgument, "cuda permute: ", nd,
+              " dims (at most ", kMaxDims, ") with ", perm.size(), " axes");
+  const int64_t total = shape_numel(shape);
+  if (total == 0) return;
+  std::vector<int64_t> in_stride(nd);
+  int64_t s = 1;
+  for (int d = nd - 1; d >= 0; --d) {
+    in_stride[d] = s;
+    s *= shape[d];
+  }
+  PermuteParams p;
+  const int lead = kMaxDims - nd;
+  for (int d = 0; d < kMaxDims; ++d) {
+    if (d < lead) {
+      p.out_shape[d] = 1;
+      p.in_stride[d] = 0;
+    } else {
+      p.out_shape[d] = shape[perm[d - lead]];
+      p.in_stride[d] = in_stride[perm[d - lead]];
+    }
+  }
+  dispatch_size(elem_size, "permute", [&](auto tag) {
+    using T = decltype(tag);
+    permute_kernel<T><<<dev::blocks_for(total), dev::kThreads, 0, current_stream()>>>(static_cast<const T*>(x),
+                                                                                     static_cast<T*>(out), total, p);
+  });
+  check_launch("permute kernel");
+}
+
+void copy_columns(size_t elem_size, const void* x, void* out, int64_t outer, int64_t cols, int64_t total_cols,
+                  int64_t col_offset) {
+  if (outer == 0 || cols == 0) return;
+  dispatch_size(elem_size, "cat", [&](auto tag) {
+    using T = decltype(tag);
+    copy_columns_kernel<T><<<dev::blocks_for(outer * cols), dev::kThreads, 0, current_stream()>>>(
+        static_cast<const T*>(x), static_cast<T*>(out), outer, cols, total_cols, col_offset);
+  });
+  check_launch("cat kernel");
+}
+
+void window_partition(size_t elem_size, const void* x, void* out, int64_t B, int64_t H, int64_t W, int64_t C,
+                      int64_t ws) {
+  const int64_t nh = (H + ws - 1) / ws, nw = (W + ws - 1) / ws;
+  const int64_t n = B * nh * nw * ws * ws * C;
+  if (n == 0) return;
+  dispatch_size(elem_size, "window_partition", [&](auto tag) {
+    using T = decltype(tag);
+    window_partition_kernel<T><<<dev::blocks_for(n), dev::kThreads, 0, current_stream()>>>(
+        static_cast<const T*>(x), static_cast<T*>(out), B, H, W, C, ws, nh, nw);
+  });
+  check_launch("window_partition kernel");
+}
+
+void window_unpartition(size_t elem_size, const void* windows, void* out, int64_t B, int64_t H, int64_t W, int64_t C,
+                        int64_t ws) {
+  const int64_t nh = (H + ws - 1) / ws, nw = (W + ws - 1) / ws;
+  const int64_t n = B * H * W * C;
+  if (n == 0) return;
+  dispatch_size(elem_size, "window_unpartition", [&](auto tag) {
+    using T = decltype(tag);
+    window_unpartition_kernel<T><<<dev::blocks_for(n), dev::kThreads, 0, current_stream()>>>(
+        static_cast<const T*>(windows), static_cast<T*>(out), B, H, W, C, ws, nh, nw);
+  });
+  check_launch("window_unpartition kernel");
+}
+
+void im2col_nhwc(size_t elem_size, const void* x, void* col, int64_t B, int64_t H, int64_t W, int64_t Cin,
+                 int64_t kh, int64_t kw, int64_t stride, int64_t pad, int64_t Ho, int64_t Wo) {
+  const int64_t n = B * Ho * Wo * Cin * kh * kw;
+  if (n == 0) return;
+  dispatch_size(elem_size, "im2col", [&](auto tag) {
+    using T = decltype(tag);
+    im2col_kernel<T><<<dev::blocks_for(n), dev::kThreads, 0, current_stream()>>>(
+        static_cast<const T*>(x), static_cast<T*>(col), B, H, W, Cin, kh, kw, stride, pad, Ho, Wo);
+  });
+  check_launch("im2col kernel");
+}
+
+void conv_transpose2x2_scatter(DType dt, const void* y, const void* bias, void* out, int64_t B, int64_t H, int64_t W,
+                               int64_t Cout) {
+  const int64_t n = B * 4 * H * W * Cout;
+  if (n == 0) return;
+  dispatch_float(dt, "conv_transpose2x2", [&](auto tag) {
+    using T = decltype(tag);
+    convt_scatter_kernel<T><<<dev::blocks_for(n), dev::kThreads, 0, current_stream()>>>(
+        static_cast<const T*>(y), static_cast<const T*>(bias), static_cast<T*>(out), B, H, W, Cout);
+  });
+  check_launch("conv_transpose2x2 scatter kernel");
+}
+
+}  // namespace vitrt::cuda

@@ -1,0 +1,87 @@
+#include "ops/cuda/norm.h"
+
+#include "ops/cuda/elementwise.h"
+#include "ops/cuda/runtime.h"
+
+namespace vitrt::cuda {
+namespace {
+
+using dev::from_f;
+using dev::to_f;
+
+constexpr int kRowsPerBlock = dev::kThreads / 32;  // one warp per row
+
+// Two passes over the row (the second and third reads hit L1/L2): mean, then the sum of squared
+// deviations, both in double, then the fp32 normalisation the CPU kernel (and torch) does:
+// y = (x - mean) * rstd * w + b.
+template <class T>
+__global__ void layer_norm_kernel(const T* x, const T* w, const T* b,
+                                  T* y, int64_t rows, int64_t C, float eps) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;  // whole warps leave together: the shuffles below see full warps
+  const T* xr = x + row * C;
+  T* yr = y + row * C;
+  double s = 0.0;
+  for (int64_t c = lane; c < C; c += 32) s += to_f(xr[c]);
+  const double mean = dev::warp_sum(s) / static_cast<double>(C);
+  double q = 0.0;
+  for (int64_t c = lane; c < C; c += 32) {
+    const double d = static_cast<double>(to_f(xr[c])) - mean;
+    q += d * d;
+  }
+  const double var = dev::warp_sum(q) / static_cast<double>(C);
+  const float rstd = static_cast<float>(1.0 / sqrt(var + static_cast<double>(eps)));
+  const float meanf = static_cast<float>(mean);
+  for (int64_t c = lane; c < C; c += 32) {
+    const float n = __fmul_rn(__fsub_rn(to_f(xr[c]), meanf), rstd);
+    yr[c] = from_f<T>(fmaf(n, to_f(w[c]), to_f(b[c])));
+  }
+}
+
+// max, then the sum of exp(x - max), then x = exp(x - max) * (1 / sum) as the CPU kernel
+// (exponentials recomputed rather than stored, so bf16 rows keep fp32 intermediates).
+template <class T>
+__global__ void softmax_kernel(T* x, int64_t rows, int64_t n) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  T* xr = x + row * n;
+  float m = -INFINITY;
+  for (int64_t i = lane; i < n; i += 32) m = fmaxf(m, to_f(xr[i]));
+  m = dev::warp_max(m);
+  float s = 0.f;
+  for (int64_t i = lane; i < n; i += 32) s += expf(to_f(xr[i]) - m);
+  s = dev::warp_sum(s);
+  const float inv = 1.f / s;
+  for (int64_t i = lane; i < n; i += 32) xr[i] = from_f<T>(expf(to_f(xr[i]) - m) * inv);
+}
+
+unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
+
+}  // namespace
+
+void layer_norm(DType dt, const void* x, const void* weight, const void* bias, void* y, int64_t rows, int64_t C,
+                float eps) {
+  if (rows == 0 || C == 0) return;
+  VITRT_CHECK(rows / kRowsPerBlock < (int64_t{1} << 31) - 1, InvalidArgument, "cuda layer_norm: too many rows");
+  dispatch_float(dt, "layer_norm", [&](auto tag) {
+    using T = decltype(tag);
+    layer_norm_kernel<T><<<row_blocks(rows), dev::kThreads, 0, current_stream()>>>(
+        static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), static_cast<T*>(y),
+        rows, C, eps);
+  });
+  check_launch("layer_norm kernel");
+}
+
+void softmax_lastdim(DType dt, void* x, int64_t rows, int64_t n) {
+  if (rows == 0 || n == 0) return;
+  VITRT_CHECK(rows / kRowsPerBlock < (int64_t{1} << 31) - 1, InvalidArgument, "cuda softmax: too many rows");
+  dispatch_float(dt, "softmax", [&](auto tag) {
+    using T = decltype(tag);
+    softmax_kernel<T><<<row_blocks(rows), dev::kThreads, 0, current_stream()>>>(static_cast<T*>(x), rows, n);
+  });
+  check_launch("softmax kernel");
+}
+
+}  // namespace vitrt::cuda

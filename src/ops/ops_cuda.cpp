@@ -1,0 +1,500 @@
+// Tensor-level CUDA operators: argument checks (mirroring ops.cpp), output allocation on the
+// device, and calls into the kernels of ops/cuda. See ops_cuda.h.
+#include "ops/ops_cuda.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/device_memory.h"
+#include "ops/cpu/resize_antialias.h"
+
+#ifdef VITRT_HAVE_CUDA
+#include "ops/cuda/elementwise.h"
+#include "ops/cuda/gemm.h"
+#include "ops/cuda/image.h"
+#include "ops/cuda/interpolate.h"
+#include "ops/cuda/layout.h"
+#include "ops/cuda/norm.h"
+#endif
+
+namespace vitrt::ops::cuda_impl {
+
+namespace {
+// F32 / BF16 conversions of host tensors.
+Tensor cast_cpu(const Tensor& x, DType to) {
+  if (to == DType::F32) return x.to_f32();
+  if (to == DType::BF16) {
+    const Tensor f = x.to_f32();
+    Tensor out = Tensor::empty(x.shape(), DType::BF16);
+    const float* s = f.data<float>();
+    uint16_t* o = out.data<uint16_t>();
+    for (int64_t i = 0, n = x.numel(); i < n; ++i) o[i] = f32_to_bf16(s[i]);
+    return out;
+  }
+  throw InvalidArgument(detail::concat("cast: cannot convert ", dtype_name(x.dtype()), " to ", dtype_name(to)));
+}
+}  // namespace
+
+#ifndef VITRT_HAVE_CUDA
+
+// ---- CPU-only build: every CUDA entry point explains what is missing. ----
+namespace {
+[[noreturn]] void no_cuda(const char* op) {
+  throw Error(detail::concat("ops::", op, ": this vitrt build has no CUDA backend (built without nvcc)"));
+}
+}  // namespace
+
+Tensor cast(const Tensor& x, DType to) {
+  VITRT_CHECK(x.defined(), InvalidArgument, "cast: undefined tensor");
+  if (x.dtype() == to) return x;
+  if (x.is_cuda()) no_cuda("cast");
+  return cast_cpu(x, to);
+}
+Tensor linear(const Tensor&, const Tensor&, const Tensor*, Activation, const Tensor*) { no_cuda("linear"); }
+Tensor matmul(const Tensor&, const Tensor&, bool) { no_cuda("matmul"); }
+Tensor layer_norm(const Tensor&, const Tensor&, const Tensor&, float) { no_cuda("layer_norm"); }
+void add_(Tensor&, const Tensor&) { no_cuda("add_"); }
+Tensor add(const Tensor&, const Tensor&) { no_cuda("add"); }
+void scale_(Tensor&, float) { no_cuda("scale_"); }
+void gelu_(Tensor&) { no_cuda("gelu_"); }
+void relu_(Tensor&) { no_cuda("relu_"); }
+void softmax_lastdim_(Tensor&) { no_cuda("softmax_lastdim_"); }
+Tensor permute(const Tensor&, const std::vector<int>&) { no_cuda("permute"); }
+Tensor cat(const std::vector<Tensor>&, int) { no_cuda("cat"); }
+Tensor conv2d_nhwc(const Tensor&, const Tensor&, const Tensor*, int, int) { no_cuda("conv2d_nhwc"); }
+Tensor conv_transpose2x2_nhwc(const Tensor&, const Tensor&, const Tensor*) { no_cuda("conv_transpose2x2_nhwc"); }
+Tensor window_partition(const Tensor&, int) { no_cuda("window_partition"); }
+Tensor window_unpartition(const Tensor&, int, int64_t, int64_t) { no_cuda("window_unpartition"); }
+Tensor interpolate_linear_rows(const Tensor&, int64_t) { no_cuda("interpolate_linear_rows"); }
+Tensor resize_bilinear(const Tensor&, int64_t, int64_t) { no_cuda("resize_bilinear"); }
+Tensor resize_antialias_u8(const Tensor&, int, int) { no_cuda("resize_antialias_u8"); }
+Tensor normalize_pad(const Tensor&, int, const float*, const float*, DType) { no_cuda("normalize_pad"); }
+Tensor preprocess_image(const Image&, int, const std::array<float, 3>&, const std::array<float, 3>&, DType, int*,
+                        int*) {
+  no_cuda("preprocess_image");
+}
+Tensor postprocess_masks(const Tensor&, int64_t, int64_t, int64_t, int64_t, int64_t, Tensor*) {
+  no_cuda("postprocess_masks");
+}
+
+#else  // VITRT_HAVE_CUDA
+
+namespace {
+
+// Defined CUDA tensor.
+void check_dev(const Tensor& t, const char* op, const char* name) {
+  VITRT_CHECK(t.defined(), InvalidArgument, "ops::", op, ": ", name, " is an undefined tensor");
+  VITRT_CHECK(t.is_cuda(), InvalidArgument, "ops::", op, ": ", name,
+              " is a CPU tensor; the CUDA operator needs every operand on the GPU");
+}
+// Defined CUDA tensor of a floating dtype the kernels take.
+void check_float(const Tensor& t, const char* op, const char* name) {
+  check_dev(t, op, name);
+  VITRT_CHECK(t.dtype() == DType::F32 || t.dtype() == DType::BF16, InvalidArgument, "ops::", op, ": ", name,
+              " must be float32 or bfloat16, got ", dtype_name(t.dtype()));
+}
+// Like check_float, and of the same dtype as the first operand.
+void check_like(const Tensor& t, const Tensor& ref, const char* op, const char* name) {
+  check_dev(t, op, name);
+  VITRT_CHECK(t.dtype() == ref.dtype(), InvalidArgument, "ops::", op, ": ", name, " is ", dtype_name(t.dtype()),
+              " but the input is ", dtype_name(ref.dtype()), " (CUDA operators take one dtype per call)");
+}
+
+Tensor empty_like_dev(const Shape& s, DType dt) { return Tensor::empty(s, dt, Device::CUDA); }
+
+cuda::Act to_cuda(Activation a) {
+  switch (a) {
+    case Activation::None: return cuda::Act::None;
+    case Activation::GELU: return cuda::Act::GELU;
+    case Activation::ReLU: return cuda::Act::ReLU;
+  }
+  throw InvalidArgument("ops: unknown activation");
+}
+
+// y[M, N] = act(x[M, K] w^T + bias) + residual with w [N, K] (trans_b) or [K, N].
+// cuBLASLt's epilogues add the bias, the residual (beta = 1) and a ReLU applied last; what they
+// cannot do exactly -- erf GELU, or an activation before the residual -- runs as one
+// element-wise pass over the output afterwards.
+void gemm_epilogue(DType dt, const void* x, const void* w, bool trans_b, void* y, int64_t M, int64_t N, int64_t K,
+                   const void* bias, Activation act, const void* residual) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // empty sum: y = act(bias) + residual
+    devmem::memset_zero(y, Device::CUDA, static_cast<size_t>(M * N) * dtype_size(dt));
+    cuda::bias_act_residual(dt, y, M, N, bias, to_cuda(act), residual);
+    return;
+  }
+  cuda::GemmArgs g;
+  g.dtype = dt;
+  g.M = M, g.N = N, g.K = K;
+  g.a = x, g.b = w, g.trans_b = trans_b, g.d = y;
+  g.bias = bias;
+  bool post = false;
+  if (act == Activation::None) {
+    g.c = residual;
+  } else if (act == Activation::ReLU && !residual) {
+    g.relu = true;
+  } else {
+    post = true;  // GELU, or ReLU followed by a residual
+  }
+  cuda::gemm(g);
+  if (post) cuda::bias_act_residual(dt, y, M, N, nullptr, to_cuda(act), residual);
+}
+
+}  // namespace
+
+Tensor cast(const Tensor& x, DType to) {
+  VITRT_CHECK(x.defined(), InvalidArgument, "cast: undefined tensor");
+  if (x.dtype() == to) return x;
+  if (!x.is_cuda()) return cast_cpu(x, to);
+  VITRT_CHECK((x.dtype() == DType::F32 || x.dtype() == DType::BF16) && (to == DType::F32 || to == DType::BF16),
+              InvalidArgument, "cast: cannot convert a CUDA ", dtype_name(x.dtype()), " tensor to ", dtype_name(to),
+              " (float32 <-> bfloat16 only)");
+  Tensor out = empty_like_dev(x.shape(), to);
+  cuda::cast(x.dtype(), x.raw(), to, out.raw(), x.numel());
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, const Tensor* residual) {
+  check_float(x, "linear", "x");
+  check_like(w, x, "linear", "weight");
+  VITRT_CHECK(x.dim() >= 1 && w.dim() == 2 && w.size(1) == x.size(-1), InvalidArgument, "ops::linear: x ",
+              shape_str(x.shape()), " does not match weight ", shape_str(w.shape()), " (expected [out, ",
+              x.dim() >= 1 ? x.size(-1) : 0, "])");
+  const int64_t K = x.size(-1), N = w.size(0), M = K ? x.numel() / K : 0;
+  Shape out_shape = x.shape();
+  out_shape.back() = N;
+  if (bias) {
+    check_like(*bias, x, "linear", "bias");
+    bias->expect_shape({N}, "ops::linear bias");
+  }
+  if (residual) {
+    check_like(*residual, x, "linear", "residual");
+    residual->expect_shape(out_shape, "ops::linear residual");
+  }
+  Tensor y = empty_like_dev(out_shape, x.dtype());
+  // M is 0 when K is 0 (numel 0) -- mirror the CPU: nothing to compute then.
+  gemm_epilogue(x.dtype(), x.raw(), w.raw(), true, y.raw(), M, N, K, bias ? bias->raw() : nullptr, act,
+                residual ? residual->raw() : nullptr);
+  return y;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b) {
+  check_float(a, "matmul", "a");
+  check_like(b, a, "matmul", "b");
+  VITRT_CHECK((a.dim() == 2 || a.dim() == 3) && (b.dim() == 2 || b.dim() == 3) && b.dim() <= a.dim(),
+              InvalidArgument, "ops::matmul: unsupported ranks ", shape_str(a.shape()), " x ", shape_str(b.shape()));
+  const int64_t batch = a.dim() == 3 ? a.size(0) : 1;
+  const int64_t M = a.size(-2), K = a.size(-1);
+  const int64_t bK = transpose_b ? b.size(-1) : b.size(-2), N = transpose_b ? b.size(-2) : b.size(-1);
+  VITRT_CHECK(bK == K && (b.dim() == 2 || b.size(0) == batch), InvalidArgument, "ops::matmul: ",
+              shape_str(a.shape()), " x ", shape_str(b.shape()), transpose_b ? "^T" : "", " do not match");
+  Shape out_shape = a.dim() == 3 ? Shape{batch, M, N} : Shape{M, N};
+  Tensor c = empty_like_dev(out_shape, a.dtype());
+  if (batch == 0 || M == 0 || N == 0) return c;
+  if (K == 0) {
+    devmem::memset_zero(c.raw(), Device::CUDA, c.nbytes());
+    return c;
+  }
+  cuda::GemmArgs g;
+  g.dtype = a.dtype();
+  g.K = K, g.N = N;
+  g.a = a.raw(), g.b = b.raw(), g.trans_b = transpose_b, g.d = c.raw();
+  if (b.dim() == 2) {
+    g.M = batch * M;  // one b for the whole batch: a single [batch*M, K] product
+  } else {
+    g.M = M;
+    g.batch = batch;
+    g.stride_a = M * K, g.stride_b = K * N, g.stride_d = M * N;
+  }
+  cuda::gemm(g);
+  return c;
+}
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+  check_float(x, "layer_norm", "x");
+  check_like(weight, x, "layer_norm", "weight");
+  check_like(bias, x, "layer_norm", "bias");
+  VITRT_CHECK(x.dim() >= 1, InvalidArgument, "ops::layer_norm: x must have at least one dimension");
+  const int64_t C = x.size(-1);
+  weight.expect_shape({C}, "ops::layer_norm weight");
+  bias.expect_shape({C}, "ops::layer_norm bias");
+  Tensor y = empty_like_dev(x.shape(), x.dtype());
+  cuda::layer_norm(x.dtype(), x.raw(), weight.raw(), bias.raw(), y.raw(), C ? x.numel() / C : 0, C, eps);
+  return y;
+}
+
+namespace {
+void check_add(const Tensor& x, const Tensor& y) {
+  check_float(x, "add", "x");
+  check_like(y, x, "add", "y");
+  bool ok = y.numel() == x.numel();
+  if (!ok && y.dim() <= x.dim()) ok = std::equal(y.shape().begin(), y.shape().end(), x.shape().end() - y.dim());
+  VITRT_CHECK(ok && (y.numel() > 0 || x.numel() == 0), InvalidArgument, "ops::add: cannot broadcast ",
+              shape_str(y.shape()), " onto ", shape_str(x.shape()));
+}
+}  // namespace
+
+void add_(Tensor& x, const Tensor& y) {
+  check_add(x, y);
+  cuda::add_broadcast(x.dtype(), x.raw(), y.raw(), x.raw(), x.numel(), y.numel());
+}
+
+Tensor add(const Tensor& x, const Tensor& y) {
+  check_add(x, y);
+  Tensor out = empty_like_dev(x.shape(), x.dtype());
+  cuda::add_broadcast(x.dtype(), x.raw(), y.raw(), out.raw(), x.numel(), y.numel());
+  return out;
+}
+
+void scale_(Tensor& x, float s) {
+  check_float(x, "scale_", "x");
+  cuda::scale(x.dtype(), x.raw(), x.numel(), s);
+}
+
+void gelu_(Tensor& x) {
+  check_float(x, "gelu_", "x");
+  cuda::gelu(x.dtype(), x.raw(), x.numel());
+}
+
+void relu_(Tensor& x) {
+  check_float(x, "relu_", "x");
+  cuda::relu(x.dtype(), x.raw(), x.numel());
+}
+
+void softmax_lastdim_(Tensor& x) {
+  check_float(x, "softmax_lastdim_", "x");
+  VITRT_CHECK(x.dim() >= 1, InvalidArgument, "ops::softmax_lastdim_: x must have at least one dimension");
+  const int64_t n = x.size(-1);
+  cuda::softmax_lastdim(x.dtype(), x.raw(), n ? x.numel() / n : 0, n);
+}
+
+Tensor permute(const Tensor& x, const std::vector<int>& perm) {
+  check_dev(x, "permute", "x");
+  const int64_t nd = x.dim();
+  VITRT_CHECK(static_cast<int64_t>(perm.size()) == nd, InvalidArgument, "ops::permute: ", perm.size(),
+              " axes given for shape ", shape_str(x.shape()));
+  VITRT_CHECK(nd <= 6, InvalidArgument, "ops::permute: ", nd, " dimensions; the CUDA kernel takes at most 6");
+  std::vector<bool> seen(nd, false);
+  Shape out_shape(nd);
+  for (int64_t d = 0; d < nd; ++d) {
+    VITRT_CHECK(perm[d] >= 0 && perm[d] < nd && !seen[perm[d]], InvalidArgument,
+                "ops::permute: axes are not a permutation of 0..", nd - 1);
+    seen[perm[d]] = true;
+    out_shape[d] = x.size(perm[d]);
+  }
+  Tensor out = empty_like_dev(out_shape, x.dtype());
+  cuda::permute(dtype_size(x.dtype()), x.raw(), out.raw(), x.shape(), perm);
+  return out;
+}
+
+Tensor cat(const std::vector<Tensor>& xs, int dim) {
+  VITRT_CHECK(!xs.empty(), InvalidArgument, "ops::cat: no tensors given");
+  for (const Tensor& t : xs) check_like(t, xs[0], "cat", "input");
+  const int64_t nd = xs[0].dim();
+  const int64_t d = dim < 0 ? dim + nd : dim;
+  VITRT_CHECK(d >= 0 && d < nd, InvalidArgument, "ops::cat: dim ", dim, " out of range for ",
+              shape_str(xs[0].shape()));
+  Shape out_shape = xs[0].shape();
+  out_shape[d] = 0;
+  for (const Tensor& t : xs) {
+    bool ok = t.dim() == nd;
+    for (int64_t i = 0; ok && i < nd; ++i) ok = i == d || t.size(i) == xs[0].size(i);
+    VITRT_CHECK(ok, InvalidArgument, "ops::cat: ", shape_str(t.shape()), " does not match ",
+                shape_str(xs[0].shape()), " outside dim ", d);
+    out_shape[d] += t.size(d);
+  }
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < d; ++i) outer *= out_shape[i];
+  for (int64_t i = d + 1; i < nd; ++i) inner *= out_shape[i];
+  Tensor out = empty_like_dev(out_shape, xs[0].dtype());
+  const int64_t total_cols = out_shape[d] * inner;
+  int64_t offset = 0;
+  for (const Tensor& t : xs) {
+    const int64_t cols = t.size(d) * inner;
+    cuda::copy_columns(dtype_size(t.dtype()), t.raw(), out.raw(), outer, cols, total_cols, offset);
+    offset += cols;
+  }
+  return out;
+}
+
+Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int stride, int pad) {
+  check_float(x, "conv2d_nhwc", "x");
+  check_like(w, x, "conv2d_nhwc", "weight");
+  VITRT_CHECK(x.dim() == 4 && w.dim() == 4 && w.size(1) == x.size(3), InvalidArgument, "ops::conv2d_nhwc: x ",
+              shape_str(x.shape()), " (NHWC) does not match weight ", shape_str(w.shape()), " ([Cout, Cin, kh, kw])");
+  VITRT_CHECK(stride >= 1 && pad >= 0, InvalidArgument, "ops::conv2d_nhwc: bad stride ", stride, " / padding ", pad);
+  const int64_t B = x.size(0), H = x.size(1), W = x.size(2), Cin = x.size(3);
+  const int64_t Cout = w.size(0), kh = w.size(2), kw = w.size(3);
+  VITRT_CHECK(H + 2 * pad >= kh && W + 2 * pad >= kw && kh > 0 && kw > 0, InvalidArgument,
+              "ops::conv2d_nhwc: kernel ", kh, "x", kw, " larger than the padded input ", shape_str(x.shape()));
+  if (bias) {
+    check_like(*bias, x, "conv2d_nhwc", "bias");
+    bias->expect_shape({Cout}, "ops::conv2d_nhwc bias");
+  }
+  const int64_t Ho = (H + 2 * pad - kh) / stride + 1, Wo = (W + 2 * pad - kw) / stride + 1;
+  Tensor out = empty_like_dev({B, Ho, Wo, Cout}, x.dtype());
+  const int64_t M = B * Ho * Wo, K = Cin * kh * kw;
+  if (M == 0 || Cout == 0) return out;
+  const void* bp = bias ? bias->raw() : nullptr;
+  if (kh == 1 && kw == 1 && stride == 1 && pad == 0) {
+    // 1x1: the NHWC input already is the [M, Cin] operand, the weight [Cout, Cin].
+    gemm_epilogue(x.dtype(), x.raw(), w.raw(), true, out.raw(), M, Cout, K, bp, Activation::None, nullptr);
+    return out;
+  }
+  // im2col with columns in the weight's own (ci, ky, kx) order, then one GEMM against the
+  // weight read as [Cout, Cin*kh*kw]. The column buffer comes from the stream-ordered pool and is
+  // released (stream-ordered) after the GEMM.
+  Tensor col = empty_like_dev({M, K}, x.dtype());
+  cuda::im2col_nhwc(dtype_size(x.dtype()), x.raw(), col.raw(), B, H, W, Cin, kh, kw, stride, pad, Ho, Wo);
+  gemm_epilogue(x.dtype(), col.raw(), w.raw(), true, out.raw(), M, Cout, K, bp, Activation::None, nullptr);
+  return out;
+}
+
+Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias) {
+  check_float(x, "conv_transpose2x2_nhwc", "x");
+  check_like(w, x, "conv_transpose2x2_nhwc", "weight");
+  VITRT_CHECK(x.dim() == 4 && w.dim() == 4 && w.size(0) == x.size(3) && w.size(2) == 2 && w.size(3) == 2,
+              InvalidArgument, "ops::conv_transpose2x2_nhwc: x ", shape_str(x.shape()),
+              " (NHWC) does not match weight ", shape_str(w.shape()), " ([Cin, Cout, 2, 2])");
+  const int64_t B = x.size(0), H = x.size(1), W = x.size(2), Cin = x.size(3), Cout = w.size(1);
+  if (bias) {
+    check_like(*bias, x, "conv_transpose2x2_nhwc", "bias");
+    bias->expect_shape({Cout}, "ops::conv_transpose2x2_nhwc bias");
+  }
+  Tensor out = empty_like_dev({B, 2 * H, 2 * W, Cout}, x.dtype());
+  const int64_t M = B * H * W, N = Cout * 4;
+  if (M == 0 || Cout == 0) return out;
+  // Y[M, Cout*4] = X[M, Cin] @ W[Cin, Cout*4] (the PyTorch weight as stored, column
+  // co*4 + ky*2 + kx), then each row scattered into its 2x2 output block with the bias.
+  Tensor y = empty_like_dev({M, N}, x.dtype());
+  gemm_epilogue(x.dtype(), x.raw(), w.raw(), false, y.raw(), M, N, Cin, nullptr, Activation::None, nullptr);
+  cuda::conv_transpose2x2_scatter(x.dtype(), y.raw(), bias ? bias->raw() : nullptr, out.raw(), B, H, W, Cout);
+  return out;
+}
+
+Tensor window_partition(const Tensor& x, int ws) {
+  check_dev(x, "window_partition", "x");
+  VITRT_CHECK(x.dim() == 4 && ws >= 1, InvalidArgument,
+              "ops::window_partition: need x [B, H, W, C] and window >= 1, got ", shape_str(x.shape()), " and ", ws);
+  const int64_t B = x.size(0), H = x.size(1), W = x.size(2), C = x.size(3);
+  const int64_t nh = (H + ws - 1) / ws, nw = (W + ws - 1) / ws;
+  Tensor out = empty_like_dev({B * nh * nw, ws, ws, C}, x.dtype());
+  cuda::window_partition(dtype_size(x.dtype()), x.raw(), out.raw(), B, H, W, C, ws);
+  return out;
+}
+
+Tensor window_unpartition(const Tensor& windows, int ws, int64_t H, int64_t W) {
+  check_dev(windows, "window_unpartition", "windows");
+  VITRT_CHECK(ws >= 1 && H >= 0 && W >= 0, InvalidArgument, "ops::window_unpartition: bad window ", ws, " or size ",
+              H, "x", W);
+  const int64_t nh = (H + ws - 1) / ws, nw = (W + ws - 1) / ws;
+  VITRT_CHECK(windows.dim() == 4 && windows.size(1) == ws && windows.size(2) == ws && nh * nw > 0 &&
+                  windows.size(0) % (nh * nw) == 0,
+              InvalidArgument, "ops::window_unpartition: windows ", shape_str(windows.shape()), " do not tile ", H,
+              "x", W, " with window ", ws);
+  const int64_t B = windows.size(0) / (nh * nw), C = windows.size(3);
+  Tensor out = empty_like_dev({B, H, W, C}, windows.dtype());
+  cuda::window_unpartition(dtype_size(windows.dtype()), windows.raw(), out.raw(), B, H, W, C, ws);
+  return out;
+}
+
+Tensor interpolate_linear_rows(const Tensor& x, int64_t new_len) {
+  check_float(x, "interpolate_linear_rows", "x");
+  VITRT_CHECK(x.dim() == 2 && x.size(0) >= 1 && new_len >= 1, InvalidArgument,
+              "ops::interpolate_linear_rows: need x [L >= 1, C] and new_len >= 1, got ", shape_str(x.shape()), " and ",
+              new_len);
+  Tensor out = empty_like_dev({new_len, x.size(1)}, x.dtype());
+  cuda::interpolate_linear_rows(x.dtype(), x.raw(), out.raw(), x.size(0), x.size(1), new_len);
+  return out;
+}
+
+Tensor resize_bilinear(const Tensor& x, int64_t out_h, int64_t out_w) {
+  check_float(x, "resize_bilinear", "x");
+  VITRT_CHECK(x.dim() >= 2 && x.size(-2) >= 1 && x.size(-1) >= 1 && out_h >= 1 && out_w >= 1, InvalidArgument,
+              "ops::resize_bilinear: need planes [..., H, W] and an output size >= 1, got ", shape_str(x.shape()),
+              " -> ", out_h, "x", out_w);
+  const int64_t H = x.size(-2), W = x.size(-1), N = x.numel() / (H * W);
+  Shape out_shape = x.shape();
+  out_shape[out_shape.size() - 2] = out_h;
+  out_shape.back() = out_w;
+  Tensor out = empty_like_dev(out_shape, x.dtype());
+  cuda::resize_bilinear(x.dtype(), x.raw(), N, H, W, H * W, W, x.dtype(), out.raw(), out_h, out_w);
+  return out;
+}
+
+Tensor resize_antialias_u8(const Tensor& image, int out_h, int out_w) {
+  check_dev(image, "resize_antialias_u8", "image");
+  VITRT_CHECK(image.dtype() == DType::U8 && image.dim() == 3 && image.size(2) >= 1 && image.size(2) <= 4,
+              InvalidArgument, "ops::resize_antialias_u8: need a uint8 image [H, W, C <= 4], got ",
+              dtype_name(image.dtype()), " ", shape_str(image.shape()));
+  VITRT_CHECK(out_h >= 1 && out_w >= 1 && image.size(0) >= 1 && image.size(1) >= 1, InvalidArgument,
+              "ops::resize_antialias_u8: empty image or size (", shape_str(image.shape()), " -> ", out_h, "x", out_w,
+              ")");
+  const int C = static_cast<int>(image.size(2));
+  Tensor out = Tensor::empty({out_h, out_w, C}, DType::U8, Device::CUDA);
+  cuda::resize_antialias_u8(static_cast<const uint8_t*>(image.raw()), static_cast<int>(image.size(1)),
+                            static_cast<int>(image.size(0)), C, static_cast<uint8_t*>(out.raw()), out_w, out_h);
+  return out;
+}
+
+Tensor normalize_pad(const Tensor& image, int S, const float* mean, const float* std, DType dt) {
+  check_dev(image, "normalize_pad", "image");
+  VITRT_CHECK(image.dtype() == DType::U8 && image.dim() == 3 && image.size(2) >= 1 && image.size(2) <= 4,
+              InvalidArgument, "ops::normalize_pad: need a uint8 image [h, w, C <= 4], got ",
+              dtype_name(image.dtype()), " ", shape_str(image.shape()));
+  VITRT_CHECK(image.size(0) <= S && image.size(1) <= S, InvalidArgument, "ops::normalize_pad: image ",
+              shape_str(image.shape()), " is larger than ", S, "x", S);
+  VITRT_CHECK(dt == DType::F32 || dt == DType::BF16, InvalidArgument, "ops::normalize_pad: output dtype ",
+              dtype_name(dt), " (float32 or bfloat16)");
+  const int C = static_cast<int>(image.size(2));
+  Tensor out = empty_like_dev({1, S, S, C}, dt);
+  cuda::normalize_pad(static_cast<const uint8_t*>(image.raw()), static_cast<int>(image.size(0)),
+                      static_cast<int>(image.size(1)), C, S, mean, std, dt, out.raw());
+  return out;
+}
+
+Tensor preprocess_image(const Image& rgb, int S, const std::array<float, 3>& mean, const std::array<float, 3>& std,
+                        DType dt, int* input_h, int* input_w) {
+  VITRT_CHECK(!rgb.empty(), ImageError, "cannot segment an empty image (", rgb.width, "x", rgb.height, ")");
+  VITRT_CHECK(rgb.channels == 3 && rgb.pixels.size() == static_cast<size_t>(rgb.width) * rgb.height * 3, ImageError,
+              "preprocess_image expects an RGB image with ", rgb.width, "x", rgb.height, "x3 bytes");
+  int nw = 0, nh = 0;
+  longest_side_shape(rgb.width, rgb.height, S, &nw, &nh);
+  VITRT_CHECK(nw > 0 && nh > 0, InvalidArgument, "preprocess_image: ", rgb.width, "x", rgb.height,
+              " is too elongated for target ", S, " (a side would become 0 pixels)");
+  Tensor src = Tensor::empty({rgb.height, rgb.width, 3}, DType::U8, Device::CUDA);
+  devmem::copy(src.raw(), Device::CUDA, rgb.pixels.data(), Device::CPU, rgb.pixels.size());
+  Tensor resized = resize_antialias_u8(src, nh, nw);
+  if (input_h) *input_h = nh;
+  if (input_w) *input_w = nw;
+  return normalize_pad(resized, S, mean.data(), std.data(), dt);
+}
+
+Tensor postprocess_masks(const Tensor& low_res, int64_t S, int64_t input_h, int64_t input_w, int64_t out_h,
+                         int64_t out_w, Tensor* logits) {
+  check_float(low_res, "postprocess_masks", "low_res");
+  VITRT_CHECK(low_res.dim() >= 2 && low_res.size(-1) >= 1 && low_res.size(-2) >= 1, InvalidArgument,
+              "ops::postprocess_masks: need low-res planes [..., m, m], got ", shape_str(low_res.shape()));
+  VITRT_CHECK(S >= 1 && input_h >= 1 && input_w >= 1 && input_h <= S && input_w <= S && out_h >= 1 && out_w >= 1,
+              InvalidArgument, "ops::postprocess_masks: bad sizes: S ", S, ", input ", input_h, "x", input_w,
+              ", output ", out_h, "x", out_w);
+  const int64_t mh = low_res.size(-2), mw = low_res.size(-1), N = low_res.numel() / (mh * mw);
+  // Bilinear to S x S in fp32 (the CPU path's intermediate), then the crop is read in place
+  // (row stride S) by the second resize, which also thresholds.
+  Tensor full = empty_like_dev({N, S, S}, DType::F32);
+  cuda::resize_bilinear(low_res.dtype(), low_res.raw(), N, mh, mw, mh * mw, mw, DType::F32, full.raw(), S, S);
+  Shape out_shape = low_res.shape();
+  out_shape[out_shape.size() - 2] = out_h;
+  out_shape.back() = out_w;
+  Tensor masks = Tensor::empty(out_shape, DType::U8, Device::CUDA);
+  Tensor lg;
+  if (logits) lg = empty_like_dev(out_shape, DType::F32);
+  cuda::resize_bilinear(DType::F32, full.raw(), N, input_h, input_w, S * S, S, DType::F32, logits ? lg.raw() : nullptr,
+                        out_h, out_w, static_cast<uint8_t*>(masks.raw()));
+  if (logits) *logits = lg;
+  return masks;
+}
+
+#endif  // VITRT_HAVE_CUDA
+
+}  // namespace vitrt::ops::cuda_impl

@@ -1,0 +1,26 @@
+# Turns the files of the web page into one C++ header of raw string literals, so that the page
+# is part of the `vitrt` binary (no files to install, no npm/build step). Run at build time:
+#   cmake -DSRC_DIR=<dir of index.html, app.js, style.css> -DOUT=<header> -P embed_web.cmake
+set(delim "VITRTWEB")
+set(text "// Generated from src/server/web/ by src/server/embed_web.cmake. Do not edit.\n")
+string(APPEND text "#pragma once\n#include <string_view>\n\nnamespace vitrt::server::web {\n")
+foreach(pair "index.html:kIndexHtml" "app.js:kAppJs" "style.css:kStyleCss")
+  string(REPLACE ":" ";" parts "${pair}")
+  list(GET parts 0 file)
+  list(GET parts 1 name)
+  file(READ "${SRC_DIR}/${file}" content)
+  string(FIND "${content}" ")${delim}\"" clash)
+  if(NOT clash EQUAL -1)
+    message(FATAL_ERROR "${file} contains the raw-string delimiter )${delim}\"")
+  endif()
+  string(APPEND text "\ninline constexpr std::string_view ${name} = R\"${delim}(${content})${delim}\";\n")
+endforeach()
+string(APPEND text "\n}  // namespace vitrt::server::web\n")
+# Only rewrite on change, so that dependants are not rebuilt for nothing.
+if(EXISTS "${OUT}")
+  file(READ "${OUT}" old)
+  if(old STREQUAL text)
+    return()
+  endif()
+endif()
+file(WRITE "${OUT}" "${text}")

@@ -1,0 +1,170 @@
+#include "server/encode_batcher.h"
+
+#include <cstring>
+
+#include "models/sam/sam_model.h"
+#include "ops/cpu/resize_antialias.h"
+
+namespace vitrt::server {
+
+PreparedImage prepare_image(const Image& rgb, const SamModel& model) {
+  VITRT_CHECK(!rgb.empty(), ImageError, "cannot segment an empty image (", rgb.width, "x", rgb.height, ")");
+  VITRT_CHECK(rgb.channels == 3 && rgb.pixels.size() == static_cast<size_t>(rgb.width) * rgb.height * 3,
+              ImageError, "expected an RGB image with ", rgb.width, "x", rgb.height, "x3 bytes");
+  const SamConfig& c = model.config;
+  const Image resized = resize_longest_side(rgb, c.img_size);
+  // The same arithmetic as SamPredictor::set_image (predictor.cpp), so that an embedding from the
+  // server is the one the library would compute: (x - mean) / std in float32, zero padding.
+  const int S = c.img_size;
+  PreparedImage p;
+  p.input = Tensor::zeros({1, S, S, 3});
+  float* out = p.input.data<float>();
+  for (int y = 0; y < resized.height; ++y) {
+    const uint8_t* row = resized.row(y);
+    float* o = out + static_cast<int64_t>(y) * S * 3;
+    for (int i = 0; i < resized.width; ++i)
+      for (int ch = 0; ch < 3; ++ch)
+        o[i * 3 + ch] = (static_cast<float>(row[i * 3 + ch]) - c.pixel_mean[ch]) / c.pixel_std[ch];
+  }
+  p.original_height = rgb.height;
+  p.original_width = rgb.width;
+  p.input_height = resized.height;
+  p.input_width = resized.width;
+  return p;
+}
+
+std::vector<ImageEmbedding> encode_batch(const SamModel& model, const std::vector<const PreparedImage*>& images) {
+  const int64_t S = model.config.img_size, B = static_cast<int64_t>(images.size());
+  VITRT_CHECK(B > 0, InvalidArgument, "encode_batch needs at least one image");
+  Tensor x;
+  if (B == 1) {
+    x = images[0]->input;
+  } else {
+    x = Tensor::empty({B, S, S, 3});
+    const size_t plane = static_cast<size_t>(S) * S * 3;
+    for (int64_t b = 0; b < B; ++b) std::memcpy(x.data<float>() + b * plane, images[b]->input.raw(), plane * sizeof(float));
+  }
+  const Tensor features = model.image_encoder.forward(x);  // [B, out, g, g]
+  std::vector<ImageEmbedding> out(B);
+  for (int64_t b = 0; b < B; ++b) {
+    ImageEmbedding& e = out[b];
+    // clone(): a slice would keep the whole batch's storage alive as long as any one is cached.
+    e.features = B == 1 ? features : features.slice0(b, b + 1).clone();
+    e.original_height = images[b]->original_height;
+    e.original_width = images[b]->original_width;
+    e.input_height = images[b]->input_height;
+    e.input_width = images[b]->input_width;
+    e.model_fingerprint = model.fingerprint;
+  }
+  return out;
+}
+
+EncodeBatcher::EncodeBatcher(std::shared_ptr<const SamModel> model, EncodeOptions options, Metrics& metrics,
+                             OnEncoded on_encoded)
+    : model_(std::move(model)), options_(options), metrics_(metrics), on_encoded_(std::move(on_encoded)) {
+  VITRT_CHECK(options_.max_batch >= 1 && options_.max_queue >= 1 && options_.max_wait_ms >= 0, InvalidArgument,
+              "encode queue: max_batch and max_queue must be >= 1 and max_wait_ms >= 0");
+  worker_ = std::thread([this] { run(); });
+}
+
+EncodeBatcher::~EncodeBatcher() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+  for (Job& j : queue_)
+    j.promise.set_exception(std::make_exception_ptr(Overloaded("the server is shutting down")));
+}
+
+std::optional<std::shared_future<EncodeBatcher::Result>> EncodeBatcher::find(const std::string& key) const {
+  std::lock_guard lock(mu_);
+  auto it = in_flight_.find(key);
+  if (it == in_flight_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::shared_future<EncodeBatcher::Result> EncodeBatcher::submit(const std::string& key,
+                                                                std::shared_ptr<const PreparedImage> image) {
+  std::unique_lock lock(mu_);
+  if (auto it = in_flight_.find(key); it != in_flight_.end()) return it->second;
+  if (stop_) throw Overloaded("the server is shutting down");
+  if (queue_.size() >= static_cast<size_t>(options_.max_queue))
+    throw Overloaded(detail::concat("the encode queue is full (", queue_.size(), " images waiting, limit ",
+                                    options_.max_queue, "); retry later"));
+  Job job{key, std::move(image), {}, std::chrono::steady_clock::now()};
+  std::shared_future<Result> f = job.promise.get_future().share();
+  in_flight_.emplace(key, f);
+  queue_.push_back(std::move(job));
+  lock.unlock();
+  cv_.notify_all();
+  return f;
+}
+
+size_t EncodeBatcher::queue_depth() const {
+  std::lock_guard lock(mu_);
+  return queue_.size();
+}
+
+size_t EncodeBatcher::encoding() const {
+  std::lock_guard lock(mu_);
+  return encoding_;
+}
+
+void EncodeBatcher::set_paused(bool paused) {
+  {
+    std::lock_guard lock(mu_);
+    paused_ = paused;
+  }
+  cv_.notify_all();
+}
+
+void EncodeBatcher::run() {
+  const auto max_batch = static_cast<size_t>(options_.max_batch);
+  for (;;) {
+    std::vector<Job> batch;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || (!paused_ && !queue_.empty()); });
+      if (stop_) return;
+      // Bounded wait for companions, counted from the first image's arrival: under load the
+      // front image has usually waited through the previous batch already and goes at once.
+      const auto deadline = queue_.front().enqueued + std::chrono::milliseconds(options_.max_wait_ms);
+      cv_.wait_until(lock, deadline, [&] { return stop_ || queue_.size() >= max_batch; });
+      if (stop_) return;
+      while (!queue_.empty() && batch.size() < max_batch) {
+        batch.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      encoding_ = batch.size();
+    }
+
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<const PreparedImage*> images;
+    for (const Job& j : batch) images.push_back(j.image.get());
+    std::vector<Result> results;
+    std::exception_ptr error;
+    try {
+      for (ImageEmbedding& e : encode_batch(*model_, images))
+        results.push_back(std::make_shared<const ImageEmbedding>(std::move(e)));
+    } catch (...) {
+      error = std::current_exception();
+    }
+    metrics_.observe_encode_batch(static_cast<int>(batch.size()),
+                                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+
+    for (size_t i = 0; i < batch.size(); ++i) {
+      if (!error && on_encoded_) on_encoded_(batch[i].key, results[i]);
+      if (error)
+        batch[i].promise.set_exception(error);
+      else
+        batch[i].promise.set_value(results[i]);
+    }
+    std::lock_guard lock(mu_);
+    for (const Job& j : batch) in_flight_.erase(j.key);
+    encoding_ = 0;
+  }
+}
+
+}  // namespace vitrt::server
