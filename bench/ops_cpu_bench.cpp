@@ -3,7 +3,9 @@
 //   g++ -std=c++20 -O3 -march=x86-64-v3 -fopenmp -Iinclude -Isrc bench/ops_cpu_bench.cpp \
 //       build-ops/src/libvitrt.a -ldnnl -o /tmp/ops_cpu_bench
 // It also runs a vit_b-shaped image encoder (random weights, real shapes and op sequence) to
-// estimate whole-encoder efficiency.
+// estimate whole-encoder efficiency. On a machine shared with other jobs, measure one core's
+// CPU time instead of wall time:
+//   OMP_NUM_THREADS=1 VITRT_BENCH_CPUTIME=1 VITRT_BENCH_MALLOPT=1 /tmp/ops_cpu_bench 3
 #include <malloc.h>
 
 #include <chrono>

@@ -10,7 +10,12 @@
 #include "cli/common.h"
 #include "models/sam/fidelity.h"
 #include "models/sam/sam_model.h"
+#include "core/device_memory.h"
 #include "ops/cpu/gemm.h"
+#include "ops/ops.h"
+#ifdef VITRT_HAVE_CUDA
+#include "ops/cuda/runtime.h"
+#endif
 
 namespace vitrt::cli {
 
@@ -38,24 +43,66 @@ struct BenchArgs {
   bool json = false, decoder = true;
 };
 
-void run_bench(const BenchArgs& a) {
-  VITRT_CHECK(a.device == "cpu", InvalidArgument, "device '", a.device,
-              "' is not available in this build: the CUDA backend is not implemented yet (use --device cpu)");
+nlohmann::json bench_decoder(const std::shared_ptr<SamModel>& model, const Tensor& embedding) {
+  const SamConfig& cfg = model->config;
+  SamPredictor predictor(model);
+  ImageEmbedding e;
+  e.features = embedding;
+  e.original_height = e.input_height = cfg.img_size;
+  e.original_width = e.input_width = cfg.img_size;
+  e.model_fingerprint = model->fingerprint;
+  predictor.set_embedding(e);
+  nlohmann::json dec = nlohmann::json::object();
+  for (int n : {1, 16, 64}) {
+    std::vector<Prompt> prompts(n);
+    for (int i = 0; i < n; ++i)
+      prompts[i].points.push_back({float((i * 97) % cfg.img_size), float((i * 61) % cfg.img_size), 1});
+    std::vector<double> t;
+    for (int r = 0; r < 3; ++r) {  // first call is a warm-up
+      auto t0 = std::chrono::steady_clock::now();
+      predictor.predict_batch(prompts, true, false);
+      if (r) t.push_back(ms_since(t0));
+    }
+    dec[std::to_string(n)] = median(t) / n;
+  }
+  return dec;
+}
+
+Tensor random_input(const SamConfig& cfg, int batch) {
+  const int64_t S = cfg.img_size;
+  Tensor input = Tensor::empty({batch, S, S, 3});
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (int64_t i = 0; i < input.numel(); ++i) input.data<float>()[i] = nd(rng);
+  return input;
+}
+
+void print_result(const BenchArgs& a, const nlohmann::json& out) {
+  if (a.json) {
+    std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
+  std::printf("%s %s %s batch %d: encoder %.2f ms/image (%.2f img/s), %.1f GFLOP/s", a.model.c_str(), a.device.c_str(),
+              a.dtype.c_str(), a.batch, out["encoder_ms_per_image"].get<double>(), out["images_per_s"].get<double>(),
+              out["encoder_gflops"].get<double>());
+  if (out.contains("sgemm_gflops"))
+    std::printf(" = %.0f%% of oneDNN sgemm (%.1f GFLOP/s)", 100 * out["encoder_fraction_of_sgemm"].get<double>(),
+                out["sgemm_gflops"].get<double>());
+  if (out.contains("peak_device_gib")) std::printf(", peak %.2f GiB", out["peak_device_gib"].get<double>());
+  std::printf("\n");
+  for (auto& [n, ms] : out["decoder_ms_per_prompt"].items())
+    std::printf("decoder, %s prompt(s) per image: %.3f ms per prompt\n", n.c_str(), ms.get<double>());
+}
+
+void run_bench_cpu(const BenchArgs& a, const SamConfig& cfg) {
   VITRT_CHECK(a.dtype == "fp32", InvalidArgument, "the CPU backend computes in fp32 only (got --dtype ", a.dtype, ")");
-  VITRT_CHECK(a.batch >= 1 && a.iters >= 1 && a.warmup >= 0, InvalidArgument, "batch and iters must be >= 1");
-  const SamConfig cfg = config_by_name(a.model);
   if (!a.json) note("building " + a.model + " with random weights");
   auto model = SamModel::from_state_dict(sam::random_state_dict(cfg, 1234), cfg);
 
   // Reference rate of this machine: a plain oneDNN sgemm of the encoder's MLP shape.
   const int64_t tokens = cfg.grid_size() * cfg.grid_size();
   const double sgemm = cpu::measure_sgemm_gflops(tokens, cfg.mlp_dim, cfg.embed_dim, 5);
-
-  const int64_t S = cfg.img_size;
-  Tensor input = Tensor::empty({a.batch, S, S, 3});
-  std::mt19937 rng(7);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  for (int64_t i = 0; i < input.numel(); ++i) input.data<float>()[i] = nd(rng);
+  Tensor input = random_input(cfg, a.batch);
 
   std::vector<double> times;
   for (int i = 0; i < a.warmup + a.iters; ++i) {
@@ -67,42 +114,69 @@ void run_bench(const BenchArgs& a) {
   const double ms_batch = median(times), ms_img = ms_batch / a.batch;
   const double gflop = sam::encoder_flops(cfg) / 1e9;
   const double gflops = gflop / (ms_img / 1e3);
+  nlohmann::json dec = a.decoder ? bench_decoder(model, model->image_encoder.forward(input.slice0(0, 1)))
+                                 : nlohmann::json::object();
+  print_result(a, {{"device", a.device}, {"model", a.model}, {"dtype", a.dtype}, {"batch", a.batch},
+                   {"threads", static_cast<int>(std::thread::hardware_concurrency())},
+                   {"encoder_ms_per_batch", ms_batch}, {"encoder_ms_per_image", ms_img},
+                   {"images_per_s", 1e3 / ms_img}, {"encoder_gflop_per_image", gflop},
+                   {"encoder_gflops", gflops}, {"sgemm_gflops", sgemm},
+                   {"encoder_fraction_of_sgemm", gflops / sgemm}, {"decoder_ms_per_prompt", dec}});
+}
 
-  nlohmann::json dec = nlohmann::json::object();
-  if (a.decoder) {
-    SamPredictor predictor(model);
-    ImageEmbedding e;
-    e.features = model->image_encoder.forward(input.slice0(0, 1));
-    e.original_height = e.input_height = static_cast<int>(S);
-    e.original_width = e.input_width = static_cast<int>(S);
-    e.model_fingerprint = model->fingerprint;
-    predictor.set_embedding(e);
-    for (int n : {1, 16, 64}) {
-      std::vector<Prompt> prompts(n);
-      for (int i = 0; i < n; ++i) prompts[i].points.push_back({float((i * 97) % S), float((i * 61) % S), 1});
-      std::vector<double> t;
-      for (int r = 0; r < 2; ++r) {
-        auto t0 = std::chrono::steady_clock::now();
-        predictor.predict_batch(prompts, true, false);
-        t.push_back(ms_since(t0));
-      }
-      dec[std::to_string(n)] = median(t) / n;
-    }
-  }
+void run_bench_cuda(const BenchArgs& a, const SamConfig& cfg) {
+#ifndef VITRT_HAVE_CUDA
+  (void)cfg;
+  throw InvalidArgument("device 'cuda' is not available: this vitrt build has no CUDA backend (built without nvcc)");
+#else
+  VITRT_CHECK(devmem::cuda_available(), InvalidArgument, "device 'cuda' is not available: no CUDA device found");
+  VITRT_CHECK(a.dtype == "fp32" || a.dtype == "bf16", InvalidArgument, "--dtype must be fp32 or bf16");
+  const DType dt = a.dtype == "bf16" ? DType::BF16 : DType::F32;
+  if (!a.json) note("building " + a.model + " with random weights on " + cuda::device_description(0));
+  auto model = SamModel::from_state_dict(sam::random_state_dict(cfg, 1234), cfg)->to(Device::CUDA, dt);
+  Tensor input = ops::cast(random_input(cfg, a.batch).to(Device::CUDA), dt);
 
-  nlohmann::json out = {{"device", a.device}, {"model", a.model}, {"dtype", a.dtype}, {"batch", a.batch},
-                        {"threads", static_cast<int>(std::thread::hardware_concurrency())},
-                        {"encoder_ms_per_batch", ms_batch}, {"encoder_ms_per_image", ms_img},
-                        {"images_per_s", 1e3 / ms_img}, {"encoder_gflop_per_image", gflop},
-                        {"encoder_gflops", gflops}, {"sgemm_gflops", sgemm},
-                        {"encoder_fraction_of_sgemm", gflops / sgemm}, {"decoder_ms_per_prompt", dec}};
-  if (a.json) {
-    std::printf("%s\n", out.dump(2).c_str());
-  } else {
-    std::printf("%s %s batch %d: encoder %.1f ms/image (%.2f img/s), %.1f GFLOP/s = %.0f%% of oneDNN sgemm (%.1f GFLOP/s)\n",
-                a.model.c_str(), a.device.c_str(), a.batch, ms_img, 1e3 / ms_img, gflops, 100 * gflops / sgemm, sgemm);
-    for (auto& [n, ms] : dec.items()) std::printf("decoder, %s prompt(s) per image: %.2f ms per prompt\n", n.c_str(), ms.get<double>());
+  // Eager warm-up (GEMM plans, workspaces), then the whole encoder captured as one CUDA graph.
+  for (int i = 0; i < std::max(1, a.warmup); ++i) model->image_encoder.forward(input);
+  cuda::synchronize();
+  const Shape out_shape{a.batch, cfg.out_chans, cfg.grid_size(), cfg.grid_size()};
+  Tensor output = Tensor::empty(out_shape, dt, Device::CUDA);
+  cuda::Graph graph;
+  graph.capture([&] {
+    Tensor y = model->image_encoder.forward(input);
+    VITRT_CUDA_CHECK(cudaMemcpyAsync(output.raw(), y.raw(), output.nbytes(), cudaMemcpyDeviceToDevice,
+                                     cuda::current_stream()));
+  });
+  graph.launch();
+  cuda::synchronize();
+  cuda::reset_peak_bytes();
+  cuda::reset_graph_peak_bytes();
+  std::vector<double> times;
+  cuda::EventTimer timer;
+  for (int i = 0; i < a.iters; ++i) {
+    timer.start();
+    graph.launch();
+    times.push_back(timer.stop_ms());
   }
+  const double peak_gib = static_cast<double>(cuda::peak_bytes_in_use() + cuda::graph_peak_bytes()) / (1ull << 30);
+  const double ms_batch = median(times), ms_img = ms_batch / a.batch;
+  const double gflop = sam::encoder_flops(cfg) / 1e9;
+  nlohmann::json dec = a.decoder ? bench_decoder(model, ops::cast(output.slice0(0, 1), DType::F32).to(Device::CPU))
+                                 : nlohmann::json::object();
+  print_result(a, {{"device", a.device}, {"gpu", cuda::device_description(0)}, {"model", a.model}, {"dtype", a.dtype},
+                   {"batch", a.batch}, {"encoder_ms_per_batch", ms_batch}, {"encoder_ms_per_image", ms_img},
+                   {"images_per_s", 1e3 / ms_img}, {"encoder_gflop_per_image", gflop},
+                   {"encoder_gflops", gflop / (ms_img / 1e3)}, {"encoder_tflops", gflop / ms_img},
+                   {"cuda_graph", true}, {"peak_device_gib", peak_gib}, {"decoder_ms_per_prompt", dec}});
+#endif
+}
+
+void run_bench(const BenchArgs& a) {
+  VITRT_CHECK(a.batch >= 1 && a.iters >= 1 && a.warmup >= 0, InvalidArgument, "batch and iters must be >= 1");
+  const SamConfig cfg = config_by_name(a.model);
+  if (a.device == "cpu") return run_bench_cpu(a, cfg);
+  if (a.device == "cuda") return run_bench_cuda(a, cfg);
+  throw InvalidArgument("unknown device '" + a.device + "': expected cpu or cuda");
 }
 
 }  // namespace
@@ -112,10 +186,10 @@ void add_bench(CLI::App& app) {
   CLI::App* c = app.add_subcommand("bench", "Measure the image encoder and mask decoder (random weights).");
   c->footer("Prints ms per image, achieved GFLOP/s and, as this machine's reference, the GFLOP/s of a plain\n"
             "oneDNN sgemm measured in the same run. FLOPs count the reference's padded windows.");
-  c->add_option("--device", a->device, "cpu (cuda: not yet built)")->capture_default_str();
+  c->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
   c->add_option("--model", a->model, "vit_b, vit_l or vit_h")->capture_default_str();
   c->add_option("--batch", a->batch, "Images per encoder call")->capture_default_str();
-  c->add_option("--dtype", a->dtype, "fp32 (bf16 with the CUDA backend)")->capture_default_str();
+  c->add_option("--dtype", a->dtype, "fp32, or bf16 on cuda")->capture_default_str();
   c->add_option("--iters", a->iters, "Timed iterations (median reported)")->capture_default_str();
   c->add_option("--warmup", a->warmup, "Untimed warm-up iterations")->capture_default_str();
   c->add_flag("!--no-decoder", a->decoder, "Skip the mask decoder timing");
@@ -142,7 +216,7 @@ void add_info(CLI::App& app) {
 }
 
 void add_fidelity_check(CLI::App& app) {
-  struct Args { std::string checkpoint, config, reference, image; double tol = 1e-4; };
+  struct Args { std::string checkpoint, config, reference, image, device = "cpu", dtype = "fp32"; double tol = 1e-4; };
   auto a = std::make_shared<Args>();
   CLI::App* c = app.add_subcommand("fidelity-check",
                                    "Compare with reference outputs of the official segment-anything code.");
@@ -153,8 +227,11 @@ void add_fidelity_check(CLI::App& app) {
   c->add_option("--reference", a->reference, "Reference outputs (.pth)")->required()->check(CLI::ExistingFile);
   c->add_option("--image", a->image, "The image the reference was computed on")->required()->check(CLI::ExistingFile);
   c->add_option("--tol", a->tol, "Relative error bound")->capture_default_str();
+  c->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
+  c->add_option("--dtype", a->dtype, "fp32, or bf16 on cuda")->capture_default_str();
   c->callback([a] {
-    SamPredictor predictor(load_sam(a->checkpoint, a->config));
+    auto [device, dtype] = parse_device(a->device, a->dtype);
+    SamPredictor predictor(load_sam(a->checkpoint, a->config, device, dtype));
     sam::FidelityReport r = sam::compare_with_reference(predictor, read_image(a->image), load_state_dict(a->reference));
     bool ok = r.resized_identical && r.embedding_rel <= a->tol;
     nlohmann::json cases = nlohmann::json::array();

@@ -39,6 +39,7 @@ std::vector<float> parse_numbers(const std::string& s, const char* what, size_t 
 struct SegmentArgs {
   std::string checkpoint, config, image, embedding, mask_input, out;
   std::vector<std::string> points, boxes;
+  std::string device = "auto", dtype = "fp32";
   bool single_mask = false, logits = false, quiet = false;
 };
 
@@ -67,8 +68,12 @@ void run_segment(const SegmentArgs& a) {
   }
   if (prompts.empty()) prompts.push_back(prompt);
 
-  auto model = timer.run("loading checkpoint " + a.checkpoint, [&] { return load_sam(a.checkpoint, a.config); });
-  if (!a.quiet) note("model " + sam_config(*model).name + " (" + sam_fingerprint(*model) + ")");
+  auto [device, dtype] = parse_device(a.device, a.dtype);
+  auto model = timer.run("loading checkpoint " + a.checkpoint,
+                         [&] { return load_sam(a.checkpoint, a.config, device, dtype); });
+  if (!a.quiet)
+    note("model " + sam_config(*model).name + " (" + sam_fingerprint(*model) + ") on " +
+         (device == Device::CUDA ? "cuda " : "cpu ") + dtype_name(dtype));
   SamPredictor predictor(model);
   if (!a.embedding.empty()) {
     ImageEmbedding e = timer.run("loading embedding " + a.embedding, [&] { return load_embedding(a.embedding); });
@@ -151,6 +156,8 @@ void add_segment(CLI::App& app) {
       ->check(CLI::ExistingFile);
   c->add_option("--embedding", a->embedding, "Reuse an embedding file from `vitrt embed` instead of encoding the image")
       ->check(CLI::ExistingFile);
+  c->add_option("--device", a->device, "auto (cuda if present), cpu or cuda")->capture_default_str();
+  c->add_option("--dtype", a->dtype, "fp32, or bf16 on cuda")->capture_default_str();
   c->add_flag("--single-mask", a->single_mask, "Return one mask per prompt set instead of three");
   c->add_flag("--logits", a->logits, "Also write the full-resolution logits as mask_P_K_logits.npy");
   c->add_option("--out", a->out, "Output directory (created if missing)")->required();
@@ -166,11 +173,15 @@ void add_embed(CLI::App& app) {
   c->add_option("--config", a->config, "JSON with settings for non-standard model sizes");
   c->add_option("--image", a->image, "Input image (PNG or JPEG)")->required()->check(CLI::ExistingFile);
   c->add_option("--out", a->out, "Embedding file to write (e.g. image.vemb)")->required();
+  c->add_option("--device", a->device, "auto (cuda if present), cpu or cuda")->capture_default_str();
+  c->add_option("--dtype", a->dtype, "fp32, or bf16 on cuda")->capture_default_str();
   c->add_flag("-q,--quiet", a->quiet, "Do not print stage timings");
   c->callback([a] {
     StageTimer timer(a->quiet);
     Image image = timer.run("reading image " + a->image, [&] { return read_image(a->image); });
-    auto model = timer.run("loading checkpoint " + a->checkpoint, [&] { return load_sam(a->checkpoint, a->config); });
+    auto [device, dtype] = parse_device(a->device, a->dtype);
+    auto model = timer.run("loading checkpoint " + a->checkpoint,
+                           [&] { return load_sam(a->checkpoint, a->config, device, dtype); });
     SamPredictor predictor(model);
     timer.run("encoding image", [&] { predictor.set_image(image); });
     timer.run("writing " + a->out, [&] { save_embedding(predictor.embedding(), a->out); });

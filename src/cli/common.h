@@ -6,6 +6,10 @@
 #include <utility>
 #include <vector>
 
+#include "core/device_memory.h"
+#include "vitrt/error.h"
+#include "vitrt/tensor.h"
+
 namespace vitrt::cli {
 
 // Prints "[vitrt] <what> ... <ms> ms" around a stage and records the time for the JSON output.
@@ -36,6 +40,25 @@ class StageTimer {
   bool quiet_;
   std::vector<std::pair<std::string, double>> stages_;
 };
+
+// --device auto|cpu|cuda and --dtype fp32|bf16 -> where and how the model runs.
+// auto = cuda when this build has the CUDA backend and a GPU is present, else cpu.
+inline std::pair<Device, DType> parse_device(const std::string& device, const std::string& dtype) {
+  Device d;
+  if (device == "auto") d = devmem::cuda_available() ? Device::CUDA : Device::CPU;
+  else if (device == "cpu") d = Device::CPU;
+  else if (device == "cuda") {
+    VITRT_CHECK(devmem::cuda_available(), InvalidArgument,
+                "device 'cuda' is not available (no CUDA backend in this build, or no GPU found)");
+    d = Device::CUDA;
+  } else {
+    throw InvalidArgument("unknown device '" + device + "': expected auto, cpu or cuda");
+  }
+  VITRT_CHECK(dtype == "fp32" || dtype == "bf16", InvalidArgument, "unknown dtype '", dtype, "': expected fp32 or bf16");
+  const DType t = dtype == "bf16" ? DType::BF16 : DType::F32;
+  VITRT_CHECK(d == Device::CUDA || t == DType::F32, InvalidArgument, "the CPU backend computes in fp32 only");
+  return {d, t};
+}
 
 inline void note(const std::string& msg) { std::fprintf(stderr, "[vitrt] %s\n", msg.c_str()); }
 

@@ -7,6 +7,7 @@
 // not reproduced.) Sizes are checked from the header before any pixel buffer is allocated.
 #include <spng.h>
 
+#include <cerrno>
 #include <csetjmp>
 #include <cstdio>
 #include <cstdlib>

@@ -12,13 +12,15 @@
 
 namespace vitrt::server {
 
+struct CacheStats {
+  uint64_t hits = 0, misses = 0, evictions = 0, inserts = 0;
+  size_t bytes = 0, entries = 0, capacity = 0;
+};
+
 template <class V>
 class ByteLru {
  public:
-  struct Stats {
-    uint64_t hits = 0, misses = 0, evictions = 0, inserts = 0;
-    size_t bytes = 0, entries = 0, capacity = 0;
-  };
+  using Stats = CacheStats;
 
   explicit ByteLru(size_t capacity_bytes) : capacity_(capacity_bytes) {}
 

@@ -614,7 +614,7 @@ struct SamServer::Impl {
   std::string metrics_text() const {
     std::vector<Metrics::Gauge> g;
     const auto es = embeddings.stats(), ls = logits.stats();
-    for (const auto& [name, s] : {std::pair{"embeddings", es}, std::pair{"low_res_logits", ls}}) {
+    for (const auto& [name, s] : {std::pair<const char*, CacheStats>{"embeddings", es}, {"low_res_logits", ls}}) {
       const std::string l = std::string("cache=\"") + name + "\"";
       g.push_back({"vitrt_cache_hits", l, double(s.hits), "Cache lookups that found the entry (since start)."});
       g.push_back({"vitrt_cache_misses", l, double(s.misses), "Cache lookups that did not (since start)."});

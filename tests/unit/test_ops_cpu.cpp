@@ -217,9 +217,9 @@ TEST(OpsCpu, SoftmaxHandlesInfinities) {
 // with and without the decomposed bias, for segment widths on and off the vector width.
 TEST(OpsCpu, ExpRowBothInstructionSets) {
   using Fn = float (*)(float*, int64_t, const float*, const float*, int64_t, int64_t, float*);
-  std::vector<std::pair<const char*, Fn>> impls = {{"avx2", vitrt::cpu::detail::exp_row_avx2}};
+  std::vector<std::pair<const char*, Fn>> impls = {{"avx2", vitrt::cpu::isa::exp_row_avx2}};
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq"))
-    impls.push_back({"avx512", vitrt::cpu::detail::exp_row_avx512});
+    impls.push_back({"avx512", vitrt::cpu::isa::exp_row_avx512});
   struct Case { int64_t H, W; bool bias; };
   for (Case k : {Case{1, 1, false}, Case{1, 7, false}, Case{1, 16, false}, Case{14, 14, false}, Case{1, 4099, false},
                  Case{14, 14, true}, Case{64, 64, true}, Case{3, 8, true}, Case{2, 16, true}, Case{7, 5, true},
@@ -465,6 +465,11 @@ TEST(OpsCpu, AttentionRelPos) {
       {2, 5, 7, 3, 16, true, 0},   {2, 5, 7, 3, 16, false, 0},  {1, 4, 6, 2, 80, true, 0},
       {1, 14, 14, 2, 64, true, 0}, {3, 9, 4, 1, 8, true, 8},    {1, 13, 11, 2, 24, true, 16},
       {1, 13, 11, 2, 24, false, 24}, {1, 23, 29, 1, 64, true, 0},  // N = 667: several default blocks
+      // Head sizes that are multiples of 16 and >= 32 query rows take the packed AVX-512 kernels
+      // (where the CPU has AVX-512): one case per P V register-tile shape, and blocked heads.
+      {1, 8, 9, 2, 80, true, 0},   {1, 6, 7, 1, 32, true, 0},   {1, 6, 7, 1, 48, false, 0},
+      {1, 6, 7, 1, 96, true, 0},   {1, 6, 6, 1, 112, true, 0},  {1, 6, 6, 1, 128, false, 16},
+      {2, 13, 11, 3, 64, true, 24}, {1, 40, 3, 1, 16, true, 0},
   };
   for (const Case& k : cases) {
     vitrt::cpu::set_attention_row_block(k.row_block);

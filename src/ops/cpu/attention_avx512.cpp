@@ -116,7 +116,7 @@ void pv_tile(const float* p, int64_t ldp, const float* vp, int64_t j0, int64_t j
 using PvFn = void (*)(const float*, int64_t, const float*, int64_t, int64_t, float*, int64_t, bool);
 
 // Rows per P V tile for a head of 16*DV columns: as many as keep MR*DV <= 24 accumulators.
-constexpr int pv_mr(int dv) { return dv >= 8 ? 3 : dv >= 6 ? 4 : dv == 5 ? 5 : 24 / dv > 12 ? 12 : 24 / dv; }
+constexpr int pv_mr(int dv) { return dv >= 7 ? 3 : dv == 6 ? 4 : dv == 5 ? 5 : 24 / dv > 12 ? 12 : 24 / dv; }
 
 template <int DV>
 PvFn pv_for_mr(int mr) {

@@ -6,7 +6,7 @@
 #include "ops/cpu/vec_math.h"
 
 namespace vitrt::cpu {
-namespace detail {
+namespace isa {
 
 float exp_row_avx2(float* s, int64_t n, const float* bh, const float* bw, int64_t H, int64_t W, float* scratch) {
   if (!bh) return vec::exp_and_sum(s, n, vec::row_max(s, n));
@@ -49,7 +49,7 @@ float exp_row_avx2(float* s, int64_t n, const float* bh, const float* bw, int64_
   return vec::exp_and_sum(s, n, vec::row_max(s, n));
 }
 
-}  // namespace detail
+}  // namespace isa
 
 namespace {
 using ExpRowFn = float (*)(float*, int64_t, const float*, const float*, int64_t, int64_t, float*);
@@ -58,8 +58,8 @@ ExpRowFn pick() {
   // VITRT_NO_AVX512=1 forces the AVX2 path (for testing both on one machine).
   const char* off = std::getenv("VITRT_NO_AVX512");
   if ((!off || off[0] == '0') && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq"))
-    return detail::exp_row_avx512;
-  return detail::exp_row_avx2;
+    return isa::exp_row_avx512;
+  return isa::exp_row_avx2;
 }
 }  // namespace
 

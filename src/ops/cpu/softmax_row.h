@@ -15,9 +15,9 @@ namespace vitrt::cpu {
 // sum of the new values. With a bias, `scratch` must hold n + 16 floats.
 float exp_row(float* s, int64_t n, const float* bh, const float* bw, int64_t H, int64_t W, float* scratch);
 
-namespace detail {
+namespace isa {
 float exp_row_avx2(float* s, int64_t n, const float* bh, const float* bw, int64_t H, int64_t W, float* scratch);
 float exp_row_avx512(float* s, int64_t n, const float* bh, const float* bw, int64_t H, int64_t W, float* scratch);
-}  // namespace detail
+}  // namespace isa
 
 }  // namespace vitrt::cpu

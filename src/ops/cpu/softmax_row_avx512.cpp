@@ -16,7 +16,7 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
-namespace vitrt::cpu::detail {
+namespace vitrt::cpu::isa {
 namespace {
 
 // e^x, 16 lanes: the reduction and polynomial of vec::exp (AVX2, see vec_math.h), with the
@@ -40,6 +40,59 @@ inline __m512 exp16(__m512 x) {
 }
 
 inline __mmask16 mask_first(int64_t k) { return static_cast<__mmask16>((1u << k) - 1u); }
+
+// For grids of at most 16 x 16 keys (SAM windows: 14 x 14): for each flat key position
+// j < H*W, its key row j / W and column j % W, so that a 16-wide chunk of the bias can be
+// assembled in registers with two permutes (bh and bw each fit one vector). Cached per thread
+// for the last (H, W) seen: attention calls exp_row with the same grid for every query row.
+struct SmallGrid {
+  int64_t H = -1, W = -1;
+  alignas(64) int32_t row[256];
+  alignas(64) int32_t col[256];
+};
+thread_local SmallGrid t_grid;
+
+const SmallGrid& small_grid(int64_t H, int64_t W) {
+  SmallGrid& g = t_grid;
+  if (g.H != H || g.W != W) {
+    for (int64_t j = 0; j < 256; ++j) {
+      g.row[j] = j < H * W ? static_cast<int32_t>(j / W) : 0;
+      g.col[j] = j < H * W ? static_cast<int32_t>(j % W) : 0;
+    }
+    g.H = H;
+    g.W = W;
+  }
+  return g;
+}
+
+// exp_row for H, W <= 16 with the bias assembled per chunk by permutes (see SmallGrid).
+float exp_row_small_grid(float* s, int64_t n, const float* bh, const float* bw, int64_t H, int64_t W) {
+  const SmallGrid& g = small_grid(H, W);
+  // bh/bw hold at least 16 readable floats (the caller pads them); lanes >= H/W are never indexed.
+  const __m512 vh = _mm512_loadu_ps(bh), vw = _mm512_loadu_ps(bw);
+  auto chunk = [&](int64_t i) {
+    const __m512i r = _mm512_load_si512(g.row + i), c = _mm512_load_si512(g.col + i);
+    return _mm512_add_ps(_mm512_permutexvar_ps(r, vh), _mm512_permutexvar_ps(c, vw));
+  };
+  __m512 vmax = _mm512_set1_ps(-__builtin_inff());
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) vmax = _mm512_max_ps(vmax, _mm512_add_ps(_mm512_loadu_ps(s + i), chunk(i)));
+  const __mmask16 tail = mask_first(n - i);
+  if (tail) vmax = _mm512_mask_max_ps(vmax, tail, vmax, _mm512_add_ps(_mm512_maskz_loadu_ps(tail, s + i), chunk(i)));
+  const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(vmax));
+  __m512 acc = _mm512_setzero_ps();
+  for (i = 0; i + 16 <= n; i += 16) {
+    __m512 e = exp16(_mm512_sub_ps(_mm512_add_ps(_mm512_loadu_ps(s + i), chunk(i)), m));
+    _mm512_storeu_ps(s + i, e);
+    acc = _mm512_add_ps(acc, e);
+  }
+  if (tail) {
+    __m512 e = exp16(_mm512_sub_ps(_mm512_add_ps(_mm512_maskz_loadu_ps(tail, s + i), chunk(i)), m));
+    _mm512_mask_storeu_ps(s + i, tail, e);
+    acc = _mm512_mask_add_ps(acc, tail, acc, e);
+  }
+  return _mm512_reduce_add_ps(acc);
+}
 
 // Flat row: max, then e^(x - max) with the sum. Only the row's last partial vector is masked.
 float exp_flat(float* s, int64_t n) {
@@ -105,7 +158,8 @@ float exp_row_avx512(float* s, int64_t n, const float* bh, const float* bw, int6
     }
     return _mm512_reduce_add_ps(acc);
   }
-  // W not a multiple of 16 (SAM windows: W = 14): materialise the row's bias
+  if (H <= 16 && W <= 16) return exp_row_small_grid(s, n, bh, bw, H, W);
+  // Other W not a multiple of 16: materialise the row's bias
   // bias[kh*W + kw] = bh[kh] + bw[kw] in scratch with full-width stores, each segment's spill
   // into the next overwritten by the next segment, add it in one flat pass, then exp_flat.
   const int64_t wv = (W + 15) / 16;
@@ -120,7 +174,7 @@ float exp_row_avx512(float* s, int64_t n, const float* bh, const float* bw, int6
   return exp_flat(s, n);
 }
 
-}  // namespace vitrt::cpu::detail
+}  // namespace vitrt::cpu::isa
 
 #pragma GCC diagnostic pop
 #pragma GCC pop_options

@@ -1,5 +1,6 @@
 #include "ops/cuda/elementwise.h"
 
+#include "ops/cuda/gemm.h"
 #include "ops/cuda/runtime.h"
 
 namespace vitrt::cuda {
@@ -49,6 +50,48 @@ __global__ void bias_act_residual_kernel(T* y, int64_t rows, int64_t cols, const
     else if (act == Act::ReLU) v = relu_f(v);
     if (res) v += to_f(res[i]);
     y[i] = from_f<T>(v);
+  }
+}
+
+// gemm_simple: 16 x 16 output tile per block, K in steps of 16 through shared memory, fp32
+// accumulation; epilogue in cuBLASLt's order: alpha * acc + C + bias, then ReLU.
+constexpr int kTile = 16;
+struct SimpleGemm {
+  int64_t M, N, K, lda, ldb, ldd, sa, sb, sd;
+  bool trans_b, relu;
+  float alpha;
+};
+
+template <class T>
+__global__ void gemm_simple_kernel(const T* a, const T* b, const T* c, const T* bias, T* d, SimpleGemm p) {
+  __shared__ float As[kTile][kTile + 1], Bs[kTile][kTile + 1];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t z = blockIdx.z;
+  const int64_t m = static_cast<int64_t>(blockIdx.y) * kTile + ty;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kTile + tx;
+  a += z * p.sa;
+  b += z * p.sb;
+  d += z * p.sd;
+  if (c) c += z * p.sd;
+  float acc = 0.f;
+  for (int64_t k0 = 0; k0 < p.K; k0 += kTile) {
+    // As[ty][tx] = A[m, k0 + tx]; Bs[ty][tx] = B(k0 + ty, n) = op(B)[k, n].
+    const int64_t ka = k0 + tx, kb = k0 + ty;
+    As[ty][tx] = (m < p.M && ka < p.K) ? to_f(a[m * p.lda + ka]) : 0.f;
+    float bv = 0.f;
+    if (n < p.N && kb < p.K) bv = to_f(p.trans_b ? b[n * p.ldb + kb] : b[kb * p.ldb + n]);
+    Bs[ty][tx] = bv;
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kTile; ++kk) acc = fmaf(As[ty][kk], Bs[kk][tx], acc);
+    __syncthreads();
+  }
+  if (m < p.M && n < p.N) {
+    float v = p.alpha * acc;
+    if (c) v += to_f(c[m * p.ldd + n]);
+    if (bias) v += to_f(bias[n]);
+    if (p.relu) v = relu_f(v);
+    d[m * p.ldd + n] = from_f<T>(v);
   }
 }
 
@@ -107,6 +150,33 @@ void bias_act_residual(DType dt, void* y, int64_t rows, int64_t cols, const void
         static_cast<T*>(y), rows, cols, static_cast<const T*>(bias), act, static_cast<const T*>(residual));
   });
   check_launch("bias_act_residual kernel");
+}
+
+void gemm_simple(const GemmArgs& g) {
+  VITRT_CHECK(g.M >= 0 && g.N >= 0 && g.K >= 0 && g.batch >= 1, InvalidArgument, "cuda::gemm_simple: bad sizes");
+  if (g.M == 0 || g.N == 0) return;
+  VITRT_CHECK(g.bias == nullptr || g.batch == 1, InvalidArgument, "cuda::gemm_simple: bias with a batch");
+  SimpleGemm p;
+  p.M = g.M, p.N = g.N, p.K = g.K;
+  p.lda = g.lda ? g.lda : g.K;
+  p.ldb = g.ldb ? g.ldb : (g.trans_b ? g.K : g.N);
+  p.ldd = g.ldd ? g.ldd : g.N;
+  const bool batched = g.batch > 1;
+  p.sa = batched ? g.stride_a : 0, p.sb = batched ? g.stride_b : 0, p.sd = batched ? g.stride_d : 0;
+  p.trans_b = g.trans_b, p.relu = g.relu, p.alpha = g.alpha;
+  const int64_t gx = (g.N + kTile - 1) / kTile, gy = (g.M + kTile - 1) / kTile;
+  VITRT_CHECK(gx <= INT32_MAX && gy <= 65535 && g.batch <= 65535, InvalidArgument,
+              "cuda::gemm_simple: problem too large for the fallback kernel (M=", g.M, " N=", g.N, " batch=", g.batch,
+              ")");
+  const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(g.batch));
+  const dim3 block(kTile, kTile);
+  dispatch_float(g.dtype, "gemm_simple", [&](auto tag) {
+    using T = decltype(tag);
+    gemm_simple_kernel<T><<<grid, block, 0, current_stream()>>>(
+        static_cast<const T*>(g.a), static_cast<const T*>(g.b), static_cast<const T*>(g.c),
+        static_cast<const T*>(g.bias), static_cast<T*>(g.d), p);
+  });
+  check_launch("gemm_simple kernel");
 }
 
 void cast(DType from, const void* x, DType to, void* y, int64_t n) {

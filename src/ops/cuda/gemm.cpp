@@ -14,6 +14,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -56,6 +57,7 @@ struct Key {
 };
 
 struct Plan {
+  bool fallback = false;  // cuBLASLt offered nothing: run gemm_simple
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;  // cuBLASLt's A, B, C/D
   cublasLtMatmulAlgo_t algo{};
@@ -69,6 +71,7 @@ struct State {
   // destruction order problem with the CUDA runtime at exit.
   std::map<Key, Plan> plans;
   std::map<std::pair<int, cudaStream_t>, void*> workspaces;
+  int64_t fallback_calls = 0;
 };
 
 State& state() {
@@ -137,13 +140,16 @@ Plan make_plan(State& st, const Key& k, const GemmArgs& g, cudaDataType t) {
     for (int i = 0; i < found && pick < 0; ++i)
       if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= kWorkspaceBytes) pick = i;
   if (pick < 0) {
+    // No cuBLASLt kernel for this shape/alignment: remember to use the simple kernel.
+    std::fprintf(stderr, "vitrt: cuBLASLt has no algorithm for GEMM %s (alignments a/b/c/d %u/%u/%u/%u, heuristic %s, %d results); using the CUDA-core fallback kernel\n",
+                 describe(g).c_str(), k.al_a, k.al_b, k.al_c, k.al_d, cublasLtGetStatusName(hs), found);
     cublasLtMatrixLayoutDestroy(p.la);
     cublasLtMatrixLayoutDestroy(p.lb);
     cublasLtMatrixLayoutDestroy(p.ld);
     cublasLtMatmulDescDestroy(p.desc);
-    throw Error(detail::concat("cuBLASLt has no algorithm for GEMM ", describe(g), " (alignments a/b/c/d/bias ",
-                               k.al_a, "/", k.al_b, "/", k.al_c, "/", k.al_d, "/", k.al_bias, "; heuristic status ",
-                               cublasLtGetStatusName(hs), ", ", found, " results)"));
+    Plan f;
+    f.fallback = true;
+    return f;
   }
   p.algo = res[pick].algo;
   p.workspace = res[pick].workspaceSize;
@@ -151,6 +157,12 @@ Plan make_plan(State& st, const Key& k, const GemmArgs& g, cudaDataType t) {
 }
 
 }  // namespace
+
+int64_t gemm_fallback_calls() {
+  State& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  return st.fallback_calls;
+}
 
 void gemm(const GemmArgs& g) {
   VITRT_CHECK(g.dtype == DType::F32 || g.dtype == DType::BF16, InvalidArgument, "cuda::gemm: dtype ",
@@ -202,12 +214,26 @@ void gemm(const GemmArgs& g) {
   auto it = st.plans.find(k);
   if (it == st.plans.end()) it = st.plans.emplace(k, make_plan(st, k, g, t)).first;
   Plan& p = it->second;
+  if (p.fallback) {
+    ++st.fallback_calls;
+    gemm_simple(g);
+    return;
+  }
   if (g.bias)
     LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
   const float alpha = g.alpha, beta = g.c ? 1.f : 0.f;
   const void* c = g.c ? g.c : g.d;  // beta = 0: C is not read, but must be a valid pointer
   const cublasStatus_t s = cublasLtMatmul(st.handle, p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, c, p.ld, g.d, p.ld,
                                           &p.algo, ws, p.workspace, stream);
+  if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE) {
+    // Refused before anything was enqueued: this shape runs on the simple kernel from now on.
+    std::fprintf(stderr, "vitrt: cuBLASLt refused GEMM %s (%s); using the CUDA-core fallback kernel\n",
+                 describe(g).c_str(), cublasLtGetStatusName(s));
+    p.fallback = true;
+    ++st.fallback_calls;
+    gemm_simple(g);
+    return;
+  }
   if (s != CUBLAS_STATUS_SUCCESS)
     throw Error(detail::concat("cuBLASLt matmul failed for GEMM ", describe(g), ": ", cublasLtGetStatusName(s), " (",
                                cublasLtGetStatusString(s), ")"));

@@ -40,7 +40,16 @@ struct GemmArgs {
 };
 
 // Enqueues the product on cuda::current_stream(). Throws InvalidArgument on bad arguments and
-// vitrt::Error naming the shape when cuBLASLt has no algorithm or fails.
+// vitrt::Error naming the shape when cuBLASLt fails. Where cuBLASLt's heuristic offers no
+// algorithm (e.g. for an operand pointer aligned to less than its kernels need) the product runs
+// on gemm_simple instead, so every valid call computes.
 void gemm(const GemmArgs& args);
+
+// A plain tiled CUDA-core GEMM with the same contract as gemm() (fp32 accumulation, same
+// epilogue order), in elementwise.cu because this header's gemm.cpp is host-compiled. The
+// fallback for gemm(); slow, but simple and exact to fp32 rounding.
+void gemm_simple(const GemmArgs& args);
+// How many gemm() calls have used the fallback since the process started (tests print it).
+int64_t gemm_fallback_calls();
 
 }  // namespace vitrt::cuda

@@ -82,6 +82,59 @@ void reset_peak_bytes() {
   check(cudaMemPoolSetAttribute(pool(), cudaMemPoolAttrUsedMemHigh, &zero), "cudaMemPoolSetAttribute");
 }
 
+Graph::~Graph() {
+  if (exec_) cudaGraphExecDestroy(exec_);
+  if (graph_) cudaGraphDestroy(graph_);
+}
+void Graph::begin_capture() {
+  check(cudaStreamBeginCapture(current_stream(), cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+}
+void Graph::abort_capture() {
+  cudaGraph_t g = nullptr;
+  cudaStreamEndCapture(current_stream(), &g);
+  if (g) cudaGraphDestroy(g);
+  cudaGetLastError();
+}
+void Graph::end_capture() {
+  check(cudaStreamEndCapture(current_stream(), &graph_), "cudaStreamEndCapture");
+  check(cudaGraphInstantiate(&exec_, graph_, cudaGraphInstantiateFlagAutoFreeOnLaunch), "cudaGraphInstantiate");
+}
+void Graph::launch() {
+  if (!exec_) throw Error("cuda::Graph::launch before capture");
+  check(cudaGraphLaunch(exec_, current_stream()), "cudaGraphLaunch");
+}
+
+EventTimer::EventTimer() {
+  check(cudaEventCreate(&a_), "cudaEventCreate");
+  check(cudaEventCreate(&b_), "cudaEventCreate");
+}
+EventTimer::~EventTimer() {
+  cudaEventDestroy(a_);
+  cudaEventDestroy(b_);
+}
+void EventTimer::start() { check(cudaEventRecord(a_, current_stream()), "cudaEventRecord"); }
+float EventTimer::stop_ms() {
+  check(cudaEventRecord(b_, current_stream()), "cudaEventRecord");
+  check(cudaEventSynchronize(b_), "cudaEventSynchronize");
+  float ms = 0;
+  check(cudaEventElapsedTime(&ms, a_, b_), "cudaEventElapsedTime");
+  return ms;
+}
+
+size_t graph_peak_bytes() {
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  uint64_t v = 0;
+  check(cudaDeviceGetGraphMemAttribute(dev, cudaGraphMemAttrUsedMemHigh, &v), "cudaDeviceGetGraphMemAttribute");
+  return v;
+}
+void reset_graph_peak_bytes() {
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  uint64_t zero = 0;
+  check(cudaDeviceSetGraphMemAttribute(dev, cudaGraphMemAttrUsedMemHigh, &zero), "cudaDeviceSetGraphMemAttribute");
+}
+
 void vector_add(const float* a, const float* b, float* out, int n) {
   const size_t bytes = sizeof(float) * static_cast<size_t>(n);
   auto da = devmem::cuda_alloc(bytes), db = devmem::cuda_alloc(bytes), dc = devmem::cuda_alloc(bytes);

@@ -35,6 +35,53 @@ void synchronize();
 size_t peak_bytes_in_use();
 void reset_peak_bytes();
 
+// A CUDA graph captured from everything `body` launches on the current stream. The body must not
+// synchronise with the host or allocate outside the stream-ordered pool; run it once eagerly first
+// so libraries (cuBLASLt) have made their plans and workspaces.
+class Graph {
+ public:
+  Graph() = default;
+  ~Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  template <class F>
+  void capture(F&& body) {
+    begin_capture();
+    try {
+      body();
+    } catch (...) {
+      abort_capture();
+      throw;
+    }
+    end_capture();
+  }
+  void launch();
+  bool ready() const { return exec_ != nullptr; }
+
+ private:
+  void begin_capture();
+  void end_capture();
+  void abort_capture();
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+// Milliseconds of device time between two points on the current stream.
+class EventTimer {
+ public:
+  EventTimer();
+  ~EventTimer();
+  void start();
+  float stop_ms();  // synchronises
+
+ private:
+  cudaEvent_t a_ = nullptr, b_ = nullptr;
+};
+
+// Bytes in use at the high-water mark by CUDA-graph allocations since the last reset.
+size_t graph_peak_bytes();
+void reset_graph_peak_bytes();
+
 // Adds two float vectors on the GPU (used by the gpu test to prove the toolchain end to end).
 void vector_add(const float* a, const float* b, float* out, int n);
 

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build, run every GPU test, the GPU fidelity checks and the benchmarks,
+# then print a short table. Logs go to $OUT (or ./device-out). Usage:
+#   scripts/device-check.sh [tests] [bench] [anchors] [anchors-compiled]   (default: tests bench)
+# The GPU machine has no internet: Debian packages travel as .deb files in .deps/ (see
+# scripts/fetch-device-deps.sh) and are unpacked into /tmp/deps; segment-anything(-fast) for the
+# reference runs travel in .anchors/ (fetched public sources and a copy of
+# ../shared/anchor/bench_sam_pytorch.py, never committed).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-device-out}; mkdir -p "$OUT"
+stages=${*:-tests bench}
+has() { [[ " $stages " == *" $1 "* ]]; }
+summary=()
+
+if ! [ -f /usr/include/dnnl.hpp ]; then
+  mkdir -p /tmp/deps
+  for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
+  export CMAKE_PREFIX_PATH=/tmp/deps/usr
+  export CPATH=/tmp/deps/usr/include${CPATH:+:$CPATH}
+  export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
+t0=$(date +%s)
+cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DVITRT_BUILD_PYTHON=OFF > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
+cmake --build build-dev -j"$(nproc)" > "$OUT/build.log" 2>&1 || { grep -E "error" "$OUT/build.log" | head -40; exit 1; }
+summary+=("build: ok in $(( $(date +%s) - t0 )) s")
+V=build-dev/bin/vitrt
+
+if has tests; then
+  (cd build-dev && ctest -L gpu --output-on-failure --timeout 300) > "$OUT/gpu-tests.log" 2>&1
+  summary+=("gpu tests: $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log" | tail -1)")
+  grep -E "TFLOP|FAILED|Failure" "$OUT/gpu-tests.log" | head -40
+  for dt in fp32 bf16; do
+    tol=1e-4; [ $dt = bf16 ] && tol=1e-2
+    for ref in tests/fixtures/sam/out_tiny1024_tiny.pth tests/fixtures/sam/out_interp256_portrait.pth; do
+      m=$(basename "$ref" .pth | cut -d_ -f2); img=$(basename "$ref" .pth | cut -d_ -f3)
+      $V fidelity-check --device cuda --dtype $dt --tol $tol --checkpoint tests/fixtures/sam/$m.pth \
+        --config tests/fixtures/sam/$m.json --reference "$ref" --image tests/fixtures/sam/images/$img.png \
+        > "$OUT/fid_${dt}_${m}_${img}.json" 2>&1
+      summary+=("fidelity cuda $dt $m/$img: rc=$? $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('emb %.2e lowres max %.2e mism %d pass %s'%(d['embedding_rel'],max(c['low_res_rel'] for c in d['cases']),sum(c['mask_mismatch'] for c in d['cases']),d['pass']))" "$OUT/fid_${dt}_${m}_${img}.json" 2>/dev/null || tail -c 300 "$OUT/fid_${dt}_${m}_${img}.json")")
+    done
+  done
+fi
+
+if has bench; then
+  for cfg in "vit_b 1" "vit_b 32" "vit_h 1" "vit_h 32"; do
+    set -- $cfg
+    $V bench --device cuda --model $1 --batch $2 --dtype bf16 --iters 10 --json > "$OUT/bench_${1}_b$2.json" 2> "$OUT/bench_${1}_b$2.err"
+    summary+=("vitrt $1 bs$2 bf16: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('%.1f img/s, %.2f ms/batch, %.1f TFLOP/s, peak %.2f GiB, dec ms/prompt %s'%(d['images_per_s'],d['encoder_ms_per_batch'],d['encoder_tflops'],d['peak_device_gib'],d['decoder_ms_per_prompt']))" "$OUT/bench_${1}_b$2.json" 2>/dev/null || tail -c 400 "$OUT/bench_${1}_b$2.err")")
+  done
+fi
+
+anchor() {  # model bs compile
+  ANCHOR_DIR=.anchors timeout 400 python3 .anchors/bench_sam_pytorch.py --impl fast --model $1 --bs $2 --dtype bf16 \
+    --compile $3 --iters 10 --decoder 2>&1 | tee "$OUT/anchor_${1}_b$2_$3.log" | grep RESULT | tail -1
+}
+if has anchors; then
+  for cfg in "vit_b 1" "vit_b 32" "vit_h 32"; do set -- $cfg; summary+=("sam-fast eager $1 bs$2: $(anchor $1 $2 none)"); done
+fi
+if has anchors-compiled; then
+  for cfg in "vit_b 32" "vit_h 32"; do set -- $cfg; summary+=("sam-fast compiled $1 bs$2: $(anchor $1 $2 default)"); done
+fi
+
+echo; echo "==== summary ===="; printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"

@@ -1,0 +1,683 @@
+// CUDA operators (ops::cuda_impl) against the CPU operators (ops::*) on the same random inputs.
+//
+// Inputs are random normals (never all zeros), shapes odd and aligned, both dtypes:
+//   float32: relative Frobenius error ||gpu - cpu|| / ||cpu|| <= 1e-5 (kTolF32) for arithmetic ops;
+//            bit-identical for data movement (permute, cat, windows, im2col through conv is
+//            arithmetic) and for the interpolations, whose float index math and FMA pattern
+//            follow the CPU kernel exactly;
+//   bfloat16: the CPU reference runs in fp32 on the bf16-rounded inputs; <= 1e-2 (kTolBF16)
+//            relative Frobenius (bf16 output rounding is ~2^-9 relative); data movement is
+//            bit-identical.
+// Pre-processing (Pillow-exact resize, normalise + pad) and mask post-processing are
+// byte/bit-identical to the CPU path. Every test skips (GTEST_SKIP) without CUDA or a device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ops/cpu/resize_antialias.h"
+#include "ops/ops.h"
+#include "ops/ops_cuda.h"
+#include "vitrt/image.h"
+
+#ifdef VITRT_HAVE_CUDA
+#include "ops/cuda/gemm.h"
+#include "ops/cuda/runtime.h"
+#endif
+
+using namespace vitrt;
+namespace cu = vitrt::ops::cuda_impl;
+using ops::Activation;
+
+namespace {
+
+constexpr double kTolF32 = 1e-5;
+constexpr double kTolBF16 = 1e-2;
+const DType kDtypes[] = {DType::F32, DType::BF16};
+
+double tol(DType dt) { return dt == DType::F32 ? kTolF32 : kTolBF16; }
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifndef VITRT_HAVE_CUDA
+    GTEST_SKIP() << "built without CUDA";
+#else
+    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+#endif
+  }
+  void TearDown() override {
+#ifdef VITRT_HAVE_CUDA
+    if (!IsSkipped() && cuda::device_count() > 0) {
+      cuda::synchronize();  // surfaces asynchronous kernel faults in the test that caused them
+      std::printf("[gemm fallback calls so far: %lld]\n", static_cast<long long>(cuda::gemm_fallback_calls()));
+    }
+#endif
+  }
+};
+
+// Random normals * scale + offset as float32 on the host; exact zeros are replaced (never zeros).
+Tensor randn(const Shape& s, uint32_t seed, float scale = 1.f, float offset = 0.f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  Tensor t = Tensor::empty(s);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    float v = offset + scale * nd(rng);
+    p[i] = v == 0.f ? 0.25f : v;
+  }
+  return t;
+}
+
+// Host float32 -> device tensor of dtype dt (rounded to bf16 on the host).
+Tensor up(const Tensor& host_f32, DType dt) { return cu::cast(host_f32, dt).to(Device::CUDA); }
+// Device tensor -> host float32 (converted on the host, independent of the GPU cast kernel).
+Tensor down(const Tensor& d) { return cu::cast(d.to(Device::CPU), DType::F32); }
+// What the GPU sees of a host float32 tensor sent as dt: the CPU reference's input.
+Tensor seen(const Tensor& host_f32, DType dt) {
+  return dt == DType::F32 ? host_f32 : cu::cast(cu::cast(host_f32, DType::BF16), DType::F32);
+}
+
+std::string head(const float* p, int64_t n) {
+  std::ostringstream os;
+  for (int64_t i = 0; i < std::min<int64_t>(n, 6); ++i) os << (i ? ", " : "") << p[i];
+  return os.str();
+}
+
+// Relative Frobenius error, with the worst element and the first values on failure.
+::testing::AssertionResult close(const Tensor& got, const Tensor& want, double tolerance) {
+  if (got.shape() != want.shape())
+    return ::testing::AssertionFailure() << "shape " << shape_str(got.shape()) << " != " << shape_str(want.shape());
+  const Tensor g = got.to_f32(), w = want.to_f32();
+  const float* a = g.data<float>();
+  const float* b = w.data<float>();
+  double num = 0, den = 0, worst = -1;
+  int64_t wi = 0, nonfinite = 0;
+  for (int64_t i = 0; i < g.numel(); ++i) {
+    if (!std::isfinite(a[i])) ++nonfinite;
+    const double d = static_cast<double>(a[i]) - b[i];
+    num += d * d;
+    den += static_cast<double>(b[i]) * b[i];
+    if (std::fabs(d) > worst) worst = std::fabs(d), wi = i;
+  }
+  const double rel = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+  if (nonfinite == 0 && rel <= tolerance) return ::testing::AssertionSuccess() << "rel " << rel;
+  return ::testing::AssertionFailure() << "shape " << shape_str(g.shape()) << ": relative Frobenius error " << rel
+                                       << " > " << tolerance << " (" << nonfinite << " non-finite); worst |diff| "
+                                       << worst << " at flat index " << wi << " (got " << a[wi] << ", want " << b[wi]
+                                       << ")\n  got:  " << head(a, g.numel()) << "\n  want: " << head(b, w.numel());
+}
+
+// Bytewise equality of two host tensors of the same dtype.
+::testing::AssertionResult identical(const Tensor& got, const Tensor& want) {
+  if (got.shape() != want.shape() || got.dtype() != want.dtype())
+    return ::testing::AssertionFailure() << "shape/dtype " << shape_str(got.shape()) << " " << dtype_name(got.dtype())
+                                         << " != " << shape_str(want.shape()) << " " << dtype_name(want.dtype());
+  const size_t es = dtype_size(got.dtype());
+  const auto* a = static_cast<const uint8_t*>(got.raw());
+  const auto* b = static_cast<const uint8_t*>(want.raw());
+  int64_t bad = 0, first = -1;
+  for (int64_t i = 0; i < got.numel(); ++i)
+    if (std::memcmp(a + i * es, b + i * es, es) != 0) {
+      if (first < 0) first = i;
+      ++bad;
+    }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  auto value = [&](const uint8_t* p, int64_t i) -> double {
+    switch (got.dtype()) {
+      case DType::F32: { float f; std::memcpy(&f, p + i * 4, 4); return f; }
+      case DType::U8: return p[i];
+      case DType::BF16: { uint16_t h; std::memcpy(&h, p + i * 2, 2); return bf16_to_f32(h); }
+      default: return 0;
+    }
+  };
+  return ::testing::AssertionFailure() << shape_str(got.shape()) << " " << dtype_name(got.dtype()) << ": " << bad
+                                       << " of " << got.numel() << " elements differ; first at flat index " << first
+                                       << " (got " << value(a, first) << ", want " << value(b, first) << ")";
+}
+
+const char* act_name(Activation a) {
+  return a == Activation::None ? "none" : a == Activation::GELU ? "gelu" : "relu";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+TEST_F(CudaOps, CastMatchesHost) {
+  Tensor x = randn({3, 1001}, 1, 10.f);
+  // A few exact ties for round-to-nearest-even: bf16 keeps 8 mantissa bits.
+  float* p = x.data<float>();
+  p[0] = 1.f + 1.f / 256.f;  // halfway, even below
+  p[1] = 1.f + 3.f / 256.f;  // halfway, even above
+  Tensor hb = cu::cast(x, DType::BF16);
+  Tensor gb = cu::cast(x.to(Device::CUDA), DType::BF16);
+  ASSERT_TRUE(gb.is_cuda());
+  EXPECT_TRUE(identical(gb.to(Device::CPU), hb)) << "F32 -> BF16 on the GPU vs the host";
+  Tensor gf = cu::cast(hb.to(Device::CUDA), DType::F32);
+  EXPECT_TRUE(identical(gf.to(Device::CPU), cu::cast(hb, DType::F32))) << "BF16 -> F32";
+  // Same dtype: the tensor itself.
+  Tensor same = cu::cast(gb, DType::BF16);
+  EXPECT_EQ(same.raw(), gb.raw());
+}
+
+TEST_F(CudaOps, LinearEveryEpilogue) {
+  struct Case {
+    Shape x;
+    int64_t N;
+  };
+  const Case cases[] = {{{37, 53}, 29}, {{2, 19, 53}, 31}, {{128, 256}, 192}, {{1, 1}, 1}, {{3, 5, 8}, 16}};
+  uint32_t seed = 100;
+  for (DType dt : kDtypes)
+    for (const Case& c : cases)
+      for (Activation act : {Activation::None, Activation::GELU, Activation::ReLU})
+        for (bool use_bias : {false, true})
+          for (bool use_res : {false, true}) {
+            // A single output element next to a residual of similar size can cancel, and then the
+            // intermediate rounding (bf16 GEMM output before GELU/ReLU + residual) is not small
+            // relative to it: the 1x1 case runs without residual only.
+            if (use_res && shape_numel(c.x) == 1) continue;
+            const int64_t K = c.x.back();
+            Shape out_shape = c.x;
+            out_shape.back() = c.N;
+            Tensor x = randn(c.x, ++seed), w = randn({c.N, K}, ++seed, 1.f / std::sqrt(float(K)));
+            Tensor b = randn({c.N}, ++seed, 0.5f), r = randn(out_shape, ++seed);
+            Tensor xs = seen(x, dt), ws = seen(w, dt), bs = seen(b, dt), rs = seen(r, dt);
+            Tensor want = ops::linear(xs, ws, use_bias ? &bs : nullptr, act, use_res ? &rs : nullptr);
+            Tensor xd = up(x, dt), wd = up(w, dt), bd = up(b, dt), rd = up(r, dt);
+            Tensor got = cu::linear(xd, wd, use_bias ? &bd : nullptr, act, use_res ? &rd : nullptr);
+            ASSERT_TRUE(got.is_cuda());
+            EXPECT_EQ(got.dtype(), dt);
+            EXPECT_TRUE(close(down(got), want, tol(dt)))
+                << dtype_name(dt) << " x " << shape_str(c.x) << " N=" << c.N << " act=" << act_name(act)
+                << " bias=" << use_bias << " residual=" << use_res;
+          }
+}
+
+TEST_F(CudaOps, LinearLargeAndRepeatable) {
+  // A SAM-sized MLP layer (tensor-core path), run twice: cached plans give identical bytes.
+  for (DType dt : kDtypes) {
+    Tensor x = randn({1024, 768}, 7), w = randn({3072, 768}, 8, 0.036f), b = randn({3072}, 9, 0.1f);
+    Tensor want = ops::linear(seen(x, dt), seen(w, dt), nullptr, Activation::GELU, nullptr);
+    Tensor bs = seen(b, dt);
+    Tensor want_b = ops::linear(seen(x, dt), seen(w, dt), &bs, Activation::GELU, nullptr);
+    Tensor xd = up(x, dt), wd = up(w, dt), bd = up(b, dt);
+    Tensor g1 = cu::linear(xd, wd, &bd, Activation::GELU);
+    Tensor g2 = cu::linear(xd, wd, &bd, Activation::GELU);
+    EXPECT_TRUE(close(down(g1), want_b, tol(dt))) << dtype_name(dt);
+    EXPECT_TRUE(identical(g2.to(Device::CPU), g1.to(Device::CPU))) << dtype_name(dt) << " repeat";
+    EXPECT_TRUE(close(down(cu::linear(xd, wd, nullptr, Activation::GELU)), want, tol(dt))) << dtype_name(dt);
+  }
+}
+
+TEST_F(CudaOps, LinearMisalignedViews) {
+  // Row 1 onwards of [38, 53]: pointers aligned to 4 (F32) / 2 (BF16) bytes only.
+  for (DType dt : kDtypes) {
+    Tensor xf = randn({38, 53}, 11), w = randn({29, 53}, 12, 0.14f), b = randn({29}, 13);
+    Tensor bigw = randn({30, 53}, 14, 0.14f);
+    Tensor want = ops::linear(seen(xf, dt).slice0(1, 38).clone(), seen(bigw, dt).slice0(1, 30).clone(), nullptr,
+                              Activation::ReLU, nullptr);
+    Tensor xd = up(xf, dt).slice0(1, 38), wd = up(bigw, dt).slice0(1, 30);
+    EXPECT_TRUE(close(down(cu::linear(xd, wd, nullptr, Activation::ReLU)), want, tol(dt))) << dtype_name(dt);
+  }
+}
+
+TEST_F(CudaOps, Matmul) {
+  struct Case {
+    Shape a, b;
+    bool tb;
+  };
+  const Case cases[] = {
+      {{3, 17, 45}, {3, 45, 23}, false}, {{3, 17, 45}, {3, 23, 45}, true}, {{3, 17, 45}, {45, 23}, false},
+      {{3, 17, 45}, {23, 45}, true},     {{17, 45}, {45, 23}, false},      {{4, 64, 64}, {4, 64, 64}, true},
+      {{2, 1, 7}, {2, 7, 1}, false},
+  };
+  uint32_t seed = 300;
+  for (DType dt : kDtypes)
+    for (const Case& c : cases) {
+      Tensor a = randn(c.a, ++seed), b = randn(c.b, ++seed);
+      Tensor want = ops::matmul(seen(a, dt), seen(b, dt), c.tb);
+      Tensor got = cu::matmul(up(a, dt), up(b, dt), c.tb);
+      EXPECT_TRUE(close(down(got), want, tol(dt)))
+          << dtype_name(dt) << " " << shape_str(c.a) << " x " << shape_str(c.b) << (c.tb ? "^T" : "");
+    }
+}
+
+#ifdef VITRT_HAVE_CUDA
+// gemm() and the fallback gemm_simple() directly: strided batch, padded leading dimensions,
+// alpha, C, bias, ReLU, both B layouts; reference in double on the host.
+TEST_F(CudaOps, GemmArgsAndFallback) {
+  const int64_t M = 19, N = 21, K = 35, lda = 40, ldd = 24;
+  for (DType dt : kDtypes)
+    for (bool tb : {false, true})
+      for (bool batched : {false, true})  // batched: 3 products, no bias; else 1 product with bias
+        for (bool with_c : {false, true})
+          for (bool relu : {false, true})
+            for (bool simple : {false, true}) {
+              const int64_t batch = batched ? 3 : 1;
+              const bool use_bias = !batched;
+              const int64_t ldb = tb ? 37 : 22;  // 37 bf16 = 74-byte rows: 2-byte alignment only
+              const int64_t sa = M * lda, sb = (tb ? N : K) * ldb, sd = M * ldd;
+              Tensor a = seen(randn({batch * sa}, 500 + tb), dt), b = seen(randn({batch * sb}, 510 + tb, 0.2f), dt);
+              Tensor c = seen(randn({batch * sd}, 520), dt), bias = seen(randn({N}, 530), dt);
+              const float alpha = 0.75f;
+              // Reference in double; D's padding columns keep their initial values.
+              Tensor dinit = seen(randn({batch * sd}, 540), dt);
+              Tensor want = dinit.clone();
+              const float *pa = a.data<float>(), *pb = b.data<float>(), *pc = c.data<float>();
+              for (int64_t z = 0; z < batch; ++z)
+                for (int64_t m = 0; m < M; ++m)
+                  for (int64_t n = 0; n < N; ++n) {
+                    double acc = 0;
+                    for (int64_t k = 0; k < K; ++k) {
+                      const double bv = tb ? pb[z * sb + n * ldb + k] : pb[z * sb + k * ldb + n];
+                      acc += static_cast<double>(pa[z * sa + m * lda + k]) * bv;
+                    }
+                    double v = alpha * acc;
+                    if (with_c) v += pc[z * sd + m * ldd + n];
+                    if (use_bias) v += bias.data<float>()[n];
+                    if (relu && v < 0) v = 0;
+                    want.data<float>()[z * sd + m * ldd + n] = static_cast<float>(v);
+                  }
+              Tensor ad = up(a, dt), bd = up(b, dt), cd = up(c, dt), biasd = up(bias, dt), dd = up(dinit, dt);
+              cuda::GemmArgs g;
+              g.dtype = dt;
+              g.M = M, g.N = N, g.K = K;
+              g.a = ad.raw(), g.b = bd.raw(), g.trans_b = tb, g.d = dd.raw();
+              g.c = with_c ? cd.raw() : nullptr;
+              g.bias = use_bias ? biasd.raw() : nullptr;
+              g.relu = relu, g.alpha = alpha;
+              g.lda = lda, g.ldb = ldb, g.ldd = ldd;
+              g.batch = batch, g.stride_a = sa, g.stride_b = sb, g.stride_d = sd;
+              if (simple)
+                cuda::gemm_simple(g);
+              else
+                cuda::gemm(g);
+              EXPECT_TRUE(close(down(dd), want, tol(dt)))
+                  << (simple ? "gemm_simple " : "gemm ") << dtype_name(dt) << " trans_b=" << tb << " batch=" << batch
+                  << " C=" << with_c << " bias=" << use_bias << " relu=" << relu;
+            }
+}
+#endif
+
+TEST_F(CudaOps, LayerNorm) {
+  struct Case {
+    Shape x;
+    float eps, offset;
+  };
+  const Case cases[] = {{{5, 7, 131}, 1e-6f, 3.f}, {{64, 768}, 1e-6f, 0.f}, {{3, 256}, 1e-5f, -2.f}, {{9, 1}, 1e-5f, 1.f}};
+  uint32_t seed = 600;
+  for (DType dt : kDtypes)
+    for (const Case& c : cases) {
+      const int64_t C = c.x.back();
+      Tensor x = randn(c.x, ++seed, 2.f, c.offset), w = randn({C}, ++seed, 0.5f, 1.f), b = randn({C}, ++seed, 0.3f);
+      Tensor want = ops::layer_norm(seen(x, dt), seen(w, dt), seen(b, dt), c.eps);
+      Tensor got = cu::layer_norm(up(x, dt), up(w, dt), up(b, dt), c.eps);
+      EXPECT_TRUE(close(down(got), want, tol(dt))) << dtype_name(dt) << " " << shape_str(c.x) << " eps " << c.eps;
+    }
+}
+
+TEST_F(CudaOps, AddBroadcast) {
+  const Shape xs{4, 5, 6};
+  const Shape ys[] = {{4, 5, 6}, {5, 6}, {6}, {120}, {1, 6}};
+  uint32_t seed = 700;
+  for (DType dt : kDtypes)
+    for (const Shape& y_shape : ys) {
+      Tensor x = randn(xs, ++seed), y = randn(y_shape, ++seed);
+      Tensor want = ops::add(seen(x, dt), seen(y, dt));
+      Tensor xd = up(x, dt), yd = up(y, dt);
+      EXPECT_TRUE(close(down(cu::add(xd, yd)), want, tol(dt))) << dtype_name(dt) << " + " << shape_str(y_shape);
+      cu::add_(xd, yd);
+      EXPECT_TRUE(close(down(xd), want, tol(dt))) << dtype_name(dt) << " add_ " << shape_str(y_shape);
+    }
+}
+
+TEST_F(CudaOps, ScaleGeluRelu) {
+  uint32_t seed = 800;
+  for (DType dt : kDtypes)
+    for (int64_t n : {int64_t{1}, int64_t{1001}, int64_t{70000}}) {
+      Tensor x = randn({n}, ++seed, 3.f);
+      {
+        Tensor want = seen(x, dt).clone();
+        ops::scale_(want, -0.37f);
+        Tensor g = up(x, dt);
+        cu::scale_(g, -0.37f);
+        EXPECT_TRUE(close(down(g), want, tol(dt))) << dtype_name(dt) << " scale n=" << n;
+      }
+      {
+        Tensor want = seen(x, dt).clone();
+        ops::gelu_(want);
+        Tensor g = up(x, dt);
+        cu::gelu_(g);
+        EXPECT_TRUE(close(down(g), want, tol(dt))) << dtype_name(dt) << " gelu n=" << n;
+      }
+      {
+        Tensor want = seen(x, dt).clone();
+        ops::relu_(want);
+        Tensor g = up(x, dt);
+        cu::relu_(g);
+        EXPECT_TRUE(close(down(g), want, tol(dt))) << dtype_name(dt) << " relu n=" << n;
+      }
+    }
+}
+
+TEST_F(CudaOps, Softmax) {
+  const Shape shapes[] = {{7, 33}, {3, 1500}, {5, 1}, {2, 3, 4097}, {1000, 64}};
+  uint32_t seed = 900;
+  for (DType dt : kDtypes)
+    for (const Shape& s : shapes) {
+      Tensor x = randn(s, ++seed, 4.f, 1.f);
+      Tensor want = seen(x, dt).clone();
+      ops::softmax_lastdim_(want);
+      Tensor g = up(x, dt);
+      cu::softmax_lastdim_(g);
+      EXPECT_TRUE(close(down(g), want, tol(dt))) << dtype_name(dt) << " " << shape_str(s);
+    }
+}
+
+TEST_F(CudaOps, PermuteExact) {
+  struct Case {
+    Shape s;
+    std::vector<int> perm;
+  };
+  const Case cases[] = {{{2, 3, 4, 5}, {0, 2, 3, 1}}, {{2, 3, 4, 5}, {3, 2, 1, 0}}, {{2, 3, 1, 4, 5, 3}, {5, 0, 4, 1, 3, 2}},
+                        {{7}, {0}},                   {{6, 5}, {1, 0}},             {{1, 64, 64, 24}, {0, 3, 1, 2}}};
+  uint32_t seed = 1000;
+  for (DType dt : kDtypes)
+    for (const Case& c : cases) {
+      Tensor x = randn(c.s, ++seed);
+      Tensor want = ops::permute(seen(x, dt), c.perm);
+      EXPECT_TRUE(identical(down(cu::permute(up(x, dt), c.perm)), want)) << dtype_name(dt) << " " << shape_str(c.s);
+    }
+  // Any dtype moves: uint8 through the same kernel.
+  Tensor u = Tensor::empty({3, 4, 5}, DType::U8);
+  for (int64_t i = 0; i < u.numel(); ++i) u.data<uint8_t>()[i] = static_cast<uint8_t>(i * 7 + 1);
+  Tensor pu = cu::permute(u.to(Device::CUDA), {2, 0, 1}).to(Device::CPU);
+  for (int64_t a = 0; a < 3; ++a)
+    for (int64_t b = 0; b < 4; ++b)
+      for (int64_t c = 0; c < 5; ++c)
+        ASSERT_EQ(pu.data<uint8_t>()[(c * 3 + a) * 4 + b], u.data<uint8_t>()[(a * 4 + b) * 5 + c]) << a << b << c;
+}
+
+TEST_F(CudaOps, CatExact) {
+  struct Case {
+    std::vector<Shape> xs;
+    int dim;
+  };
+  const Case cases[] = {{{{2, 3, 4}, {2, 5, 4}, {2, 1, 4}}, 1},
+                        {{{1, 3, 4}, {2, 3, 4}}, 0},
+                        {{{2, 3, 1}, {2, 3, 7}}, -1},
+                        {{{5, 0, 2}, {5, 3, 2}}, 1}};
+  uint32_t seed = 1100;
+  for (DType dt : kDtypes)
+    for (const Case& c : cases) {
+      std::vector<Tensor> hs, ds;
+      for (const Shape& s : c.xs) {
+        Tensor t = randn(s, ++seed);
+        hs.push_back(seen(t, dt));
+        ds.push_back(up(t, dt));
+      }
+      EXPECT_TRUE(identical(down(cu::cat(ds, c.dim)), ops::cat(hs, c.dim))) << dtype_name(dt) << " dim " << c.dim;
+    }
+}
+
+TEST_F(CudaOps, WindowsExact) {
+  struct Case {
+    Shape s;
+    int ws;
+  };
+  const Case cases[] = {{{2, 13, 11, 5}, 4}, {{1, 14, 14, 8}, 7}, {{1, 5, 5, 3}, 8}, {{1, 64, 64, 16}, 14}};
+  uint32_t seed = 1200;
+  for (DType dt : kDtypes)
+    for (const Case& c : cases) {
+      Tensor x = randn(c.s, ++seed);
+      Tensor want = ops::window_partition(seen(x, dt), c.ws);
+      Tensor got = cu::window_partition(up(x, dt), c.ws);
+      EXPECT_TRUE(identical(down(got), want)) << dtype_name(dt) << " partition " << shape_str(c.s) << " ws " << c.ws;
+      // Unpartition of arbitrary windows (padding content included), and the round trip.
+      Tensor win = randn(want.shape(), ++seed);
+      const int64_t H = c.s[1], W = c.s[2];
+      EXPECT_TRUE(identical(down(cu::window_unpartition(up(win, dt), c.ws, H, W)),
+                            ops::window_unpartition(seen(win, dt), c.ws, H, W)))
+          << dtype_name(dt) << " unpartition " << shape_str(c.s);
+      EXPECT_TRUE(identical(down(cu::window_unpartition(got, c.ws, H, W)), seen(x, dt))) << "round trip";
+    }
+}
+
+TEST_F(CudaOps, Conv2d) {
+  struct Case {
+    Shape x, w;
+    int stride, pad;
+    bool bias;
+  };
+  const Case cases[] = {
+      {{2, 11, 13, 5}, {7, 5, 3, 3}, 1, 1, true},    // odd everything
+      {{2, 11, 13, 5}, {7, 5, 3, 3}, 2, 1, false},   // strided
+      {{1, 32, 48, 3}, {16, 3, 8, 8}, 8, 0, true},   // patch embedding
+      {{2, 9, 7, 12}, {10, 12, 1, 1}, 1, 0, true},   // 1x1: plain GEMM
+      {{1, 6, 6, 4}, {3, 4, 2, 3}, 1, 0, false},     // non-square kernel
+      {{1, 32, 32, 64}, {64, 64, 3, 3}, 1, 1, true}, // neck-like 3x3
+  };
+  uint32_t seed = 1300;
+  for (DType dt : kDtypes)
+    for (const Case& c : cases) {
+      const float ws = 1.f / std::sqrt(float(c.w[1] * c.w[2] * c.w[3]));
+      Tensor x = randn(c.x, ++seed), w = randn(c.w, ++seed, ws), b = randn({c.w[0]}, ++seed, 0.2f);
+      Tensor bs = seen(b, dt), bd = up(b, dt);
+      Tensor want = ops::conv2d_nhwc(seen(x, dt), seen(w, dt), c.bias ? &bs : nullptr, c.stride, c.pad);
+      Tensor got = cu::conv2d_nhwc(up(x, dt), up(w, dt), c.bias ? &bd : nullptr, c.stride, c.pad);
+      EXPECT_TRUE(close(down(got), want, tol(dt)))
+          << dtype_name(dt) << " x " << shape_str(c.x) << " w " << shape_str(c.w) << " stride " << c.stride << " pad "
+          << c.pad << " bias " << c.bias;
+    }
+}
+
+TEST_F(CudaOps, ConvTranspose2x2) {
+  struct Case {
+    Shape x;
+    int64_t cout;
+    bool bias;
+  };
+  const Case cases[] = {{{2, 5, 7, 6}, 9, true}, {{2, 5, 7, 6}, 9, false}, {{1, 16, 16, 64}, 32, true}};
+  uint32_t seed = 1400;
+  for (DType dt : kDtypes)
+    for (const Case& c : cases) {
+      const int64_t cin = c.x[3];
+      Tensor x = randn(c.x, ++seed), w = randn({cin, c.cout, 2, 2}, ++seed, 0.3f), b = randn({c.cout}, ++seed);
+      Tensor bs = seen(b, dt), bd = up(b, dt);
+      Tensor want = ops::conv_transpose2x2_nhwc(seen(x, dt), seen(w, dt), c.bias ? &bs : nullptr);
+      Tensor got = cu::conv_transpose2x2_nhwc(up(x, dt), up(w, dt), c.bias ? &bd : nullptr);
+      EXPECT_TRUE(close(down(got), want, tol(dt))) << dtype_name(dt) << " x " << shape_str(c.x) << " bias " << c.bias;
+    }
+}
+
+TEST_F(CudaOps, InterpolateLinearRows) {
+  struct Case {
+    Shape x;
+    int64_t len;
+  };
+  const Case cases[] = {{{27, 16}, 13}, {{27, 16}, 61}, {{27, 16}, 27}, {{1, 5}, 7}, {{127, 64}, 27}};
+  uint32_t seed = 1500;
+  for (DType dt : kDtypes)
+    for (const Case& c : cases) {
+      Tensor x = randn(c.x, ++seed);
+      Tensor want = ops::interpolate_linear_rows(seen(x, dt), c.len);
+      Tensor got = down(cu::interpolate_linear_rows(up(x, dt), c.len));
+      if (dt == DType::F32)
+        EXPECT_TRUE(identical(got, want)) << "float32 " << shape_str(c.x) << " -> " << c.len << " (bit-exact)";
+      else
+        EXPECT_TRUE(close(got, want, tol(dt))) << "bfloat16 " << shape_str(c.x) << " -> " << c.len;
+    }
+}
+
+TEST_F(CudaOps, ResizeBilinear) {
+  struct Case {
+    Shape x;
+    int64_t oh, ow;
+  };
+  const Case cases[] = {{{3, 17, 23}, 64, 50}, {{3, 40, 40}, 13, 9}, {{2, 2, 9, 9}, 9, 9}, {{1, 1, 1}, 4, 4},
+                        {{2, 256, 256}, 1024, 1024}};
+  uint32_t seed = 1600;
+  for (DType dt : kDtypes)
+    for (const Case& c : cases) {
+      Tensor x = randn(c.x, ++seed, 3.f);
+      Tensor want = ops::resize_bilinear(seen(x, dt), c.oh, c.ow);
+      Tensor got = down(cu::resize_bilinear(up(x, dt), c.oh, c.ow));
+      if (dt == DType::F32)
+        EXPECT_TRUE(identical(got, want)) << "float32 " << shape_str(c.x) << " -> " << c.oh << "x" << c.ow
+                                          << " (bit-exact)";
+      else
+        EXPECT_TRUE(close(got, want, tol(dt))) << "bfloat16 " << shape_str(c.x) << " -> " << c.oh << "x" << c.ow;
+    }
+}
+
+// ---- pre- and post-processing ----
+
+namespace {
+// A random-ish image with smooth structure plus noise (so resizing has something to round).
+Image make_image(int w, int h, int channels, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> noise(-40, 40);
+  Image im;
+  im.width = w, im.height = h, im.channels = channels;
+  im.pixels.resize(static_cast<size_t>(w) * h * channels);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      for (int c = 0; c < channels; ++c) {
+        const int base = 128 + static_cast<int>(100 * std::sin(0.05 * x + 0.3 * c) * std::cos(0.07 * y));
+        im.pixels[(static_cast<size_t>(y) * w + x) * channels + c] =
+            static_cast<uint8_t>(std::min(255, std::max(0, base + noise(rng))));
+      }
+  return im;
+}
+
+Tensor image_tensor(const Image& im) {
+  Tensor t = Tensor::empty({im.height, im.width, im.channels}, DType::U8);
+  std::memcpy(t.raw(), im.pixels.data(), im.pixels.size());
+  return t;
+}
+
+// predictor.cpp's normalise_and_pad, on the host.
+Tensor normalise_and_pad_cpu(const Image& resized, int S, const std::array<float, 3>& mean,
+                             const std::array<float, 3>& stdv) {
+  Tensor x = Tensor::zeros({1, S, S, 3});
+  float* out = x.data<float>();
+  for (int y = 0; y < resized.height; ++y) {
+    const uint8_t* row = resized.row(y);
+    float* o = out + static_cast<int64_t>(y) * S * 3;
+    for (int i = 0; i < resized.width; ++i)
+      for (int ch = 0; ch < 3; ++ch) o[i * 3 + ch] = (static_cast<float>(row[i * 3 + ch]) - mean[ch]) / stdv[ch];
+  }
+  return x;
+}
+
+const std::array<float, 3> kMean = {123.675f, 116.28f, 103.53f};
+const std::array<float, 3> kStd = {58.395f, 57.12f, 57.375f};
+}  // namespace
+
+TEST_F(CudaOps, ResizeAntialiasByteIdentical) {
+  struct Case {
+    int sw, sh, dw, dh, cn;
+    const char* what;
+  };
+  const Case cases[] = {
+      {1500, 1000, 1024, 683, 3, "downscale, horizontal pass first"},
+      {640, 2000, 328, 1024, 3, "downscale, vertical pass first"},
+      {333, 517, 661, 1024, 3, "upscale"},
+      {100, 50, 70, 50, 3, "width only"},
+      {50, 100, 50, 37, 3, "height only"},
+      {64, 48, 64, 48, 3, "same size (copy)"},
+      {97, 61, 40, 29, 1, "gray"},
+      {97, 61, 40, 29, 4, "four channels"},
+      {3000, 7, 1024, 2, 3, "very wide"},
+  };
+  uint32_t seed = 1700;
+  for (const Case& c : cases) {
+    Image im = make_image(c.sw, c.sh, c.cn, ++seed);
+    Tensor want = Tensor::empty({c.dh, c.dw, c.cn}, DType::U8);
+    cpu::resize_bilinear_antialias_u8(im.pixels.data(), c.sw, c.sh, c.cn, want.data<uint8_t>(), c.dw, c.dh);
+    Tensor got = cu::resize_antialias_u8(image_tensor(im).to(Device::CUDA), c.dh, c.dw).to(Device::CPU);
+    EXPECT_TRUE(identical(got, want)) << c.what << ": " << c.sw << "x" << c.sh << "x" << c.cn << " -> " << c.dw << "x"
+                                      << c.dh;
+  }
+}
+
+TEST_F(CudaOps, PreprocessImageMatchesPredictor) {
+  const int S = 1024;
+  struct Case {
+    int w, h;
+  };
+  const Case cases[] = {{1500, 1000}, {480, 1300}, {1024, 1024}, {77, 51}};
+  uint32_t seed = 1800;
+  for (const Case& c : cases) {
+    Image im = make_image(c.w, c.h, 3, ++seed);
+    Image resized = resize_longest_side(im, S);
+    Tensor want = normalise_and_pad_cpu(resized, S, kMean, kStd);
+    for (DType dt : kDtypes) {
+      int ih = -1, iw = -1;
+      Tensor got = cu::preprocess_image(im, S, kMean, kStd, dt, &ih, &iw);
+      EXPECT_EQ(ih, resized.height);
+      EXPECT_EQ(iw, resized.width);
+      ASSERT_TRUE(got.is_cuda());
+      EXPECT_EQ(got.dtype(), dt);
+      // float32 bit-identical; bfloat16 the same fp32 values rounded once, on the host here.
+      EXPECT_TRUE(identical(got.to(Device::CPU), cu::cast(want, dt)))
+          << dtype_name(dt) << " " << c.w << "x" << c.h << " -> " << iw << "x" << ih;
+    }
+  }
+}
+
+TEST_F(CudaOps, PostprocessMasksMatchPredictor) {
+  struct Case {
+    Shape low;
+    int64_t S, ih, iw, oh, ow;
+  };
+  const Case cases[] = {
+      {{3, 256, 256}, 1024, 683, 1024, 1000, 1500},
+      {{1, 256, 256}, 1024, 1024, 394, 1300, 500},
+      {{2, 64, 64}, 256, 200, 256, 77, 99},
+  };
+  uint32_t seed = 1900;
+  for (DType dt : kDtypes)
+    for (const Case& c : cases) {
+      Tensor low = randn(c.low, ++seed, 6.f, 0.5f);
+      const Tensor ls = seen(low, dt);
+      // predictor.cpp's postprocess on the host.
+      const int64_t K = c.low[0];
+      Tensor full = ops::resize_bilinear(ls, c.S, c.S);
+      Tensor crop = Tensor::empty({K, c.ih, c.iw});
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t y = 0; y < c.ih; ++y)
+          std::memcpy(crop.data<float>() + (k * c.ih + y) * c.iw, full.data<float>() + (k * c.S + y) * c.S,
+                      sizeof(float) * c.iw);
+      Tensor want_logits = ops::resize_bilinear(crop, c.oh, c.ow);
+      Tensor want_masks = Tensor::empty(want_logits.shape(), DType::U8);
+      for (int64_t i = 0; i < want_logits.numel(); ++i)
+        want_masks.data<uint8_t>()[i] = want_logits.data<float>()[i] > 0.0f;
+
+      Tensor logits;
+      Tensor masks = cu::postprocess_masks(up(low, dt), c.S, c.ih, c.iw, c.oh, c.ow, &logits);
+      ASSERT_TRUE(masks.is_cuda() && logits.is_cuda());
+      EXPECT_TRUE(identical(masks.to(Device::CPU), want_masks)) << dtype_name(dt) << " masks " << shape_str(c.low);
+      EXPECT_TRUE(identical(logits.to(Device::CPU), want_logits)) << dtype_name(dt) << " logits " << shape_str(c.low);
+      Tensor masks_only = cu::postprocess_masks(up(low, dt), c.S, c.ih, c.iw, c.oh, c.ow, nullptr);
+      EXPECT_TRUE(identical(masks_only.to(Device::CPU), want_masks)) << dtype_name(dt) << " masks without logits";
+    }
+}
+
+TEST_F(CudaOps, BadArgumentsThrow) {
+  Tensor xh = randn({4, 8}, 1), wh = randn({3, 8}, 2);
+  Tensor xd = xh.to(Device::CUDA), wd = wh.to(Device::CUDA);
+  EXPECT_THROW(cu::linear(xh, wd), InvalidArgument);                       // CPU operand
+  EXPECT_THROW(cu::linear(xd, cu::cast(wd, DType::BF16)), InvalidArgument);  // dtype mix
+  EXPECT_THROW(cu::linear(xd, randn({3, 7}, 3).to(Device::CUDA)), InvalidArgument);  // K mismatch
+  EXPECT_THROW(cu::matmul(xd, xd), InvalidArgument);
+  EXPECT_THROW(cu::permute(randn({1, 1, 1, 1, 1, 1, 2}, 4).to(Device::CUDA), {0, 1, 2, 3, 4, 5, 6}), InvalidArgument);
+  EXPECT_THROW(cu::cast(xd, DType::I32), InvalidArgument);
+  Tensor y = randn({5}, 5).to(Device::CUDA);
+  EXPECT_THROW(cu::add_(xd, y), InvalidArgument);
+}
