@@ -19,7 +19,7 @@ struct ServeArgs {
   std::string checkpoint, config, random_model, device = "cpu";
   uint64_t seed = 1234;
   server::ServerOptions opt;
-  double cache_mb = 1024, logits_cache_mb = 256, max_body_mb = 32;
+  double cache_mb = 1024, logits_cache_mb = 64, max_body_mb = 32;
 };
 
 std::shared_ptr<const SamModel> serve_model(const ServeArgs& a) {

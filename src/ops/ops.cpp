@@ -2,6 +2,10 @@
 // ops/cpu work on raw float pointers and trust what they are given; everything a caller can get
 // wrong is caught here with an InvalidArgument naming the operator and the offending shape.
 #include "ops/ops.h"
+#include "ops/ops_cuda.h"
+#ifdef VITRT_HAVE_CUDA
+#include "ops/cuda/attention.h"
+#endif
 
 #include <algorithm>
 #include <string>
@@ -50,6 +54,7 @@ Tensor rel_pos_for(const Tensor& table, int64_t size) {
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, const Tensor* residual) {
+  if (x.is_cuda()) return cuda_impl::linear(x, w, bias, act, residual);
   check_input(x, "linear", "x");
   check_input(w, "linear", "weight");
   VITRT_CHECK(x.dim() >= 1 && w.dim() == 2 && w.size(1) == x.size(-1), InvalidArgument,
@@ -73,6 +78,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, Activation a
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b) {
+  if (a.is_cuda()) return cuda_impl::matmul(a, b, transpose_b);
   check_input(a, "matmul", "a");
   check_input(b, "matmul", "b");
   VITRT_CHECK((a.dim() == 2 || a.dim() == 3) && (b.dim() == 2 || b.dim() == 3) && b.dim() <= a.dim(),
@@ -94,6 +100,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b) {
 }
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+  if (x.is_cuda()) return cuda_impl::layer_norm(x, weight, bias, eps);
   check_input(x, "layer_norm", "x");
   check_input(weight, "layer_norm", "weight");
   check_input(bias, "layer_norm", "bias");
@@ -120,11 +127,13 @@ void check_add(const Tensor& x, const Tensor& y) {
 }  // namespace
 
 void add_(Tensor& x, const Tensor& y) {
+  if (x.is_cuda()) return cuda_impl::add_(x, y);
   check_add(x, y);
   cpu::add_broadcast(f32(x), f32(y), f32(x), x.numel(), y.numel());
 }
 
 Tensor add(const Tensor& x, const Tensor& y) {
+  if (x.is_cuda()) return cuda_impl::add(x, y);
   check_add(x, y);
   Tensor out = Tensor::empty(x.shape());
   cpu::add_broadcast(f32(x), f32(y), f32(out), x.numel(), y.numel());
@@ -132,21 +141,25 @@ Tensor add(const Tensor& x, const Tensor& y) {
 }
 
 void scale_(Tensor& x, float s) {
+  if (x.is_cuda()) return cuda_impl::scale_(x, s);
   check_input(x, "scale_", "x");
   cpu::scale(f32(x), x.numel(), s);
 }
 
 void gelu_(Tensor& x) {
+  if (x.is_cuda()) return cuda_impl::gelu_(x);
   check_input(x, "gelu_", "x");
   cpu::gelu(f32(x), x.numel());
 }
 
 void relu_(Tensor& x) {
+  if (x.is_cuda()) return cuda_impl::relu_(x);
   check_input(x, "relu_", "x");
   cpu::relu(f32(x), x.numel());
 }
 
 void softmax_lastdim_(Tensor& x) {
+  if (x.is_cuda()) return cuda_impl::softmax_lastdim_(x);
   check_input(x, "softmax_lastdim_", "x");
   VITRT_CHECK(x.dim() >= 1, InvalidArgument, "ops::softmax_lastdim_: x must have at least one dimension");
   const int64_t n = x.size(-1);
@@ -154,6 +167,7 @@ void softmax_lastdim_(Tensor& x) {
 }
 
 Tensor permute(const Tensor& x, const std::vector<int>& perm) {
+  if (x.is_cuda()) return cuda_impl::permute(x, perm);
   check_input(x, "permute", "x");
   const int64_t nd = x.dim();
   VITRT_CHECK(static_cast<int64_t>(perm.size()) == nd, InvalidArgument, "ops::permute: ", perm.size(),
@@ -172,6 +186,7 @@ Tensor permute(const Tensor& x, const std::vector<int>& perm) {
 }
 
 Tensor cat(const std::vector<Tensor>& xs, int dim) {
+  if (!xs.empty() && xs[0].is_cuda()) return cuda_impl::cat(xs, dim);
   VITRT_CHECK(!xs.empty(), InvalidArgument, "ops::cat: no tensors given");
   for (const Tensor& t : xs) check_input(t, "cat", "input");
   const int64_t nd = xs[0].dim();
@@ -200,6 +215,7 @@ Tensor cat(const std::vector<Tensor>& xs, int dim) {
 }
 
 Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int stride, int pad) {
+  if (x.is_cuda()) return cuda_impl::conv2d_nhwc(x, w, bias, stride, pad);
   check_input(x, "conv2d_nhwc", "x");
   check_input(w, "conv2d_nhwc", "weight");
   VITRT_CHECK(x.dim() == 4 && w.dim() == 4 && w.size(1) == x.size(3), InvalidArgument, "ops::conv2d_nhwc: x ",
@@ -220,6 +236,7 @@ Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int str
 }
 
 Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias) {
+  if (x.is_cuda()) return cuda_impl::conv_transpose2x2_nhwc(x, w, bias);
   check_input(x, "conv_transpose2x2_nhwc", "x");
   check_input(w, "conv_transpose2x2_nhwc", "weight");
   VITRT_CHECK(x.dim() == 4 && w.dim() == 4 && w.size(0) == x.size(3) && w.size(2) == 2 && w.size(3) == 2,
@@ -236,6 +253,7 @@ Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bi
 }
 
 Tensor window_partition(const Tensor& x, int ws) {
+  if (x.is_cuda()) return cuda_impl::window_partition(x, ws);
   check_input(x, "window_partition", "x");
   VITRT_CHECK(x.dim() == 4 && ws >= 1, InvalidArgument, "ops::window_partition: need x [B, H, W, C] and window >= 1, got ",
               shape_str(x.shape()), " and ", ws);
@@ -247,6 +265,7 @@ Tensor window_partition(const Tensor& x, int ws) {
 }
 
 Tensor window_unpartition(const Tensor& windows, int ws, int64_t H, int64_t W) {
+  if (windows.is_cuda()) return cuda_impl::window_unpartition(windows, ws, H, W);
   check_input(windows, "window_unpartition", "windows");
   VITRT_CHECK(ws >= 1 && H >= 0 && W >= 0, InvalidArgument, "ops::window_unpartition: bad window ", ws,
               " or size ", H, "x", W);
@@ -263,6 +282,9 @@ Tensor window_unpartition(const Tensor& windows, int ws, int64_t H, int64_t W) {
 
 Tensor attention_relpos(const Tensor& qkv, int num_heads, int64_t H, int64_t W, const Tensor* rel_pos_h,
                         const Tensor* rel_pos_w) {
+#ifdef VITRT_HAVE_CUDA
+  if (qkv.is_cuda()) return cuda_impl::attention_relpos(qkv, num_heads, H, W, rel_pos_h, rel_pos_w);
+#endif
   check_input(qkv, "attention_relpos", "qkv");
   VITRT_CHECK(qkv.dim() == 3 && H >= 1 && W >= 1 && qkv.size(1) == H * W && qkv.size(2) % 3 == 0 && num_heads >= 1,
               InvalidArgument, "ops::attention_relpos: qkv ", shape_str(qkv.shape()), " is not [B, ", H, "*", W,
@@ -291,6 +313,9 @@ Tensor attention_relpos(const Tensor& qkv, int num_heads, int64_t H, int64_t W, 
 }
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads) {
+#ifdef VITRT_HAVE_CUDA
+  if (q.is_cuda()) return cuda_impl::attention(q, k, v, num_heads);
+#endif
   check_input(q, "attention", "q");
   check_input(k, "attention", "k");
   check_input(v, "attention", "v");
@@ -305,6 +330,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_head
 }
 
 Tensor interpolate_linear_rows(const Tensor& x, int64_t new_len) {
+  if (x.is_cuda()) return cuda_impl::interpolate_linear_rows(x, new_len);
   check_input(x, "interpolate_linear_rows", "x");
   VITRT_CHECK(x.dim() == 2 && x.size(0) >= 1 && new_len >= 1, InvalidArgument,
               "ops::interpolate_linear_rows: need x [L >= 1, C] and new_len >= 1, got ", shape_str(x.shape()), " and ",
@@ -315,6 +341,7 @@ Tensor interpolate_linear_rows(const Tensor& x, int64_t new_len) {
 }
 
 Tensor resize_bilinear(const Tensor& x, int64_t out_h, int64_t out_w) {
+  if (x.is_cuda()) return cuda_impl::resize_bilinear(x, out_h, out_w);
   check_input(x, "resize_bilinear", "x");
   VITRT_CHECK(x.dim() >= 2 && x.size(-2) >= 1 && x.size(-1) >= 1 && out_h >= 1 && out_w >= 1, InvalidArgument,
               "ops::resize_bilinear: need planes [..., H, W] and an output size >= 1, got ", shape_str(x.shape()),

@@ -1,17 +1,12 @@
 // ops::cast: float32 <-> bfloat16 (round to nearest even), on the tensor's device.
 #include "ops/ops.h"
-#if defined(VITRT_HAVE_CUDA) && __has_include("ops/ops_cuda.h")  // TEMP: until the CUDA ops land
 #include "ops/ops_cuda.h"
-#define VITRT_CUDA_OPS 1
-#endif
 
 namespace vitrt::ops {
 
 Tensor cast(const Tensor& x, DType to) {
   if (x.dtype() == to) return x;
-#ifdef VITRT_CUDA_OPS
   if (x.is_cuda()) return cuda_impl::cast(x, to);
-#endif
   VITRT_CHECK(x.device() == Device::CPU, InvalidArgument, "ops::cast: no CUDA kernels in this build");
   Tensor out = Tensor::empty(x.shape(), to);
   const int64_t n = x.numel();

@@ -3,9 +3,8 @@
 #include <cstring>
 
 #include "ops/ops.h"
-#if defined(VITRT_HAVE_CUDA) && __has_include("ops/cuda/attention.h")  // TEMP: until the CUDA kernel lands
+#ifdef VITRT_HAVE_CUDA
 #include "ops/cuda/attention.h"
-#define VITRT_CUDA_ATTENTION 1
 #endif
 
 namespace vitrt::ops {
@@ -16,7 +15,7 @@ Tensor attention_relpos_windowed(const Tensor& qkv_grid, const Tensor& qkv_bias,
               "attention_relpos_windowed: need qkv [B, H, W, 3C] and window >= 1, got ", shape_str(qkv_grid.shape()));
   const int64_t B = qkv_grid.size(0), H = qkv_grid.size(1), W = qkv_grid.size(2), C3 = qkv_grid.size(3), C = C3 / 3;
   qkv_bias.expect_shape({C3}, "attention_relpos_windowed qkv_bias");
-#ifdef VITRT_CUDA_ATTENTION
+#ifdef VITRT_HAVE_CUDA
   if (qkv_grid.is_cuda())
     return cuda_impl::attention_relpos_windowed(qkv_grid, qkv_bias, num_heads, window, rel_pos_h, rel_pos_w);
 #endif

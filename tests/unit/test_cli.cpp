@@ -18,12 +18,12 @@ const std::string kCli = VITRT_CLI;
 const std::string kModel = std::string(VITRT_FIXTURES) + "/sam/tiny1024.pth";
 const std::string kImage = std::string(VITRT_FIXTURES) + "/sam/images/portrait.png";
 
-struct Run {
+struct CliResult {
   int code;
   std::string out;  // stdout + stderr
 };
 
-Run run(const std::string& args) {
+CliResult run(const std::string& args) {
   std::string cmd = kCli + " " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
@@ -47,10 +47,10 @@ nlohmann::json result_json(const std::string& dir) {
 }  // namespace
 
 TEST(Cli, HelpListsEveryCommandAndOption) {
-  Run r = run("--help");
+  CliResult r = run("--help");
   EXPECT_EQ(r.code, 0);
   for (const char* cmd : {"segment", "embed", "bench", "info", "fidelity-check"}) EXPECT_NE(r.out.find(cmd), std::string::npos) << cmd;
-  Run s = run("segment --help");
+  CliResult s = run("segment --help");
   EXPECT_EQ(s.code, 0);
   for (const char* opt : {"--checkpoint", "--image", "--point", "--box", "--mask-input", "--single-mask", "--embedding", "--out"})
     EXPECT_NE(s.out.find(opt), std::string::npos) << opt;
@@ -59,7 +59,7 @@ TEST(Cli, HelpListsEveryCommandAndOption) {
 
 TEST(Cli, SegmentWritesMasksOverlayAndJson) {
   const std::string out = tmp("segment");
-  Run r = run("segment --checkpoint " + kModel + " --image " + kImage + " --point 150,200 --point 40,60,0 --out " + out);
+  CliResult r = run("segment --checkpoint " + kModel + " --image " + kImage + " --point 150,200 --point 40,60,0 --out " + out);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("encoding image"), std::string::npos) << "stage timings are printed";
   auto j = result_json(out);
@@ -86,9 +86,9 @@ TEST(Cli, SegmentWritesMasksOverlayAndJson) {
 TEST(Cli, EmbedThenSegmentGivesTheSameMasks) {
   const std::string a = tmp("direct"), b = tmp("reuse"), emb = tmp("emb.vemb");
   ASSERT_EQ(run("segment -q --checkpoint " + kModel + " --image " + kImage + " --box 20,30,250,400 --single-mask --out " + a).code, 0);
-  Run e = run("embed --checkpoint " + kModel + " --image " + kImage + " --out " + emb);
+  CliResult e = run("embed --checkpoint " + kModel + " --image " + kImage + " --out " + emb);
   ASSERT_EQ(e.code, 0) << e.out;
-  Run s = run("segment -q --checkpoint " + kModel + " --image " + kImage + " --embedding " + emb +
+  CliResult s = run("segment -q --checkpoint " + kModel + " --image " + kImage + " --embedding " + emb +
               " --box 20,30,250,400 --single-mask --out " + b);
   ASSERT_EQ(s.code, 0) << s.out;
   auto ja = result_json(a), jb = result_json(b);
@@ -100,31 +100,31 @@ TEST(Cli, EmbedThenSegmentGivesTheSameMasks) {
 TEST(Cli, LowResLogitsFeedBackAsMaskInput) {
   const std::string a = tmp("first"), b = tmp("second");
   ASSERT_EQ(run("segment -q --checkpoint " + kModel + " --image " + kImage + " --point 100,100 --out " + a).code, 0);
-  Run r = run("segment -q --checkpoint " + kModel + " --image " + kImage + " --point 100,100 --mask-input " + a +
+  CliResult r = run("segment -q --checkpoint " + kModel + " --image " + kImage + " --point 100,100 --mask-input " + a +
               "/mask_0_0_low_res_logits.npy --out " + b);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(result_json(b)["masks"].size(), 3u);
 }
 
 TEST(Cli, BadInputFailsWithAClearMessage) {
-  Run outside = run("segment -q --checkpoint " + kModel + " --image " + kImage + " --point 999,10 --out " + tmp("bad1"));
+  CliResult outside = run("segment -q --checkpoint " + kModel + " --image " + kImage + " --point 999,10 --out " + tmp("bad1"));
   EXPECT_EQ(outside.code, 1);
   EXPECT_NE(outside.out.find("outside the 300x500 image"), std::string::npos) << outside.out;
-  Run label = run("segment -q --checkpoint " + kModel + " --image " + kImage + " --point 10,10,5 --out " + tmp("bad2"));
+  CliResult label = run("segment -q --checkpoint " + kModel + " --image " + kImage + " --point 10,10,5 --out " + tmp("bad2"));
   EXPECT_EQ(label.code, 1);
   EXPECT_NE(label.out.find("label"), std::string::npos) << label.out;
-  Run box = run("segment -q --checkpoint " + kModel + " --image " + kImage + " --box 10,10,abc,4 --out " + tmp("bad3"));
+  CliResult box = run("segment -q --checkpoint " + kModel + " --image " + kImage + " --box 10,10,abc,4 --out " + tmp("bad3"));
   EXPECT_EQ(box.code, 1);
   EXPECT_NE(box.out.find("not a number"), std::string::npos) << box.out;
-  Run missing = run("segment --checkpoint " + kModel + " --image /nonexistent.png --out " + tmp("bad4"));
+  CliResult missing = run("segment --checkpoint " + kModel + " --image /nonexistent.png --out " + tmp("bad4"));
   EXPECT_NE(missing.code, 0);
   EXPECT_NE(missing.out.find("/nonexistent.png"), std::string::npos) << missing.out;
   const std::string junk = tmp("junk.pth");
   std::ofstream(junk) << "definitely not a checkpoint";
-  Run ckpt = run("segment -q --checkpoint " + junk + " --image " + kImage + " --out " + tmp("bad5"));
+  CliResult ckpt = run("segment -q --checkpoint " + junk + " --image " + kImage + " --out " + tmp("bad5"));
   EXPECT_EQ(ckpt.code, 1);
   EXPECT_NE(ckpt.out.find("error"), std::string::npos) << ckpt.out;
-  Run cuda = run("bench --device cuda --model vit_b");
+  CliResult cuda = run("bench --device cuda --model vit_b");
   EXPECT_EQ(cuda.code, 1);
   EXPECT_NE(cuda.out.find("not available"), std::string::npos) << cuda.out;
 }

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstdlib>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -148,38 +149,73 @@ __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
 // ---------------------------------------------------------------------------------------------
 // Tensor-core flash kernel
 
-constexpr int kBM = 64, kBN = 64, kThreads = 128;
+constexpr int kThreads = 128;  // 4 warps
 
-template <int HD>
+template <int HD_, int BN_, int MT_>
 struct MmaCfg {
+  static constexpr int HD = HD_, BN = BN_, MT = MT_;
   static_assert(HD % 16 == 0, "head_dim must be a multiple of 16");
-  static constexpr int LDS = HD + 8;  // smem row stride (elements): +16 bytes, ldmatrix conflict-free
-  static constexpr int CPR = HD / 8;  // 16-byte chunks per row
-  static constexpr int KS = HD / 16;  // k-steps of Q K^T; also pairs of n8 tiles of P V
-  static constexpr int ND = HD / 8;   // n8 tiles of O
-  static constexpr int q_elems = kBM * LDS;
-  static constexpr int kv_elems = 4 * kBN * LDS;  // 2 stages x (K, V); also the table buffer (4 * kBN rows)
+  static_assert(BN % 16 == 0, "key tile must be a multiple of 16");
+  static constexpr int BM = 4 * 16 * MT;  // query rows per CTA: 4 warps x MT m16 tiles
+  static constexpr int LDS = HD + 8;      // smem row stride (elements): +16 bytes, ldmatrix conflict-free
+  static constexpr int CPR = HD / 8;      // 16-byte chunks per row
+  static constexpr int KS = HD / 16;      // k-steps of Q K^T; also pairs of n8 tiles of P V
+  static constexpr int ND = HD / 8;       // n8 tiles of O
+  static constexpr int NCH = BN / 16;     // 16-key chunks per key tile
+  static constexpr int NT8 = BN / 8;      // n8 tiles per key tile
+  static constexpr int NRG = BM / 16;     // m16 row groups per CTA
+  // Bias layouts (floats), see the kernel comment: per pair of key columns (kw even, kw + 1) a
+  // block of NRG x 8 x 4 floats, per key row kh a block of NRG x 8 x 2; +8 floats (32 bytes) of
+  // padding each, so the quarter-warps' 16-byte loads fall in distinct banks.
+  static constexpr int SW = NRG * 32 + 8;
+  static constexpr int SH = NRG * 16 + 8;
+  static constexpr int q_elems = BM * LDS;
+  static constexpr int kv_elems = 4 * BN * LDS;  // 2 stages x (K, V); also the table buffer and output staging
+  static_assert(4 * BN >= BM, "output staging needs BM rows of the K/V buffer");
 };
 
-// Bytes of dynamic shared memory of flash_mma_kernel<HD, REL> for a relH x relW grid.
-template <int HD>
+// Dynamic shared memory of flash_mma_kernel<Cfg, REL> for a relH x relW grid:
+// [Qs | bias (aliased)] [K/V stages] [coords].
+template <class Cfg>
+__host__ __device__ inline size_t mma_region_a(bool rel, int relH, int relW) {
+  size_t a = static_cast<size_t>(Cfg::q_elems) * sizeof(bf16);
+  if (rel) {
+    const size_t b = (static_cast<size_t>(relW / 2) * Cfg::SW + static_cast<size_t>(relH) * Cfg::SH) * sizeof(float);
+    a = b > a ? b : a;
+  }
+  return (a + 15) / 16 * 16;
+}
+template <class Cfg>
 size_t mma_smem_bytes(bool rel, int relH, int relW) {
-  using C = MmaCfg<HD>;
-  size_t b = static_cast<size_t>(C::q_elems + C::kv_elems) * sizeof(bf16);
-  if (rel) b += 2 * kBN * sizeof(int) + static_cast<size_t>(kBM) * ((relH + relW) | 1) * sizeof(float);
+  size_t b = mma_region_a<Cfg>(rel, relH, relW) + static_cast<size_t>(Cfg::kv_elems) * sizeof(bf16);
+  if (rel) b += 2 * (Cfg::BN / 2) * sizeof(int2);
   return b;
 }
 
-template <int HD, bool REL>
+// One CTA: BM query rows of one (sequence, head). Warp w owns rows [w*16*MT, (w+1)*16*MT) as MT
+// m16 tiles, so every K / V fragment read from shared memory feeds MT mma's.
+//
+// Rel-pos (REL, rel_W even): bias values live in shared memory in the mma accumulator layout.
+// For m16 row group rg, lane (g, tq) and key columns (j, j+1) with j even (so kh(j) == kh(j+1)
+// and kw(j+1) == kw(j) + 1):
+//   BW[(kw/2)*SW + rg*32 + g*4 + h*2 + e] = rel_w[row rg*16 + h*8 + g][kw + e] / scale
+//     -> one 16-byte load is exactly the 4 accumulators (c0..c3) of the n8 tile; S starts from it
+//        and the mma adds q.k on top, so (q.k + rel_w/scale) * scale*log2e = the scaled logits;
+//   BH[kh*SH + rg*16 + g*2 + h] = rel_h[row rg*16 + h*8 + g][kh] * log2e
+//     -> one 8-byte load per n8 tile, added in the FFMA that applies the scale.
+// Each key tile has a table coords[j/2] = (kh*SH, (kw/2)*SW) for its even columns.
+template <class Cfg, bool REL>
 __global__ void __launch_bounds__(kThreads) flash_mma_kernel(const KParams p) {
-  using C = MmaCfg<HD>;
-  constexpr int LDS = C::LDS, CPR = C::CPR, KS = C::KS, ND = C::ND;
+  constexpr int HD = Cfg::HD, BN = Cfg::BN, MT = Cfg::MT, BM = Cfg::BM;
+  constexpr int LDS = Cfg::LDS, CPR = Cfg::CPR, KS = Cfg::KS, ND = Cfg::ND, NCH = Cfg::NCH, NT8 = Cfg::NT8;
+  constexpr int SW = Cfg::SW, SH = Cfg::SH;
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  const size_t region_a = mma_region_a<Cfg>(REL, p.relH, p.relW);
   bf16* Qs = reinterpret_cast<bf16*>(smem_raw);
-  bf16* KV = Qs + C::q_elems;
-  int* coords = reinterpret_cast<int*>(KV + C::kv_elems);  // REL: [2][kBN]
-  float* bias_s = reinterpret_cast<float*>(coords + 2 * kBN);  // REL: [kBM][BST]
-  const int BST = (p.relH + p.relW) | 1;
+  float* BWs = reinterpret_cast<float*>(smem_raw);    // REL, aliases Qs (after the Q fragments are loaded)
+  float* BHs = BWs + (p.relW / 2) * SW;               // REL
+  bf16* KV = reinterpret_cast<bf16*>(smem_raw + region_a);
+  int2* coords = reinterpret_cast<int2*>(KV + Cfg::kv_elems);  // REL: [2][BN/2]
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
@@ -187,7 +223,7 @@ __global__ void __launch_bounds__(kThreads) flash_mma_kernel(const KParams p) {
   const int tile = blockIdx.x % p.num_qtiles;
   const int sh = blockIdx.x / p.num_qtiles;
   const int h = sh % p.heads, s = sh / p.heads;
-  const int m0 = tile * kBM;
+  const int m0 = tile * BM;
   SeqAddr sa;
   sa.init(p, s);
 
@@ -199,7 +235,7 @@ __global__ void __launch_bounds__(kThreads) flash_mma_kernel(const KParams p) {
   const bf16* pv = p.pad_v ? static_cast<const bf16*>(p.pad_v) + h * HD : vb;
 
   // ---- Q tile -> Qs (rows past nq zero-filled)
-  for (int i = tid; i < kBM * CPR; i += kThreads) {
+  for (int i = tid; i < BM * CPR; i += kThreads) {
     const int r = i / CPR, c = i - r * CPR, t = m0 + r;
     const bf16* src = qb;
     int bytes = 0;
@@ -213,10 +249,10 @@ __global__ void __launch_bounds__(kThreads) flash_mma_kernel(const KParams p) {
   cp_async_commit();
 
   auto issue_kv = [&](int kt, int stage) {
-    bf16* Ks = KV + stage * 2 * kBN * LDS;
-    bf16* Vs = Ks + kBN * LDS;
-    const int n0 = kt * kBN;
-    for (int i = tid; i < kBN * CPR; i += kThreads) {
+    bf16* Ks = KV + stage * 2 * BN * LDS;
+    bf16* Vs = Ks + BN * LDS;
+    const int n0 = kt * BN;
+    for (int i = tid; i < BN * CPR; i += kThreads) {
       const int r = i / CPR, c = i - r * CPR, t = n0 + r;
       const bf16 *ks = kb, *vs = vb;
       int bytes = 0;
@@ -235,49 +271,53 @@ __global__ void __launch_bounds__(kThreads) flash_mma_kernel(const KParams p) {
       cp_async16(Vs + r * LDS + c * 8, vs, bytes);
     }
     if constexpr (REL) {
-      if (tid < kBN) {
-        const int j = n0 + tid;
-        int cd = 0;
+      if (tid < BN / 2) {
+        const int j = n0 + 2 * tid;
+        int2 cd = make_int2(0, 0);
         if (j < p.nk) {
           const int kh = fdiv(j, p.relW, p.inv_relW), kw = j - kh * p.relW;
-          cd = kh | ((p.relH + kw) << 16);
+          cd = make_int2(kh * SH, (kw >> 1) * SW);
         }
-        coords[stage * kBN + tid] = cd;
+        coords[stage * (BN / 2) + tid] = cd;
       }
     }
   };
 
-  unsigned qf[KS][4];
+  unsigned qf[MT][KS][4];
   auto load_qf = [&]() {
-    const int row = warp * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-    const int col = (lane >> 4) << 3;
 #pragma unroll
-    for (int ks = 0; ks < KS; ++ks) ldsm_x4(qf[ks][0], qf[ks][1], qf[ks][2], qf[ks][3], Qs + row * LDS + ks * 16 + col);
+    for (int mt = 0; mt < MT; ++mt) {
+      const int row = warp * 16 * MT + mt * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+      const int col = (lane >> 4) << 3;
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks)
+        ldsm_x4(qf[mt][ks][0], qf[mt][ks][1], qf[mt][ks][2], qf[mt][ks][3], Qs + row * LDS + ks * 16 + col);
+    }
   };
 
-  // ---- rel-pos prologue: bias_s[r][kh] = log2e * q_r . Rh[ih - kh + H - 1],
-  //                        bias_s[r][H + kw] = log2e * q_r . Rw[iw - kw + W - 1].
+  // ---- rel-pos prologue: G = Q T^T over all 2H-1 + 2W-1 table rows on the tensor cores,
+  // scattered into BH / BW (which overwrite Qs: the Q fragments are in registers by then).
   if constexpr (REL) {
     const int relH = p.relH, relW = p.relW;
     const int Lh = 2 * relH - 1, Lw = 2 * relW - 1, Lt = Lh + Lw;
     const bool lo = p.th_lo != nullptr;
-    const int chunk = lo ? 2 * kBN : 4 * kBN;  // table rows per pass (hi, + lo behind them)
+    const int chunk = lo ? 2 * BN : 4 * BN;  // table rows per pass (hi, + lo behind them)
+    const float inv_scale = 1.f / p.scale;
     const bf16* th = static_cast<const bf16*>(p.th);
     const bf16* tw = static_cast<const bf16*>(p.tw);
     const bf16* thl = static_cast<const bf16*>(p.th_lo);
     const bf16* twl = static_cast<const bf16*>(p.tw_lo);
-    // Grid position of this thread's two query rows (rows past nq use position 0: finite, unused).
-    const int r0 = warp * 16 + g, r1 = r0 + 8;
-    const int i0 = m0 + r0 < p.nq ? m0 + r0 : 0, i1 = m0 + r1 < p.nq ? m0 + r1 : 0;
-    const int ih0 = fdiv(i0, relW, p.inv_relW), iw0 = i0 - ih0 * relW;
-    const int ih1 = fdiv(i1, relW, p.inv_relW), iw1 = i1 - ih1 * relW;
-    auto put = [&](int r, int ih, int iw, int t, float val) {
+    // q row (rg, hh): local row rg*16 + hh*8 + g; rows past nq use grid position 0 (finite, unused).
+    auto put = [&](int rg, int hh, int t, float val) {
+      const int i = m0 + rg * 16 + hh * 8 + g;
+      const int ii = i < p.nq ? i : 0;
+      const int ih = fdiv(ii, relW, p.inv_relW), iw = ii - ih * relW;
       if (t < Lh) {
         const int kh = ih + relH - 1 - t;
-        if (kh >= 0 && kh < relH) bias_s[r * BST + kh] = val * kLog2e;
+        if (kh >= 0 && kh < relH) BHs[kh * SH + rg * 16 + g * 2 + hh] = val * kLog2e;
       } else if (t < Lt) {
         const int kw = iw + relW - 1 - (t - Lh);
-        if (kw >= 0 && kw < relW) bias_s[r * BST + relH + kw] = val * kLog2e;
+        if (kw >= 0 && kw < relW) BWs[(kw >> 1) * SW + rg * 32 + g * 4 + hh * 2 + (kw & 1)] = val * inv_scale;
       }
     };
     for (int c0 = 0; c0 < Lt; c0 += chunk) {
@@ -303,37 +343,52 @@ __global__ void __launch_bounds__(kThreads) flash_mma_kernel(const KParams p) {
       cp_async_commit();
       cp_async_wait<0>();
       __syncthreads();
-      if (c0 == 0) load_qf();
+      if (c0 == 0) {
+        load_qf();
+        __syncthreads();  // every warp holds its Q fragments: BH / BW may overwrite Qs
+      }
       for (int pr = 0; pr < n16 / 16; ++pr) {
-        float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+        float acc[MT][2][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[mt][0][e] = acc[mt][1][e] = 0.f;
         const int brow = pr * 16 + (lane & 7) + ((lane >> 4) << 3);
         const int bcol = ((lane >> 3) & 1) << 3;
 #pragma unroll
         for (int ks = 0; ks < KS; ++ks) {
           unsigned b0, b1, b2, b3;
           ldsm_x4(b0, b1, b2, b3, KV + brow * LDS + ks * 16 + bcol);
-          mma_bf16(acc[0], qf[ks], b0, b1);
-          mma_bf16(acc[1], qf[ks], b2, b3);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma_bf16(acc[mt][0], qf[mt][ks], b0, b1);
+            mma_bf16(acc[mt][1], qf[mt][ks], b2, b3);
+          }
           if (lo) {
             ldsm_x4(b0, b1, b2, b3, KV + (chunk + brow) * LDS + ks * 16 + bcol);
-            mma_bf16(acc[0], qf[ks], b0, b1);
-            mma_bf16(acc[1], qf[ks], b2, b3);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              mma_bf16(acc[mt][0], qf[mt][ks], b0, b1);
+              mma_bf16(acc[mt][1], qf[mt][ks], b2, b3);
+            }
           }
         }
 #pragma unroll
-        for (int hf = 0; hf < 2; ++hf)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int t = c0 + pr * 16 + hf * 8 + 2 * tq + e;
-            put(r0, ih0, iw0, t, acc[hf][e]);
-            put(r1, ih1, iw1, t, acc[hf][2 + e]);
-          }
+          for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int t = c0 + pr * 16 + hf * 8 + 2 * tq + e;
+              put(warp * MT + mt, 0, t, acc[mt][hf][e]);
+              put(warp * MT + mt, 1, t, acc[mt][hf][2 + e]);
+            }
       }
     }
-    __syncthreads();  // bias_s complete; table buffer free for K/V
+    __syncthreads();  // BH / BW complete; table buffer free for K/V
   }
 
-  const int nkt = (p.nk + kBN - 1) / kBN;
+  const int nkt = (p.nk + BN - 1) / BN;
   if (nkt > 0) issue_kv(0, 0);
   cp_async_commit();
   if constexpr (!REL) {
@@ -342,12 +397,16 @@ __global__ void __launch_bounds__(kThreads) flash_mma_kernel(const KParams p) {
     load_qf();
   }
 
-  const bool active = m0 + warp * 16 < p.nq;  // warp has at least one real query row
-  float o[ND][4];
+  const bool active = m0 + warp * 16 * MT < p.nq;  // warp has at least one real query row
+  float o[MT][ND][4];
+  float mrow[MT][2], lrow[MT][2];
 #pragma unroll
-  for (int d = 0; d < ND; ++d) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
-  float mrow0 = -INFINITY, mrow1 = -INFINITY, lrow0 = 0.f, lrow1 = 0.f;
-  const int r0 = warp * 16 + g, r1 = r0 + 8;
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int d = 0; d < ND; ++d) o[mt][d][0] = o[mt][d][1] = o[mt][d][2] = o[mt][d][3] = 0.f;
+    mrow[mt][0] = mrow[mt][1] = -INFINITY;
+    lrow[mt][0] = lrow[mt][1] = 0.f;
+  }
 
   for (int kt = 0; kt < nkt; ++kt) {
     const int stage = kt & 1;
@@ -360,17 +419,34 @@ __global__ void __launch_bounds__(kThreads) flash_mma_kernel(const KParams p) {
     }
     __syncthreads();
     if (active) {
-      const bf16* Ks = KV + stage * 2 * kBN * LDS;
-      const bf16* Vs = Ks + kBN * LDS;
-      const int n0 = kt * kBN;
-      const int kvalid = min(kBN, p.nk - n0);
+      const bf16* Ks = KV + stage * 2 * BN * LDS;
+      const bf16* Vs = Ks + BN * LDS;
+      const int2* cds = coords + stage * (BN / 2);
+      const int kvalid = min(BN, p.nk - kt * BN);
       const int nch = (kvalid + 15) >> 4;  // 16-key chunks holding real keys
 
-      float sc[8][4];
+      float sc[MT][NT8][4];
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
+      for (int nt = 0; nt < NT8; ++nt) {
+        if (nt < 2 * nch) {
+          if constexpr (REL) {
+            const int off = cds[nt * 4 + tq].y + g * 4;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) sc[2 * c][e] = sc[2 * c + 1][e] = 0.f;
+            for (int mt = 0; mt < MT; ++mt) {
+              const float4 w4 = *reinterpret_cast<const float4*>(BWs + off + (warp * MT + mt) * 32);
+              sc[mt][nt][0] = w4.x;
+              sc[mt][nt][1] = w4.y;
+              sc[mt][nt][2] = w4.z;
+              sc[mt][nt][3] = w4.w;
+            }
+          } else {
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) sc[mt][nt][0] = sc[mt][nt][1] = sc[mt][nt][2] = sc[mt][nt][3] = 0.f;
+          }
+        }
+      }
+#pragma unroll
+      for (int c = 0; c < NCH; ++c) {
         if (c < nch) {
           const int krow = c * 16 + (lane & 7) + ((lane >> 4) << 3);
           const int kcol = ((lane >> 3) & 1) << 3;
@@ -378,108 +454,131 @@ __global__ void __launch_bounds__(kThreads) flash_mma_kernel(const KParams p) {
           for (int ks = 0; ks < KS; ++ks) {
             unsigned b0, b1, b2, b3;
             ldsm_x4(b0, b1, b2, b3, Ks + krow * LDS + ks * 16 + kcol);
-            mma_bf16(sc[2 * c], qf[ks], b0, b1);
-            mma_bf16(sc[2 * c + 1], qf[ks], b2, b3);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              mma_bf16(sc[mt][2 * c], qf[mt][ks], b0, b1);
+              mma_bf16(sc[mt][2 * c + 1], qf[mt][ks], b2, b3);
+            }
           }
         }
       }
 
-      // Scale, bias, mask; row maxima.
-      float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        if (nt < 2 * nch) {
+      for (int mt = 0; mt < MT; ++mt) {
+        // Scale (+ rel_h), mask; row maxima.
+        float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int jl = nt * 8 + 2 * tq + e;
-            float v0 = sc[nt][e] * p.scale_log2, v1 = sc[nt][2 + e] * p.scale_log2;
+        for (int nt = 0; nt < NT8; ++nt) {
+          if (nt < 2 * nch) {
+            float bh0 = 0.f, bh1 = 0.f;
             if constexpr (REL) {
-              const int cd = coords[stage * kBN + jl];
-              const int ch = cd & 0xffff, cw = cd >> 16;
-              v0 += bias_s[r0 * BST + ch] + bias_s[r0 * BST + cw];
-              v1 += bias_s[r1 * BST + ch] + bias_s[r1 * BST + cw];
+              const float2 h2 =
+                  *reinterpret_cast<const float2*>(BHs + cds[nt * 4 + tq].x + (warp * MT + mt) * 16 + g * 2);
+              bh0 = h2.x;
+              bh1 = h2.y;
             }
-            if (jl >= kvalid) v0 = v1 = -INFINITY;
-            sc[nt][e] = v0;
-            sc[nt][2 + e] = v1;
-            mx0 = fmaxf(mx0, v0);
-            mx1 = fmaxf(mx1, v1);
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              float v0 = fmaf(sc[mt][nt][e], p.scale_log2, bh0);
+              float v1 = fmaf(sc[mt][nt][2 + e], p.scale_log2, bh1);
+              if (nt * 8 + 2 * tq + e >= kvalid) v0 = v1 = -INFINITY;
+              sc[mt][nt][e] = v0;
+              sc[mt][nt][2 + e] = v1;
+              mx0 = fmaxf(mx0, v0);
+              mx1 = fmaxf(mx1, v1);
+            }
           }
         }
-      }
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-      const float mn0 = fmaxf(mrow0, mx0), mn1 = fmaxf(mrow1, mx1);
-      const float mu0 = mn0 == -INFINITY ? 0.f : mn0, mu1 = mn1 == -INFINITY ? 0.f : mn1;
-      const float al0 = ex2(mrow0 - mu0), al1 = ex2(mrow1 - mu1);
-      mrow0 = mn0;
-      mrow1 = mn1;
-      lrow0 *= al0;
-      lrow1 *= al1;
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        const float mn0 = fmaxf(mrow[mt][0], mx0), mn1 = fmaxf(mrow[mt][1], mx1);
+        const float mu0 = mn0 == -INFINITY ? 0.f : mn0, mu1 = mn1 == -INFINITY ? 0.f : mn1;
+        const float al0 = ex2(mrow[mt][0] - mu0), al1 = ex2(mrow[mt][1] - mu1);
+        mrow[mt][0] = mn0;
+        mrow[mt][1] = mn1;
+        float ls0 = 0.f, ls1 = 0.f;
 #pragma unroll
-      for (int d = 0; d < ND; ++d) {
-        o[d][0] *= al0;
-        o[d][1] *= al0;
-        o[d][2] *= al1;
-        o[d][3] *= al1;
-      }
+        for (int nt = 0; nt < NT8; ++nt) {
+          if (nt < 2 * nch) {
+            sc[mt][nt][0] = ex2(sc[mt][nt][0] - mu0);
+            sc[mt][nt][1] = ex2(sc[mt][nt][1] - mu0);
+            sc[mt][nt][2] = ex2(sc[mt][nt][2] - mu1);
+            sc[mt][nt][3] = ex2(sc[mt][nt][3] - mu1);
+            ls0 += sc[mt][nt][0] + sc[mt][nt][1];
+            ls1 += sc[mt][nt][2] + sc[mt][nt][3];
+          }
+        }
+        lrow[mt][0] = lrow[mt][0] * al0 + ls0;
+        lrow[mt][1] = lrow[mt][1] * al1 + ls1;
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        if (nt < 2 * nch) {
-          sc[nt][0] = ex2(sc[nt][0] - mu0);
-          sc[nt][1] = ex2(sc[nt][1] - mu0);
-          sc[nt][2] = ex2(sc[nt][2] - mu1);
-          sc[nt][3] = ex2(sc[nt][3] - mu1);
-          lrow0 += sc[nt][0] + sc[nt][1];
-          lrow1 += sc[nt][2] + sc[nt][3];
+        for (int d = 0; d < ND; ++d) {
+          o[mt][d][0] *= al0;
+          o[mt][d][1] *= al0;
+          o[mt][d][2] *= al1;
+          o[mt][d][3] *= al1;
         }
       }
 
       // O += P V
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
+      for (int c = 0; c < NCH; ++c) {
         if (c < nch) {
-          const unsigned a[4] = {pack_bf16(sc[2 * c][0], sc[2 * c][1]), pack_bf16(sc[2 * c][2], sc[2 * c][3]),
-                                 pack_bf16(sc[2 * c + 1][0], sc[2 * c + 1][1]),
-                                 pack_bf16(sc[2 * c + 1][2], sc[2 * c + 1][3])};
+          unsigned a[MT][4];
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            a[mt][0] = pack_bf16(sc[mt][2 * c][0], sc[mt][2 * c][1]);
+            a[mt][1] = pack_bf16(sc[mt][2 * c][2], sc[mt][2 * c][3]);
+            a[mt][2] = pack_bf16(sc[mt][2 * c + 1][0], sc[mt][2 * c + 1][1]);
+            a[mt][3] = pack_bf16(sc[mt][2 * c + 1][2], sc[mt][2 * c + 1][3]);
+          }
           const int vrow = c * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
           const int vcol = (lane >> 4) << 3;
 #pragma unroll
           for (int dp = 0; dp < KS; ++dp) {
             unsigned b0, b1, b2, b3;
             ldsm_x4_t(b0, b1, b2, b3, Vs + vrow * LDS + dp * 16 + vcol);
-            mma_bf16(o[2 * dp], a, b0, b1);
-            mma_bf16(o[2 * dp + 1], a, b2, b3);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              mma_bf16(o[mt][2 * dp], a[mt], b0, b1);
+              mma_bf16(o[mt][2 * dp + 1], a[mt], b2, b3);
+            }
           }
         }
       }
     }
-    __syncthreads();  // stage is refilled by the next iteration's prefetch
+    __syncthreads();  // the stage is refilled by the next prefetch; after the loop KV is free
   }
 
-  // ---- epilogue: normalise, stage this warp's 16 rows in Qs, write 16-byte chunks.
+  // ---- epilogue: normalise, stage this warp's rows in the (now free) K/V buffer, write 16-byte
+  // chunks of real rows.
   if (!active) return;
-  lrow0 += __shfl_xor_sync(0xffffffffu, lrow0, 1);
-  lrow0 += __shfl_xor_sync(0xffffffffu, lrow0, 2);
-  lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 1);
-  lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 2);
-  const float inv0 = lrow0 > 0.f ? 1.f / lrow0 : 0.f, inv1 = lrow1 > 0.f ? 1.f / lrow1 : 0.f;
+  bf16* St = KV;
 #pragma unroll
-  for (int d = 0; d < ND; ++d) {
-    *reinterpret_cast<unsigned*>(Qs + r0 * LDS + d * 8 + 2 * tq) = pack_bf16(o[d][0] * inv0, o[d][1] * inv0);
-    *reinterpret_cast<unsigned*>(Qs + r1 * LDS + d * 8 + 2 * tq) = pack_bf16(o[d][2] * inv1, o[d][3] * inv1);
+  for (int mt = 0; mt < MT; ++mt) {
+    float l0 = lrow[mt][0], l1 = lrow[mt][1];
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const float inv0 = l0 > 0.f ? 1.f / l0 : 0.f, inv1 = l1 > 0.f ? 1.f / l1 : 0.f;
+    const int r0 = warp * 16 * MT + mt * 16 + g, r1 = r0 + 8;
+#pragma unroll
+    for (int d = 0; d < ND; ++d) {
+      *reinterpret_cast<unsigned*>(St + r0 * LDS + d * 8 + 2 * tq) = pack_bf16(o[mt][d][0] * inv0, o[mt][d][1] * inv0);
+      *reinterpret_cast<unsigned*>(St + r1 * LDS + d * 8 + 2 * tq) = pack_bf16(o[mt][d][2] * inv1, o[mt][d][3] * inv1);
+    }
   }
   __syncwarp();
   bf16* ob = static_cast<bf16*>(p.out) + h * HD;
-  for (int i = lane; i < 16 * CPR; i += 32) {
-    const int r = i / CPR, c = i - r * CPR, t = m0 + warp * 16 + r;
+  for (int i = lane; i < 16 * MT * CPR; i += 32) {
+    const int r = i / CPR, c = i - r * CPR, t = m0 + warp * 16 * MT + r;
     if (t < p.nq) {
       const long long row = sa.qrow(p, t);
       if (row >= 0)
         *reinterpret_cast<uint4*>(ob + row * p.ldo + c * 8) =
-            *reinterpret_cast<const uint4*>(Qs + (warp * 16 + r) * LDS + c * 8);
+            *reinterpret_cast<const uint4*>(St + (warp * 16 * MT + r) * LDS + c * 8);
     }
   }
 }
@@ -766,13 +865,55 @@ void ensure_smem(Kernel kernel, size_t bytes, std::atomic<int>& configured, cons
   }
 }
 
-template <int HD, bool REL>
-void launch_mma(const KParams& p, int blocks, cudaStream_t stream) {
+template <class Cfg, bool REL>
+void launch_mma(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
   static std::atomic<int> configured{0};
-  const size_t smem = mma_smem_bytes<HD>(REL, p.relH, p.relW);
-  ensure_smem(flash_mma_kernel<HD, REL>, smem, configured, "bf16 tensor-core");
-  flash_mma_kernel<HD, REL><<<blocks, kThreads, smem, stream>>>(p);
+  ensure_smem(flash_mma_kernel<Cfg, REL>, smem, configured, "bf16 tensor-core");
+  flash_mma_kernel<Cfg, REL><<<blocks, kThreads, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_mma_kernel launch");
+}
+
+// The tensor-core configuration for one problem (fn == nullptr: not covered).
+struct MmaPlan {
+  void (*fn)(const KParams&, int, size_t, cudaStream_t) = nullptr;
+  int bm = 0;
+  size_t smem = 0;
+};
+
+template <class Cfg, bool REL>
+MmaPlan make_plan(int relH, int relW) {
+  MmaPlan pl;
+  pl.fn = &launch_mma<Cfg, REL>;
+  pl.bm = Cfg::BM;
+  pl.smem = mma_smem_bytes<Cfg>(REL, relH, relW);
+  return pl;
+}
+
+// Key tile BN and m16 tiles per warp MT by head dim: MT = 2 halves the shared-memory traffic of K
+// and V per query row; hd 80 takes 32-key tiles (registers, and two CTAs per SM with the 64x64
+// rel-pos bias); hd 128 keeps one m-tile per warp (registers).
+template <bool REL>
+MmaPlan mma_plan_for(int hd, int relH, int relW) {
+  switch (hd) {
+    case 64: return make_plan<MmaCfg<64, 64, 2>, REL>(relH, relW);
+    case 80:
+      if (const char* e = std::getenv("VITRT_ATTN_BN80"); e && std::atoi(e) == 64)  // TEMP: tuning
+        return make_plan<MmaCfg<80, 64, 2>, REL>(relH, relW);
+      return make_plan<MmaCfg<80, 32, 2>, REL>(relH, relW);
+    case 128: return make_plan<MmaCfg<128, 64, 1>, REL>(relH, relW);
+  }
+  if constexpr (!REL) {
+    switch (hd) {
+      case 16: return make_plan<MmaCfg<16, 64, 2>, false>(relH, relW);
+      case 32: return make_plan<MmaCfg<32, 64, 2>, false>(relH, relW);
+    }
+  }
+  return {};
+}
+
+int optin_smem_limit() {
+  static const int v = max_optin_smem();
+  return v;
 }
 
 template <class T, int HDMAX, bool REL>
@@ -796,20 +937,25 @@ bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15u
 
 }  // namespace
 
-bool attention_uses_tensor_cores(const AttentionArgs& a) {
-  if (!a.bf16) return false;
+namespace {
+MmaPlan mma_plan(const AttentionArgs& a) {
+  if (!a.bf16) return {};
   const bool rel = a.rel_h != nullptr;
-  const int hd = a.head_dim;
-  const bool hd_ok = hd == 64 || hd == 80 || hd == 128 || (!rel && (hd == 16 || hd == 32));
-  if (!hd_ok) return false;
-  if (a.ldq % 8 || a.ldk % 8 || a.ldv % 8 || a.ldo % 8) return false;
+  if (rel && (a.rel_W % 2 != 0 || a.rel_H < 1 || a.rel_H > 8192 || a.rel_W > 8192)) return {};
+  if (a.ldq % 8 || a.ldk % 8 || a.ldv % 8 || a.ldo % 8) return {};
   for (const void* ptr : std::initializer_list<const void*>{a.q, a.k, a.v, a.out})
-    if (!aligned16(ptr)) return false;
+    if (!aligned16(ptr)) return {};
   if (a.window > 0)
     for (const void* ptr : std::initializer_list<const void*>{a.pad_q, a.pad_k, a.pad_v})
-      if (!aligned16(ptr)) return false;
-  return true;
+      if (!aligned16(ptr)) return {};
+  const int relH = rel ? static_cast<int>(a.rel_H) : 0, relW = rel ? static_cast<int>(a.rel_W) : 0;
+  MmaPlan pl = rel ? mma_plan_for<true>(a.head_dim, relH, relW) : mma_plan_for<false>(a.head_dim, relH, relW);
+  if (pl.fn && pl.smem > static_cast<size_t>(optin_smem_limit())) return {};  // huge rel grid: CUDA-core kernel
+  return pl;
 }
+}  // namespace
+
+bool attention_uses_tensor_cores(const AttentionArgs& a) { return mma_plan(a).fn != nullptr; }
 
 void attention_launch(const AttentionArgs& a, cudaStream_t stream) {
   const bool rel = a.rel_h != nullptr;
@@ -863,32 +1009,19 @@ void attention_launch(const AttentionArgs& a, cudaStream_t stream) {
                 InvalidArgument, "cuda attention: num_seq ", a.num_seq, " is not a whole number of images");
   }
   if (a.num_seq == 0 || a.nq == 0) return;
-  const bool tc = attention_uses_tensor_cores(a);
+  const MmaPlan plan = mma_plan(a);
+  const bool tc = plan.fn != nullptr;
   if (tc && rel)
     for (const void* ptr : std::initializer_list<const void*>{p.th, p.tw, p.th_lo, p.tw_lo})
       VITRT_CHECK(aligned16(ptr), InvalidArgument, "cuda attention: rel-pos tables must be 16-byte aligned");
-  const int bm = tc ? kBM : sBM;
+  const int bm = tc ? plan.bm : sBM;
   p.num_qtiles = static_cast<int>((a.nq + bm - 1) / bm);
   const long long blocks = static_cast<long long>(p.num_qtiles) * a.heads * a.num_seq;
   VITRT_CHECK(blocks <= INT_MAX, InvalidArgument, "cuda attention: problem too large (", blocks, " blocks)");
   const int nb = static_cast<int>(blocks);
   if (tc) {
-    if (rel) {
-      switch (a.head_dim) {
-        case 64: launch_mma<64, true>(p, nb, stream); return;
-        case 80: launch_mma<80, true>(p, nb, stream); return;
-        case 128: launch_mma<128, true>(p, nb, stream); return;
-      }
-    } else {
-      switch (a.head_dim) {
-        case 16: launch_mma<16, false>(p, nb, stream); return;
-        case 32: launch_mma<32, false>(p, nb, stream); return;
-        case 64: launch_mma<64, false>(p, nb, stream); return;
-        case 80: launch_mma<80, false>(p, nb, stream); return;
-        case 128: launch_mma<128, false>(p, nb, stream); return;
-      }
-    }
-    throw Error("cuda attention: internal error (tensor-core head_dim)");
+    plan.fn(p, nb, plan.smem, stream);
+    return;
   }
   if (a.bf16) {
     if (rel) dispatch_simt<bf16, true>(p, nb, stream);

@@ -126,6 +126,11 @@ Plan make_plan(State& st, const Key& k, const GemmArgs& g, cudaDataType t) {
   LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   uint64_t ws = kWorkspaceBytes;
   LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  // Split-K partial sums only in fp32 (the compute type): the INPLACE and OUTPUT_TYPE schemes
+  // would round them to the output type, i.e. to bf16, between chunks.
+  const uint32_t reduction = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+  LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reduction,
+                                                sizeof(reduction)));
   LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &k.al_b, sizeof(uint32_t)));
   LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &k.al_a, sizeof(uint32_t)));
   LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &k.al_c, sizeof(uint32_t)));
