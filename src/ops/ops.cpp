@@ -21,12 +21,13 @@
 namespace vitrt::ops {
 namespace {
 
-// Every operand must be a defined, float32, host tensor for now. CUDA tensors get a clear error
-// until the CUDA kernels land.
+// On the CPU path every operand must be a defined, float32, host tensor. (Each op sends CUDA
+// tensors to cuda_impl by its first operand; a CUDA operand seen here means mixed devices.)
 void check_input(const Tensor& t, const char* op, const char* name) {
   VITRT_CHECK(t.defined(), InvalidArgument, "ops::", op, ": ", name, " is an undefined tensor");
   VITRT_CHECK(t.device() == Device::CPU, InvalidArgument, "ops::", op, ": ", name,
-              " is a CUDA tensor; CUDA operators are not implemented in this build");
+              " is a CUDA tensor but the operation runs on the CPU (its first operand is a host tensor); "
+              "all operands must be on the same device");
   VITRT_CHECK(t.dtype() == DType::F32, InvalidArgument, "ops::", op, ": ", name, " must be float32, got ",
               dtype_name(t.dtype()));
 }

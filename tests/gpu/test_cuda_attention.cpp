@@ -1,7 +1,8 @@
 // CUDA attention (src/ops/cuda/attention.*) against the CPU operators on random inputs:
-//  - attention_relpos (global grids 16x16, 12x20, 64x64; 14x14 windows as a batch of sequences),
-//    head dims 64 / 80 on the tensor-core kernel, 48 on the BF16 CUDA-core fallback, with and
-//    without rel-pos, F32 / BF16 / interpolated rel tables;
+//  - attention_relpos (global grids 16x16, 12x20, 32x32, 64x64; 14x14 windows as a batch of
+//    sequences), head dims 64 / 80 / 128 on the tensor-core kernel (both the short- and the
+//    long-sequence configurations), 48 and odd grid widths on the BF16 CUDA-core fallback, with
+//    and without rel-pos, F32 / BF16 / interpolated rel tables;
 //  - attention_relpos_windowed against window_partition + qkv linear + attention + unpartition
 //    (grids padded 64 -> 70, 20x30, 9x5 inside one window, odd batch counts);
 //  - attention (mask decoder shapes: 7 queries x 4096 keys, 4096 x 7, head dims 32 / 16 / 48);
@@ -311,6 +312,8 @@ TEST(CudaAttention, RelposGlobalSmall) {
     run_relpos({dt, 2, 7, 9, 2, 48, Rel::F32}, seed++);  // hd 48: CUDA-core kernel in both dtypes
     run_relpos({dt, 1, 5, 5, 1, 128, Rel::F32}, seed++);
     run_relpos({dt, 1, 1, 1, 1, 64, Rel::F32}, seed++);  // one token
+    run_relpos({dt, 2, 6, 9, 2, 64, Rel::BF16}, seed++);  // odd W: CUDA-core kernel in both dtypes
+    run_relpos({dt, 1, 32, 32, 2, 80, Rel::F32}, seed++);  // 1024 tokens: the long-sequence configuration
   }
 }
 
@@ -349,6 +352,7 @@ TEST(CudaAttention, WindowedVariant) {
     run_windowed({dt, 1, 9, 5, 14, 2, 80, Rel::F32}, seed++);    // grid inside one window
     run_windowed({dt, 1, 64, 64, 14, 1, 80, Rel::Interp}, seed++);
     run_windowed({dt, 3, 17, 11, 8, 2, 48, Rel::F32}, seed++);  // hd 48: CUDA-core kernel
+    run_windowed({dt, 2, 15, 16, 7, 2, 64, Rel::BF16}, seed++);  // odd window: CUDA-core kernel
   }
 }
 

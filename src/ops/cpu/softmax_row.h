@@ -12,7 +12,8 @@ namespace vitrt::cpu {
 
 // s[0..n): if bh is non-null (then bw too, and n == H * W) first adds the decomposed bias
 // s[kh * W + kw] += bh[kh] + bw[kw]; then replaces s[i] by exp(s[i] - max(s)) and returns the
-// sum of the new values. With a bias, `scratch` must hold n + 16 floats.
+// sum of the new values. With a bias, bh and bw must stay readable 16 floats past their H, resp.
+// W entries (full-vector loads), and `scratch` must hold n + 16 floats.
 float exp_row(float* s, int64_t n, const float* bh, const float* bw, int64_t H, int64_t W, float* scratch);
 
 namespace isa {

@@ -1,29 +1,30 @@
 // Fused attention kernels (see attention.h).
 //
-// Tensor-core kernel (flash_mma_kernel<HD, REL>), FlashAttention-2 style:
-//  - a CTA of 4 warps owns BM = 64 query rows of one (sequence, head); each warp 16 rows, whose
-//    Q fragments stay in registers for the whole key loop;
-//  - keys come in tiles of BN = 64 through a two-stage cp.async pipeline (K and V tiles in shared
+// Tensor-core kernel (flash_mma_kernel<MmaCfg<HD, BN, MT>, REL>), FlashAttention-2 style:
+//  - a CTA of 4 warps owns BM = 64*MT query rows of one (sequence, head); each warp MT m16 tiles,
+//    whose Q fragments stay in registers for the whole key loop;
+//  - keys come in tiles of BN through a two-stage cp.async pipeline (K and V tiles in shared
 //    memory, rows padded by 16 bytes so ldmatrix is conflict-free); out-of-range rows are
 //    zero-filled, out-of-range keys masked to -inf, and 16-key chunks wholly past the end skipped;
 //  - S = Q K^T and O += P V with mma.sync m16n8k16 (bf16 in, fp32 accumulate); online softmax in
 //    the log2 domain, per-thread partial row sums reduced across the quad at the end;
 //  - decomposed rel-pos (REL): in a prologue every warp multiplies its Q rows with all 2H-1 + 2W-1
 //    table rows on the tensor cores (G = Q T^T, tables streamed through the K/V buffers, hi + lo
-//    BF16 parts for F32 tables) and scatters G[i, ih - kh + H - 1] -> bias[i][kh] and
-//    G[i, Lh + iw - kw + W - 1] -> bias[i][H + kw] into an fp32 [BM][H + W] shared buffer
-//    (times log2 e). The N x N bias is never formed: the score tile adds bias[i][kh(j)] +
-//    bias[i][H + kw(j)] with (kh, H + kw) of each key from a per-tile coordinate table;
+//    BF16 parts for F32 tables) and scatters G[i, ih - kh + H - 1] -> rel_h[i][kh] and
+//    G[i, Lh + iw - kw + W - 1] -> rel_w[i][kw] into fp32 shared buffers laid out like the mma
+//    accumulators (see the kernel). The N x N bias is never formed: per n8 score tile one 16-byte
+//    load initialises the accumulators with rel_w / scale and one 8-byte load gives rel_h for the
+//    FFMA that applies the scale;
 //  - output staged through shared memory, written as 16-byte rows; window padding rows skipped.
 // CUDA-core kernel (simt_kernel<T, HDMAX, REL>): same online-softmax structure in fp32 with
 // 32 x 32 tiles in shared memory; used for F32 and for BF16 shapes the tensor-core kernel does
-// not cover. Accurate expf, fp32 everywhere.
+// not cover (head_dim not in {16, 32, 64, 80, 128}, rel-pos with odd W or head_dim < 64,
+// unaligned rows). Accurate expf, fp32 everywhere.
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <atomic>
 #include <climits>
-#include <cstdlib>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -307,11 +308,19 @@ __global__ void __launch_bounds__(kThreads) flash_mma_kernel(const KParams p) {
     const bf16* tw = static_cast<const bf16*>(p.tw);
     const bf16* thl = static_cast<const bf16*>(p.th_lo);
     const bf16* twl = static_cast<const bf16*>(p.tw_lo);
-    // q row (rg, hh): local row rg*16 + hh*8 + g; rows past nq use grid position 0 (finite, unused).
-    auto put = [&](int rg, int hh, int t, float val) {
-      const int i = m0 + rg * 16 + hh * 8 + g;
-      const int ii = i < p.nq ? i : 0;
-      const int ih = fdiv(ii, relW, p.inv_relW), iw = ii - ih * relW;
+    // Grid positions of this thread's query rows (mt, hh): local row (warp*MT + mt)*16 + hh*8 + g;
+    // rows past nq use position 0 (finite, unused).
+    int qih[MT][2], qiw[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int i = m0 + (warp * MT + mt) * 16 + hh * 8 + g;
+        const int ii = i < p.nq ? i : 0;
+        qih[mt][hh] = fdiv(ii, relW, p.inv_relW);
+        qiw[mt][hh] = ii - qih[mt][hh] * relW;
+      }
+    auto put = [&](int rg, int hh, int ih, int iw, int t, float val) {
       if (t < Lh) {
         const int kh = ih + relH - 1 - t;
         if (kh >= 0 && kh < relH) BHs[kh * SH + rg * 16 + g * 2 + hh] = val * kLog2e;
@@ -380,8 +389,8 @@ __global__ void __launch_bounds__(kThreads) flash_mma_kernel(const KParams p) {
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               const int t = c0 + pr * 16 + hf * 8 + 2 * tq + e;
-              put(warp * MT + mt, 0, t, acc[mt][hf][e]);
-              put(warp * MT + mt, 1, t, acc[mt][hf][2 + e]);
+              put(warp * MT + mt, 0, qih[mt][0], qiw[mt][0], t, acc[mt][hf][e]);
+              put(warp * MT + mt, 1, qih[mt][1], qiw[mt][1], t, acc[mt][hf][2 + e]);
             }
       }
     }
@@ -889,23 +898,27 @@ MmaPlan make_plan(int relH, int relW) {
   return pl;
 }
 
-// Key tile BN and m16 tiles per warp MT by head dim: MT = 2 halves the shared-memory traffic of K
-// and V per query row; hd 80 takes 32-key tiles (registers, and two CTAs per SM with the 64x64
-// rel-pos bias); hd 128 keeps one m-tile per warp (registers).
+// Key tile BN and m16 tiles per warp MT, by head dim and sequence length; measured on an H200 at
+// vit_b / vit_h shapes (ms per 32 images, 14x14 windows with rel-pos; 64x64 global with rel-pos):
+//   hd 64: windows 1x64 1.47, 2x64 1.82, 1x32 1.51; global 1x64 13.6, 2x64 13.3, 1x32 12.7
+//   hd 80: windows 1x64 2.61, 2x64 2.68, 1x32 2.34; global 1x64 26.2, 2x64 19.8, 1x32 23.1
+// (MT x BN; MT = 2 reuses every K / V fragment for two m-tiles but needs ~220 registers).
 template <bool REL>
-MmaPlan mma_plan_for(int hd, int relH, int relW) {
+MmaPlan mma_plan_for(int hd, int64_t nq, int relH, int relW) {
+  const bool long_seq = nq >= 1024;
   switch (hd) {
-    case 64: return make_plan<MmaCfg<64, 64, 2>, REL>(relH, relW);
+    case 64:
+      return long_seq ? make_plan<MmaCfg<64, 32, 1>, REL>(relH, relW) : make_plan<MmaCfg<64, 64, 1>, REL>(relH, relW);
     case 80:
-      if (const char* e = std::getenv("VITRT_ATTN_BN80"); e && std::atoi(e) == 64)  // TEMP: tuning
-        return make_plan<MmaCfg<80, 64, 2>, REL>(relH, relW);
-      return make_plan<MmaCfg<80, 32, 2>, REL>(relH, relW);
+      return long_seq ? make_plan<MmaCfg<80, 64, 2>, REL>(relH, relW) : make_plan<MmaCfg<80, 32, 1>, REL>(relH, relW);
     case 128: return make_plan<MmaCfg<128, 64, 1>, REL>(relH, relW);
   }
-  if constexpr (!REL) {
+  if constexpr (!REL) {  // mask decoder: few queries -> one m-tile per warp
     switch (hd) {
-      case 16: return make_plan<MmaCfg<16, 64, 2>, false>(relH, relW);
-      case 32: return make_plan<MmaCfg<32, 64, 2>, false>(relH, relW);
+      case 16:
+        return nq > 64 ? make_plan<MmaCfg<16, 64, 2>, false>(relH, relW) : make_plan<MmaCfg<16, 64, 1>, false>(relH, relW);
+      case 32:
+        return nq > 64 ? make_plan<MmaCfg<32, 64, 2>, false>(relH, relW) : make_plan<MmaCfg<32, 64, 1>, false>(relH, relW);
     }
   }
   return {};
@@ -949,7 +962,7 @@ MmaPlan mma_plan(const AttentionArgs& a) {
     for (const void* ptr : std::initializer_list<const void*>{a.pad_q, a.pad_k, a.pad_v})
       if (!aligned16(ptr)) return {};
   const int relH = rel ? static_cast<int>(a.rel_H) : 0, relW = rel ? static_cast<int>(a.rel_W) : 0;
-  MmaPlan pl = rel ? mma_plan_for<true>(a.head_dim, relH, relW) : mma_plan_for<false>(a.head_dim, relH, relW);
+  MmaPlan pl = rel ? mma_plan_for<true>(a.head_dim, a.nq, relH, relW) : mma_plan_for<false>(a.head_dim, a.nq, relH, relW);
   if (pl.fn && pl.smem > static_cast<size_t>(optin_smem_limit())) return {};  // huge rel grid: CUDA-core kernel
   return pl;
 }
@@ -1011,6 +1024,8 @@ void attention_launch(const AttentionArgs& a, cudaStream_t stream) {
   if (a.num_seq == 0 || a.nq == 0) return;
   const MmaPlan plan = mma_plan(a);
   const bool tc = plan.fn != nullptr;
+  VITRT_CHECK(!rel || a.rel_bf16 == tc, InvalidArgument, "cuda attention: rel-pos tables must be ",
+              tc ? "BF16" : "F32", " for this problem (see attention_uses_tensor_cores)");
   if (tc && rel)
     for (const void* ptr : std::initializer_list<const void*>{p.th, p.tw, p.th_lo, p.tw_lo})
       VITRT_CHECK(aligned16(ptr), InvalidArgument, "cuda attention: rel-pos tables must be 16-byte aligned");

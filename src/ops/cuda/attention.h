@@ -42,6 +42,7 @@ struct AttentionArgs {
   // Relative-position tables, rows exactly 2*rel_H-1 and 2*rel_W-1, contiguous [rows, head_dim].
   // Tensor-core path (attention_uses_tensor_cores): BF16, with optional BF16 residuals *_lo
   // (table = hi + lo, for tables that were F32); CUDA-core path: F32, *_lo unused.
+  bool rel_bf16 = false;  // dtype of the tables below (checked against the kernel choice)
   const void* rel_h = nullptr;
   const void* rel_w = nullptr;
   const void* rel_h_lo = nullptr;

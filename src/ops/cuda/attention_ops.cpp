@@ -52,9 +52,13 @@ RelTables prepare_rel(cuda::AttentionArgs& a, const Tensor& rh, const Tensor& rw
   const int64_t hd = a.head_dim;
   const int64_t want_h = 2 * H - 1, want_w = 2 * W - 1;
   RelTables t;
-  // Probe with placeholder tables: the kernel choice does not depend on the tables.
+  // Probe with placeholder tables and the real grid: the kernel choice depends on the grid (and
+  // on the other arguments, all set by now), not on the table pointers.
   a.rel_h = a.rel_w = rh.raw();
+  a.rel_H = H;
+  a.rel_W = W;
   const bool tc = cuda::attention_uses_tensor_cores(a);
+  a.rel_bf16 = tc;
   auto direct = [&](const Tensor& src, int64_t want) {
     return src.size(0) == want && (tc ? is_bf16(src) && aligned16(src.raw()) : !is_bf16(src));
   };
@@ -88,8 +92,6 @@ RelTables prepare_rel(cuda::AttentionArgs& a, const Tensor& rh, const Tensor& rw
   a.rel_w = t.w.raw();
   a.rel_h_lo = t.h_lo.defined() ? t.h_lo.raw() : nullptr;
   a.rel_w_lo = t.w_lo.defined() ? t.w_lo.raw() : nullptr;
-  a.rel_H = H;
-  a.rel_W = W;
   return t;
 }
 
