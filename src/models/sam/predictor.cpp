@@ -7,6 +7,7 @@
 #include "models/sam/sam_model.h"
 #include "ops/cpu/resize_antialias.h"
 #include "ops/ops.h"
+#include "ops/ops_cuda.h"
 
 namespace vitrt {
 
@@ -46,15 +47,23 @@ void SamPredictor::set_image(const Image& rgb) {
   VITRT_CHECK(rgb.channels == 3 && rgb.pixels.size() == static_cast<size_t>(rgb.width) * rgb.height * 3,
               ImageError, "set_image expects an RGB image with ", rgb.width, "x", rgb.height, "x3 bytes");
   const SamConfig& c = model_->config;
-  Image resized = resize_longest_side(rgb, c.img_size);
-  Tensor x = ops::cast(normalise_and_pad(resized, c).to(model_->device), model_->dtype);
+  int input_h = 0, input_w = 0;
+  Tensor x;
+  if (model_->device == Device::CUDA) {  // upload the uint8 image; resize/normalise/pad on the GPU
+    x = ops::cuda_impl::preprocess_image(rgb, c.img_size, c.pixel_mean, c.pixel_std, model_->dtype, &input_h, &input_w);
+  } else {
+    Image resized = resize_longest_side(rgb, c.img_size);
+    input_h = resized.height;
+    input_w = resized.width;
+    x = normalise_and_pad(resized, c);
+  }
   has_embedding_ = false;
   embedding_ = ImageEmbedding{};
   embedding_.features = ops::cast(model_->image_encoder.forward(x), DType::F32).to(Device::CPU);
   embedding_.original_height = rgb.height;
   embedding_.original_width = rgb.width;
-  embedding_.input_height = resized.height;
-  embedding_.input_width = resized.width;
+  embedding_.input_height = input_h;
+  embedding_.input_width = input_w;
   embedding_.model_fingerprint = model_->fingerprint;
   has_embedding_ = true;
 }
@@ -125,9 +134,17 @@ sam::ModelPrompt to_model_prompt(const Prompt& p, const ImageEmbedding& e, const
 
 // Sam.postprocess_masks: bilinear to S x S, crop the un-padded input region, bilinear to the
 // original size. Then threshold at 0 unless logits are asked for.
-void postprocess(const Tensor& low_res, const ImageEmbedding& e, const SamConfig& c, bool return_logits,
-                 Prediction& out) {
+void postprocess(const Tensor& low_res, const ImageEmbedding& e, const SamConfig& c, Device device,
+                 bool return_logits, Prediction& out) {
   const int64_t K = low_res.size(0), S = c.img_size, ih = e.input_height, iw = e.input_width;
+  if (device == Device::CUDA) {  // same arithmetic on the GPU (tests/gpu: PostprocessMasksMatchPredictor)
+    Tensor logits;
+    Tensor masks = ops::cuda_impl::postprocess_masks(low_res.to(Device::CUDA), S, ih, iw, e.original_height,
+                                                     e.original_width, return_logits ? &logits : nullptr);
+    out.masks = masks.to(Device::CPU);
+    if (return_logits) out.logits = logits.to(Device::CPU);
+    return;
+  }
   Tensor full = ops::resize_bilinear(low_res, S, S);
   Tensor crop = Tensor::empty({K, ih, iw});
   for (int64_t k = 0; k < K; ++k)
@@ -185,7 +202,7 @@ std::vector<Prediction> SamPredictor::predict_batch(const std::vector<Prompt>& p
       std::memcpy(out.low_res_logits.raw(), masks.data<float>() + (b * M + first) * m4 * m4,
                   sizeof(float) * K * m4 * m4);
       for (int64_t k = 0; k < K; ++k) out.scores.push_back(iou.data<float>()[b * M + first + k]);
-      postprocess(out.low_res_logits, e, c, return_logits, out);
+      postprocess(out.low_res_logits, e, c, model_->device, return_logits, out);
     }
   }
   return results;
