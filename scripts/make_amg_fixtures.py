@@ -53,25 +53,38 @@ def load_tiny1024():
 # With random weights every point gives the same high-frequency noise mask (checkerboards of
 # the 2x2 transposed convs, one sign almost everywhere), so the generator keeps one record and
 # nothing is compared. The patch makes the masks follow the image and vary with the point:
+#  * the image encoder's last 3x3 neck conv keeps only its centre tap (its zero padding drew a
+#    line along the image border into every mask, so every box spanned the image);
 #  * each transposed conv gets the mean of its 2x2 kernel taps at every tap (no checkerboard);
+#  * the last image-to-token attention's q, k and v projections are scaled by 4: the image tokens
+#    then attend to the point token by position (its Fourier features), so masks depend on it;
 #  * each hypernetwork's last bias is a random vector orthogonal to the mean upscaled feature
 #    on the landscape image, norm 60, sign flipped (masks = image regions, not background),
-#    and its weight is scaled by 0.3 (the point moves the mask);
+#    minus 0.6 / |mean| along that mean (a logit offset of -0.6: smaller masks);
 #  * the IoU head's last bias gets +0.2 so the predicted IoUs straddle a positive threshold.
 PATCH_KEYS = [
+    "image_encoder.neck.2.weight",
     "mask_decoder.output_upscaling.0.weight",
     "mask_decoder.output_upscaling.3.weight",
     "mask_decoder.iou_prediction_head.layers.2.bias",
-] + [f"mask_decoder.output_hypernetworks_mlps.{i}.layers.2.{k}" for i in range(4) for k in ("weight", "bias")]
+] + [f"mask_decoder.transformer.layers.1.cross_attn_image_to_token.{p}_proj.weight" for p in ("q", "k", "v")
+     ] + [f"mask_decoder.output_hypernetworks_mlps.{i}.layers.2.bias" for i in range(4)]
 
 
 @torch.no_grad()
 def make_amg_model():
     sam = load_tiny1024()
     md = sam.mask_decoder
+    neck = sam.image_encoder.neck[2].weight  # 3x3 conv with zero padding: keep the centre tap only
+    centre = neck[:, :, 1, 1].clone()
+    neck.zero_()
+    neck[:, :, 1, 1] = centre
     for conv in (md.output_upscaling[0], md.output_upscaling[3]):
         w = conv.weight
         w.copy_(w.mean(dim=(2, 3), keepdim=True).expand_as(w).clone())
+    attn = md.transformer.layers[-1].cross_attn_image_to_token  # image tokens -> prompt tokens
+    for proj in (attn.q_proj, attn.k_proj, attn.v_proj):
+        proj.weight.mul_(4.0)
     feats = {}
     hook = md.output_upscaling.register_forward_hook(lambda m, i, o: feats.__setitem__("up", o.detach()))
     p = SamPredictor(sam)
@@ -83,25 +96,30 @@ def make_amg_model():
     for mlp in md.output_hypernetworks_mlps:
         b = torch.randn(mvec.numel(), generator=g, dtype=torch.float64)
         b = b - (b @ mvec) / (mvec @ mvec) * mvec
-        mlp.layers[-1].bias.copy_((b / b.norm() * -60.0).float())
-        mlp.layers[-1].weight.mul_(0.3)
+        b = b / b.norm() * -60.0 - mvec / (mvec @ mvec) * 0.6
+        mlp.layers[-1].bias.copy_(b.float())
     md.iou_prediction_head.layers[-1].bias.add_(0.2)
     sd = sam.state_dict()
     patch = {k: sd[k].clone().contiguous() for k in PATCH_KEYS}
     return sam, patch
 
 
-# name -> (image, options). Thresholds are lowered for random weights (predicted IoUs here are
-# about -0.05 .. 0.2, stability scores 0 .. 0.9).
+# name -> (image, options). Thresholds are lowered for random weights: predicted IoUs here are
+# about -0.01 .. 0.22, and the logits are small, so stability scores at offset 1 are mostly near 0
+# (offsets 0.1 .. 0.25 spread them over 0 .. 0.9); box NMS is loosened a little because the
+# masks of neighbouring points overlap a lot.
 AMG_CASES = {
-    "land_pps12": ("landscape", dict(points_per_side=12, pred_iou_thresh=0.1, stability_score_thresh=0.3)),
+    "land_pps12": ("landscape", dict(points_per_side=12, pred_iou_thresh=0.1, stability_score_thresh=0.0005,
+                                     box_nms_thresh=0.85)),
     "land_crops1": ("landscape", dict(points_per_side=8, points_per_batch=50, pred_iou_thresh=0.1,
-                                      stability_score_thresh=0.3, crop_n_layers=1)),
-    "port_minarea": ("portrait", dict(points_per_side=12, pred_iou_thresh=0.1, stability_score_thresh=0.3,
-                                      box_nms_thresh=0.8, min_mask_region_area=150)),
-    "land_crops1_minarea": ("landscape", dict(points_per_side=8, pred_iou_thresh=0.1, stability_score_thresh=0.3,
-                                              crop_n_layers=1, crop_n_points_downscale_factor=2,
-                                              min_mask_region_area=60, crop_nms_thresh=0.6)),
+                                      stability_score_thresh=0.1, stability_score_offset=0.25, crop_n_layers=1,
+                                      box_nms_thresh=0.9)),
+    "port_minarea": ("portrait", dict(points_per_side=12, pred_iou_thresh=0.1, stability_score_thresh=0.55,
+                                      stability_score_offset=0.1, box_nms_thresh=0.95, min_mask_region_area=150)),
+    "land_crops1_minarea": ("landscape", dict(points_per_side=8, pred_iou_thresh=0.05, stability_score_thresh=0.1,
+                                              stability_score_offset=0.25, crop_n_layers=1,
+                                              crop_n_points_downscale_factor=2, min_mask_region_area=60,
+                                              box_nms_thresh=0.9, crop_nms_thresh=0.6)),
 }
 
 

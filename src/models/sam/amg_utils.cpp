@@ -212,6 +212,7 @@ std::vector<uint32_t> rle_counts_uncropped(const uint8_t* m, int h, int w, int x
   uint8_t cur = 0;
   uint64_t run = 0;
   auto add = [&](uint8_t v, uint64_t len) {
+    if (len == 0) return;
     if (v != cur) {
       counts.push_back(static_cast<uint32_t>(run));
       cur = v;

@@ -82,6 +82,9 @@ void decode_points(const SamModel& model, const ImageEmbedding& e, const std::ve
                    Tensor& iou) {
   const SamConfig& c = model.config;
   const sam::PromptEncoder& pe = model.prompt_encoder;
+  // The batch decode and the filters below read host memory; a device path replaces both.
+  VITRT_CHECK(!e.features.is_cuda() && !pe.no_mask.is_cuda(), InvalidArgument,
+              "the automatic mask generator runs on the CPU backend only so far (the model is on CUDA)");
   const int64_t n = static_cast<int64_t>(pts.size()), D = c.out_chans, HW = c.grid_size() * c.grid_size();
   const int64_t m = c.low_res_size();
   // ResizeLongestSide.apply_coords: coords * (new_w / old_w) in float64. The prompt encoder then
