@@ -3,6 +3,8 @@
 #include "core/device_memory.h"
 
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <cstring>
 #include <sstream>
 
@@ -61,6 +63,59 @@ template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
 template <> constexpr DType dtype_of<uint16_t>() { return DType::BF16; }  // raw 16-bit access
 }  // namespace
 
+namespace {
+
+// Host memory for tensors. Large blocks (the encoder's qkv and MLP activations are 10-50 MB) are
+// kept in a small cache when freed: glibc returns blocks above its mmap threshold to the kernel, and
+// faulting those pages back in on every forward cost about 20% of the CPU encoder's time.
+using HostBlock = std::shared_ptr<const void>;
+constexpr size_t kCacheMin = size_t{1} << 20;        // cache blocks of 1 MiB and more
+constexpr size_t kCacheLimit = size_t{2} << 30;      // keep at most 2 GiB idle
+
+struct HostCache {
+  std::mutex mu;
+  std::multimap<size_t, void*> idle;  // rounded size -> block
+  size_t idle_bytes = 0;
+};
+HostCache& host_cache() {
+  static HostCache* c = new HostCache();  // never destroyed: tensors may outlive static destructors
+  return *c;
+}
+
+HostBlock host_allocate(size_t bytes) {
+  // 64-byte alignment for vector loads; at least one line so data is never null.
+  size_t alloc = ((bytes + 63) / 64) * 64 + 64;
+  if (alloc >= kCacheMin) alloc = ((alloc + 65535) / 65536) * 65536;  // coarse sizes so blocks are reused
+  void* p = nullptr;
+  if (alloc >= kCacheMin) {
+    HostCache& c = host_cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.idle.find(alloc);
+    if (it != c.idle.end()) {
+      p = it->second;
+      c.idle.erase(it);
+      c.idle_bytes -= alloc;
+    }
+  }
+  if (!p) p = std::aligned_alloc(64, alloc);
+  if (!p) throw Error(detail::concat("out of memory allocating ", bytes, " bytes of host memory"));
+  return HostBlock(p, [alloc](const void* q) {
+    void* block = const_cast<void*>(q);
+    if (alloc >= kCacheMin) {
+      HostCache& c = host_cache();
+      std::lock_guard<std::mutex> lock(c.mu);
+      if (c.idle_bytes + alloc <= kCacheLimit) {
+        c.idle.emplace(alloc, block);
+        c.idle_bytes += alloc;
+        return;
+      }
+    }
+    std::free(block);
+  });
+}
+
+}  // namespace
+
 Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
   for (int64_t d : shape) VITRT_CHECK(d >= 0, InvalidArgument, "negative dimension in shape ", shape_str(shape));
   Tensor t;
@@ -74,12 +129,9 @@ Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
     t.owner_ = std::move(mem);
     return t;
   }
-  // 64-byte alignment for vector loads; at least one byte so data_ is never null.
-  size_t alloc = ((bytes + 63) / 64) * 64 + 64;
-  void* p = std::aligned_alloc(64, alloc);
-  if (!p) throw Error(detail::concat("out of memory allocating ", bytes, " bytes for tensor ", shape_str(t.shape_)));
-  t.owner_ = std::shared_ptr<const void>(p, [](const void* q) { std::free(const_cast<void*>(q)); });
-  t.data_ = p;
+  HostBlock block = host_allocate(bytes);
+  t.owner_ = std::move(block);
+  t.data_ = const_cast<void*>(t.owner_.get());
   return t;
 }
 
