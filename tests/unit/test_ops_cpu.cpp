@@ -117,15 +117,26 @@ TEST(OpsCpu, LinearRejectsBadShapes) {
   EXPECT_THROW(ops::linear(x, w2, nullptr, ops::Activation::None, &r), InvalidArgument);
 }
 
-TEST(OpsCpu, CudaTensorIsRejectedClearly) {
+TEST(OpsCpu, MixedDevicesAreRejectedClearly) {
+  // A CUDA operand next to a host first operand: caught on the CPU path before any kernel runs.
   auto owner = std::make_shared<float>(0.f);
-  Tensor fake = Tensor::wrap(owner, owner.get(), {1}, vitrt::DType::F32, vitrt::Device::CUDA);
+  Tensor fake = Tensor::wrap(owner, owner.get(), {1, 1}, vitrt::DType::F32, vitrt::Device::CUDA);
+  Tensor x = rand_tensor({2, 1}, 1);
+  try {
+    ops::linear(x, fake);
+    FAIL() << "no exception";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("same device"), std::string::npos) << e.what();
+  }
+#ifndef VITRT_HAVE_CUDA
+  // Without a CUDA backend, CUDA tensors get an error that says so.
   try {
     ops::relu_(fake);
     FAIL() << "no exception";
-  } catch (const InvalidArgument& e) {
+  } catch (const vitrt::Error& e) {
     EXPECT_NE(std::string(e.what()).find("CUDA"), std::string::npos) << e.what();
   }
+#endif
 }
 
 // ---------------------------------------------------------------------------------- matmul
