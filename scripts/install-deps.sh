@@ -3,6 +3,9 @@
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config libgtest-dev libdnnl-dev nlohmann-json3-dev libcli11-dev libspng-dev
       libjpeg62-turbo-dev libpng-dev python3-skimage)
+# `vitrt serve` (HTTP server; OpenSSL for content hashes), the Python package (venv + headers),
+# and the browser test's headless Chromium with its WebDriver.
+pkgs+=(libcpp-httplib-dev libssl-dev python3-dev python3-venv chromium chromium-driver)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdlib>
 
+#include "io/rle.h"
 #include "vitrt/error.h"
 
 namespace vitrt::server {
@@ -99,6 +100,51 @@ std::string image_content_hash(const Image& rgb) {
     id += hex[digest[i] & 15];
   }
   return id;
+}
+
+MaskSummary summarize_mask(const uint8_t* mask, int h, int w) {
+  MaskSummary out;
+  std::vector<uint32_t> counts;
+  uint8_t prev = 0;
+  uint32_t run = 0;
+  int64_t x0 = w, x1 = -1, y0 = h, y1 = -1;
+  constexpr int kBlock = 64;  // columns per block: kBlock * h bytes stay in cache
+  std::vector<uint8_t> cols(static_cast<size_t>(kBlock) * h);
+  for (int bx = 0; bx < w; bx += kBlock) {
+    const int nb = std::min(kBlock, w - bx);
+    for (int y = 0; y < h; ++y) {  // transpose the block: cols[c * h + y] = mask[y][bx + c]
+      const uint8_t* row = mask + static_cast<size_t>(y) * w + bx;
+      for (int c = 0; c < nb; ++c) cols[static_cast<size_t>(c) * h + y] = row[c] != 0;
+    }
+    for (int c = 0; c < nb; ++c) {
+      const uint8_t* col = cols.data() + static_cast<size_t>(c) * h;
+      int first = -1, last = -1;
+      for (int y = 0; y < h; ++y) {
+        const uint8_t v = col[y];
+        if (v != prev) {
+          counts.push_back(run);
+          run = 0;
+          prev = v;
+        }
+        ++run;
+        if (v) {
+          if (first < 0) first = y;
+          last = y;
+          ++out.area;
+        }
+      }
+      if (first >= 0) {
+        x0 = std::min<int64_t>(x0, bx + c);
+        x1 = bx + c;
+        y0 = std::min<int64_t>(y0, first);
+        y1 = std::max<int64_t>(y1, last);
+      }
+    }
+  }
+  counts.push_back(run);
+  out.coco_counts = rle_to_string(counts);
+  if (x1 >= 0) out.bbox = {x0, y0, x1 - x0 + 1, y1 - y0 + 1};
+  return out;
 }
 
 std::vector<std::vector<int>> mask_to_polygons(const uint8_t* mask, int h, int w, size_t max_polygons) {

@@ -1,6 +1,7 @@
 // Encodings the HTTP API needs: base64 (embeddings, low-res logits and images inside JSON),
 // the content hash that keys the embedding cache, and masks as polygons.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -18,6 +19,17 @@ std::vector<uint8_t> base64_decode(std::string_view text, const char* what);
 // Hex SHA-256 (first 128 bits: 32 hex digits) of the decoded pixels and the size, so that the
 // same picture is one cache entry whatever file format or metadata it came in.
 std::string image_content_hash(const Image& rgb);
+
+// What the API reports about one binary mask, from a single pass over it.
+struct MaskSummary {
+  std::string coco_counts;          // pycocotools' compressed RLE string (column-major runs)
+  uint64_t area = 0;                // set pixels
+  std::array<int64_t, 4> bbox{};    // COCO XYWH (w = right - left + 1); zeros when empty
+};
+// Same results as rle_to_string(rle_counts()), mask_area() and mask_bbox_xywh() of io/rle.h, but
+// the mask is read row by row in blocks of columns (the runs go down columns, the mask is stored
+// by rows: reading it column by column strides across the whole mask once per column).
+MaskSummary summarize_mask(const uint8_t* mask, int h, int w);
 
 // Outer boundaries of the 4-connected components of a row-major h x w mask (nonzero = inside),
 // each a closed polygon [x0, y0, x1, y1, ...] on the pixel-corner grid (a pixel (x, y) spans

@@ -5,11 +5,13 @@
 #include "server/server.h"
 
 #include <httplib.h>
+#include <malloc.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -18,7 +20,6 @@
 #include <set>
 #include <thread>
 
-#include "io/rle.h"
 #include "models/sam/sam_model.h"
 #include "server/byte_lru.h"
 #include "server/codec.h"
@@ -51,6 +52,13 @@ class HttpError : public std::runtime_error {
 void send_error(httplib::Response& res, int status, const std::string& reason) {
   res.status = status;
   res.set_content(json{{"error", reason}, {"status", status}}.dump() + "\n", "application/json");
+}
+
+// The body is moved in, not copied (set_content copies; answers with masks can be large).
+void send_json(httplib::Response& res, const json& j) {
+  res.body = j.dump();
+  res.body += '\n';
+  res.set_header("Content-Type", "application/json");
 }
 
 // "image/png; charset=x" -> "image/png"
@@ -128,6 +136,11 @@ struct SamServer::Impl {
   Clock::time_point started = Clock::now();
   std::mutex id_mu;
   std::mt19937_64 id_rng{std::random_device{}()};
+  std::atomic<uint64_t> served{0};  // requests answered (the trimmer runs only after activity)
+  std::mutex trim_mu;
+  std::condition_variable trim_cv;
+  bool trim_stop = false;
+  std::thread trimmer;
 
   Impl(std::shared_ptr<const SamModel> m, ServerOptions o)
       : model(std::move(m)),
@@ -137,6 +150,14 @@ struct SamServer::Impl {
     VITRT_CHECK(model != nullptr, InvalidArgument, "the server needs a model");
     VITRT_CHECK(opt.http_threads >= 1 && opt.decode_workers >= 1 && opt.decode_queue >= 1 && opt.max_points >= 1,
                 InvalidArgument, "server options: threads, workers, queues and max_points must be >= 1");
+    if (opt.tune_malloc) {
+      // Allocations up to 32 MiB (every decode tensor) come from the heap and stay there when
+      // freed; only an idle server gives memory back (trim_loop). Set before any thread starts.
+      mallopt(M_MMAP_THRESHOLD, 32 << 20);
+      mallopt(M_TRIM_THRESHOLD, 1 << 30);
+      // Fewer arenas than glibc's 8 per core: each keeps its own high-water mark of free memory.
+      mallopt(M_ARENA_MAX, 4);
+    }
     batcher = std::make_unique<EncodeBatcher>(model, opt.encode, metrics,
                                               [this](const std::string& key, const EncodeBatcher::Result& e) {
                                                 embeddings.put(key, e, embedding_bytes(*e));
@@ -147,6 +168,39 @@ struct SamServer::Impl {
     });
     everything_queue = std::make_unique<WorkQueue>("the segment-everything", 1, 2);
     setup_routes();
+    if (opt.tune_malloc && opt.trim_idle_ms > 0) trimmer = std::thread([this] { trim_loop(); });
+  }
+
+  ~Impl() {
+    {
+      std::lock_guard lock(trim_mu);
+      trim_stop = true;
+    }
+    trim_cv.notify_all();
+    if (trimmer.joinable()) trimmer.join();
+  }
+
+  // Hands freed heap memory back to the system once no request came for trim_idle_ms after
+  // some did, and under steady load every 15 idle intervals (30 s by default): resident memory
+  // then follows the caches, not the busiest moment of each arena. A trim costs the next
+  // requests a burst of page faults, hence not more often.
+  void trim_loop() {
+    uint64_t seen = served.load();
+    bool dirty = false;
+    int busy_rounds = 0;
+    std::unique_lock lock(trim_mu);
+    while (!trim_cv.wait_for(lock, std::chrono::milliseconds(opt.trim_idle_ms), [&] { return trim_stop; })) {
+      const uint64_t now = served.load();
+      const bool idle = now == seen;
+      seen = now;
+      if (!idle) dirty = true;
+      busy_rounds = idle ? 0 : busy_rounds + 1;
+      if (dirty && (idle || busy_rounds >= 15)) {
+        malloc_trim(0);
+        dirty = false;
+        busy_rounds = 0;
+      }
+    }
   }
 
   static size_t embedding_bytes(const ImageEmbedding& e) { return e.features.nbytes() + 256; }
@@ -333,7 +387,7 @@ struct SamServer::Impl {
     if (mode == "base64")
       out["embedding"] = {{"dtype", "float32"}, {"byte_order", "little"}, {"shape", shape},
                           {"data", base64_encode(emb.features.raw(), emb.features.nbytes())}};
-    res.set_content(out.dump() + "\n", "application/json");
+    send_json(res, out);
   }
 
   // ----- POST /v1/segment -----
@@ -442,18 +496,39 @@ struct SamServer::Impl {
     const bool want_logits = boolean(f, "return_low_res_logits", false);
 
     // Decode on a worker; validation errors from the predictor come back through the future.
-    // The job owns everything it uses, so a request that times out can leave without it.
+    // The job owns everything it uses, so a request that times out can leave without it. The
+    // masks are summarised (RLE, area, box, polygons) there too, one OpenMP thread per mask.
+    struct Decoded {
+      Prediction pred;
+      std::vector<MaskSummary> summaries;
+      std::vector<std::vector<std::vector<int>>> polygons;
+      double decode_ms = 0, summarise_ms = 0;
+    };
     const auto queued = Clock::now();
-    std::future<std::pair<Prediction, double>> fut;
+    std::future<Decoded> fut;
     try {
-      fut = decoders->submit([this, embedding = e.embedding, prompt = std::move(prompt), multimask] {
+      fut = decoders->submit([this, embedding = e.embedding, prompt = std::move(prompt), multimask, want_polygons] {
+        Decoded d;
         const auto d0 = Clock::now();
         SamPredictor predictor(model);
         predictor.set_embedding(*embedding);
-        Prediction p = predictor.predict(prompt, multimask, false);
-        const double ms = ms_since(d0);
-        metrics.observe_decode(ms / 1000.0);
-        return std::pair{std::move(p), ms};
+        d.pred = predictor.predict(prompt, multimask, false);
+        d.decode_ms = ms_since(d0);
+        metrics.observe_decode(d.decode_ms / 1000.0);
+        const auto s0 = Clock::now();
+        const int H = embedding->original_height, W = embedding->original_width;
+        const int K = static_cast<int>(d.pred.masks.size(0));
+        const uint8_t* masks = d.pred.masks.data<uint8_t>();
+        const size_t plane = static_cast<size_t>(H) * W;
+        d.summaries.resize(K);
+        d.polygons.resize(want_polygons ? K : 0);
+#pragma omp parallel for schedule(dynamic, 1) if (K > 1)
+        for (int k = 0; k < K; ++k) {
+          d.summaries[k] = summarize_mask(masks + k * plane, H, W);
+          if (want_polygons) d.polygons[k] = mask_to_polygons(masks + k * plane, H, W);
+        }
+        d.summarise_ms = ms_since(s0);
+        return d;
       });
     } catch (const Overloaded&) {
       metrics.count_rejection("decode");
@@ -461,35 +536,32 @@ struct SamServer::Impl {
     }
     if (fut.wait_for(std::chrono::seconds(opt.decode_timeout_s)) != std::future_status::ready)
       throw HttpError(503, detail::concat("decoding did not finish within ", opt.decode_timeout_s, " s; retry later"));
-    Prediction pred;
-    double decode_ms = 0;
+    Decoded d;
     try {
-      std::tie(pred, decode_ms) = fut.get();
+      d = fut.get();
     } catch (const InvalidArgument& err) {
       throw HttpError(400, err.what());
     }
-    const double wait_ms = ms_since(queued) - decode_ms;
+    const Prediction& pred = d.pred;
+    const double wait_ms = ms_since(queued) - d.decode_ms - d.summarise_ms;
 
     const auto p0 = Clock::now();
     const int H = emb.original_height, W = emb.original_width;
     const int64_t K = pred.masks.size(0);
-    const size_t plane = static_cast<size_t>(H) * W;
     const std::string logits_id = new_logits_id();
     logits.put(logits_id, std::make_shared<const StoredLogits>(StoredLogits{e.id, pred.low_res_logits}),
                pred.low_res_logits.nbytes() + 128);
     json masks = json::array();
     int64_t best = 0;
     for (int64_t k = 0; k < K; ++k) {
-      const uint8_t* m = pred.masks.data<uint8_t>() + k * plane;
       if (pred.scores[k] > pred.scores[best]) best = k;
-      const auto bbox = mask_bbox_xywh(m, H, W);
+      MaskSummary& sum = d.summaries[k];
       json mask = {{"score", pred.scores[k]},
-                   {"area", mask_area(m, H, W)},
-                   {"bbox", {static_cast<int64_t>(bbox[0]), static_cast<int64_t>(bbox[1]),
-                             static_cast<int64_t>(bbox[2]), static_cast<int64_t>(bbox[3])}},
-                   {"segmentation", {{"size", {H, W}}, {"counts", rle_to_string(rle_counts(m, H, W))}}},
+                   {"area", sum.area},
+                   {"bbox", sum.bbox},
+                   {"segmentation", {{"size", {H, W}}, {"counts", std::move(sum.coco_counts)}}},
                    {"mask_input_id", logits_id + "." + std::to_string(k)}};
-      if (want_polygons) mask["polygons"] = mask_to_polygons(m, H, W);
+      if (want_polygons) mask["polygons"] = std::move(d.polygons[k]);
       if (want_logits) {
         const int64_t n = pred.low_res_logits.numel() / K;
         mask["low_res_logits"] = base64_encode(pred.low_res_logits.data<float>() + k * n, n * sizeof(float));
@@ -504,9 +576,10 @@ struct SamServer::Impl {
                 {"best", best},
                 {"low_res_size", {m4, m4}},
                 {"timings_ms",
-                 {{"embed", has_id ? 0.0 : e.ms}, {"queue", wait_ms}, {"decode", decode_ms}, {"encode_output", ms_since(p0)},
+                 {{"embed", has_id ? 0.0 : e.ms}, {"queue", wait_ms}, {"decode", d.decode_ms},
+                  {"summarise", d.summarise_ms}, {"encode_output", ms_since(p0)},
                   {"total", ms_since(t0)}}}};
-    res.set_content(out.dump() + "\n", "application/json");
+    send_json(res, out);
   }
 
   // ----- POST /v1/everything -----
@@ -580,7 +653,7 @@ struct SamServer::Impl {
     } catch (const InvalidArgument& err) {
       throw HttpError(400, err.what());
     }
-    res.set_content(out.dump() + "\n", "application/json");
+    send_json(res, out);
 #else
     (void)req;
     (void)res;
@@ -709,6 +782,7 @@ struct SamServer::Impl {
       auto& start = request_start();
       const double s = start ? std::chrono::duration<double>(Clock::now() - *start).count() : 0.0;
       start.reset();
+      ++served;
       metrics.observe_request(endpoint_label(req.path), res.status, s);
       if (opt.access_log)
         std::fprintf(stderr, "[vitrt serve] %s %s %d %.1f ms\n", req.method.c_str(), req.path.c_str(), res.status,

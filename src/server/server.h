@@ -33,9 +33,16 @@ struct ServerOptions {
 
   // Caches (bytes).
   size_t embedding_cache_bytes = size_t(1) << 30;  // ~256 vit_b embeddings (4 MiB each)
-  size_t logits_cache_bytes = size_t(256) << 20;   // low-res logits kept for mask_input_id
+  size_t logits_cache_bytes = size_t(64) << 20;    // low-res logits kept for mask_input_id (~85 clicks)
 
   bool access_log = false;  // one line per request on stderr
+  // Keep freed heap memory for reuse while requests come (glibc's default returns it to the
+  // system at once, so every click page-faults its tens of MB of tensors in again: about a third
+  // of a vit_b click), and hand it back (malloc_trim) once the server has been idle this long,
+  // or every 15 such intervals under steady load. Process-wide malloc settings; false leaves
+  // glibc's defaults. trim_idle_ms 0: never trim.
+  bool tune_malloc = true;
+  int trim_idle_ms = 2000;
 };
 
 class SamServer {

@@ -3,7 +3,8 @@
 
 Starts `vitrt serve` (tiny fixture model) on a free loopback port, opens the page, loads an image
 through the file input, clicks a point on the canvas, and checks that a mask overlay appears; then a
-second click (a background point) must change the overlay. Exit 0 on success, 1 on failure.
+second click (a background point) must change the overlay, and "Segment everything" must answer.
+Exit 0 on success, 1 on failure.
 A screenshot of the final page is written to <out>/browser_test.png.
 """
 import argparse
@@ -92,6 +93,16 @@ def main():
         second = driver.execute_script(OVERLAY_JS)
         print(f"after click 2: {second[0]} overlay pixels, mask area {second[3]}")
         assert (second[0], second[1]) != (first[0], first[1]), "the second click did not change the overlay"
+
+        # "Segment everything" (when the build has it) adds its masks to the overlay.
+        health = driver.execute_script("return (await fetch('/v1/health')).json();")
+        if health.get("everything"):
+            driver.find_element(By.ID, "everything").click()
+            WebDriverWait(driver, 120).until(
+                lambda d: "segment everything" in d.find_element(By.ID, "status").text and
+                d.find_element(By.TAG_NAME, "body").get_attribute("data-state") == "ready")
+            print("segment everything:", driver.find_element(By.ID, "status").text)
+            assert "failed" not in driver.find_element(By.ID, "status").text
         ok = True
     except Exception as e:  # report, keep the screenshot, fail
         print(f"FAILED: {type(e).__name__}: {e}")

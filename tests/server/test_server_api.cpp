@@ -287,6 +287,25 @@ TEST(ServerLimits, OversizedBodiesAre413) {
   EXPECT_EQ(h->status, 200);
 }
 
+TEST(ServerLimits, ChunkedUploadsWithoutLengthAre411) {
+  server::ServerOptions o;
+  o.port = 0;
+  server::SamServer srv(test::small_model(), o);
+  httplib::Client c("127.0.0.1", srv.start());
+  // Without a length the size limit could only apply after reading everything: refused up front.
+  auto r = c.Post(
+      "/v1/embed",
+      [](size_t, httplib::DataSink& sink) {
+        sink.write("abcd", 4);
+        sink.done();
+        return true;
+      },
+      "image/png");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 411);
+  EXPECT_NE(r->body.find("Content-Length"), std::string::npos) << r->body;
+}
+
 TEST(ServerLimits, ImagesOverThePixelLimitAreRefused) {
   server::ServerOptions o;
   o.port = 0;
@@ -480,6 +499,26 @@ TEST(ServerCodec, PolygonsTraceComponents) {
   EXPECT_EQ(polys[1], (std::vector<int>{6, 6, 11, 6, 11, 9, 6, 9}));  // 15 px
   EXPECT_EQ(polys[2].size(), 8u);
   EXPECT_EQ(polys[3].size(), 8u);
+}
+
+TEST(ServerCodec, MaskSummaryMatchesTheRleLibrary) {
+  std::mt19937 rng(5);
+  for (auto [h, w] : {std::pair{1, 1}, {7, 3}, {33, 130}, {720, 129}, {64, 64}}) {
+    for (int kind = 0; kind < 4; ++kind) {
+      std::vector<uint8_t> m(static_cast<size_t>(h) * w);
+      for (int y = 0; y < h; ++y)
+        for (int x = 0; x < w; ++x)
+          m[y * w + x] = kind == 0   ? 0
+                         : kind == 1 ? 1
+                         : kind == 2 ? (rng() % 3 == 0)
+                                     : ((x - w / 2) * (x - w / 2) + (y - h / 3) * (y - h / 3) < h * w / 8) * 7;
+      const auto s = server::summarize_mask(m.data(), h, w);
+      EXPECT_EQ(s.coco_counts, rle_to_string(rle_counts(m.data(), h, w))) << h << "x" << w << " kind " << kind;
+      EXPECT_EQ(s.area, mask_area(m.data(), h, w));
+      const auto b = mask_bbox_xywh(m.data(), h, w);
+      EXPECT_EQ(s.bbox, (std::array<int64_t, 4>{int64_t(b[0]), int64_t(b[1]), int64_t(b[2]), int64_t(b[3])}));
+    }
+  }
 }
 
 TEST(ServerCodec, Base64RoundTripAndErrors) {

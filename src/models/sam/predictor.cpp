@@ -154,7 +154,8 @@ void postprocess(const Tensor& low_res, const ImageEmbedding& e, const SamConfig
   out.masks = Tensor::empty(logits.shape(), DType::U8);
   const float* l = logits.data<float>();
   uint8_t* m = out.masks.data<uint8_t>();
-  for (int64_t i = 0; i < logits.numel(); ++i) m[i] = l[i] > 0.0f;  // mask_threshold = 0.0
+  const int64_t n = logits.numel();
+  for (int64_t i = 0; i < n; ++i) m[i] = l[i] > 0.0f;  // mask_threshold = 0.0
   if (return_logits) out.logits = logits;
 }
 

@@ -99,7 +99,19 @@ function drawOverlay() {
   state.kept.forEach((m, i) => paint(m.mask, rgbOf(m.color || colorOf(i)), 110));
   let area = 0;
   if (state.current) {
-    paint(state.current.mask, [30, 144, 255], 140);
+    const m = state.current.mask, w = state.width, h = state.height;
+    paint(m, [255, 64, 160], 130);
+    // A 1-pixel outline (inside pixels with an outside 4-neighbour) so the mask reads on any image.
+    for (let y = 0; y < h; y++) {
+      for (let x = 0; x < w; x++) {
+        const i = y * w + x;
+        if (!m[i]) continue;
+        if (x === 0 || y === 0 || x === w - 1 || y === h - 1 || !m[i - 1] || !m[i + 1] || !m[i - w] || !m[i + w]) {
+          const o = 4 * i;
+          img.data[o] = 255; img.data[o + 1] = 255; img.data[o + 2] = 255; img.data[o + 3] = 255;
+        }
+      }
+    }
     area = state.current.area;
   }
   ctx.putImageData(img, 0, 0);

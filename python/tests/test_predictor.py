@@ -1,0 +1,201 @@
+"""vitrt's Python API against vitrt's command line on the same fixtures, plus the reference's
+argument conventions and the error types.
+
+The CLI is found through $VITRT_CLI, else build/bin/vitrt; the tests that need it are skipped
+when neither exists. Fixtures: tests/fixtures/sam (tiny1024, a small untrained SAM).
+"""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import vitrt
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SAM = os.path.join(ROOT, "tests", "fixtures", "sam")
+MODEL = os.path.join(SAM, "tiny1024.pth")
+CONFIG = os.path.join(SAM, "tiny1024.json")
+CLI = os.environ.get("VITRT_CLI") or os.path.join(ROOT, "build", "bin", "vitrt")
+needs_cli = pytest.mark.skipif(not os.access(CLI, os.X_OK), reason=f"vitrt CLI not found at {CLI} (set VITRT_CLI)")
+
+
+def image_path(name):
+    return os.path.join(SAM, "images", name + ".png")
+
+
+@pytest.fixture(scope="module")
+def sam():
+    return vitrt.load(MODEL, config=CONFIG)
+
+
+@pytest.fixture(scope="module")
+def predictors(sam):
+    """One predictor per fixture image, embedded once."""
+    out = {}
+    for name in ("tiny", "portrait", "landscape"):
+        p = vitrt.SamPredictor(sam)
+        p.set_image(vitrt.read_image(image_path(name)))
+        out[name] = p
+    return out
+
+
+def rle_decode(rle):
+    """pycocotools' compressed counts string -> HxW uint8 mask (written here, independently)."""
+    h, w = rle["size"]
+    s = rle["counts"]
+    counts, p = [], 0
+    while p < len(s):
+        x, k, more = 0, 0, True
+        while more:
+            c = ord(s[p]) - 48
+            x |= (c & 0x1F) << (5 * k)
+            more = c & 0x20
+            p += 1
+            k += 1
+            if not more and (c & 0x10):
+                x |= -1 << (5 * k)
+        if len(counts) > 2:
+            x += counts[-2]
+        counts.append(x)
+    flat = np.zeros(h * w, np.uint8)
+    pos, value = 0, 0
+    for n in counts:
+        flat[pos:pos + n] = value
+        pos += n
+        value ^= 1
+    assert pos == h * w
+    return flat.reshape(w, h).T  # counts run column by column
+
+
+def run_cli(tmp_path, image, *args):
+    out = tmp_path / "cli"
+    cmd = [CLI, "segment", "--checkpoint", MODEL, "--config", CONFIG, "--image", image, "--out", str(out), "-q",
+           *args]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    with open(out / "result.json") as f:
+        return out, json.load(f)
+
+
+def assert_same_as_cli(out_dir, result, masks, scores, low_res):
+    cli_masks = result["masks"]
+    assert len(cli_masks) == len(scores)
+    for k, m in enumerate(cli_masks):
+        assert np.float32(m["score"]) == scores[k], f"score {k}"
+        np.testing.assert_array_equal(rle_decode(m["segmentation"]), masks[k].astype(np.uint8), err_msg=f"mask {k}")
+        assert m["area"] == int(masks[k].sum())
+        cli_low = np.load(out_dir / m["low_res_logits"])
+        np.testing.assert_array_equal(cli_low[0], low_res[k], err_msg=f"low-res logits {k}")
+
+
+@needs_cli
+@pytest.mark.parametrize("name,point", [("tiny", (15.3, 12.7)), ("portrait", (129.3, 280.7)),
+                                        ("landscape", (275.5, 201.0))])
+def test_one_point_matches_cli(tmp_path, predictors, name, point):
+    masks, scores, low_res = predictors[name].predict(point_coords=np.array([point]), point_labels=np.array([1]))
+    assert masks.dtype == np.bool_ and scores.dtype == np.float32 and low_res.dtype == np.float32
+    h, w = predictors[name].original_size
+    assert masks.shape == (3, h, w) and scores.shape == (3,) and low_res.shape == (3, 256, 256)
+    out, result = run_cli(tmp_path, image_path(name), "--point", f"{point[0]},{point[1]}")
+    assert_same_as_cli(out, result, masks, scores, low_res)
+
+
+@needs_cli
+def test_points_box_single_mask_match_cli(tmp_path, predictors):
+    p = predictors["portrait"]
+    coords = np.array([[100.5, 200.25], [180.0, 240.0]], dtype=np.float64)  # converted like the reference's
+    labels = np.array([1, 0])
+    box = np.array([50.0, 110.0, 230.0, 400.0])
+    masks, scores, low_res = p.predict(point_coords=coords, point_labels=labels, box=box, multimask_output=False)
+    assert masks.shape == (1, 500, 300)
+    out, result = run_cli(tmp_path, image_path("portrait"), "--point", "100.5,200.25,1", "--point", "180,240,0",
+                          "--box", "50,110,230,400", "--single-mask")
+    assert_same_as_cli(out, result, masks, scores, low_res)
+
+
+@needs_cli
+def test_mask_input_round_trip_matches_cli(tmp_path, predictors):
+    p = predictors["tiny"]
+    masks, scores, low_res = p.predict(point_coords=np.array([[15.0, 12.0]]), point_labels=np.array([1]))
+    best = int(np.argmax(scores))
+    mask_input = low_res[best][None, :, :]  # (1, 256, 256), as the reference's examples pass it
+    m2, s2, l2 = p.predict(point_coords=np.array([[15.0, 12.0], [5.0, 5.0]]), point_labels=np.array([1, 0]),
+                           mask_input=mask_input, multimask_output=False)
+    np.save(tmp_path / "mask_input.npy", mask_input)
+    out, result = run_cli(tmp_path, image_path("tiny"), "--point", "15,12,1", "--point", "5,5,0", "--single-mask",
+                          "--mask-input", str(tmp_path / "mask_input.npy"))
+    assert_same_as_cli(out, result, m2, s2, l2)
+
+
+def test_return_logits_and_image_format(sam, predictors):
+    p = predictors["landscape"]
+    masks, scores, _ = p.predict(point_coords=np.array([[300, 150]]), point_labels=np.array([1]))
+    logits, scores2, _ = p.predict(point_coords=np.array([[300, 150]]), point_labels=np.array([1]),
+                                   return_logits=True)
+    assert logits.dtype == np.float32 and logits.shape == masks.shape
+    np.testing.assert_array_equal(logits > 0, masks)
+    np.testing.assert_array_equal(scores, scores2)
+
+    bgr = vitrt.SamPredictor(sam)
+    bgr.set_image(vitrt.read_image(image_path("landscape"))[..., ::-1], image_format="BGR")
+    np.testing.assert_array_equal(bgr.get_image_embedding(), p.get_image_embedding())
+
+
+def test_embedding_and_sizes(predictors):
+    p = predictors["portrait"]
+    assert p.is_image_set
+    assert p.original_size == (500, 300)
+    assert p.input_size == (1024, 614)
+    emb = p.get_image_embedding()
+    assert emb.shape == (1, 32, 64, 64) and emb.dtype == np.float32
+
+
+def test_errors_are_python_exceptions(sam, tmp_path):
+    p = vitrt.SamPredictor(sam)
+    with pytest.raises(RuntimeError, match="set_image"):
+        p.predict(point_coords=np.array([[1, 1]]), point_labels=np.array([1]))
+    with pytest.raises(ValueError, match=r"\(H, W, 3\)"):
+        p.set_image(np.zeros((10, 10), np.uint8))
+    with pytest.raises(ValueError, match="uint8"):
+        p.set_image(np.zeros((10, 10, 3), np.float32))
+    p.set_image(np.full((20, 30, 3), 128, np.uint8))
+    with pytest.raises(ValueError, match="point_labels must be supplied"):
+        p.predict(point_coords=np.array([[1, 1]]))
+    with pytest.raises(vitrt.InvalidArgument, match="outside the 30x20 image"):
+        p.predict(point_coords=np.array([[100, 1]]), point_labels=np.array([1]))
+    with pytest.raises(ValueError, match="negative size"):
+        p.predict(box=np.array([10, 10, 5, 5]))
+    with pytest.raises(ValueError, match="mask input"):
+        p.predict(point_coords=np.array([[1, 1]]), point_labels=np.array([1]), mask_input=np.zeros((1, 64, 64)))
+    with pytest.raises(OSError):
+        vitrt.load(str(tmp_path / "missing.pth"))
+    garbage = tmp_path / "garbage.pth"
+    garbage.write_bytes(b"not a checkpoint at all" * 10)
+    with pytest.raises(vitrt.Error):
+        vitrt.load(str(garbage))
+    with pytest.raises(vitrt.CheckpointError):
+        vitrt.load(os.path.join(ROOT, "tests", "fixtures", "checkpoint", "evil_posix_system.pth"))
+    with pytest.raises(ValueError, match="device"):
+        vitrt.load(MODEL, device="tpu", config=CONFIG)
+
+
+@pytest.mark.skipif(not vitrt._vitrt.HAVE_AMG, reason="built without the automatic mask generator")
+def test_automatic_mask_generator_records(sam):
+    image = vitrt.read_image(image_path("tiny"))
+    gen = vitrt.SamAutomaticMaskGenerator(sam, points_per_side=4, pred_iou_thresh=0.0, stability_score_thresh=0.0)
+    records = gen.generate(image)
+    assert isinstance(records, list)
+    for r in records:
+        assert set(r) == {"segmentation", "area", "bbox", "predicted_iou", "point_coords", "stability_score",
+                          "crop_box"}
+        assert r["segmentation"].shape == (23, 37) and r["segmentation"].dtype == np.bool_
+        assert r["area"] == int(r["segmentation"].sum())
+        assert len(r["bbox"]) == 4 and len(r["point_coords"]) == 1
+    coco = vitrt.SamAutomaticMaskGenerator(sam, points_per_side=4, pred_iou_thresh=0.0, stability_score_thresh=0.0,
+                                           output_mode="coco_rle").generate(image)
+    assert len(coco) == len(records)
+    for a, b in zip(records, coco):
+        np.testing.assert_array_equal(rle_decode(b["segmentation"]), a["segmentation"].astype(np.uint8))
+    with pytest.raises(ValueError):
+        vitrt.SamAutomaticMaskGenerator(sam, points_per_side=None)
