@@ -3,33 +3,18 @@
 #include <cstring>
 
 #include "models/sam/sam_model.h"
-#include "ops/cpu/resize_antialias.h"
 
 namespace vitrt::server {
 
 PreparedImage prepare_image(const Image& rgb, const SamModel& model) {
-  VITRT_CHECK(!rgb.empty(), ImageError, "cannot segment an empty image (", rgb.width, "x", rgb.height, ")");
-  VITRT_CHECK(rgb.channels == 3 && rgb.pixels.size() == static_cast<size_t>(rgb.width) * rgb.height * 3,
-              ImageError, "expected an RGB image with ", rgb.width, "x", rgb.height, "x3 bytes");
-  const SamConfig& c = model.config;
-  const Image resized = resize_longest_side(rgb, c.img_size);
-  // The same arithmetic as SamPredictor::set_image (predictor.cpp), so that an embedding from the
-  // server is the one the library would compute: (x - mean) / std in float32, zero padding.
-  const int S = c.img_size;
+  // The library's own preparation, so an embedding from the server is the one SamPredictor computes.
+  sam::EncoderInput in = sam::prepare_encoder_input(rgb, model);
   PreparedImage p;
-  p.input = Tensor::zeros({1, S, S, 3});
-  float* out = p.input.data<float>();
-  for (int y = 0; y < resized.height; ++y) {
-    const uint8_t* row = resized.row(y);
-    float* o = out + static_cast<int64_t>(y) * S * 3;
-    for (int i = 0; i < resized.width; ++i)
-      for (int ch = 0; ch < 3; ++ch)
-        o[i * 3 + ch] = (static_cast<float>(row[i * 3 + ch]) - c.pixel_mean[ch]) / c.pixel_std[ch];
-  }
-  p.original_height = rgb.height;
-  p.original_width = rgb.width;
-  p.input_height = resized.height;
-  p.input_width = resized.width;
+  p.input = in.pixels;
+  p.original_height = in.original_height;
+  p.original_width = in.original_width;
+  p.input_height = in.input_height;
+  p.input_width = in.input_width;
   return p;
 }
 

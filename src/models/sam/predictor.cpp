@@ -42,28 +42,39 @@ SamPredictor::SamPredictor(std::shared_ptr<const SamModel> model) : model_(std::
   VITRT_CHECK(model_ != nullptr, InvalidArgument, "SamPredictor needs a model");
 }
 
-void SamPredictor::set_image(const Image& rgb) {
+namespace sam {
+
+EncoderInput prepare_encoder_input(const Image& rgb, const SamModel& model) {
   VITRT_CHECK(!rgb.empty(), ImageError, "cannot segment an empty image (", rgb.width, "x", rgb.height, ")");
   VITRT_CHECK(rgb.channels == 3 && rgb.pixels.size() == static_cast<size_t>(rgb.width) * rgb.height * 3,
-              ImageError, "set_image expects an RGB image with ", rgb.width, "x", rgb.height, "x3 bytes");
-  const SamConfig& c = model_->config;
-  int input_h = 0, input_w = 0;
-  Tensor x;
-  if (model_->device == Device::CUDA) {  // upload the uint8 image; resize/normalise/pad on the GPU
-    x = ops::cuda_impl::preprocess_image(rgb, c.img_size, c.pixel_mean, c.pixel_std, model_->dtype, &input_h, &input_w);
+              ImageError, "expected an RGB image with ", rgb.width, "x", rgb.height, "x3 bytes");
+  const SamConfig& c = model.config;
+  EncoderInput in;
+  in.original_height = rgb.height;
+  in.original_width = rgb.width;
+  if (model.device == Device::CUDA) {  // upload the uint8 image; resize/normalise/pad on the GPU
+    in.pixels = ops::cuda_impl::preprocess_image(rgb, c.img_size, c.pixel_mean, c.pixel_std, model.dtype,
+                                                 &in.input_height, &in.input_width);
   } else {
     Image resized = resize_longest_side(rgb, c.img_size);
-    input_h = resized.height;
-    input_w = resized.width;
-    x = normalise_and_pad(resized, c);
+    in.input_height = resized.height;
+    in.input_width = resized.width;
+    in.pixels = normalise_and_pad(resized, c);
   }
+  return in;
+}
+
+}  // namespace sam
+
+void SamPredictor::set_image(const Image& rgb) {
+  sam::EncoderInput in = sam::prepare_encoder_input(rgb, *model_);
   has_embedding_ = false;
   embedding_ = ImageEmbedding{};
-  embedding_.features = ops::cast(model_->image_encoder.forward(x), DType::F32).to(Device::CPU);
-  embedding_.original_height = rgb.height;
-  embedding_.original_width = rgb.width;
-  embedding_.input_height = input_h;
-  embedding_.input_width = input_w;
+  embedding_.features = ops::cast(model_->image_encoder.forward(in.pixels), DType::F32).to(Device::CPU);
+  embedding_.original_height = in.original_height;
+  embedding_.original_width = in.original_width;
+  embedding_.input_height = in.input_height;
+  embedding_.input_width = in.input_width;
   embedding_.model_fingerprint = model_->fingerprint;
   has_embedding_ = true;
 }

@@ -128,6 +128,15 @@ class SamModel {
 }  // namespace vitrt
 
 namespace vitrt::sam {
+// One image made ready for the image encoder exactly as SamPredictor::set_image does it
+// (ResizeLongestSide with Pillow's resize, (x - mean) / std, zero padding): pixels [1, S, S, 3] on the
+// model's device and dtype. Throws ImageError for an empty or malformed image.
+struct EncoderInput {
+  Tensor pixels;
+  int original_height = 0, original_width = 0, input_height = 0, input_width = 0;
+};
+EncoderInput prepare_encoder_input(const Image& rgb, const SamModel& model);
+
 // Every tensor of a SAM model with this config, random (seeded). For benchmarks and tests.
 StateDict random_state_dict(const SamConfig& c, uint64_t seed);
 // Image-encoder multiply-adds x 2 for one image, with the reference's padded windows.
