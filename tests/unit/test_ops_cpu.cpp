@@ -11,6 +11,7 @@
 
 #include "ops/cpu/attention.h"
 #include "ops/cpu/gemm.h"
+#include "ops/cpu/interpolate.h"
 #include "ops/cpu/softmax_row.h"
 #include "ops/ops.h"
 #include "vitrt/tensor.h"
@@ -691,3 +692,17 @@ TEST(OpsCpu, MeasureSgemmIsPositive) {
 }
 
 }  // namespace
+
+// The predictor upsamples low-res logits to S x S and keeps only the resized image's corner;
+// computing just that corner must give exactly the values of the full resize.
+TEST(OpsCpu, ResizeBilinearCroppedEqualsResizeThenCrop) {
+  const int64_t N = 3, H = 64, W = 64, S = 256, keep_h = 171, keep_w = 256;
+  std::vector<float> x(N * H * W), full(N * S * S), crop(N * keep_h * keep_w);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) * 5.f + 0.1f;
+  vitrt::cpu::resize_bilinear(x.data(), full.data(), N, H, W, S, S);
+  vitrt::cpu::resize_bilinear_cropped(x.data(), crop.data(), N, H, W, S, S, keep_h, keep_w);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t y = 0; y < keep_h; ++y)
+      for (int64_t c = 0; c < keep_w; ++c)
+        ASSERT_EQ(crop[(n * keep_h + y) * keep_w + c], full[(n * S + y) * S + c]) << n << "," << y << "," << c;
+}

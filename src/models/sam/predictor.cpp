@@ -5,6 +5,7 @@
 #include <map>
 
 #include "models/sam/sam_model.h"
+#include "ops/cpu/interpolate.h"
 #include "ops/cpu/resize_antialias.h"
 #include "ops/ops.h"
 #include "ops/ops_cuda.h"
@@ -156,11 +157,10 @@ void postprocess(const Tensor& low_res, const ImageEmbedding& e, const SamConfig
     if (return_logits) out.logits = logits.to(Device::CPU);
     return;
   }
-  Tensor full = ops::resize_bilinear(low_res, S, S);
+  // Upsample to S x S but compute only the region the crop keeps (identical values).
   Tensor crop = Tensor::empty({K, ih, iw});
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t y = 0; y < ih; ++y)
-      std::memcpy(crop.data<float>() + (k * ih + y) * iw, full.data<float>() + (k * S + y) * S, sizeof(float) * iw);
+  cpu::resize_bilinear_cropped(low_res.data<float>(), crop.data<float>(), K, low_res.size(1), low_res.size(2), S, S,
+                               ih, iw);
   Tensor logits = ops::resize_bilinear(crop, e.original_height, e.original_width);
   out.masks = Tensor::empty(logits.shape(), DType::U8);
   const float* l = logits.data<float>();

@@ -59,18 +59,23 @@ void interpolate_linear_rows(const float* x, float* out, int64_t L, int64_t C, i
 }
 
 void resize_bilinear(const float* x, float* out, int64_t N, int64_t H, int64_t W, int64_t oh, int64_t ow) {
-  if (N == 0 || oh == 0 || ow == 0) return;
+  resize_bilinear_cropped(x, out, N, H, W, oh, ow, oh, ow);
+}
+
+void resize_bilinear_cropped(const float* x, float* out, int64_t N, int64_t H, int64_t W, int64_t oh, int64_t ow,
+                             int64_t keep_h, int64_t keep_w) {
+  if (N == 0 || keep_h == 0 || keep_w == 0) return;
   const auto ty = linear_taps(H, oh);
   const auto tx = linear_taps(W, ow);
-  const int64_t rows = N * oh;
-#pragma omp parallel for schedule(static) if (rows * ow > 32768)
+  const int64_t rows = N * keep_h;
+#pragma omp parallel for schedule(static) if (rows * keep_w > 32768)
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t n = r / oh, y = r % oh;
+    const int64_t n = r / keep_h, y = r % keep_h;
     const Taps& v = ty[y];
     const float* r0 = x + (n * H + v.i0) * W;
     const float* r1 = x + (n * H + v.i1) * W;
-    float* o = out + r * ow;
-    for (int64_t c = 0; c < ow; ++c) {
+    float* o = out + r * keep_w;
+    for (int64_t c = 0; c < keep_w; ++c) {
       const Taps& h = tx[c];
       // torch's compiled form (bit-exact against its CPU kernel): width inside, height outside,
       // each a + b pair as fma(w0, a, w1 * b).

@@ -15,5 +15,9 @@ void interpolate_linear_rows(const float* x, float* out, int64_t L, int64_t C, i
 
 // F.interpolate(mode="bilinear", antialias=False) of planes x [N, H, W] -> out [N, oh, ow].
 void resize_bilinear(const float* x, float* out, int64_t N, int64_t H, int64_t W, int64_t oh, int64_t ow);
+// The top-left keep_h x keep_w corner of that resize, out [N, keep_h, keep_w], without computing the
+// rest (SAM upsamples to 1024 x 1024 and then crops to the resized image). Same values, bit for bit.
+void resize_bilinear_cropped(const float* x, float* out, int64_t N, int64_t H, int64_t W, int64_t oh, int64_t ow,
+                             int64_t keep_h, int64_t keep_w);
 
 }  // namespace vitrt::cpu
