@@ -430,7 +430,13 @@ TEST(ServerQueue, ConcurrentEncodesAreBatchedAndOverloadIs503) {
 
 TEST_F(ServerTest, MetricsArePrometheusText) {
   embed_id(test::random_image(20, 20, 13));
+  // A request's latency is recorded by httplib's logger after its answer is sent, so the client can
+  // ask for /metrics a moment before the embed shows there: poll briefly (bounded) for it.
   auto r = client().Get("/metrics");
+  for (int attempt = 0; attempt < 100 && r && r->body.find("endpoint=\"/v1/embed\"") == std::string::npos; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    r = client().Get("/metrics");
+  }
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
   EXPECT_NE(r->get_header_value("Content-Type").find("text/plain"), std::string::npos);
