@@ -1,0 +1,100 @@
+// `vitrt classify`: ImageNet top-k of a torchvision ViT checkpoint on one image.
+#include <filesystem>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "vitrt/image.h"
+#include "vitrt/vit.h"
+
+namespace vitrt::cli {
+
+namespace {
+
+struct ClassifyArgs {
+  std::string checkpoint, image, classes;
+  std::string device = "auto", dtype = "fp32";
+  int topk = 5;
+  int num_heads = 0;
+  bool quiet = false;
+};
+
+// The class list: --classes if given; else Debian's opencv-doc file when that package is
+// installed; else the copy made from the same package by scripts/make_vit_fixtures.py, found next to
+// this source file (a build-tree fallback: installs should have opencv-doc or pass --classes).
+std::string find_class_names_file(const std::string& requested) {
+  if (!requested.empty()) return requested;
+  if (std::filesystem::exists(kOpencvDocImagenetClasses)) return kOpencvDocImagenetClasses;
+  const auto copy = std::filesystem::path(__FILE__).parent_path() / "../../tests/fixtures/vit/imagenet_classes.txt";
+  if (std::filesystem::exists(copy)) return std::filesystem::weakly_canonical(copy).string();
+  return {};
+}
+
+void run_classify(const ClassifyArgs& a) {
+  VITRT_CHECK(a.topk >= 1, InvalidArgument, "--topk must be at least 1, got ", a.topk);
+  StageTimer timer(a.quiet);
+  Image image = timer.run("reading image " + a.image, [&] { return read_image(a.image); });
+  auto [device, dtype] = parse_device(a.device, a.dtype);
+  auto model = timer.run("loading checkpoint " + a.checkpoint,
+                         [&] { return load_vit(a.checkpoint, device, dtype, a.num_heads); });
+  const VitConfig& cfg = vit_config(*model);
+
+  const std::string names_path = find_class_names_file(a.classes);
+  std::vector<std::string> names;
+  if (!names_path.empty()) {
+    names = read_class_names(names_path);
+    // An explicit list must fit the head; the default ImageNet list is only used for 1000-way heads.
+    VITRT_CHECK(!a.classes.empty() || static_cast<int>(names.size()) == 1000 || cfg.num_classes != 1000, IoError,
+                "class names file '", names_path, "' has ", names.size(), " names, expected 1000");
+    if (a.classes.empty() && cfg.num_classes != 1000) names.clear();
+    VITRT_CHECK(names.empty() || static_cast<int>(names.size()) == cfg.num_classes, InvalidArgument,
+                "class names file '", names_path, "' has ", names.size(), " names but the model has ",
+                cfg.num_classes, " classes");
+  }
+  if (!a.quiet) {
+    note("model " + cfg.name + " (" + std::to_string(cfg.image_size) + "px, patch " + std::to_string(cfg.patch_size) +
+         ", " + std::to_string(cfg.num_layers) + " layers of " + std::to_string(cfg.hidden_dim) + ", " +
+         std::to_string(cfg.num_classes) + " classes) on " + (device == Device::CUDA ? "cuda " : "cpu ") +
+         dtype_name(dtype));
+    note(names.empty() ? std::string("no class names for a ") + std::to_string(cfg.num_classes) + "-class head"
+                       : "class names from " + names_path);
+  }
+  // torchvision's eval transform keeps the 256/224 ratio of resize to crop.
+  const int crop = cfg.image_size, resize = vit_resize_size(crop);
+  std::vector<std::pair<int, float>> top;
+  timer.run("classifying", [&] {
+    Tensor logits = vit_logits(*model, vit_preprocess(image, resize, crop));
+    top = top_k_softmax(logits.data<float>(), cfg.num_classes, a.topk);
+  });
+  for (size_t i = 0; i < top.size(); ++i) {
+    const auto [cls, p] = top[i];
+    if (names.empty()) std::printf("%zu. %6.2f%%  [%d]\n", i + 1, 100.0 * p, cls);
+    else std::printf("%zu. %6.2f%%  [%d] %s\n", i + 1, 100.0 * p, cls, names[cls].c_str());
+  }
+}
+
+}  // namespace
+
+void add_classify(CLI::App& app) {
+  auto a = std::make_shared<ClassifyArgs>();
+  CLI::App* c = app.add_subcommand("classify", "Classify an image with a torchvision ViT checkpoint (vit_b_16, ...).");
+  c->footer(
+      "Preprocessing is torchvision's ImageNet eval transform: resize the shorter side to 256 (Pillow\n"
+      "bilinear), centre crop 224, normalise. Prints the top-k classes with softmax probabilities.\n"
+      "Example: vitrt classify --checkpoint vit_b_16-c867db91.pth --image cat.jpg");
+  c->add_option("--checkpoint", a->checkpoint, "torchvision VisionTransformer state_dict (.pth or .safetensors)")
+      ->required()->check(CLI::ExistingFile);
+  c->add_option("--image", a->image, "Input image (PNG or JPEG)")->required()->check(CLI::ExistingFile);
+  c->add_option("--topk", a->topk, "How many classes to print")->capture_default_str();
+  c->add_option("--classes", a->classes,
+                std::string("Class names, one per line (default: ") + kOpencvDocImagenetClasses +
+                    " from Debian's opencv-doc, else the copy in tests/fixtures/vit)");
+  c->add_option("--num-heads", a->num_heads,
+                "Attention heads (default: <checkpoint>.json's num_heads, else hidden size / 64)");
+  c->add_option("--device", a->device, "auto (cuda if present), cpu or cuda")->capture_default_str();
+  c->add_option("--dtype", a->dtype, "fp32, or bf16 on cuda")->capture_default_str();
+  c->add_flag("-q,--quiet", a->quiet, "Do not print stage timings");
+  c->callback([a] { run_classify(*a); });
+}
+
+}  // namespace vitrt::cli

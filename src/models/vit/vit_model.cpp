@@ -1,0 +1,303 @@
+// Loading and running the ViT classifier: state_dict -> config -> strictly checked weights ->
+// forward through the device-agnostic ops (so the CUDA backend runs it unchanged).
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <regex>
+#include <set>
+
+#include "models/sam/weights.h"
+#include "models/vit/vit_model.h"
+#include "ops/ops.h"
+
+namespace vitrt {
+
+namespace {
+constexpr float kVitLayerNormEps = 1e-6f;  // partial(nn.LayerNorm, eps=1e-6) everywhere in the model
+constexpr int kPresetHeadDim = 64;         // vit_b/l/h: 768/12, 1024/16, 1280/16
+
+const Tensor& need(const StateDict& sd, const std::string& key, int64_t dims) {
+  auto it = sd.find(key);
+  VITRT_CHECK(it != sd.end(), CheckpointError, "not a torchvision VisionTransformer state_dict: tensor '", key,
+              "' is missing");
+  VITRT_CHECK(it->second.dim() == dims, CheckpointError, "checkpoint tensor '", key, "' has shape ",
+              shape_str(it->second.shape()), ", expected ", dims, " dimensions");
+  return it->second;
+}
+}  // namespace
+
+VitConfig VitConfig::vit_b_16() { return {"vit_b_16", 224, 16, 768, 12, 12, 3072, 1000}; }
+VitConfig VitConfig::vit_l_16() { return {"vit_l_16", 224, 16, 1024, 24, 16, 4096, 1000}; }
+VitConfig VitConfig::vit_h_14() { return {"vit_h_14", 224, 14, 1280, 32, 16, 5120, 1000}; }
+VitConfig VitConfig::preset(const std::string& name) {
+  if (name == "vit_b_16") return vit_b_16();
+  if (name == "vit_l_16") return vit_l_16();
+  if (name == "vit_h_14") return vit_h_14();
+  throw InvalidArgument("unknown ViT preset '" + name + "': expected vit_b_16, vit_l_16 or vit_h_14");
+}
+
+VitConfig vit_config_from_state_dict(const StateDict& sd, int num_heads) {
+  VITRT_CHECK(!sd.count("heads.pre_logits.weight"), CheckpointError,
+              "this VisionTransformer has a representation layer (heads.pre_logits), which vitrt does not support");
+  VITRT_CHECK(!sd.count("conv_proj.conv_last.weight"), CheckpointError,
+              "this VisionTransformer has a convolutional stem (conv_proj.conv_last), which vitrt does not support");
+  VitConfig c;
+  const Tensor& conv = need(sd, "conv_proj.weight", 4);
+  c.hidden_dim = static_cast<int>(conv.size(0));
+  c.patch_size = static_cast<int>(conv.size(2));
+  VITRT_CHECK(conv.size(1) == 3 && conv.size(2) == conv.size(3) && c.patch_size > 0, CheckpointError,
+              "checkpoint tensor 'conv_proj.weight' has shape ", shape_str(conv.shape()),
+              ", expected [hidden, 3, patch, patch]");
+  const Tensor& pos = need(sd, "encoder.pos_embedding", 3);
+  const int64_t patches = pos.size(1) - 1;
+  const int64_t grid = std::llround(std::sqrt(static_cast<double>(std::max<int64_t>(patches, 0))));
+  VITRT_CHECK(pos.size(0) == 1 && patches >= 1 && grid * grid == patches && pos.size(2) == c.hidden_dim,
+              CheckpointError, "checkpoint tensor 'encoder.pos_embedding' has shape ", shape_str(pos.shape()),
+              ", expected [1, g*g + 1, ", c.hidden_dim, "] for a square grid of patches plus the class token");
+  c.image_size = static_cast<int>(grid) * c.patch_size;
+
+  // Layers: encoder.layers.encoder_layer_<i>.*, numbered 0..n-1 without gaps.
+  static const std::regex layer_key(R"(encoder\.layers\.encoder_layer_(\d+)\..*)");
+  std::set<int> ids;
+  for (const auto& [key, t] : sd) {
+    std::smatch m;
+    if (std::regex_match(key, m, layer_key)) ids.insert(std::stoi(m[1].str()));
+  }
+  VITRT_CHECK(!ids.empty(), CheckpointError, "not a torchvision VisionTransformer state_dict: no encoder.layers");
+  c.num_layers = static_cast<int>(ids.size());
+  VITRT_CHECK(*ids.rbegin() == c.num_layers - 1, CheckpointError, "checkpoint encoder layers are not numbered 0..",
+              c.num_layers - 1, " (found encoder_layer_", *ids.rbegin(), ")");
+  c.mlp_dim = static_cast<int>(need(sd, "encoder.layers.encoder_layer_0.mlp.0.weight", 2).size(0));
+  c.num_classes = static_cast<int>(need(sd, "heads.head.weight", 2).size(0));
+
+  c.num_heads = num_heads > 0 ? num_heads : c.hidden_dim / kPresetHeadDim;
+  VITRT_CHECK(c.num_heads > 0 && c.hidden_dim % c.num_heads == 0, CheckpointError, "hidden size ", c.hidden_dim,
+              " does not split into ", c.num_heads, " attention heads",
+              num_heads > 0 ? "" : " (the default of 64 per head; give the head count explicitly)");
+  for (const char* preset : {"vit_b_16", "vit_l_16", "vit_h_14"}) {
+    VitConfig p = VitConfig::preset(preset);
+    if (p.patch_size == c.patch_size && p.hidden_dim == c.hidden_dim && p.num_layers == c.num_layers &&
+        p.num_heads == c.num_heads && p.mlp_dim == c.mlp_dim)
+      c.name = preset;
+  }
+  return c;
+}
+
+namespace {
+vit::NormW take_norm(sam::WeightReader& r, const std::string& p, int64_t dim) {
+  return {r.take(p + ".weight", {dim}), r.take(p + ".bias", {dim})};
+}
+vit::LinearW take_linear(sam::WeightReader& r, const std::string& p, int64_t out, int64_t in) {
+  return {r.take(p + ".weight", {out, in}), r.take(p + ".bias", {out})};
+}
+}  // namespace
+
+std::shared_ptr<VitModel> VitModel::from_state_dict(const StateDict& sd, const VitConfig& c) {
+  VITRT_CHECK(c.patch_size > 0 && c.image_size % c.patch_size == 0 && c.hidden_dim > 0 && c.num_heads > 0 &&
+                  c.hidden_dim % c.num_heads == 0 && c.num_layers > 0 && c.mlp_dim > 0 && c.num_classes > 0,
+              InvalidArgument, "invalid ViT config: image ", c.image_size, ", patch ", c.patch_size, ", hidden ",
+              c.hidden_dim, ", heads ", c.num_heads, ", layers ", c.num_layers, ", mlp ", c.mlp_dim, ", classes ",
+              c.num_classes);
+  auto m = std::make_shared<VitModel>();
+  m->config = c;
+  sam::WeightReader r(sd);
+  const int64_t C = c.hidden_dim, p = c.patch_size, T = c.num_tokens();
+  m->conv_proj_w = r.take("conv_proj.weight", {C, 3, p, p});
+  m->conv_proj_b = r.take("conv_proj.bias", {C});
+  m->class_token = r.take("class_token", {1, 1, C});
+  m->pos_embedding = r.take("encoder.pos_embedding", {1, T, C}).reshape({T, C});
+  m->layers.resize(c.num_layers);
+  for (int i = 0; i < c.num_layers; ++i) {
+    vit::EncoderLayerW& l = m->layers[i];
+    const std::string lp = "encoder.layers.encoder_layer_" + std::to_string(i) + ".";
+    l.ln_1 = take_norm(r, lp + "ln_1", C);
+    l.ln_2 = take_norm(r, lp + "ln_2", C);
+    const Tensor in_w = r.take(lp + "self_attention.in_proj_weight", {3 * C, C});
+    const Tensor in_b = r.take(lp + "self_attention.in_proj_bias", {3 * C});
+    // nn.MultiheadAttention packs [q; k; v] along the rows; clones keep each part self-contained.
+    l.q = {in_w.slice0(0, C).clone(), in_b.slice0(0, C).clone()};
+    l.k = {in_w.slice0(C, 2 * C).clone(), in_b.slice0(C, 2 * C).clone()};
+    l.v = {in_w.slice0(2 * C, 3 * C).clone(), in_b.slice0(2 * C, 3 * C).clone()};
+    l.out_proj = take_linear(r, lp + "self_attention.out_proj", C, C);
+    l.mlp_fc1 = take_linear(r, lp + "mlp.0", c.mlp_dim, C);
+    l.mlp_fc2 = take_linear(r, lp + "mlp.3", C, c.mlp_dim);
+  }
+  m->encoder_ln = take_norm(r, "encoder.ln", C);
+  m->head = take_linear(r, "heads.head", c.num_classes, C);
+  r.expect_all_used();
+  return m;
+}
+
+std::shared_ptr<VitModel> VitModel::to(Device dev, DType dt) const {
+  VITRT_CHECK(dt == DType::F32 || dt == DType::BF16, InvalidArgument, "the ViT computes in float32 or bfloat16, not ",
+              dtype_name(dt));
+  VITRT_CHECK(dev == Device::CUDA || dt == DType::F32, InvalidArgument, "the CPU backend computes in float32 only");
+  auto m = std::make_shared<VitModel>(*this);
+  m->device = dev;
+  m->dtype = dt;
+  auto upload = [&](Tensor& t) { t = ops::cast(t.to_f32().to(dev), dt); };
+  auto lin = [&](vit::LinearW& l) { upload(l.w); upload(l.b); };
+  auto norm = [&](vit::NormW& n) { upload(n.w); upload(n.b); };
+  for (Tensor* t : {&m->conv_proj_w, &m->conv_proj_b, &m->class_token, &m->pos_embedding}) upload(*t);
+  for (vit::EncoderLayerW& l : m->layers) {
+    norm(l.ln_1); norm(l.ln_2);
+    lin(l.q); lin(l.k); lin(l.v); lin(l.out_proj); lin(l.mlp_fc1); lin(l.mlp_fc2);
+  }
+  norm(m->encoder_ln);
+  lin(m->head);
+  return m;
+}
+
+namespace {
+// EncoderBlock.forward (dropouts are identities in eval).
+Tensor encoder_layer_forward(const vit::EncoderLayerW& l, int num_heads, const Tensor& x) {
+  Tensor t = ops::layer_norm(x, l.ln_1.w, l.ln_1.b, kVitLayerNormEps);
+  Tensor q = ops::linear(t, l.q.w, &l.q.b);
+  Tensor k = ops::linear(t, l.k.w, &l.k.b);
+  Tensor v = ops::linear(t, l.v.w, &l.v.b);
+  Tensor a = ops::attention(q, k, v, num_heads);
+  Tensor h = ops::linear(a, l.out_proj.w, &l.out_proj.b, ops::Activation::None, &x);
+  Tensor m = ops::layer_norm(h, l.ln_2.w, l.ln_2.b, kVitLayerNormEps);
+  m = ops::linear(m, l.mlp_fc1.w, &l.mlp_fc1.b, ops::Activation::GELU);
+  return ops::linear(m, l.mlp_fc2.w, &l.mlp_fc2.b, ops::Activation::None, &h);
+}
+}  // namespace
+
+Tensor VitModel::forward(const Tensor& images) const {
+  const VitConfig& c = config;
+  const int64_t S = c.image_size, C = c.hidden_dim, g = c.grid_size(), T = c.num_tokens();
+  VITRT_CHECK(images.dim() == 4 && images.size(0) >= 1 && images.size(1) == S && images.size(2) == S &&
+                  images.size(3) == 3,
+              InvalidArgument, "ViT input must be [B, ", S, ", ", S, ", 3], got ", shape_str(images.shape()));
+  const int64_t B = images.size(0);
+  Tensor x = ops::cast(images.device() == device ? images : images.to(device), dtype);
+  // _process_input: conv_proj, then tokens in row-major patch order (NHWC gives that directly).
+  x = ops::conv2d_nhwc(x, conv_proj_w, &conv_proj_b, c.patch_size, 0).reshape({B, g * g, C});
+  Tensor cls = B == 1 ? class_token : ops::cat(std::vector<Tensor>(B, class_token), 0);
+  x = ops::cat({cls, x}, 1);  // [B, T, C]
+  ops::add_(x, pos_embedding);
+  for (const vit::EncoderLayerW& l : layers) x = encoder_layer_forward(l, c.num_heads, x);
+  // LayerNorm is per token and the head reads only the class token: normalise just that one.
+  Tensor cls_out = B == 1 ? x.reshape({T, C}).slice0(0, 1) : ops::permute(x, {1, 0, 2}).slice0(0, 1).reshape({B, C});
+  cls_out = ops::layer_norm(cls_out, encoder_ln.w, encoder_ln.b, kVitLayerNormEps);
+  Tensor logits = ops::linear(cls_out, head.w, &head.b);
+  return ops::cast(logits, DType::F32).to(Device::CPU);
+}
+
+std::shared_ptr<const VitModel> vit_from_state_dict(const StateDict& sd, Device device, DType dtype, int num_heads) {
+  auto model = VitModel::from_state_dict(sd, vit_config_from_state_dict(sd, num_heads));
+  if (device == Device::CPU && dtype == DType::F32) return model;
+  return model->to(device, dtype);
+}
+
+std::shared_ptr<const VitModel> load_vit(const std::string& checkpoint_path, Device device, DType dtype,
+                                         int num_heads) {
+  StateDict sd = load_state_dict(checkpoint_path);
+  if (num_heads <= 0 && std::filesystem::exists(checkpoint_path + ".json")) {
+    const std::string json_path = checkpoint_path + ".json";
+    std::ifstream in(json_path);
+    VITRT_CHECK(in.good(), IoError, "cannot open model config '", json_path, "'");
+    try {
+      nlohmann::json j = nlohmann::json::parse(in);
+      if (j.contains("num_heads")) num_heads = j.at("num_heads").get<int>();
+    } catch (const nlohmann::json::exception& e) {
+      throw InvalidArgument(detail::concat("model config '", json_path, "': ", e.what()));
+    }
+    VITRT_CHECK(num_heads > 0, InvalidArgument, "model config '", json_path, "': num_heads must be positive");
+  }
+  return vit_from_state_dict(sd, device, dtype, num_heads);
+}
+
+const VitConfig& vit_config(const VitModel& model) { return model.config; }
+
+Tensor vit_logits(const VitModel& model, const Tensor& images) { return model.forward(images); }
+
+int vit_resize_size(int crop_size) { return crop_size == 224 ? 256 : crop_size * 8 / 7; }
+
+std::vector<std::pair<int, float>> top_k_softmax(const float* z, int n, int topk) {
+  VITRT_CHECK(topk >= 1, InvalidArgument, "topk must be at least 1, got ", topk);
+  VITRT_CHECK(n >= 1, InvalidArgument, "softmax over no logits");
+  // Softmax in double: probabilities for display, not a reproduction of torch's float softmax.
+  double zmax = z[0];
+  for (int i = 1; i < n; ++i) zmax = std::max<double>(zmax, z[i]);
+  std::vector<double> e(n);
+  double sum = 0;
+  for (int i = 0; i < n; ++i) sum += e[i] = std::exp(static_cast<double>(z[i]) - zmax);
+  std::vector<int> order(n);
+  for (int i = 0; i < n; ++i) order[i] = i;
+  const int k = std::min(topk, n);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                    [&](int a, int b) { return z[a] > z[b] || (z[a] == z[b] && a < b); });
+  std::vector<std::pair<int, float>> out;
+  for (int i = 0; i < k; ++i) out.emplace_back(order[i], static_cast<float>(e[order[i]] / sum));
+  return out;
+}
+
+std::vector<std::pair<int, float>> vit_classify(const VitModel& model, const Image& rgb, int topk) {
+  VITRT_CHECK(topk >= 1, InvalidArgument, "topk must be at least 1, got ", topk);
+  const int crop = model.config.image_size;
+  const Tensor logits = model.forward(vit_preprocess(rgb, vit_resize_size(crop), crop));
+  return top_k_softmax(logits.data<float>(), static_cast<int>(logits.size(1)), topk);
+}
+
+std::vector<std::string> read_class_names(const std::string& path) {
+  std::ifstream in(path);
+  VITRT_CHECK(in.good(), IoError, "cannot open class names file '", path, "'");
+  std::vector<std::string> names;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    names.push_back(line);
+  }
+  while (!names.empty() && names.back().empty()) names.pop_back();  // a trailing blank line is no class
+  return names;
+}
+
+namespace {
+struct Filler {
+  std::mt19937_64 rng;
+  StateDict sd;
+  void normal(const std::string& key, Shape shape, float mean, float std) {
+    Tensor t = Tensor::empty(std::move(shape));
+    std::normal_distribution<float> d(mean, std);
+    float* p = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = d(rng);
+    sd[key] = t;
+  }
+  void linear(const std::string& p, int64_t out, int64_t in) {
+    normal(p + ".weight", {out, in}, 0.f, 1.f / std::sqrt(static_cast<float>(in)));
+    normal(p + ".bias", {out}, 0.f, 0.02f);
+  }
+  void norm(const std::string& p, int64_t d) {
+    normal(p + ".weight", {d}, 1.f, 0.1f);
+    normal(p + ".bias", {d}, 0.f, 0.1f);
+  }
+};
+}  // namespace
+
+StateDict vit_random_state_dict(const VitConfig& c, uint64_t seed) {
+  Filler f{std::mt19937_64(seed), {}};
+  const int64_t C = c.hidden_dim, p = c.patch_size;
+  f.normal("conv_proj.weight", {C, 3, p, p}, 0.f, 1.f / std::sqrt(static_cast<float>(3 * p * p)));
+  f.normal("conv_proj.bias", {C}, 0.f, 0.02f);
+  f.normal("class_token", {1, 1, C}, 0.f, 0.02f);
+  f.normal("encoder.pos_embedding", {1, c.num_tokens(), C}, 0.f, 0.02f);
+  for (int i = 0; i < c.num_layers; ++i) {
+    const std::string lp = "encoder.layers.encoder_layer_" + std::to_string(i) + ".";
+    f.norm(lp + "ln_1", C);
+    f.normal(lp + "self_attention.in_proj_weight", {3 * C, C}, 0.f, 1.f / std::sqrt(static_cast<float>(C)));
+    f.normal(lp + "self_attention.in_proj_bias", {3 * C}, 0.f, 0.02f);
+    f.linear(lp + "self_attention.out_proj", C, C);
+    f.norm(lp + "ln_2", C);
+    f.linear(lp + "mlp.0", c.mlp_dim, C);
+    f.linear(lp + "mlp.3", C, c.mlp_dim);
+  }
+  f.norm("encoder.ln", C);
+  f.linear("heads.head", c.num_classes, C);
+  return f.sd;
+}
+
+}  // namespace vitrt

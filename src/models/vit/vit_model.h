@@ -1,0 +1,50 @@
+// The ViT classifier as a plain struct of weights with a forward that follows torchvision's
+// VisionTransformer (torchvision/models/vision_transformer.py) step by step. Internal header; the
+// public API is vitrt/vit.h.
+#pragma once
+#include <vector>
+
+#include "vitrt/vit.h"
+
+namespace vitrt::vit {
+
+struct LinearW {
+  Tensor w, b;  // [out, in], [out]
+};
+struct NormW {
+  Tensor w, b;
+};
+
+// EncoderBlock: x = x + out_proj(MHA(ln_1(x))); x = x + mlp.3(GELU(mlp.0(ln_2(x)))).
+// nn.MultiheadAttention's packed in_proj_weight [3C, C] is split at load into q, k and v
+// projections, so that attention takes the three projected tensors.
+struct EncoderLayerW {
+  NormW ln_1, ln_2;
+  LinearW q, k, v, out_proj, mlp_fc1, mlp_fc2;
+};
+
+}  // namespace vitrt::vit
+
+namespace vitrt {
+
+class VitModel {
+ public:
+  VitConfig config;
+  Tensor conv_proj_w, conv_proj_b;  // [C, 3, p, p], [C]
+  Tensor class_token;               // [1, 1, C]
+  Tensor pos_embedding;             // [T, C] (the checkpoint's [1, T, C] without the batch dim)
+  std::vector<vit::EncoderLayerW> layers;
+  vit::NormW encoder_ln;
+  vit::LinearW head;                // [num_classes, C]
+  Device device = Device::CPU;
+  DType dtype = DType::F32;
+
+  static std::shared_ptr<VitModel> from_state_dict(const StateDict& sd, const VitConfig& cfg);
+  // A copy whose weights live on `device` in `dtype` (uploaded once).
+  std::shared_ptr<VitModel> to(Device device, DType dtype) const;
+
+  // images [B, S, S, 3] NHWC (normalised) on any device -> logits [B, num_classes] float32 on the CPU.
+  Tensor forward(const Tensor& images) const;
+};
+
+}  // namespace vitrt
