@@ -19,6 +19,8 @@ int main(int argc, char** argv) {
   vitrt::cli::add_everything(app);
   vitrt::cli::add_eval_coco(app);
   vitrt::cli::add_serve(app);
+  vitrt::cli::add_classify(app);
+  vitrt::cli::add_sparsify(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

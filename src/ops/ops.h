@@ -84,3 +84,16 @@ Tensor interpolate_linear_rows(const Tensor& x, int64_t new_len);
 Tensor resize_bilinear(const Tensor& x, int64_t out_h, int64_t out_w);
 
 }  // namespace vitrt::ops
+
+// ---- Block-sparse linear (ops_bsr.cpp) ----
+#include "vitrt/bsr.h"
+
+namespace vitrt::ops {
+
+// y[..., N] = act(x[..., K] @ W^T + bias[N]) with W an [N, K] block-sparse matrix in BSR
+// (vitrt/bsr.h; values F32 or BF16, computed in fp32). Checks W with validate() and the shapes;
+// CPU tensors only for now (a CUDA x throws "not implemented yet").
+Tensor linear_bsr(const Tensor& x, const BsrMatrix& w, const Tensor* bias = nullptr,
+                  Activation act = Activation::None);
+
+}  // namespace vitrt::ops
