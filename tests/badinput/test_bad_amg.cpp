@@ -2,6 +2,8 @@
 // a clear message (the option and the value), never a crash or an empty result.
 #include <gtest/gtest.h>
 
+#include "cli_test_util.h"
+
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -31,20 +33,8 @@ void expect_rejected(const AmgOptions& o, const std::string& what) {
   }
 }
 
-struct CliResult {
-  int code;
-  std::string out;
-};
-CliResult run_cli(const std::string& args) {
-  const std::string cmd = std::string(VITRT_CLI) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using vitrt::test::CliResult;
+using vitrt::test::run_cli;
 
 }  // namespace
 

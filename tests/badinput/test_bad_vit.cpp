@@ -2,6 +2,8 @@
 // non-zero exit of `vitrt classify`) and a message that names what is wrong.
 #include <gtest/gtest.h>
 
+#include "cli_test_util.h"
+
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -127,20 +129,8 @@ TEST(BadVit, ClassNamesFileMissing) {
   expect_error<IoError>([] { read_class_names(kDir + "/no_such_classes.txt"); }, {"no_such_classes.txt"});
 }
 
-struct CliResult {
-  int code;
-  std::string out;
-};
-CliResult run_cli(const std::string& args) {
-  const std::string cmd = std::string(VITRT_CLI) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using vitrt::test::CliResult;
+using vitrt::test::run_cli;
 
 TEST(BadVit, CliRejectsWrongClassCountAndBadFiles) {
   const std::string image = kDir + "/images/square_224.png";

@@ -2,6 +2,8 @@
 // embedding and mask-feedback round trips, and clear failures with a non-zero exit code.
 #include <gtest/gtest.h>
 
+#include "cli_test_util.h"
+
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -14,25 +16,12 @@
 namespace fs = std::filesystem;
 
 namespace {
-const std::string kCli = VITRT_CLI;
 const std::string kModel = std::string(VITRT_FIXTURES) + "/sam/tiny1024.pth";
 const std::string kImage = std::string(VITRT_FIXTURES) + "/sam/images/portrait.png";
 
-struct CliResult {
-  int code;
-  std::string out;  // stdout + stderr
-};
+using vitrt::test::CliResult;
 
-CliResult run(const std::string& args) {
-  std::string cmd = kCli + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+CliResult run(const std::string& args) { return vitrt::test::run_cli(args); }
 
 std::string tmp(const std::string& name) {
   fs::path p = fs::path(VITRT_TEST_TMP) / ("cli_" + name);

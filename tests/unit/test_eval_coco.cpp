@@ -7,6 +7,8 @@
 //    (tests/fixtures/amg/coco_expected.json, from scripts/make_amg_fixtures.py).
 #include <gtest/gtest.h>
 
+#include "cli_test_util.h"
+
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -27,20 +29,8 @@ const fs::path kFix = fs::path(VITRT_FIXTURES);
 const std::string kModel = (kFix / "sam" / "tiny1024.pth").string();
 const std::string kConfig = (kFix / "sam" / "tiny1024.json").string();
 
-struct CliResult {
-  int code;
-  std::string out;
-};
-CliResult run_cli(const std::string& args) {
-  const std::string cmd = std::string(VITRT_CLI) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using vitrt::test::CliResult;
+using vitrt::test::run_cli;
 
 nlohmann::json read_json(const fs::path& p) {
   std::ifstream in(p);

@@ -2,6 +2,8 @@
 // batching, the crop arithmetic of the preprocessing, top-k, class-name files and `vitrt classify`.
 #include <gtest/gtest.h>
 
+#include "cli_test_util.h"
+
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -161,20 +163,8 @@ TEST(Vit, ClassNamesFileFromOpencvDoc) {
   EXPECT_EQ(read_class_names(crlf), (std::vector<std::string>{"a", "b, c"}));
 }
 
-struct CliResult {
-  int code;
-  std::string out;
-};
-CliResult run_cli(const std::string& args) {
-  const std::string cmd = std::string(VITRT_CLI) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using vitrt::test::CliResult;
+using vitrt::test::run_cli;
 
 TEST(Vit, CliClassifyPrintsTop5WithImagenetNames) {
   // vit_tiny_p14 has a 1000-class head: the ImageNet names apply.
