@@ -4,11 +4,13 @@
 // multi-head attention, exact-GELU MLP), final LayerNorm and a linear head on the class token.
 // Weights come from torch.save(model.state_dict()) files through the restricted loader.
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "vitrt/bsr.h"
 #include "vitrt/checkpoint.h"
 #include "vitrt/image.h"
 #include "vitrt/tensor.h"
@@ -44,6 +46,11 @@ class VitModel;
 // The head count is not in the tensors: num_heads > 0 sets it, else a sidecar JSON
 // `<checkpoint>.json` with {"num_heads": N} if present, else hidden_dim / 64 (every torchvision
 // preset uses 64-wide heads).
+// A vitrt model file written by `vitrt sparsify` (safetensors with BSR weights) loads too: its
+// block-sparse MLP weights stay packed and run through the CPU block-sparse linear (fused exact
+// GELU for mlp.0), everything else is dense as usual. Such a model runs on the CPU in float32 only
+// for now (InvalidArgument otherwise). `vitrt sparsify` does not copy the .json sidecar: give
+// num_heads or put `<file>.json` next to it.
 std::shared_ptr<const VitModel> load_vit(const std::string& checkpoint_path, Device device = Device::CPU,
                                          DType dtype = DType::F32, int num_heads = 0);
 const VitConfig& vit_config(const VitModel& model);
@@ -88,5 +95,16 @@ std::shared_ptr<const VitModel> vit_from_state_dict(const StateDict& sd, Device 
 // The config a state_dict describes (CheckpointError when it is not a VisionTransformer);
 // num_heads as for load_vit (0: hidden_dim / 64).
 VitConfig vit_config_from_state_dict(const StateDict& sd, int num_heads = 0);
+
+// A ViT whose MLP weights (encoder.layers.encoder_layer_<i>.mlp.{0,3}.weight, absent from `dense`)
+// are given block-sparse in `sparse` (any subset of them; the rest stay dense in `dense`), e.g. a
+// vitrt model file's io::ModelFile{dense, sparse}. CPU float32 only for now (InvalidArgument
+// otherwise); a BSR weight of another name or of the wrong shape throws CheckpointError.
+std::shared_ptr<const VitModel> vit_from_sparse_state_dict(const StateDict& dense,
+                                                           const std::map<std::string, BsrMatrix>& sparse,
+                                                           Device device = Device::CPU, DType dtype = DType::F32,
+                                                           int num_heads = 0);
+// How many of the model's linears are block-sparse (run through ops::linear_bsr); 0 when dense.
+int vit_num_bsr_linears(const VitModel& model);
 
 }  // namespace vitrt

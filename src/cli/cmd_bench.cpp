@@ -10,6 +10,7 @@
 #include "cli/common.h"
 #include "models/sam/fidelity.h"
 #include "models/sam/sam_model.h"
+#include "models/vit/vit_model.h"
 #include "core/device_memory.h"
 #include "ops/cpu/gemm.h"
 #include "ops/ops.h"
@@ -40,6 +41,8 @@ double median(std::vector<double> v) {
 struct BenchArgs {
   std::string device = "cpu", model = "vit_b", dtype = "fp32";
   int batch = 1, iters = 3, warmup = 1;
+  double sparsity = 0.9;  // the ViT classifier (--model vit_b_16 ...): MLP block sparsity and block size
+  int block = 64;
   bool json = false, decoder = true;
 };
 
@@ -171,8 +174,80 @@ void run_bench_cuda(const BenchArgs& a, const SamConfig& cfg) {
 #endif
 }
 
+// The ViT classifier (torchvision layout): dense forward, then the same weights with every MLP linear
+// block-magnitude pruned to BSR, timed in the same run (CPU, fp32).
+void run_bench_vit(const BenchArgs& a) {
+  VITRT_CHECK(a.device == "cpu", InvalidArgument, "--model ", a.model,
+              ": the block-sparse ViT benchmark runs on the CPU only for now (got --device ", a.device, ")");
+  VITRT_CHECK(a.dtype == "fp32", InvalidArgument, "the CPU backend computes in fp32 only (got --dtype ", a.dtype, ")");
+  VITRT_CHECK(is_supported_bsr_block(a.block), InvalidArgument, "--block ", a.block,
+              " is not supported: expected 16, 32 or 64");
+  VITRT_CHECK(a.sparsity >= 0.0 && a.sparsity < 1.0, InvalidArgument, "--sparsity ", a.sparsity, " must lie in [0, 1)");
+  const VitConfig cfg = VitConfig::preset(a.model);
+  if (!a.json) note("building " + a.model + " with random weights");
+  const StateDict sd = vit_random_state_dict(cfg, 1234);
+  auto dense = vit_from_state_dict(sd, Device::CPU, DType::F32, cfg.num_heads);
+  Tensor input = Tensor::empty({a.batch, cfg.image_size, cfg.image_size, 3});
+  {
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    for (int64_t i = 0; i < input.numel(); ++i) input.data<float>()[i] = nd(rng);
+  }
+  auto time_model = [&](const VitModel& m, const char* what) {
+    std::vector<double> times;
+    for (int i = 0; i < a.warmup + a.iters; ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      Tensor logits = m.forward(input);
+      const double ms = ms_since(t0);
+      if (i >= a.warmup) times.push_back(ms);
+      if (!a.json) note(detail::concat(what, " iteration ", i, i < a.warmup ? " (warm-up)" : "", ": ", ms, " ms"));
+    }
+    return median(times);
+  };
+  const double dense_ms = time_model(*dense, "dense");
+
+  // Every MLP weight pruned by block L2 magnitude (what `vitrt sparsify` does), packed once.
+  StateDict rest;
+  std::map<std::string, BsrMatrix> sparse;
+  int64_t kept = 0, total = 0;
+  for (const auto& [name, t] : sd) {
+    const bool mlp = name.find(".mlp.") != std::string::npos && name.size() > 7 &&
+                     name.compare(name.size() - 7, 7, ".weight") == 0;
+    if (!mlp || t.size(0) % a.block || t.size(1) % a.block) {
+      rest.emplace(name, t);
+      continue;
+    }
+    BsrMatrix m = prune_blocks_by_magnitude(t, a.block, a.sparsity);
+    kept += m.nnz_blocks();
+    total += m.block_rows() * m.block_cols();
+    sparse.emplace(name, std::move(m));
+  }
+  auto sparse_model = vit_from_sparse_state_dict(rest, sparse, Device::CPU, DType::F32, cfg.num_heads);
+  const double sparse_ms = time_model(*sparse_model, "sparse");
+  const double density = total ? static_cast<double>(kept) / static_cast<double>(total) : 1.0;
+
+  nlohmann::json out = {{"device", a.device}, {"model", a.model}, {"dtype", a.dtype}, {"batch", a.batch},
+                        {"threads", static_cast<int>(std::thread::hardware_concurrency())},
+                        {"block", a.block}, {"sparsity", a.sparsity}, {"mlp_density", density},
+                        {"bsr_linears", vit_num_bsr_linears(*sparse_model)},
+                        {"dense_ms_per_batch", dense_ms}, {"dense_images_per_s", 1e3 * a.batch / dense_ms},
+                        {"sparse_ms_per_batch", sparse_ms}, {"sparse_images_per_s", 1e3 * a.batch / sparse_ms},
+                        {"speedup", dense_ms / sparse_ms}};
+  if (a.json) {
+    std::printf("%s\n", out.dump(2).c_str());
+    return;
+  }
+  std::printf("%s cpu fp32 batch %d (%d threads): dense %.1f ms/batch (%.2f img/s)\n", a.model.c_str(), a.batch,
+              out["threads"].get<int>(), dense_ms, 1e3 * a.batch / dense_ms);
+  std::printf("MLPs block %d sparsity %.2f (%d BSR linears, density %.4f): %.1f ms/batch (%.2f img/s), "
+              "speed-up %.2fx\n",
+              a.block, a.sparsity, vit_num_bsr_linears(*sparse_model), density, sparse_ms,
+              1e3 * a.batch / sparse_ms, dense_ms / sparse_ms);
+}
+
 void run_bench(const BenchArgs& a) {
   VITRT_CHECK(a.batch >= 1 && a.iters >= 1 && a.warmup >= 0, InvalidArgument, "batch and iters must be >= 1");
+  if (a.model == "vit_b_16" || a.model == "vit_l_16" || a.model == "vit_h_14") return run_bench_vit(a);
   const SamConfig cfg = config_by_name(a.model);
   if (a.device == "cpu") return run_bench_cpu(a, cfg);
   if (a.device == "cuda") return run_bench_cuda(a, cfg);
@@ -187,12 +262,18 @@ void add_bench(CLI::App& app) {
   c->footer("Prints ms per image, achieved GFLOP/s and, as this machine's reference, the GFLOP/s of a plain\n"
             "oneDNN sgemm measured in the same run. FLOPs count the reference's padded windows.");
   c->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
-  c->add_option("--model", a->model, "vit_b, vit_l or vit_h")->capture_default_str();
+  c->add_option("--model", a->model,
+                "SAM: vit_b, vit_l or vit_h; ViT classifier (dense vs block-sparse MLPs, cpu fp32): vit_b_16, "
+                "vit_l_16 or vit_h_14")
+      ->capture_default_str();
   c->add_option("--batch", a->batch, "Images per encoder call")->capture_default_str();
   c->add_option("--dtype", a->dtype, "fp32, or bf16 on cuda")->capture_default_str();
   c->add_option("--iters", a->iters, "Timed iterations (median reported)")->capture_default_str();
   c->add_option("--warmup", a->warmup, "Untimed warm-up iterations")->capture_default_str();
   c->add_flag("!--no-decoder", a->decoder, "Skip the mask decoder timing");
+  c->add_option("--sparsity", a->sparsity, "ViT classifier: fraction of MLP blocks pruned, in [0, 1)")
+      ->capture_default_str();
+  c->add_option("--block", a->block, "ViT classifier: BSR block size, 16, 32 or 64")->capture_default_str();
   c->add_flag("--json", a->json, "Print the results as JSON");
   c->callback([a] { run_bench(*a); });
 }

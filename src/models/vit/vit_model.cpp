@@ -9,6 +9,7 @@
 #include <regex>
 #include <set>
 
+#include "io/vitrt_model_file.h"
 #include "models/sam/weights.h"
 #include "models/vit/vit_model.h"
 #include "ops/ops.h"
@@ -39,7 +40,10 @@ VitConfig VitConfig::preset(const std::string& name) {
   throw InvalidArgument("unknown ViT preset '" + name + "': expected vit_b_16, vit_l_16 or vit_h_14");
 }
 
-VitConfig vit_config_from_state_dict(const StateDict& sd, int num_heads) {
+namespace {
+// The config of a state_dict whose MLP weights may be given block-sparse in `sparse` instead.
+VitConfig config_from_state_dict(const StateDict& sd, const std::map<std::string, BsrMatrix>* sparse,
+                                 int num_heads) {
   VITRT_CHECK(!sd.count("heads.pre_logits.weight"), CheckpointError,
               "this VisionTransformer has a representation layer (heads.pre_logits), which vitrt does not support");
   VITRT_CHECK(!sd.count("conv_proj.conv_last.weight"), CheckpointError,
@@ -70,7 +74,9 @@ VitConfig vit_config_from_state_dict(const StateDict& sd, int num_heads) {
   c.num_layers = static_cast<int>(ids.size());
   VITRT_CHECK(*ids.rbegin() == c.num_layers - 1, CheckpointError, "checkpoint encoder layers are not numbered 0..",
               c.num_layers - 1, " (found encoder_layer_", *ids.rbegin(), ")");
-  c.mlp_dim = static_cast<int>(need(sd, "encoder.layers.encoder_layer_0.mlp.0.weight", 2).size(0));
+  const std::string fc1_0 = "encoder.layers.encoder_layer_0.mlp.0.weight";
+  if (sparse && sparse->count(fc1_0)) c.mlp_dim = static_cast<int>(sparse->at(fc1_0).rows);
+  else c.mlp_dim = static_cast<int>(need(sd, fc1_0, 2).size(0));
   c.num_classes = static_cast<int>(need(sd, "heads.head.weight", 2).size(0));
 
   c.num_heads = num_heads > 0 ? num_heads : c.hidden_dim / kPresetHeadDim;
@@ -85,6 +91,11 @@ VitConfig vit_config_from_state_dict(const StateDict& sd, int num_heads) {
   }
   return c;
 }
+}  // namespace
+
+VitConfig vit_config_from_state_dict(const StateDict& sd, int num_heads) {
+  return config_from_state_dict(sd, nullptr, num_heads);
+}
 
 namespace {
 vit::NormW take_norm(sam::WeightReader& r, const std::string& p, int64_t dim) {
@@ -95,12 +106,23 @@ vit::LinearW take_linear(sam::WeightReader& r, const std::string& p, int64_t out
 }
 }  // namespace
 
-std::shared_ptr<VitModel> VitModel::from_state_dict(const StateDict& sd, const VitConfig& c) {
+std::shared_ptr<VitModel> VitModel::from_state_dict(const StateDict& sd, const VitConfig& c,
+                                                    const std::map<std::string, BsrMatrix>* sparse) {
   VITRT_CHECK(c.patch_size > 0 && c.image_size % c.patch_size == 0 && c.hidden_dim > 0 && c.num_heads > 0 &&
                   c.hidden_dim % c.num_heads == 0 && c.num_layers > 0 && c.mlp_dim > 0 && c.num_classes > 0,
               InvalidArgument, "invalid ViT config: image ", c.image_size, ", patch ", c.patch_size, ", hidden ",
               c.hidden_dim, ", heads ", c.num_heads, ", layers ", c.num_layers, ", mlp ", c.mlp_dim, ", classes ",
               c.num_classes);
+  if (sparse) {  // first, so a misplaced BSR weight is named rather than reported missing
+    static const std::regex mlp_weight(R"(encoder\.layers\.encoder_layer_(\d+)\.mlp\.(0|3)\.weight)");
+    for (const auto& [name, m] : *sparse) {
+      std::smatch sm;
+      VITRT_CHECK(std::regex_match(name, sm, mlp_weight) && sm[1].length() < 8 &&
+                      std::stoi(sm[1].str()) < c.num_layers, CheckpointError,
+                  "block-sparse weight '", name,
+                  "' has no place in the ViT: only encoder.layers.encoder_layer_<i>.mlp.{0,3}.weight may be BSR");
+    }
+  }
   auto m = std::make_shared<VitModel>();
   m->config = c;
   sam::WeightReader r(sd);
@@ -122,8 +144,24 @@ std::shared_ptr<VitModel> VitModel::from_state_dict(const StateDict& sd, const V
     l.k = {in_w.slice0(C, 2 * C).clone(), in_b.slice0(C, 2 * C).clone()};
     l.v = {in_w.slice0(2 * C, 3 * C).clone(), in_b.slice0(2 * C, 3 * C).clone()};
     l.out_proj = take_linear(r, lp + "self_attention.out_proj", C, C);
-    l.mlp_fc1 = take_linear(r, lp + "mlp.0", c.mlp_dim, C);
-    l.mlp_fc2 = take_linear(r, lp + "mlp.3", C, c.mlp_dim);
+    if (!sparse) {
+      l.mlp_fc1 = take_linear(r, lp + "mlp.0", c.mlp_dim, C);
+      l.mlp_fc2 = take_linear(r, lp + "mlp.3", C, c.mlp_dim);
+      continue;
+    }
+    // Block-sparse or dense, per weight; the bias is always dense.
+    auto take_mlp = [&](const std::string& p, int64_t out, int64_t in, std::optional<BsrMatrix>& bsr) {
+      auto it = sparse->find(p + ".weight");
+      if (it == sparse->end()) return take_linear(r, p, out, in);
+      const BsrMatrix& m = it->second;
+      VITRT_CHECK(m.rows == out && m.cols == in, CheckpointError, "block-sparse weight '", it->first, "' is [",
+                  m.rows, ", ", m.cols, "], the model expects [", out, ", ", in, "]");
+      VITRT_CHECK(!sd.count(it->first), CheckpointError, "weight '", it->first, "' is both dense and block-sparse");
+      bsr = m;
+      return vit::LinearW{Tensor(), r.take(p + ".bias", {out})};
+    };
+    l.mlp_fc1 = take_mlp(lp + "mlp.0", c.mlp_dim, C, l.mlp_fc1_bsr);
+    l.mlp_fc2 = take_mlp(lp + "mlp.3", C, c.mlp_dim, l.mlp_fc2_bsr);
   }
   m->encoder_ln = take_norm(r, "encoder.ln", C);
   m->head = take_linear(r, "heads.head", c.num_classes, C);
@@ -139,7 +177,12 @@ std::shared_ptr<VitModel> VitModel::to(Device dev, DType dt) const {
   m->device = dev;
   m->dtype = dt;
   auto upload = [&](Tensor& t) { t = ops::cast(t.to_f32().to(dev), dt); };
-  auto lin = [&](vit::LinearW& l) { upload(l.w); upload(l.b); };
+  VITRT_CHECK(m->num_bsr_linears() == 0 || (dev == Device::CPU && dt == DType::F32), InvalidArgument,
+              "the block-sparse ViT runs on the CPU in float32 only for now");
+  auto lin = [&](vit::LinearW& l) {
+    if (l.w.defined()) upload(l.w);  // undefined when the weight is block-sparse
+    upload(l.b);
+  };
   auto norm = [&](vit::NormW& n) { upload(n.w); upload(n.b); };
   for (Tensor* t : {&m->conv_proj_w, &m->conv_proj_b, &m->class_token, &m->pos_embedding}) upload(*t);
   for (vit::EncoderLayerW& l : m->layers) {
@@ -161,8 +204,12 @@ Tensor encoder_layer_forward(const vit::EncoderLayerW& l, int num_heads, const T
   Tensor a = ops::attention(q, k, v, num_heads);
   Tensor h = ops::linear(a, l.out_proj.w, &l.out_proj.b, ops::Activation::None, &x);
   Tensor m = ops::layer_norm(h, l.ln_2.w, l.ln_2.b, kVitLayerNormEps);
-  m = ops::linear(m, l.mlp_fc1.w, &l.mlp_fc1.b, ops::Activation::GELU);
-  return ops::linear(m, l.mlp_fc2.w, &l.mlp_fc2.b, ops::Activation::None, &h);
+  m = l.mlp_fc1_bsr ? ops::linear_bsr(m, *l.mlp_fc1_bsr, &l.mlp_fc1.b, ops::Activation::GELU)
+                    : ops::linear(m, l.mlp_fc1.w, &l.mlp_fc1.b, ops::Activation::GELU);
+  if (!l.mlp_fc2_bsr) return ops::linear(m, l.mlp_fc2.w, &l.mlp_fc2.b, ops::Activation::None, &h);
+  Tensor y = ops::linear_bsr(m, *l.mlp_fc2_bsr, &l.mlp_fc2.b);
+  ops::add_(y, h);  // the residual, added after the linear as the dense epilogue does
+  return y;
 }
 }  // namespace
 
@@ -187,6 +234,22 @@ Tensor VitModel::forward(const Tensor& images) const {
   return ops::cast(logits, DType::F32).to(Device::CPU);
 }
 
+int VitModel::num_bsr_linears() const {
+  int n = 0;
+  for (const vit::EncoderLayerW& l : layers) n += l.mlp_fc1_bsr.has_value() + l.mlp_fc2_bsr.has_value();
+  return n;
+}
+
+std::shared_ptr<const VitModel> vit_from_sparse_state_dict(const StateDict& dense,
+                                                           const std::map<std::string, BsrMatrix>& sparse,
+                                                           Device device, DType dtype, int num_heads) {
+  VITRT_CHECK(device == Device::CPU && dtype == DType::F32, InvalidArgument,
+              "the block-sparse ViT runs on the CPU in float32 only for now");
+  return VitModel::from_state_dict(dense, config_from_state_dict(dense, &sparse, num_heads), &sparse);
+}
+
+int vit_num_bsr_linears(const VitModel& model) { return model.num_bsr_linears(); }
+
 std::shared_ptr<const VitModel> vit_from_state_dict(const StateDict& sd, Device device, DType dtype, int num_heads) {
   auto model = VitModel::from_state_dict(sd, vit_config_from_state_dict(sd, num_heads));
   if (device == Device::CPU && dtype == DType::F32) return model;
@@ -195,7 +258,18 @@ std::shared_ptr<const VitModel> vit_from_state_dict(const StateDict& sd, Device 
 
 std::shared_ptr<const VitModel> load_vit(const std::string& checkpoint_path, Device device, DType dtype,
                                          int num_heads) {
-  StateDict sd = load_state_dict(checkpoint_path);
+  // A vitrt model file (safetensors with BSR weights, from `vitrt sparsify`)? Plain safetensors and
+  // .pth files take the dense path below as before.
+  std::optional<io::ModelFile> model_file;
+  {
+    std::ifstream probe(checkpoint_path, std::ios::binary);
+    char head[9] = {};
+    if (probe.read(head, 9) && head[8] == '{') {
+      io::ModelFile f = io::load_model_file(checkpoint_path);
+      if (!f.sparse.empty()) model_file = std::move(f);
+    }
+  }
+  StateDict sd = model_file ? StateDict() : load_state_dict(checkpoint_path);
   if (num_heads <= 0 && std::filesystem::exists(checkpoint_path + ".json")) {
     const std::string json_path = checkpoint_path + ".json";
     std::ifstream in(json_path);
@@ -208,6 +282,7 @@ std::shared_ptr<const VitModel> load_vit(const std::string& checkpoint_path, Dev
     }
     VITRT_CHECK(num_heads > 0, InvalidArgument, "model config '", json_path, "': num_heads must be positive");
   }
+  if (model_file) return vit_from_sparse_state_dict(model_file->dense, model_file->sparse, device, dtype, num_heads);
   return vit_from_state_dict(sd, device, dtype, num_heads);
 }
 

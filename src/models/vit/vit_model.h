@@ -2,8 +2,12 @@
 // VisionTransformer (torchvision/models/vision_transformer.py) step by step. Internal header; the
 // public API is vitrt/vit.h.
 #pragma once
+#include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
+#include "vitrt/bsr.h"
 #include "vitrt/vit.h"
 
 namespace vitrt::vit {
@@ -21,6 +25,9 @@ struct NormW {
 struct EncoderLayerW {
   NormW ln_1, ln_2;
   LinearW q, k, v, out_proj, mlp_fc1, mlp_fc2;
+  // Block-sparse MLP weights (from a vitrt model file written by `vitrt sparsify`): when set, that
+  // linear runs through ops::linear_bsr with this matrix and mlp_fc*.b (mlp_fc*.w is then undefined).
+  std::optional<BsrMatrix> mlp_fc1_bsr, mlp_fc2_bsr;
 };
 
 }  // namespace vitrt::vit
@@ -39,12 +46,19 @@ class VitModel {
   Device device = Device::CPU;
   DType dtype = DType::F32;
 
-  static std::shared_ptr<VitModel> from_state_dict(const StateDict& sd, const VitConfig& cfg);
+  // sparse (optional): BSR weights by state_dict name; only the MLP weights
+  // encoder.layers.encoder_layer_<i>.mlp.{0,3}.weight may be block-sparse (they are then absent
+  // from sd). Any other BSR weight, or one of the wrong shape, throws CheckpointError.
+  static std::shared_ptr<VitModel> from_state_dict(const StateDict& sd, const VitConfig& cfg,
+                                                   const std::map<std::string, BsrMatrix>* sparse = nullptr);
   // A copy whose weights live on `device` in `dtype` (uploaded once).
   std::shared_ptr<VitModel> to(Device device, DType dtype) const;
 
   // images [B, S, S, 3] NHWC (normalised) on any device -> logits [B, num_classes] float32 on the CPU.
   Tensor forward(const Tensor& images) const;
+
+  // How many linears hold a BsrMatrix (and so run through ops::linear_bsr); 0 for a dense model.
+  int num_bsr_linears() const;
 };
 
 }  // namespace vitrt
