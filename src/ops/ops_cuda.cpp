@@ -21,18 +21,8 @@ namespace vitrt::ops::cuda_impl {
 
 namespace {
 // F32 / BF16 conversions of host tensors.
-Tensor cast_cpu(const Tensor& x, DType to) {
-  if (to == DType::F32) return x.to_f32();
-  if (to == DType::BF16) {
-    const Tensor f = x.to_f32();
-    Tensor out = Tensor::empty(x.shape(), DType::BF16);
-    const float* s = f.data<float>();
-    uint16_t* o = out.data<uint16_t>();
-    for (int64_t i = 0, n = x.numel(); i < n; ++i) o[i] = f32_to_bf16(s[i]);
-    return out;
-  }
-  throw InvalidArgument(detail::concat("cast: cannot convert ", dtype_name(x.dtype()), " to ", dtype_name(to)));
-}
+// Host tensors: the CPU implementation in ops_cast.cpp.
+Tensor cast_cpu(const Tensor& x, DType to) { return ops::cast(x, to); }
 }  // namespace
 
 #ifndef VITRT_HAVE_CUDA
