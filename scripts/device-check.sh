@@ -8,7 +8,11 @@
 # ../shared/anchor/bench_sam_pytorch.py, never committed).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-device-out}; mkdir -p "$OUT"
+# Logs are written to a scratch folder and packed into one archive at the end: the device tool brings
+# back at most 8 files, so $OUT only gets logs.tgz and summary.txt.
+FINAL_OUT=${OUT:-device-out}; mkdir -p "$FINAL_OUT"
+OUT=$(mktemp -d /tmp/vitrt-device-logs.XXXX)
+trap 'tar -C "$OUT" -czf "$FINAL_OUT/logs.tgz" . 2>/dev/null; cp "$OUT/summary.txt" "$FINAL_OUT/" 2>/dev/null' EXIT
 stages=${*:-tests bench}
 has() { [[ " $stages " == *" $1 "* ]]; }
 summary=()
