@@ -13,23 +13,13 @@
 #include "models/vit/vit_model.h"
 #include "vitrt/image.h"
 #include "vitrt/vit.h"
+#include "vit_test_util.h"
 
 namespace vitrt {
 namespace {
 
-const std::string kDir = std::string(VITRT_FIXTURES) + "/vit";
-
-VitConfig small_config() {
-  VitConfig c;
-  c.image_size = 32;
-  c.patch_size = 8;
-  c.hidden_dim = 24;
-  c.num_layers = 2;
-  c.num_heads = 3;
-  c.mlp_dim = 40;
-  c.num_classes = 5;
-  return c;
-}
+const std::string& kDir = test::kVitFixtures;
+VitConfig small_config() { return test::small_vit_config(); }
 
 Image gradient_image(int w, int h) {
   Image im;
