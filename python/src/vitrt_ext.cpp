@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 
+#include "core/device_memory.h"
 #include "models/sam/sam_model.h"
 #include "vitrt/image.h"
 #include "vitrt/sam.h"
@@ -257,13 +258,27 @@ NB_MODULE(_vitrt, m) {
 
   m.def(
       "_load",
-      [](const std::string& checkpoint, const std::string& config, const std::string& device) {
-        if (device != "cpu")
-          throw vitrt::InvalidArgument("device '" + device + "' is not available in this build (use device='cpu')");
+      [](const std::string& checkpoint, const std::string& config, const std::string& device, const std::string& dtype) {
+        // "auto": the GPU when this build has the CUDA backend and one is present (as the CLI's --device auto).
+        vitrt::Device dev;
+        if (device == "auto") dev = vitrt::devmem::cuda_available() ? vitrt::Device::CUDA : vitrt::Device::CPU;
+        else if (device == "cpu") dev = vitrt::Device::CPU;
+        else if (device == "cuda") {
+          if (!vitrt::devmem::cuda_available())
+            throw vitrt::InvalidArgument("device 'cuda' is not available (no CUDA backend in this build, or no GPU found)");
+          dev = vitrt::Device::CUDA;
+        } else {
+          throw vitrt::InvalidArgument("unknown device '" + device + "': expected 'auto', 'cpu' or 'cuda'");
+        }
+        if (dtype != "fp32" && dtype != "bf16")
+          throw vitrt::InvalidArgument("unknown dtype '" + dtype + "': expected 'fp32' or 'bf16'");
+        const vitrt::DType dt = dtype == "bf16" ? vitrt::DType::BF16 : vitrt::DType::F32;
+        if (dev == vitrt::Device::CPU && dt != vitrt::DType::F32)
+          throw vitrt::InvalidArgument("the CPU backend computes in fp32 only");
         nb::gil_scoped_release release;
-        return PySam{vitrt::load_sam(checkpoint, config), device};
+        return PySam{vitrt::load_sam(checkpoint, config, dev, dt), dev == vitrt::Device::CUDA ? "cuda" : "cpu"};
       },
-      "checkpoint"_a, "config"_a, "device"_a);
+      "checkpoint"_a, "config"_a, "device"_a, "dtype"_a);
   m.def(
       "_random_sam",
       [](const std::string& model_type, uint64_t seed) {

@@ -25,13 +25,15 @@ __all__ = ["load", "random_sam", "read_image", "Sam", "SamPredictor", "SamAutoma
 __version__ = "0.1.0"
 
 
-def load(checkpoint: str, device: str = "cpu", config: Optional[str] = None) -> Sam:
+def load(checkpoint: str, device: str = "auto", config: Optional[str] = None, dtype: str = "fp32") -> Sam:
     """Loads a SAM checkpoint (vit_b / vit_l / vit_h told from the tensor shapes).
 
     config: JSON with the settings of a non-standard model size (default: <checkpoint>.json if present).
-    device: "cpu" (the only device of this build).
+    device: "auto" (the GPU when this build has the CUDA backend and one is present, else the CPU),
+            "cpu" or "cuda".
+    dtype: "fp32", or "bf16" on the GPU.
     """
-    return _vitrt._load(str(checkpoint), "" if config is None else str(config), device)
+    return _vitrt._load(str(checkpoint), "" if config is None else str(config), device, dtype)
 
 
 def random_sam(model_type: str = "vit_b", seed: int = 0) -> Sam:

@@ -13,6 +13,7 @@
 #include "models/vit/vit_model.h"
 #include "core/device_memory.h"
 #include "ops/cpu/gemm.h"
+#include "ops/op_profiler.h"
 #include "ops/ops.h"
 #ifdef VITRT_HAVE_CUDA
 #include "ops/cuda/runtime.h"
@@ -43,7 +44,7 @@ struct BenchArgs {
   int batch = 1, iters = 3, warmup = 1;
   double sparsity = 0.9;  // the ViT classifier (--model vit_b_16 ...): MLP block sparsity and block size
   int block = 64;
-  bool json = false, decoder = true;
+  bool json = false, decoder = true, profile = false;
 };
 
 nlohmann::json bench_decoder(const std::shared_ptr<SamModel>& model, const Tensor& embedding) {
@@ -95,6 +96,14 @@ void print_result(const BenchArgs& a, const nlohmann::json& out) {
   std::printf("\n");
   for (auto& [n, ms] : out["decoder_ms_per_prompt"].items())
     std::printf("decoder, %s prompt(s) per image: %.3f ms per prompt\n", n.c_str(), ms.get<double>());
+  if (out.contains("profile")) {
+    const auto& p = out["profile"];
+    std::printf("profile of one eager forward: %.2f ms (%.2f ms inside operators)\n", p["eager_forward_ms"].get<double>(),
+                p["ops_ms"].get<double>());
+    for (const auto& r : p["ops"])
+      std::printf("  %6.2f%% %9.3f ms %4d x  %s\n", 100 * r["share"].get<double>(), r["ms"].get<double>(),
+                  r["calls"].get<int>(), r["op"].get<std::string>().c_str());
+  }
 }
 
 void run_bench_cpu(const BenchArgs& a, const SamConfig& cfg) {
@@ -126,6 +135,28 @@ void run_bench_cpu(const BenchArgs& a, const SamConfig& cfg) {
                    {"encoder_gflops", gflops}, {"sgemm_gflops", sgemm},
                    {"encoder_fraction_of_sgemm", gflops / sgemm}, {"decoder_ms_per_prompt", dec}});
 }
+
+#ifdef VITRT_HAVE_CUDA
+// Device time per operator label over one eager encoder forward (the graphed timing above has no
+// per-operator view). Per-operator events add a little overhead, so the total is a bit above the
+// graphed time; shares are what matter.
+nlohmann::json profile_encoder(const SamModel& model, const Tensor& input) {
+  ops::profiler::take();  // drop anything recorded before
+  ops::profiler::set_enabled(true);
+  cuda::EventTimer timer;
+  timer.start();
+  model.image_encoder.forward(input);
+  const double total_ms = timer.stop_ms();
+  ops::profiler::set_enabled(false);
+  nlohmann::json rows = nlohmann::json::array();
+  double covered = 0;
+  for (const auto& e : ops::profiler::take()) {
+    covered += e.ms;
+    rows.push_back({{"op", e.label}, {"calls", e.calls}, {"ms", e.ms}, {"share", total_ms > 0 ? e.ms / total_ms : 0}});
+  }
+  return {{"eager_forward_ms", total_ms}, {"ops_ms", covered}, {"ops", rows}};
+}
+#endif
 
 void run_bench_cuda(const BenchArgs& a, const SamConfig& cfg) {
 #ifndef VITRT_HAVE_CUDA
@@ -166,11 +197,14 @@ void run_bench_cuda(const BenchArgs& a, const SamConfig& cfg) {
   const double gflop = sam::encoder_flops(cfg) / 1e9;
   nlohmann::json dec = a.decoder ? bench_decoder(model, ops::cast(output.slice0(0, 1), DType::F32).to(Device::CPU))
                                  : nlohmann::json::object();
-  print_result(a, {{"device", a.device}, {"gpu", cuda::device_description(0)}, {"model", a.model}, {"dtype", a.dtype},
-                   {"batch", a.batch}, {"encoder_ms_per_batch", ms_batch}, {"encoder_ms_per_image", ms_img},
-                   {"images_per_s", 1e3 / ms_img}, {"encoder_gflop_per_image", gflop},
-                   {"encoder_gflops", gflop / (ms_img / 1e3)}, {"encoder_tflops", gflop / ms_img},
-                   {"cuda_graph", true}, {"peak_device_gib", peak_gib}, {"decoder_ms_per_prompt", dec}});
+  nlohmann::json result = {{"device", a.device}, {"gpu", cuda::device_description(0)}, {"model", a.model},
+                           {"dtype", a.dtype}, {"batch", a.batch}, {"encoder_ms_per_batch", ms_batch},
+                           {"encoder_ms_per_image", ms_img}, {"images_per_s", 1e3 / ms_img},
+                           {"encoder_gflop_per_image", gflop}, {"encoder_gflops", gflop / (ms_img / 1e3)},
+                           {"encoder_tflops", gflop / ms_img}, {"cuda_graph", true}, {"peak_device_gib", peak_gib},
+                           {"decoder_ms_per_prompt", dec}};
+  if (a.profile) result["profile"] = profile_encoder(*model, input);
+  print_result(a, result);
 #endif
 }
 
@@ -275,6 +309,8 @@ void add_bench(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--block", a->block, "ViT classifier: BSR block size, 16, 32 or 64")->capture_default_str();
   c->add_flag("--json", a->json, "Print the results as JSON");
+  c->add_flag("--profile", a->profile,
+             "cuda: also time every operator of one eager (not graphed) encoder forward (JSON \"profile\")");
   c->callback([a] { run_bench(*a); });
 }
 
@@ -297,12 +333,19 @@ void add_info(CLI::App& app) {
 }
 
 void add_fidelity_check(CLI::App& app) {
-  struct Args { std::string checkpoint, config, reference, image, device = "cpu", dtype = "fp32"; double tol = 1e-4; };
+  struct Args {
+    std::string checkpoint, config, reference, image, device = "cpu", dtype = "fp32";
+    double tol = 1e-4;
+    double min_mask_agreement = -1;  // < 0: exact masks for fp32, 0.995 for bf16
+  };
   auto a = std::make_shared<Args>();
   CLI::App* c = app.add_subcommand("fidelity-check",
                                    "Compare with reference outputs of the official segment-anything code.");
   c->footer("The reference file is written by scripts/make_sam_fixtures.py or scripts/fidelity_full.py.\n"
-            "Prints JSON; exits 1 when an error exceeds --tol or a thresholded mask pixel differs.");
+            "Prints JSON; exits 1 when the check fails. fp32: the embedding, low-res logits and IoU predictions\n"
+            "within --tol relative error and every thresholded mask pixel equal (pixels whose reference logit\n"
+            "is within 1e-3 of 0 excepted). bf16: the embedding within --tol and the thresholded masks agreeing\n"
+            "on at least --min-mask-agreement of the pixels (logit errors are reported, not checked).");
   c->add_option("--checkpoint", a->checkpoint, "SAM checkpoint")->required()->check(CLI::ExistingFile);
   c->add_option("--config", a->config, "JSON with settings for non-standard model sizes");
   c->add_option("--reference", a->reference, "Reference outputs (.pth)")->required()->check(CLI::ExistingFile);
@@ -310,19 +353,30 @@ void add_fidelity_check(CLI::App& app) {
   c->add_option("--tol", a->tol, "Relative error bound")->capture_default_str();
   c->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
   c->add_option("--dtype", a->dtype, "fp32, or bf16 on cuda")->capture_default_str();
+  c->add_option("--min-mask-agreement", a->min_mask_agreement,
+                "Fraction of mask pixels that must agree (default: 1 for fp32, 0.995 for bf16)")
+      ->check(CLI::Range(0.0, 1.0));
   c->callback([a] {
     auto [device, dtype] = parse_device(a->device, a->dtype);
+    const bool exact = dtype == DType::F32;
+    const double min_agree = a->min_mask_agreement >= 0 ? a->min_mask_agreement : exact ? 1.0 : 0.995;
     SamPredictor predictor(load_sam(a->checkpoint, a->config, device, dtype));
     sam::FidelityReport r = sam::compare_with_reference(predictor, read_image(a->image), load_state_dict(a->reference));
     bool ok = r.resized_identical && r.embedding_rel <= a->tol;
     nlohmann::json cases = nlohmann::json::array();
+    double worst_agree = 1.0;
     for (const auto& fc : r.cases) {
-      ok &= fc.low_res_rel <= a->tol && fc.iou_rel <= a->tol && fc.mask_mismatch == 0;
+      const double agree = fc.mask_pixels ? 1.0 - static_cast<double>(fc.mask_mismatch) / fc.mask_pixels : 1.0;
+      worst_agree = std::min(worst_agree, agree);
+      if (exact) ok &= fc.low_res_rel <= a->tol && fc.iou_rel <= a->tol;
+      ok &= min_agree >= 1.0 ? fc.mask_mismatch == 0 : agree >= min_agree;
       cases.push_back({{"case", fc.name}, {"iou_rel", fc.iou_rel}, {"low_res_rel", fc.low_res_rel},
-                       {"mask_mismatch", fc.mask_mismatch}, {"near_zero", fc.near_zero}, {"pixels", fc.mask_pixels}});
+                       {"mask_mismatch", fc.mask_mismatch}, {"mask_agreement", agree}, {"near_zero", fc.near_zero},
+                       {"pixels", fc.mask_pixels}});
     }
-    nlohmann::json j = {{"resized_identical", r.resized_identical}, {"embedding_rel", r.embedding_rel},
-                        {"cases", cases}, {"pass", ok}};
+    nlohmann::json j = {{"device", a->device}, {"dtype", a->dtype}, {"resized_identical", r.resized_identical},
+                        {"embedding_rel", r.embedding_rel}, {"min_mask_agreement", worst_agree},
+                        {"required_mask_agreement", min_agree}, {"cases", cases}, {"pass", ok}};
     std::printf("%s\n", j.dump(2).c_str());
     if (!ok) throw Error("fidelity check failed (see JSON above)");
   });

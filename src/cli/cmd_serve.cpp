@@ -16,27 +16,27 @@ namespace vitrt::cli {
 namespace {
 
 struct ServeArgs {
-  std::string checkpoint, config, random_model, device = "cpu";
+  std::string checkpoint, config, random_model, device = "auto", dtype = "fp32";
   uint64_t seed = 1234;
   server::ServerOptions opt;
   double cache_mb = 1024, logits_cache_mb = 64, max_body_mb = 32;
 };
 
-std::shared_ptr<const SamModel> serve_model(const ServeArgs& a) {
+std::shared_ptr<const SamModel> serve_model(const ServeArgs& a, Device device, DType dtype) {
   if (!a.random_model.empty()) {
     SamConfig c;
     if (a.random_model == "vit_b") c = SamConfig::vit_b();
     else if (a.random_model == "vit_l") c = SamConfig::vit_l();
     else if (a.random_model == "vit_h") c = SamConfig::vit_h();
     else throw InvalidArgument("--random-weights must be vit_b, vit_l or vit_h, got '" + a.random_model + "'");
-    return SamModel::from_state_dict(sam::random_state_dict(c, a.seed), c);
+    auto m = SamModel::from_state_dict(sam::random_state_dict(c, a.seed), c);
+    return device == Device::CPU ? m : m->to(device, dtype);
   }
-  return load_sam(a.checkpoint, a.config);
+  return load_sam(a.checkpoint, a.config, device, dtype);
 }
 
 void run_serve(ServeArgs a) {
-  VITRT_CHECK(a.device == "cpu", InvalidArgument, "device '", a.device,
-              "' is not available to the server in this build (use --device cpu)");
+  const auto [device, dtype] = parse_device(a.device, a.dtype);
   VITRT_CHECK(a.checkpoint.empty() != a.random_model.empty(), InvalidArgument,
               "give --checkpoint, or --random-weights for a benchmark model, not both");
   VITRT_CHECK(a.cache_mb > 0 && a.logits_cache_mb > 0 && a.max_body_mb > 0, InvalidArgument,
@@ -56,7 +56,7 @@ void run_serve(ServeArgs a) {
   StageTimer timer(false);
   auto model = timer.run(a.random_model.empty() ? "loading checkpoint " + a.checkpoint
                                                 : "building " + a.random_model + " with random weights",
-                         [&] { return serve_model(a); });
+                         [&] { return serve_model(a, device, dtype); });
   server::SamServer srv(model, a.opt);
   const int port = srv.bind();
   std::thread signal_thread([&] {
@@ -64,8 +64,9 @@ void run_serve(ServeArgs a) {
     sigwait(&stop_signals, &sig);
     srv.stop();
   });
-  std::printf("vitrt serve: listening on http://%s:%d/ (model %s, %s)\n", a.opt.host.c_str(), port,
-              sam_config(*model).name.c_str(), sam_fingerprint(*model).c_str());
+  std::printf("vitrt serve: listening on http://%s:%d/ (model %s, %s, %s %s)\n", a.opt.host.c_str(), port,
+              sam_config(*model).name.c_str(), sam_fingerprint(*model).c_str(),
+              device == Device::CUDA ? "cuda" : "cpu", dtype == DType::BF16 ? "bf16" : "fp32");
   std::fflush(stdout);
   srv.listen();
   pthread_kill(signal_thread.native_handle(), SIGTERM);  // wakes the signal thread if listen() ended by itself
@@ -87,7 +88,8 @@ void add_serve(CLI::App& app) {
   c->add_option("--config", a->config, "JSON with settings for non-standard model sizes");
   c->add_option("--random-weights", a->random_model, "Serve vit_b / vit_l / vit_h with random weights (benchmarks)");
   c->add_option("--seed", a->seed, "Seed of --random-weights")->capture_default_str();
-  c->add_option("--device", a->device, "Compute device (cpu)")->capture_default_str();
+  c->add_option("--device", a->device, "auto (cuda when a GPU is present), cpu or cuda")->capture_default_str();
+  c->add_option("--dtype", a->dtype, "fp32, or bf16 on cuda")->capture_default_str();
   c->add_option("--host", a->opt.host, "Address to listen on (default loopback only)")->capture_default_str();
   c->add_option("--port", a->opt.port, "Port; 0 picks a free one (printed on start)")->capture_default_str();
   c->add_option("--cache-mb", a->cache_mb, "Embedding cache size in MiB (vit_b: 4 MiB per image)")->capture_default_str();

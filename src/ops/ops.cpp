@@ -2,6 +2,7 @@
 // ops/cpu work on raw float pointers and trust what they are given; everything a caller can get
 // wrong is caught here with an InvalidArgument naming the operator and the offending shape.
 #include "ops/ops.h"
+#include "ops/op_profiler.h"
 #include "ops/ops_cuda.h"
 #ifdef VITRT_HAVE_CUDA
 #include "ops/cuda/attention.h"
@@ -55,7 +56,11 @@ Tensor rel_pos_for(const Tensor& table, int64_t size) {
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, const Tensor* residual) {
-  if (x.is_cuda()) return cuda_impl::linear(x, w, bias, act, residual);
+  if (x.is_cuda()) {
+    VITRT_PROFILE_OP("linear ", x.numel() / std::max<int64_t>(1, x.size(-1)), "x", w.size(0), "x", w.size(1),
+                     act == Activation::GELU ? " +gelu" : "", residual ? " +res" : "");
+    return cuda_impl::linear(x, w, bias, act, residual);
+  }
   check_input(x, "linear", "x");
   check_input(w, "linear", "weight");
   VITRT_CHECK(x.dim() >= 1 && w.dim() == 2 && w.size(1) == x.size(-1), InvalidArgument,
@@ -79,7 +84,10 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, Activation a
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b) {
-  if (a.is_cuda()) return cuda_impl::matmul(a, b, transpose_b);
+  if (a.is_cuda()) {
+    VITRT_PROFILE_OP("matmul ", shape_str(a.shape()), "x", shape_str(b.shape()));
+    return cuda_impl::matmul(a, b, transpose_b);
+  }
   check_input(a, "matmul", "a");
   check_input(b, "matmul", "b");
   VITRT_CHECK((a.dim() == 2 || a.dim() == 3) && (b.dim() == 2 || b.dim() == 3) && b.dim() <= a.dim(),
@@ -101,7 +109,10 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b) {
 }
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
-  if (x.is_cuda()) return cuda_impl::layer_norm(x, weight, bias, eps);
+  if (x.is_cuda()) {
+    VITRT_PROFILE_OP("layer_norm ", x.numel() / std::max<int64_t>(1, x.size(-1)), "x", x.size(-1));
+    return cuda_impl::layer_norm(x, weight, bias, eps);
+  }
   check_input(x, "layer_norm", "x");
   check_input(weight, "layer_norm", "weight");
   check_input(bias, "layer_norm", "bias");
@@ -128,7 +139,10 @@ void check_add(const Tensor& x, const Tensor& y) {
 }  // namespace
 
 void add_(Tensor& x, const Tensor& y) {
-  if (x.is_cuda()) return cuda_impl::add_(x, y);
+  if (x.is_cuda()) {
+    VITRT_PROFILE_OP("add_ ", x.numel());
+    return cuda_impl::add_(x, y);
+  }
   check_add(x, y);
   cpu::add_broadcast(f32(x), f32(y), f32(x), x.numel(), y.numel());
 }
@@ -168,7 +182,10 @@ void softmax_lastdim_(Tensor& x) {
 }
 
 Tensor permute(const Tensor& x, const std::vector<int>& perm) {
-  if (x.is_cuda()) return cuda_impl::permute(x, perm);
+  if (x.is_cuda()) {
+    VITRT_PROFILE_OP("permute ", shape_str(x.shape()));
+    return cuda_impl::permute(x, perm);
+  }
   check_input(x, "permute", "x");
   const int64_t nd = x.dim();
   VITRT_CHECK(static_cast<int64_t>(perm.size()) == nd, InvalidArgument, "ops::permute: ", perm.size(),
@@ -216,7 +233,10 @@ Tensor cat(const std::vector<Tensor>& xs, int dim) {
 }
 
 Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int stride, int pad) {
-  if (x.is_cuda()) return cuda_impl::conv2d_nhwc(x, w, bias, stride, pad);
+  if (x.is_cuda()) {
+    VITRT_PROFILE_OP("conv2d ", shape_str(x.shape()), " k", w.size(2), " s", stride);
+    return cuda_impl::conv2d_nhwc(x, w, bias, stride, pad);
+  }
   check_input(x, "conv2d_nhwc", "x");
   check_input(w, "conv2d_nhwc", "weight");
   VITRT_CHECK(x.dim() == 4 && w.dim() == 4 && w.size(1) == x.size(3), InvalidArgument, "ops::conv2d_nhwc: x ",
@@ -284,7 +304,10 @@ Tensor window_unpartition(const Tensor& windows, int ws, int64_t H, int64_t W) {
 Tensor attention_relpos(const Tensor& qkv, int num_heads, int64_t H, int64_t W, const Tensor* rel_pos_h,
                         const Tensor* rel_pos_w) {
 #ifdef VITRT_HAVE_CUDA
-  if (qkv.is_cuda()) return cuda_impl::attention_relpos(qkv, num_heads, H, W, rel_pos_h, rel_pos_w);
+  if (qkv.is_cuda()) {
+    VITRT_PROFILE_OP("attention_relpos global ", shape_str(qkv.shape()), " heads ", num_heads);
+    return cuda_impl::attention_relpos(qkv, num_heads, H, W, rel_pos_h, rel_pos_w);
+  }
 #endif
   check_input(qkv, "attention_relpos", "qkv");
   VITRT_CHECK(qkv.dim() == 3 && H >= 1 && W >= 1 && qkv.size(1) == H * W && qkv.size(2) % 3 == 0 && num_heads >= 1,
@@ -315,7 +338,10 @@ Tensor attention_relpos(const Tensor& qkv, int num_heads, int64_t H, int64_t W, 
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads) {
 #ifdef VITRT_HAVE_CUDA
-  if (q.is_cuda()) return cuda_impl::attention(q, k, v, num_heads);
+  if (q.is_cuda()) {
+    VITRT_PROFILE_OP("attention ", shape_str(q.shape()), "x", shape_str(k.shape()));
+    return cuda_impl::attention(q, k, v, num_heads);
+  }
 #endif
   check_input(q, "attention", "q");
   check_input(k, "attention", "k");

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "ops/ops.h"
+#include "ops/op_profiler.h"
 #ifdef VITRT_HAVE_CUDA
 #include "ops/cuda/attention.h"
 #endif
@@ -16,8 +17,10 @@ Tensor attention_relpos_windowed(const Tensor& qkv_grid, const Tensor& qkv_bias,
   const int64_t B = qkv_grid.size(0), H = qkv_grid.size(1), W = qkv_grid.size(2), C3 = qkv_grid.size(3), C = C3 / 3;
   qkv_bias.expect_shape({C3}, "attention_relpos_windowed qkv_bias");
 #ifdef VITRT_HAVE_CUDA
-  if (qkv_grid.is_cuda())
+  if (qkv_grid.is_cuda()) {
+    VITRT_PROFILE_OP("attention_relpos windowed ", shape_str(qkv_grid.shape()), " heads ", num_heads, " ws ", window);
     return cuda_impl::attention_relpos_windowed(qkv_grid, qkv_bias, num_heads, window, rel_pos_h, rel_pos_w);
+  }
 #endif
   VITRT_CHECK(qkv_grid.dtype() == DType::F32 && qkv_bias.dtype() == DType::F32, InvalidArgument,
               "attention_relpos_windowed on the CPU needs float32 tensors");

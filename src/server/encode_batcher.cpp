@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "models/sam/sam_model.h"
+#include "ops/ops.h"
 
 namespace vitrt::server {
 
@@ -21,15 +22,18 @@ PreparedImage prepare_image(const Image& rgb, const SamModel& model) {
 std::vector<ImageEmbedding> encode_batch(const SamModel& model, const std::vector<const PreparedImage*>& images) {
   const int64_t S = model.config.img_size, B = static_cast<int64_t>(images.size());
   VITRT_CHECK(B > 0, InvalidArgument, "encode_batch needs at least one image");
-  Tensor x;
-  if (B == 1) {
-    x = images[0]->input;
-  } else {
-    x = Tensor::empty({B, S, S, 3});
-    const size_t plane = static_cast<size_t>(S) * S * 3;
-    for (int64_t b = 0; b < B; ++b) std::memcpy(x.data<float>() + b * plane, images[b]->input.raw(), plane * sizeof(float));
+  // The prepared inputs live where the model does (host float32, or device float32/bf16 when the
+  // model is on the GPU); ops::cat stacks them on that device.
+  std::vector<Tensor> inputs;
+  for (const PreparedImage* im : images) {
+    VITRT_CHECK(im->input.dim() == 4 && im->input.size(0) == 1 && im->input.size(1) == S, InvalidArgument,
+                "encode_batch: prepared image has shape ", shape_str(im->input.shape()), ", expected [1, ", S, ", ", S,
+                ", 3]");
+    inputs.push_back(im->input);
   }
-  const Tensor features = model.image_encoder.forward(x);  // [B, out, g, g]
+  const Tensor x = B == 1 ? inputs[0] : ops::cat(inputs, 0);
+  // Embeddings are cached and served as host float32 (what SamPredictor keeps too).
+  const Tensor features = ops::cast(model.image_encoder.forward(x), DType::F32).to(Device::CPU);  // [B, out, g, g]
   std::vector<ImageEmbedding> out(B);
   for (int64_t b = 0; b < B; ++b) {
     ImageEmbedding& e = out[b];

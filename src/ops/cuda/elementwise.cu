@@ -58,7 +58,7 @@ __global__ void bias_act_residual_kernel(T* y, int64_t rows, int64_t cols, const
 constexpr int kTile = 16;
 struct SimpleGemm {
   int64_t M, N, K, lda, ldb, ldd, sa, sb, sd;
-  bool trans_b, relu;
+  bool trans_b, relu, gelu_tanh;
   float alpha;
 };
 
@@ -91,6 +91,7 @@ __global__ void gemm_simple_kernel(const T* a, const T* b, const T* c, const T* 
     if (c) v += to_f(c[m * p.ldd + n]);
     if (bias) v += to_f(bias[n]);
     if (p.relu) v = relu_f(v);
+    if (p.gelu_tanh) v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
     d[m * p.ldd + n] = from_f<T>(v);
   }
 }
@@ -163,7 +164,7 @@ void gemm_simple(const GemmArgs& g) {
   p.ldd = g.ldd ? g.ldd : g.N;
   const bool batched = g.batch > 1;
   p.sa = batched ? g.stride_a : 0, p.sb = batched ? g.stride_b : 0, p.sd = batched ? g.stride_d : 0;
-  p.trans_b = g.trans_b, p.relu = g.relu, p.alpha = g.alpha;
+  p.trans_b = g.trans_b, p.relu = g.relu, p.gelu_tanh = g.gelu_tanh, p.alpha = g.alpha;
   const int64_t gx = (g.N + kTile - 1) / kTile, gy = (g.M + kTile - 1) / kTile;
   VITRT_CHECK(gx <= INT32_MAX && gy <= 65535 && g.batch <= 65535, InvalidArgument,
               "cuda::gemm_simple: problem too large for the fallback kernel (M=", g.M, " N=", g.N, " batch=", g.batch,

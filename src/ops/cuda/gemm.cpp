@@ -47,10 +47,10 @@ struct Key {
   int device;
   int dtype;
   int64_t M, N, K, lda, ldb, ldd, batch, sa, sb, sd;
-  bool trans_b, has_c, has_bias, relu;
+  bool trans_b, has_c, has_bias, relu, gelu;
   uint32_t al_a, al_b, al_c, al_d, al_bias;
   auto tie() const {
-    return std::tie(device, dtype, M, N, K, lda, ldb, ldd, batch, sa, sb, sd, trans_b, has_c, has_bias, relu, al_a,
+    return std::tie(device, dtype, M, N, K, lda, ldb, ldd, batch, sa, sb, sd, trans_b, has_c, has_bias, relu, gelu, al_a,
                     al_b, al_c, al_d, al_bias);
   }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
@@ -94,7 +94,7 @@ cublasLtMatrixLayout_t make_layout(cudaDataType t, uint64_t rows, uint64_t cols,
 std::string describe(const GemmArgs& g) {
   return detail::concat(dtype_name(g.dtype), " M=", g.M, " N=", g.N, " K=", g.K, g.trans_b ? " (B^T)" : "",
                         " batch=", g.batch, " lda=", g.lda, " ldb=", g.ldb, " ldd=", g.ldd, g.bias ? " +bias" : "",
-                        g.c ? " +C" : "", g.relu ? " relu" : "");
+                        g.c ? " +C" : "", g.relu ? " relu" : "", g.gelu_tanh ? " gelu" : "");
 }
 
 Plan make_plan(State& st, const Key& k, const GemmArgs& g, cudaDataType t) {
@@ -104,8 +104,9 @@ Plan make_plan(State& st, const Key& k, const GemmArgs& g, cudaDataType t) {
   LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
   LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
   uint32_t epi = CUBLASLT_EPILOGUE_DEFAULT;
-  if (g.bias) epi = g.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  if (g.bias) epi = g.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : g.gelu_tanh ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
   else if (g.relu) epi = CUBLASLT_EPILOGUE_RELU;
+  else if (g.gelu_tanh) epi = CUBLASLT_EPILOGUE_GELU;
   LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
   if (g.bias) {
     const int32_t bt = t;  // bias in the output's type (bf16 with bf16 D, fp32 with fp32 D)
@@ -175,6 +176,7 @@ void gemm(const GemmArgs& g) {
   VITRT_CHECK(g.M >= 0 && g.N >= 0 && g.K >= 0 && g.batch >= 1, InvalidArgument, "cuda::gemm: bad sizes ",
               describe(g));
   VITRT_CHECK(g.bias == nullptr || g.batch == 1, InvalidArgument, "cuda::gemm: bias with a batch is not supported");
+  VITRT_CHECK(!g.gelu_tanh || (!g.relu && !g.c), InvalidArgument, "cuda::gemm: the GELU epilogue excludes ReLU and C");
   VITRT_CHECK(g.batch <= INT32_MAX, InvalidArgument, "cuda::gemm: batch too large");
   if (g.M == 0 || g.N == 0) return;
   VITRT_CHECK(g.K > 0, InvalidArgument, "cuda::gemm: K = 0 is not supported (", describe(g), ")");
@@ -194,7 +196,7 @@ void gemm(const GemmArgs& g) {
   k.batch = g.batch;
   const bool batched = g.batch > 1;
   k.sa = batched ? g.stride_a : 0, k.sb = batched ? g.stride_b : 0, k.sd = batched ? g.stride_d : 0;
-  k.trans_b = g.trans_b, k.has_c = g.c != nullptr, k.has_bias = g.bias != nullptr, k.relu = g.relu;
+  k.trans_b = g.trans_b, k.has_c = g.c != nullptr, k.has_bias = g.bias != nullptr, k.relu = g.relu, k.gelu = g.gelu_tanh;
   k.al_a = alignment(g.a, k.lda * es, k.sa * es);
   k.al_b = alignment(g.b, k.ldb * es, k.sb * es);
   k.al_d = alignment(g.d, k.ldd * es, k.sd * es);

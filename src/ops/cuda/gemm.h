@@ -30,6 +30,9 @@ struct GemmArgs {
   const void* c = nullptr;   // [M, N] added with beta = 1 (same layout as d), or null
   const void* bias = nullptr;  // [N] or null (only with batch == 1)
   bool relu = false;         // ReLU after everything else (i.e. after C is added)
+  // GELU, tanh form (cuBLASLt's GELU epilogue), after the bias; exclusive with relu and c. Within
+  // ~5e-4 of the exact erf GELU, far below bf16's rounding: used for bf16 only (see ops_cuda.cpp).
+  bool gelu_tanh = false;
   float alpha = 1.f;
   // Row strides in elements; 0 means packed (K for a, K or N for b, N for c/d).
   int64_t lda = 0, ldb = 0, ldd = 0;
