@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 # back at most 8 files, so $OUT only gets logs.tgz and summary.txt.
 FINAL_OUT=${OUT:-device-out}; mkdir -p "$FINAL_OUT"
 OUT=$(mktemp -d /tmp/vitrt-device-logs.XXXX)
-trap 'tar -C "$OUT" -czf "$FINAL_OUT/logs.tgz" . 2>/dev/null; cp "$OUT/summary.txt" "$FINAL_OUT/" 2>/dev/null' EXIT
+trap 'printf "%s\n" "${summary[@]}" > "$OUT/summary.txt"; tar -C "$OUT" -czf "$FINAL_OUT/logs.tgz" . 2>/dev/null; cp "$OUT/summary.txt" "$FINAL_OUT/" 2>/dev/null' EXIT
+trap 'exit 143' TERM
 stages=${*:-tests bench}
 has() { [[ " $stages " == *" $1 "* ]]; }
 summary=()
