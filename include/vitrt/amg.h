@@ -34,6 +34,10 @@ struct AmgOptions {
   // [0, 1]. Exclusive with points_per_side.
   std::vector<std::vector<std::array<double, 2>>> point_grids;
   int points_per_batch = 64;
+  // With the model on CUDA: points per decoder batch, at least points_per_batch. Results do not
+  // depend on it (each mask is filtered on its own); larger batches use the GPU better and need
+  // more memory (~4 MiB per point in bf16, ~8 MiB in fp32, for the decoder's image-sized tensors).
+  int gpu_points_per_batch = 256;
   double pred_iou_thresh = 0.88;         // in [0, 1]; 0 turns the filter off
   double stability_score_thresh = 0.95;  // in [0, 1]; 0 turns the filter off
   double stability_score_offset = 1.0;
@@ -77,8 +81,11 @@ struct AmgProgress {
 };
 
 // Time spent per stage in the last generate() call, in milliseconds.
+// On CUDA: encode_ms waits for the encoder, decode_ms for the decoder (through the IoU scores'
+// download), filter_ms covers the device filters and the download of their results, rle_ms the
+// device RLE of the masks kept by NMS (on the CPU the RLE is part of filter_ms).
 struct AmgTimings {
-  double encode_ms = 0, decode_ms = 0, filter_ms = 0, nms_ms = 0, postprocess_ms = 0, encode_out_ms = 0;
+  double encode_ms = 0, decode_ms = 0, filter_ms = 0, nms_ms = 0, rle_ms = 0, postprocess_ms = 0, encode_out_ms = 0;
   double total_ms = 0;
 };
 
@@ -100,6 +107,7 @@ class SamAutomaticMaskGenerator {
   std::vector<std::vector<std::array<double, 2>>> grids_;  // one per crop layer
   std::function<void(const AmgProgress&)> progress_;
   AmgTimings timings_;
+  Tensor device_dense_;  // CUDA model: the no-mask dense prompt embedding on the device, built once
 };
 
 }  // namespace vitrt

@@ -7,7 +7,8 @@
 //                                     W[r*block + i, col_idx[k]*block + j]
 //
 // The three arrays are Tensors so that a model file can hand out memory-mapped storage without
-// copying, and so that a later GPU path can move them with Tensor::to().
+// copying. They stay on the host (validate() and the CPU kernels read them); bsr_to_cuda() adds
+// device copies for the CUDA kernels alongside.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -16,12 +17,24 @@
 
 namespace vitrt {
 
+// Device copies of a BSR matrix for the CUDA kernels (made by bsr_to_cuda).
+struct BsrCudaArrays {
+  Tensor row_ptr, col_idx;  // I32, as on the host
+  Tensor values;            // F32 or BF16 [nnz, block, block]: the dtype the kernel computes in
+  // I32 [rows / block]: the block-rows by decreasing stored-block count (ties: lower index first),
+  // the order in which the kernel schedules them so the longest start first.
+  Tensor row_order;
+};
+
 struct BsrMatrix {
   int64_t rows = 0, cols = 0;
   int block = 0;
   Tensor row_ptr;  // I32 [rows / block + 1]
   Tensor col_idx;  // I32 [nnz]
   Tensor values;   // F32 or BF16 [nnz, block, block]
+  BsrCudaArrays cuda;  // undefined tensors unless bsr_to_cuda() made this matrix
+
+  bool on_cuda() const { return cuda.row_ptr.defined(); }
 
   int64_t block_rows() const { return block ? rows / block : 0; }
   int64_t block_cols() const { return block ? cols / block : 0; }
@@ -58,6 +71,12 @@ BsrMatrix prune_blocks_by_magnitude(const Tensor& w, int block, double sparsity)
 
 // The per-block keep mask [rows/block, cols/block] (U8) that prune_blocks_by_magnitude applies.
 Tensor magnitude_block_mask(const Tensor& w, int block, double sparsity);
+
+// A copy of m (validated first; InvalidArgument otherwise) that also holds device copies of its
+// arrays, the values converted to `values_dtype` (F32 or BF16: what ops::linear_bsr computes in for
+// CUDA tensors of that dtype). The host arrays are shared, not copied. Throws vitrt::Error in a
+// build without CUDA or without a device.
+BsrMatrix bsr_to_cuda(const BsrMatrix& m, DType values_dtype);
 
 // Checks everything a kernel relies on: block supported and dividing rows/cols, row_ptr I32 of
 // length rows/block + 1, starting at 0, non-decreasing, ending at nnz; col_idx I32 [nnz] within

@@ -47,10 +47,10 @@ class VitModel;
 // `<checkpoint>.json` with {"num_heads": N} if present, else hidden_dim / 64 (every torchvision
 // preset uses 64-wide heads).
 // A vitrt model file written by `vitrt sparsify` (safetensors with BSR weights) loads too: its
-// block-sparse MLP weights stay packed and run through the CPU block-sparse linear (fused exact
-// GELU for mlp.0), everything else is dense as usual. Such a model runs on the CPU in float32 only
-// for now (InvalidArgument otherwise). `vitrt sparsify` does not copy the .json sidecar: give
-// num_heads or put `<file>.json` next to it.
+// block-sparse MLP weights stay packed and run through ops::linear_bsr (fused exact GELU for
+// mlp.0, the residual fused for mlp.3), everything else is dense as usual: on the CPU in float32,
+// on CUDA in float32 or bfloat16 (the BSR arrays uploaded once). `vitrt sparsify` does not copy
+// the .json sidecar: give num_heads or put `<file>.json` next to it.
 std::shared_ptr<const VitModel> load_vit(const std::string& checkpoint_path, Device device = Device::CPU,
                                          DType dtype = DType::F32, int num_heads = 0);
 const VitConfig& vit_config(const VitModel& model);
@@ -98,8 +98,8 @@ VitConfig vit_config_from_state_dict(const StateDict& sd, int num_heads = 0);
 
 // A ViT whose MLP weights (encoder.layers.encoder_layer_<i>.mlp.{0,3}.weight, absent from `dense`)
 // are given block-sparse in `sparse` (any subset of them; the rest stay dense in `dense`), e.g. a
-// vitrt model file's io::ModelFile{dense, sparse}. CPU float32 only for now (InvalidArgument
-// otherwise); a BSR weight of another name or of the wrong shape throws CheckpointError.
+// vitrt model file's io::ModelFile{dense, sparse}. CPU float32, or CUDA float32 / bfloat16 (BSR
+// arrays uploaded once); a BSR weight of another name or of the wrong shape throws CheckpointError.
 std::shared_ptr<const VitModel> vit_from_sparse_state_dict(const StateDict& dense,
                                                            const std::map<std::string, BsrMatrix>& sparse,
                                                            Device device = Device::CPU, DType dtype = DType::F32,

@@ -162,6 +162,43 @@ BsrMatrix prune_blocks_by_magnitude(const Tensor& w, int block, double sparsity)
   return bsr_from_dense(w, block, &mask);
 }
 
+BsrMatrix bsr_to_cuda(const BsrMatrix& m, DType values_dtype) {
+  validate(m, "bsr_to_cuda");
+  VITRT_CHECK(values_dtype == DType::F32 || values_dtype == DType::BF16, InvalidArgument,
+              "bsr_to_cuda: values dtype must be float32 or bfloat16, got ", dtype_name(values_dtype));
+  const int64_t br_n = m.block_rows();
+  const int32_t* rp = m.row_ptr.data<int32_t>();
+  // Heaviest block-rows first: within a token tile they are launched in this order.
+  std::vector<int32_t> order(br_n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return rp[a + 1] - rp[a] > rp[b + 1] - rp[b]; });
+  Tensor order_host = Tensor::empty({br_n}, DType::I32);
+  std::memcpy(order_host.raw(), order.data(), order.size() * sizeof(int32_t));
+
+  Tensor values = m.values;
+  if (values.dtype() != values_dtype) {  // host conversion: BF16 rounds to nearest even
+    Tensor converted = Tensor::empty(values.shape(), values_dtype);
+    const int64_t n = values.numel();
+    if (values_dtype == DType::BF16) {
+      const float* src = values.data<float>();
+      uint16_t* dst = converted.data<uint16_t>();
+      for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
+    } else {
+      const uint16_t* src = values.data<uint16_t>();
+      float* dst = converted.data<float>();
+      for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
+    }
+    values = converted;
+  }
+  BsrMatrix out = m;
+  out.cuda.row_ptr = m.row_ptr.to(Device::CUDA);
+  out.cuda.col_idx = m.col_idx.to(Device::CUDA);
+  out.cuda.values = values.to(Device::CUDA);
+  out.cuda.row_order = order_host.to(Device::CUDA);
+  return out;
+}
+
 void validate(const BsrMatrix& m, const std::string& what) {
   VITRT_CHECK(is_supported_bsr_block(m.block), InvalidArgument, what, ": block size ", m.block,
               " is not supported (expected 16, 32 or 64)");

@@ -90,10 +90,12 @@ Tensor resize_bilinear(const Tensor& x, int64_t out_h, int64_t out_w);
 
 namespace vitrt::ops {
 
-// y[..., N] = act(x[..., K] @ W^T + bias[N]) with W an [N, K] block-sparse matrix in BSR
-// (vitrt/bsr.h; values F32 or BF16, computed in fp32). Checks W with validate() and the shapes;
-// CPU tensors only for now (a CUDA x throws "not implemented yet").
+// y[..., N] = act(x[..., K] @ W^T + bias[N]) + residual[..., N] with W an [N, K] block-sparse
+// matrix in BSR (vitrt/bsr.h). CPU: x float32, values F32 or BF16, computed in fp32, W checked with
+// validate(). CUDA x (float32 or bfloat16): W must carry device copies in x's dtype
+// (bsr_to_cuda(w, x.dtype()), validated there), bias and residual CUDA tensors of x's dtype, act
+// None or GELU; bf16 runs on tensor cores with fp32 accumulation, fp32 in exact fp32 FMA.
 Tensor linear_bsr(const Tensor& x, const BsrMatrix& w, const Tensor* bias = nullptr,
-                  Activation act = Activation::None);
+                  Activation act = Activation::None, const Tensor* residual = nullptr);
 
 }  // namespace vitrt::ops

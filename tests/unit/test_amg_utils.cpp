@@ -5,12 +5,15 @@
 // against the predictor's own two-resize path.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "io/rle.h"
 #include "models/sam/amg_utils.h"
+#include "models/sam/automatic_mask_generator.h"
+#include "sam_test_util.h"
 #include "ops/ops.h"
 #include "vitrt/checkpoint.h"
 #include "vitrt/error.h"
@@ -265,6 +268,37 @@ TEST(AmgUtils, CentrePointsMatchSegmentAnythingFast) {
 TEST(AmgUtils, BadGridSizesAreRejected) {
   EXPECT_THROW(build_point_grid(0), InvalidArgument);
   EXPECT_THROW(build_all_layer_point_grids(3, 2, 2), InvalidArgument);  // layer 2: int(3 / 4) = 0
+}
+
+// The GPU path feeds the decoder one shared dense embedding, repeated over the batch on the
+// device, instead of a [B, g*g, out] host tensor. On the CPU both must give the same bits, for
+// batch sizes that are and are not powers of two (the repeat doubles, then tops up).
+TEST(AmgUtils, DecoderWithSharedDenseEqualsBroadcastDense) {
+  const auto model = test::small_model();
+  const SamConfig& c = model->config;
+  const int64_t D = c.out_chans, HW = static_cast<int64_t>(c.grid_size()) * c.grid_size();
+  Tensor features = Tensor::empty({1, D, c.grid_size(), c.grid_size()});
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd;
+  for (int64_t i = 0; i < features.numel(); ++i) features.data<float>()[i] = nd(rng);
+  for (int n : {1, 4, 5, 11}) {
+    std::vector<GridPoint> pts;
+    for (int i = 0; i < n; ++i) pts.push_back({5.0 + 9 * i, 100.0 - 7 * i});
+    const Tensor sparse = point_sparse_tokens(*model, 96, 128, 60, 80, pts);
+    ASSERT_EQ(sparse.shape(), (Shape{n, 2, D}));
+    Tensor dense_one = Tensor::empty({HW, D}), dense = Tensor::empty({n, HW, D});
+    const float* nm = model->prompt_encoder.no_mask.data<float>();
+    for (int64_t i = 0; i < HW; ++i) std::memcpy(dense_one.data<float>() + i * D, nm, sizeof(float) * D);
+    for (int64_t b = 0; b < n; ++b)
+      std::memcpy(dense.data<float>() + b * HW * D, dense_one.raw(), sizeof(float) * HW * D);
+    Tensor masks_a, iou_a, masks_b, iou_b;
+    model->mask_decoder.forward(features, model->image_pe, sparse, dense, masks_a, iou_a);
+    model->mask_decoder.forward_shared_dense(features, model->image_pe, sparse, dense_one, masks_b, iou_b);
+    ASSERT_EQ(masks_a.shape(), masks_b.shape()) << n;
+    ASSERT_EQ(iou_a.shape(), iou_b.shape()) << n;
+    EXPECT_EQ(std::memcmp(masks_a.raw(), masks_b.raw(), masks_a.nbytes()), 0) << "masks, batch " << n;
+    EXPECT_EQ(std::memcmp(iou_a.raw(), iou_b.raw(), iou_a.nbytes()), 0) << "iou, batch " << n;
+  }
 }
 
 }  // namespace

@@ -190,6 +190,30 @@ TEST(Bsr, LinearBsrChecksShapes) {
   EXPECT_THROW(ops::linear_bsr(random_tensor({3, 64}, 2), m, &bad_bias), InvalidArgument);
 }
 
+// The residual operand: y = act(x W^T + b) + residual, the activation before the residual (as
+// ops::linear); the ViT's mlp.3 passes its skip connection here.
+TEST(Bsr, LinearBsrAddsResidualAfterActivation) {
+  const BsrMatrix m = bsr_from_dense(ragged_weight(64, 48, 16, 9), 16);
+  const Tensor x = random_tensor({2, 5, 48}, 10), bias = random_tensor({64}, 11), residual = random_tensor({2, 5, 64}, 12);
+  const Tensor got = ops::linear_bsr(x, m, &bias, ops::Activation::GELU, &residual);
+  Tensor want = ops::linear_bsr(x, m, &bias, ops::Activation::GELU);
+  ops::add_(want, residual);
+  expect_close(got, want, 1e-6);
+  const Tensor bad_residual = random_tensor({2, 5, 48}, 13);
+  EXPECT_THROW(ops::linear_bsr(x, m, &bias, ops::Activation::None, &bad_residual), InvalidArgument);
+}
+
+// bsr_to_cuda checks the matrix and the dtype before touching a device (so these hold on any machine).
+TEST(Bsr, ToCudaRejectsBadMatricesBeforeUploading) {
+  BsrMatrix m = bsr_from_dense(random_tensor({32, 64}, 1), 16);
+  EXPECT_FALSE(m.on_cuda());
+  EXPECT_THROW(bsr_to_cuda(m, DType::F16), InvalidArgument);
+  EXPECT_THROW(bsr_to_cuda(m, DType::I32), InvalidArgument);
+  BsrMatrix broken = m;
+  broken.col_idx = Tensor::zeros({m.nnz_blocks() + 1}, DType::I32);  // row_ptr no longer ends at nnz
+  EXPECT_THROW(bsr_to_cuda(broken, DType::F32), InvalidArgument);
+}
+
 TEST(Bsr, ModelFileRoundTrip) {
   const std::string path = std::string(VITRT_TEST_TMP) + "/bsr_round_trip.vitrt";
   StateDict dense;

@@ -208,7 +208,7 @@ TEST(VitSparse, BadSparseWeightsAreClearErrors) {
   } catch (const CheckpointError& e) {
     EXPECT_NE(std::string(e.what()).find("both dense and block-sparse"), std::string::npos) << e.what();
   }
-  // Sparse models are CPU float32 only for now.
+  // The CPU backend computes in float32 only, sparse or not (CUDA: tests/gpu/test_cuda_bsr.cpp).
   StateDict d2 = sd;
   d2.erase(fc2);
   EXPECT_THROW(vit_from_sparse_state_dict(d2, twice, Device::CPU, DType::BF16, 3), InvalidArgument);

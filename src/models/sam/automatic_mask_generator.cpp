@@ -4,8 +4,13 @@
 //   across crops: NMS preferring smaller crops; then optional small-region cleanup; records.
 // What differs is only how it is computed: masks failing the IoU filter are never upscaled, and
 // each surviving mask is upscaled, scored, thresholded and run-length encoded in one pass on its
-// own thread instead of as [B*3, H, W] float tensors.
+// own thread instead of as [B*3, H, W] float tensors. With the model on CUDA the same steps run
+// on the device (amg_device.h): large decoder batches, the per-pixel filters and the RLE there,
+// NMS and everything after it here, on the few numbers and runs that come back.
 #include "models/sam/automatic_mask_generator.h"
+
+#include "models/sam/amg_device.h"
+#include "ops/ops.h"
 
 #include <omp.h>
 
@@ -62,6 +67,8 @@ void AmgOptions::validate() const {
     }
   }
   VITRT_CHECK(points_per_batch >= 1, InvalidArgument, "points_per_batch must be at least 1, got ", points_per_batch);
+  VITRT_CHECK(gpu_points_per_batch >= 1, InvalidArgument, "gpu_points_per_batch must be at least 1, got ",
+              gpu_points_per_batch);
   in01(pred_iou_thresh, "pred_iou_thresh");
   in01(stability_score_thresh, "stability_score_thresh");
   VITRT_CHECK(std::isfinite(stability_score_offset) && stability_score_offset >= 0, InvalidArgument,
@@ -78,20 +85,16 @@ void AmgOptions::validate() const {
 
 namespace amg {
 
-void decode_points(const SamModel& model, const ImageEmbedding& e, const std::vector<GridPoint>& pts, Tensor& low_res,
-                   Tensor& iou) {
+Tensor point_sparse_tokens(const SamModel& model, int input_h, int input_w, int orig_h, int orig_w,
+                           const std::vector<GridPoint>& pts) {
   const SamConfig& c = model.config;
   const sam::PromptEncoder& pe = model.prompt_encoder;
-  // The batch decode and the filters below read host memory; a device path replaces both.
-  VITRT_CHECK(!e.features.is_cuda() && !pe.no_mask.is_cuda(), InvalidArgument,
-              "the automatic mask generator runs on the CPU backend only so far (the model is on CUDA)");
-  const int64_t n = static_cast<int64_t>(pts.size()), D = c.out_chans, HW = c.grid_size() * c.grid_size();
-  const int64_t m = c.low_res_size();
+  const int64_t n = static_cast<int64_t>(pts.size()), D = c.out_chans;
   // ResizeLongestSide.apply_coords: coords * (new_w / old_w) in float64. The prompt encoder then
   // adds 0.5 and divides by the input size, still in float64 (the tensor is float64), and only
   // casts to float32 for the Fourier features.
-  const double sx = static_cast<double>(e.input_width) / e.original_width;
-  const double sy = static_cast<double>(e.input_height) / e.original_height;
+  const double sx = static_cast<double>(input_w) / orig_w;
+  const double sy = static_cast<double>(input_h) / orig_h;
   std::vector<float> coords01(static_cast<size_t>(n) * 2);
   for (int64_t i = 0; i < n; ++i) {
     coords01[2 * i] = static_cast<float>((pts[i][0] * sx + 0.5) / c.img_size);
@@ -108,6 +111,20 @@ void decode_points(const SamModel& model, const ImageEmbedding& e, const std::ve
     for (int64_t d = 0; d < D; ++d) t[d] = enc[i * D + d] + pos[d];
     std::memcpy(t + D, nap, sizeof(float) * D);
   }
+  return sparse;
+}
+
+void decode_points(const SamModel& model, const ImageEmbedding& e, const std::vector<GridPoint>& pts, Tensor& low_res,
+                   Tensor& iou) {
+  const SamConfig& c = model.config;
+  const sam::PromptEncoder& pe = model.prompt_encoder;
+  // The host path: the filters of filter_batch read host memory (amg_device.h is the GPU's).
+  VITRT_CHECK(!e.features.is_cuda() && !pe.no_mask.is_cuda() && model.device == Device::CPU, InvalidArgument,
+              "amg::decode_points runs the CPU path; a CUDA model goes through amg_device.h");
+  const int64_t n = static_cast<int64_t>(pts.size()), D = c.out_chans, HW = c.grid_size() * c.grid_size();
+  const int64_t m = c.low_res_size();
+  const Tensor sparse = point_sparse_tokens(model, e.input_height, e.input_width, e.original_height,
+                                            e.original_width, pts);
   // Dense: no_mask_embed broadcast over the grid.
   Tensor dense = Tensor::empty({n, HW, D});
   const float* nm = pe.no_mask.data<float>();
@@ -271,38 +288,72 @@ std::vector<MaskRecord> SamAutomaticMaskGenerator::generate(const Image& rgb) {
   progress.n_crops = static_cast<int>(crops.size());
   for (const auto& c : crops) progress.points_total += static_cast<int64_t>(grids_[c.layer].size());
 
+  const bool on_device = model_->device == Device::CUDA;
   SamPredictor predictor(model_);
+  if (on_device && !device_dense_.defined()) device_dense_ = amg::no_mask_dense_on_device(*model_);
   std::vector<amg::CropMask> data;
   for (size_t ci = 0; ci < crops.size(); ++ci) {
     const amg::CropBox& crop = crops[ci];
     progress.crop = static_cast<int>(ci);
-    auto t0 = Clock::now();
-    if (crops.size() == 1)
-      predictor.set_image(rgb);
-    else
-      predictor.set_image(crop_image(rgb, crop));
-    timings_.encode_ms += ms_since(t0);
-    const ImageEmbedding& e = predictor.embedding();
     const int ch = crop.height(), cw = crop.width();
-    const amg::LogitUpscaler upscaler(cfg.low_res_size(), cfg.img_size, e.input_height, e.input_width, ch, cw);
-
     // points_for_image = grid * (crop w, crop h), in float64.
     const amg::PointGrid& grid = grids_[crop.layer];
-    std::vector<amg::CropMask> crop_data;
-    for (size_t b0 = 0; b0 < grid.size(); b0 += o.points_per_batch) {
-      const size_t b1 = std::min(grid.size(), b0 + static_cast<size_t>(o.points_per_batch));
+    auto batch_points = [&](size_t b0, size_t b1) {
       std::vector<amg::GridPoint> pts;
       for (size_t i = b0; i < b1; ++i) pts.push_back({grid[i][0] * cw, grid[i][1] * ch});
-      Tensor low_res, iou;
-      t0 = Clock::now();
-      amg::decode_points(*model_, e, pts, low_res, iou);
-      timings_.decode_ms += ms_since(t0);
-      t0 = Clock::now();
-      amg::filter_batch(low_res, iou, pts, upscaler, crop, static_cast<int>(ci), H, W, o, crop_data);
-      timings_.filter_ms += ms_since(t0);
-      progress.points_done += static_cast<int64_t>(b1 - b0);
-      progress.masks_kept = static_cast<int64_t>(data.size() + crop_data.size());
+      return pts;
+    };
+    auto report = [&](size_t n_points, size_t kept) {
+      progress.points_done += static_cast<int64_t>(n_points);
+      progress.masks_kept = static_cast<int64_t>(data.size() + kept);
       if (progress_) progress_(progress);
+    };
+    std::vector<amg::CropMask> crop_data;
+    std::optional<amg::DeviceCropMasks> device_masks;
+    auto t0 = Clock::now();
+    if (on_device) {
+      // The GPU path (amg_device.h): embedding and logits stay on the device; batches are as large
+      // as gpu_points_per_batch allows (each mask's result is independent of its batch).
+      int input_h = 0, input_w = 0;
+      const Tensor features =
+          amg::encode_image_on_device(*model_, crops.size() == 1 ? rgb : crop_image(rgb, crop), &input_h, &input_w);
+      amg::sync_device();
+      timings_.encode_ms += ms_since(t0);
+      device_masks.emplace(cfg.low_res_size(), cfg.img_size, input_h, input_w, crop, static_cast<int>(ci), H, W, o);
+      const size_t batch = static_cast<size_t>(std::max(o.points_per_batch, o.gpu_points_per_batch));
+      for (size_t b0 = 0; b0 < grid.size(); b0 += batch) {
+        const size_t b1 = std::min(grid.size(), b0 + batch);
+        const std::vector<amg::GridPoint> pts = batch_points(b0, b1);
+        t0 = Clock::now();
+        Tensor masks, iou;
+        amg::decode_points_on_device(*model_, features, device_dense_, input_h, input_w, ch, cw, pts, masks, iou);
+        const Tensor iou_host = ops::cast(iou, DType::F32).to(Device::CPU);  // waits for the decoder
+        timings_.decode_ms += ms_since(t0);
+        t0 = Clock::now();
+        device_masks->filter_batch(masks, 1, static_cast<int>(masks.size(1)) - 1, iou_host, pts, crop_data);
+        timings_.filter_ms += ms_since(t0);
+        report(b1 - b0, crop_data.size());
+      }
+    } else {
+      if (crops.size() == 1)
+        predictor.set_image(rgb);
+      else
+        predictor.set_image(crop_image(rgb, crop));
+      timings_.encode_ms += ms_since(t0);
+      const ImageEmbedding& e = predictor.embedding();
+      const amg::LogitUpscaler upscaler(cfg.low_res_size(), cfg.img_size, e.input_height, e.input_width, ch, cw);
+      for (size_t b0 = 0; b0 < grid.size(); b0 += o.points_per_batch) {
+        const size_t b1 = std::min(grid.size(), b0 + static_cast<size_t>(o.points_per_batch));
+        const std::vector<amg::GridPoint> pts = batch_points(b0, b1);
+        Tensor low_res, iou;
+        t0 = Clock::now();
+        amg::decode_points(*model_, e, pts, low_res, iou);
+        timings_.decode_ms += ms_since(t0);
+        t0 = Clock::now();
+        amg::filter_batch(low_res, iou, pts, upscaler, crop, static_cast<int>(ci), H, W, o, crop_data);
+        timings_.filter_ms += ms_since(t0);
+        report(b1 - b0, crop_data.size());
+      }
     }
 
     // Duplicates within the crop, best predicted IoU first.
@@ -310,8 +361,16 @@ std::vector<MaskRecord> SamAutomaticMaskGenerator::generate(const Image& rgb) {
     std::vector<float> scores(crop_data.size());
     for (size_t i = 0; i < crop_data.size(); ++i) scores[i] = crop_data[i].iou;
     const auto keep = amg::batched_nms(amg::boxes_f32(crop_data), scores, o.box_nms_thresh);
-    for (int64_t i : keep) {
-      amg::CropMask& cm = crop_data[i];
+    crop_data = amg::take(crop_data, keep);
+    timings_.nms_ms += ms_since(t0);
+    if (device_masks) {  // only the masks that survived NMS are run-length encoded
+      t0 = Clock::now();
+      device_masks->encode_rle(crop_data);
+      timings_.rle_ms += ms_since(t0);
+    }
+    t0 = Clock::now();
+    for (amg::CropMask& cm : crop_data) {
+      cm.device_plane = -1;
       cm.box = {cm.box[0] + crop.x0, cm.box[1] + crop.y0, cm.box[2] + crop.x0, cm.box[3] + crop.y0};
       cm.point = {cm.point[0] + crop.x0, cm.point[1] + crop.y0};
       data.push_back(std::move(cm));

@@ -1,6 +1,7 @@
 // Internal pieces of SamAutomaticMaskGenerator (the public class is in vitrt/amg.h), split so that
 // a device backend can replace the batch decode and the per-mask filtering as a unit: both take
-// and give plain arrays, and the crop-level logic (NMS, uncropping, records) stays shared.
+// and give plain arrays, and the crop-level logic (NMS, uncropping, records) stays shared. The
+// CUDA backend's replacement is amg::DeviceCropMasks (amg_device.h).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -20,6 +21,11 @@ namespace vitrt::amg {
 void decode_points(const SamModel& model, const ImageEmbedding& embedding, const std::vector<GridPoint>& points_px,
                    Tensor& low_res, Tensor& iou);
 
+// The sparse prompt tokens of decode_points: [n, 2, out] float32 on the CPU (the point, then the
+// padding point), for an image of orig_h x orig_w resized to input_h x input_w.
+Tensor point_sparse_tokens(const SamModel& model, int input_h, int input_w, int orig_h, int orig_w,
+                           const std::vector<GridPoint>& points_px);
+
 // A mask that passed the per-batch filters, in the frame of its crop until uncropped.
 struct CropMask {
   std::vector<uint32_t> rle;     // column-major runs at the ORIGINAL image size (already uncropped)
@@ -27,6 +33,7 @@ struct CropMask {
   float iou = 0, stability = 0;
   GridPoint point{};  // the prompt in pixels
   int crop = 0;       // index into the crop list
+  int64_t device_plane = -1;  // device path: its logit plane in DeviceCropMasks (rle still empty)
 };
 
 // The filters of _process_batch in their order, on CPU threads, one mask per task: predicted IoU

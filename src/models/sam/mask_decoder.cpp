@@ -85,6 +85,22 @@ void MaskDecoder::load(WeightReader& r, const SamConfig& c) {
 
 void MaskDecoder::forward(const Tensor& image, const Tensor& image_pe, const Tensor& sparse, const Tensor& dense,
                           Tensor& masks_out, Tensor& iou_out) const {
+  Tensor masks, iou;
+  forward_kept(image, image_pe, sparse, dense, /*dense_shared=*/false, masks, iou);
+  const int64_t g = cfg.grid_size();
+  masks_out = ops::cast(masks, DType::F32).to(Device::CPU).reshape({masks.size(0), masks.size(1), 4 * g, 4 * g});
+  iou_out = ops::cast(iou, DType::F32).to(Device::CPU);
+}
+
+void MaskDecoder::forward_shared_dense(const Tensor& image, const Tensor& image_pe, const Tensor& sparse,
+                                       const Tensor& dense_one, Tensor& masks, Tensor& iou) const {
+  forward_kept(image, image_pe, sparse, dense_one, /*dense_shared=*/true, masks, iou);
+  const int64_t g = cfg.grid_size();
+  masks = masks.reshape({masks.size(0), masks.size(1), 4 * g, 4 * g});
+}
+
+void MaskDecoder::forward_kept(const Tensor& image, const Tensor& image_pe, const Tensor& sparse, const Tensor& dense,
+                               bool dense_shared, Tensor& masks_out, Tensor& iou_out) const {
   // Device-agnostic: image, image_pe and the weights may live on the GPU; sparse and dense come
   // from the (CPU, float32) prompt encoder and are moved next to the weights here.
   const Device dev = mask_tokens.device();
@@ -103,8 +119,16 @@ void MaskDecoder::forward(const Tensor& image, const Tensor& image_pe, const Ten
   const Tensor query_pe = to_model(tokens_host);
   // src = image embedding (as tokens) + dense prompt embedding; pos_src = image_pe (broadcast).
   Tensor image_tokens = ops::permute(image.reshape({1, D, HW}), {0, 2, 1}).reshape({HW, D});
-  Tensor keys = to_model(dense);
-  ops::add_(keys, image_tokens);
+  Tensor keys;
+  if (dense_shared) {
+    // The same element-wise sums as below, once, then repeated over the batch by doubling.
+    keys = ops::add(to_model(dense).reshape({1, HW, D}), image_tokens);
+    while (keys.size(0) * 2 <= B) keys = ops::cat({keys, keys}, 0);
+    if (keys.size(0) < B) keys = ops::cat({keys, keys.slice0(0, B - keys.size(0))}, 0);
+  } else {
+    keys = to_model(dense);
+    ops::add_(keys, image_tokens);
+  }
   const Tensor& key_pe = image_pe;  // [HW, D], broadcast over the batch by ops::add
 
   // TwoWayTransformer.
@@ -158,8 +182,8 @@ void MaskDecoder::forward(const Tensor& image, const Tensor& image_pe, const Ten
   Tensor hyper = ops::cat(hyper_rows, 1);  // [B, M-1, C8]
   Tensor masks = ops::matmul(hyper, up.reshape({B, P, C8}), /*transpose_b=*/true);
   Tensor iou = mlp(iou_head, by_token.slice0(0, 1).reshape({B, D}));
-  masks_out = ops::cast(masks, DType::F32).to(Device::CPU).reshape({B, M - 1, 4 * g, 4 * g});
-  iou_out = ops::cast(iou, DType::F32).to(Device::CPU);
+  masks_out = masks;
+  iou_out = iou;
 }
 
 }  // namespace vitrt::sam

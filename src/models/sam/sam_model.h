@@ -100,6 +100,18 @@ struct MaskDecoder {
   // [B, M+1, 4g, 4g] and IoU predictions [B, M+1], float32 on the CPU.
   void forward(const Tensor& image, const Tensor& image_pe, const Tensor& sparse, const Tensor& dense,
                Tensor& masks, Tensor& iou) const;
+  // forward() for a batch whose prompts share one dense embedding, dense_one [g*g, out] (float32 on
+  // the CPU, or already on the weights' device in their dtype; not modified) -- the automatic
+  // mask generator's grid: single points, no mask input -- with the results
+  // left where the weights are, in their dtype: masks [B, M+1, 4g, 4g], iou [B, M+1]. The
+  // [B, g*g, out] dense tensor is never built on the host nor uploaded.
+  void forward_shared_dense(const Tensor& image, const Tensor& image_pe, const Tensor& sparse,
+                            const Tensor& dense_one, Tensor& masks, Tensor& iou) const;
+
+ private:
+  // Both: masks [B, M+1, (4g)^2] and iou [B, M+1] on the weights' device and dtype.
+  void forward_kept(const Tensor& image, const Tensor& image_pe, const Tensor& sparse, const Tensor& dense,
+                    bool dense_shared, Tensor& masks, Tensor& iou) const;
 };
 
 }  // namespace vitrt::sam

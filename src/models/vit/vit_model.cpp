@@ -177,8 +177,16 @@ std::shared_ptr<VitModel> VitModel::to(Device dev, DType dt) const {
   m->device = dev;
   m->dtype = dt;
   auto upload = [&](Tensor& t) { t = ops::cast(t.to_f32().to(dev), dt); };
-  VITRT_CHECK(m->num_bsr_linears() == 0 || (dev == Device::CPU && dt == DType::F32), InvalidArgument,
-              "the block-sparse ViT runs on the CPU in float32 only for now");
+  // Block-sparse weights keep their host arrays (the CPU kernels and validate() read those); on
+  // CUDA they also get device copies in the compute dtype, uploaded here once.
+  auto upload_bsr = [&](std::optional<BsrMatrix>& w) {
+    if (!w) return;
+    if (dev == Device::CUDA) {
+      w = bsr_to_cuda(*w, dt);
+    } else {
+      w->cuda = BsrCudaArrays{};
+    }
+  };
   auto lin = [&](vit::LinearW& l) {
     if (l.w.defined()) upload(l.w);  // undefined when the weight is block-sparse
     upload(l.b);
@@ -188,6 +196,8 @@ std::shared_ptr<VitModel> VitModel::to(Device dev, DType dt) const {
   for (vit::EncoderLayerW& l : m->layers) {
     norm(l.ln_1); norm(l.ln_2);
     lin(l.q); lin(l.k); lin(l.v); lin(l.out_proj); lin(l.mlp_fc1); lin(l.mlp_fc2);
+    upload_bsr(l.mlp_fc1_bsr);
+    upload_bsr(l.mlp_fc2_bsr);
   }
   norm(m->encoder_ln);
   lin(m->head);
@@ -207,9 +217,7 @@ Tensor encoder_layer_forward(const vit::EncoderLayerW& l, int num_heads, const T
   m = l.mlp_fc1_bsr ? ops::linear_bsr(m, *l.mlp_fc1_bsr, &l.mlp_fc1.b, ops::Activation::GELU)
                     : ops::linear(m, l.mlp_fc1.w, &l.mlp_fc1.b, ops::Activation::GELU);
   if (!l.mlp_fc2_bsr) return ops::linear(m, l.mlp_fc2.w, &l.mlp_fc2.b, ops::Activation::None, &h);
-  Tensor y = ops::linear_bsr(m, *l.mlp_fc2_bsr, &l.mlp_fc2.b);
-  ops::add_(y, h);  // the residual, added after the linear as the dense epilogue does
-  return y;
+  return ops::linear_bsr(m, *l.mlp_fc2_bsr, &l.mlp_fc2.b, ops::Activation::None, &h);
 }
 }  // namespace
 
@@ -243,9 +251,9 @@ int VitModel::num_bsr_linears() const {
 std::shared_ptr<const VitModel> vit_from_sparse_state_dict(const StateDict& dense,
                                                            const std::map<std::string, BsrMatrix>& sparse,
                                                            Device device, DType dtype, int num_heads) {
-  VITRT_CHECK(device == Device::CPU && dtype == DType::F32, InvalidArgument,
-              "the block-sparse ViT runs on the CPU in float32 only for now");
-  return VitModel::from_state_dict(dense, config_from_state_dict(dense, &sparse, num_heads), &sparse);
+  auto model = VitModel::from_state_dict(dense, config_from_state_dict(dense, &sparse, num_heads), &sparse);
+  if (device == Device::CPU && dtype == DType::F32) return model;
+  return model->to(device, dtype);
 }
 
 int vit_num_bsr_linears(const VitModel& model) { return model.num_bsr_linears(); }
