@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, run every GPU test, the GPU fidelity checks and the benchmarks,
 # then print a short table. Logs go to $OUT (or ./device-out). Usage:
-#   scripts/device-check.sh [tests] [fidelity-full] [bench] [anchors] [anchors-compiled]   (default: tests bench)
+#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [ncu] [anchors] [anchors-compiled]
+#   (default: tests bench)
 # The GPU machine has no internet: Debian packages travel as .deb files in .deps/ (see
 # scripts/fetch-device-deps.sh) and are unpacked into /tmp/deps; segment-anything(-fast) for the
 # reference runs travel in .anchors/ (fetched public sources and a copy of
@@ -80,6 +81,39 @@ if has bench; then
     python3 -c "import json,sys;d=json.load(open(sys.argv[1]));p=d['profile'];print('profile %s: eager %.2f ms'%(sys.argv[2],p['eager_forward_ms']));[print('  %5.1f%% %8.3f ms %4dx %s'%(100*r['share'],r['ms'],r['calls'],r['op'])) for r in p['ops'][:12]]" "$OUT/bench_${1}_b$2.json" "$1 bs$2" 2>/dev/null | tee -a "$OUT/profiles.txt"
     summary+=("vitrt $1 bs$2 bf16: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('%.1f img/s, %.2f ms/batch, %.1f TFLOP/s, peak %.2f GiB, dec ms/prompt %s'%(d['images_per_s'],d['encoder_ms_per_batch'],d['encoder_tflops'],d['peak_device_gib'],d['decoder_ms_per_prompt']))" "$OUT/bench_${1}_b$2.json" 2>/dev/null || tail -c 400 "$OUT/bench_${1}_b$2.err")")
   done
+fi
+
+# Block-sparse GEMMs (issue 4): the micro-benchmark (checks every config against dense on the folded
+# weights; exits 1 on a mismatch), PyTorch's BSR path on the same shapes, and ViT-B/16 end to end.
+if has bsr; then
+  q=${BSR_QUICK---quick}
+  build-dev/bin/bsr_gemm_bench $q --json "$OUT/bsr_gemm_bench.json" > "$OUT/bsr_gemm_bench.txt" 2>&1
+  summary+=("bsr_gemm_bench rc=$?: $(grep -E 'MET|MISSED|break-even' "$OUT/bsr_gemm_bench.txt" | tr '\n' ';' | tail -c 900)")
+  timeout 300 python3 bench/bsr_vs_pytorch.py $q --json "$OUT/bsr_vs_pytorch.json" --compare "$OUT/bsr_gemm_bench.json" \
+    > "$OUT/bsr_vs_pytorch.txt" 2>&1; summary+=("bsr_vs_pytorch rc=$?")
+  tail -40 "$OUT/bsr_vs_pytorch.txt"
+  for dt in bf16 fp32; do
+    $V bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block 64 --dtype $dt --iters 5 --json \
+      > "$OUT/vit_b_16_$dt.json" 2> "$OUT/vit_b_16_$dt.err"
+    summary+=("vit_b_16 cuda $dt bs256 s0.9 b64: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.1f img/s sparse %.1f img/s speedup %.2fx'%(d['dense_images_per_s'],d['sparse_images_per_s'],d['speedup']))" "$OUT/vit_b_16_$dt.json" 2>/dev/null || tail -c 300 "$OUT/vit_b_16_$dt.err")")
+  done
+fi
+
+# Segment everything on the GPU (issue 5): vit_h random weights, 32x32 grid, no crops.
+if has amg; then
+  for img in 640x480 2250x1500; do
+    $V everything --random-weights vit_h --device cuda --dtype bf16 --random-image $img --bench 10 \
+      > "$OUT/everything_vit_h_$img.json" 2> "$OUT/everything_vit_h_$img.err"
+    summary+=("everything vit_h bf16 $img: $(tr -d '\n ' < "$OUT/everything_vit_h_$img.json" | tail -c 600 || true) $(tail -c 200 "$OUT/everything_vit_h_$img.err")")
+  done
+fi
+
+# Per-kernel hardware counters of the bf16 attention kernels (window, window, global of vit_b).
+if has ncu; then
+  timeout 240 ncu --clock-control none -k regex:flash_mma_kernel --launch-count 3 --section SpeedOfLight \
+    --section Occupancy --section WarpStateStats --section LaunchStats --section MemoryWorkloadAnalysis \
+    $V bench --device cuda --model vit_b --batch 8 --dtype bf16 --iters 1 --warmup 1 --no-decoder > "$OUT/ncu.txt" 2>&1
+  grep -E "flash_mma|Throughput|Registers Per|Achieved Occ|Theoretical Occ|Block Limit|Duration|Warp Cycles Per Issued|Hit Rate|Executed Ipc|Stall" "$OUT/ncu.txt" | head -90
 fi
 
 anchor() {  # model bs compile
