@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, run every GPU test, the GPU fidelity checks and the benchmarks,
 # then print a short table. Logs go to $OUT (or ./device-out). Usage:
-#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [ncu] [anchors] [anchors-compiled]
+#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [attn-sweep] [ncu] [anchors] [anchors-compiled]
 #   (default: tests bench)
 # The GPU machine has no internet: Debian packages travel as .deb files in .deps/ (see
 # scripts/fetch-device-deps.sh) and are unpacked into /tmp/deps; segment-anything(-fast) for the
@@ -106,6 +106,19 @@ if has amg; then
       > "$OUT/everything_vit_h_$img.json" 2> "$OUT/everything_vit_h_$img.err"
     summary+=("everything vit_h bf16 $img: $(tr -d '\n ' < "$OUT/everything_vit_h_$img.json" | tail -c 600 || true) $(tail -c 200 "$OUT/everything_vit_h_$img.err")")
   done
+fi
+
+# Attention tile sweep (VITRT_ATTN_TILE, see attention.cu): per-operator profile of one eager forward.
+if has attn-sweep; then
+  for m in vit_b vit_h; do for t in 1x32 1x64 2x64; do
+    VITRT_ATTN_TILE=$t $V bench --device cuda --model $m --batch 32 --dtype bf16 --iters 3 --no-decoder --profile --json \
+      > "$OUT/sweep_${m}_$t.json" 2>/dev/null
+    summary+=("attn tile $t $m bs32: $(python3 -c "
+import json,sys
+d=json.load(open(sys.argv[1]));p=d['profile']['ops']
+g=sum(r['ms'] for r in p if 'global' in r['op']);w=sum(r['ms'] for r in p if 'windowed' in r['op'])
+print('%.1f img/s; global %.2f ms, windowed %.2f ms'%(d['images_per_s'],g,w))" "$OUT/sweep_${m}_$t.json" 2>&1 | tail -c 200)")
+  done; done
 fi
 
 # Per-kernel hardware counters of the bf16 attention kernels (window, window, global of vit_b).

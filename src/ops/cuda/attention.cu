@@ -1,6 +1,7 @@
 // Fused attention kernels (see attention.h).
 //
-// Tensor-core kernel (flash_mma_kernel<MmaCfg<HD, BN, MT>, REL>), FlashAttention-2 style:
+// Tensor-core kernel (flash_mma_kernel<MmaCfg<HD, BN, MT>, REL, WIN>), FlashAttention-2 style
+// (WIN: windowed addressing, a template argument so dense sequences carry none of its arithmetic):
 //  - a CTA of 4 warps owns BM = 64*MT query rows of one (sequence, head); each warp MT m16 tiles,
 //    whose Q fragments stay in registers for the whole key loop;
 //  - keys come in tiles of BN through a two-stage cp.async pipeline (K and V tiles in shared
@@ -27,7 +28,10 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <initializer_list>
+#include <type_traits>
 
 #include "ops/cuda/attention.h"
 #include "ops/cuda/runtime.h"
@@ -101,6 +105,18 @@ struct SeqAddr {
   }
   __device__ long long qrow(const KParams& p, int t) const { return p.ws == 0 ? q0 + t : win_row(p, t); }
   __device__ long long krow(const KParams& p, int t) const { return p.ws == 0 ? k0 + t : win_row(p, t); }
+  // The same with the addressing mode known at compile time (the tensor-core kernel is
+  // instantiated per mode, so dense sequences carry none of the window arithmetic).
+  template <bool WIN>
+  __device__ long long qrow_as(const KParams& p, int t) const {
+    if constexpr (WIN) return win_row(p, t);
+    else return q0 + t;
+  }
+  template <bool WIN>
+  __device__ long long krow_as(const KParams& p, int t) const {
+    if constexpr (WIN) return win_row(p, t);
+    else return k0 + t;
+  }
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -205,7 +221,7 @@ size_t mma_smem_bytes(bool rel, int relH, int relW) {
 //   BH[kh*SH + rg*16 + g*2 + h] = rel_h[row rg*16 + h*8 + g][kh] * log2e
 //     -> one 8-byte load per n8 tile, added in the FFMA that applies the scale.
 // Each key tile has a table coords[j/2] = (kh*SH, (kw/2)*SW) for its even columns.
-template <class Cfg, bool REL>
+template <class Cfg, bool REL, bool WIN>
 __global__ void __launch_bounds__(kThreads) flash_mma_kernel(const KParams p) {
   constexpr int HD = Cfg::HD, BN = Cfg::BN, MT = Cfg::MT, BM = Cfg::BM;
   constexpr int LDS = Cfg::LDS, CPR = Cfg::CPR, KS = Cfg::KS, ND = Cfg::ND, NCH = Cfg::NCH, NT8 = Cfg::NT8;
@@ -236,40 +252,51 @@ __global__ void __launch_bounds__(kThreads) flash_mma_kernel(const KParams p) {
   const bf16* pv = p.pad_v ? static_cast<const bf16*>(p.pad_v) + h * HD : vb;
 
   // ---- Q tile -> Qs (rows past nq zero-filled)
-  for (int i = tid; i < BM * CPR; i += kThreads) {
-    const int r = i / CPR, c = i - r * CPR, t = m0 + r;
-    const bf16* src = qb;
-    int bytes = 0;
-    if (t < p.nq) {
-      const long long row = sa.qrow(p, t);
-      src = (row >= 0 ? qb + row * p.ldq : pq) + c * 8;
-      bytes = 16;
+#pragma unroll
+  for (int it = 0; it < (BM * CPR + kThreads - 1) / kThreads; ++it) {
+    const int i = tid + it * kThreads;
+    if ((BM * CPR) % kThreads == 0 || i < BM * CPR) {
+      const int r = i / CPR, c = i - r * CPR, t = m0 + r;
+      const bf16* src = qb;
+      int bytes = 0;
+      if (t < p.nq) {
+        const long long row = sa.template qrow_as<WIN>(p, t);
+        src = (row >= 0 ? qb + row * p.ldq : pq) + c * 8;
+        bytes = 16;
+      }
+      cp_async16(Qs + r * LDS + c * 8, src, bytes);
     }
-    cp_async16(Qs + r * LDS + c * 8, src, bytes);
   }
   cp_async_commit();
 
+  // K / V tile kt -> stage. A fully populated tile (every key < nk, the common case) skips the
+  // range checks; dense sequences also skip the window arithmetic (WIN is a template argument).
   auto issue_kv = [&](int kt, int stage) {
     bf16* Ks = KV + stage * 2 * BN * LDS;
     bf16* Vs = Ks + BN * LDS;
     const int n0 = kt * BN;
-    for (int i = tid; i < BN * CPR; i += kThreads) {
-      const int r = i / CPR, c = i - r * CPR, t = n0 + r;
-      const bf16 *ks = kb, *vs = vb;
-      int bytes = 0;
-      if (t < p.nk) {
-        const long long row = sa.krow(p, t);
-        if (row >= 0) {
-          ks = kb + row * p.ldk + c * 8;
-          vs = vb + row * p.ldv + c * 8;
-        } else {
-          ks = pk + c * 8;
-          vs = pv + c * 8;
+    const bool full = n0 + BN <= p.nk;
+#pragma unroll
+    for (int it = 0; it < (BN * CPR + kThreads - 1) / kThreads; ++it) {
+      const int i = tid + it * kThreads;
+      if ((BN * CPR) % kThreads == 0 || i < BN * CPR) {
+        const int r = i / CPR, c = i - r * CPR, t = n0 + r;
+        const bf16 *ks = kb, *vs = vb;
+        int bytes = 0;
+        if (full || t < p.nk) {
+          const long long row = sa.template krow_as<WIN>(p, t);
+          if (!WIN || row >= 0) {
+            ks = kb + row * p.ldk + c * 8;
+            vs = vb + row * p.ldv + c * 8;
+          } else {
+            ks = pk + c * 8;
+            vs = pv + c * 8;
+          }
+          bytes = 16;
         }
-        bytes = 16;
+        cp_async16(Ks + r * LDS + c * 8, ks, bytes);
+        cp_async16(Vs + r * LDS + c * 8, vs, bytes);
       }
-      cp_async16(Ks + r * LDS + c * 8, ks, bytes);
-      cp_async16(Vs + r * LDS + c * 8, vs, bytes);
     }
     if constexpr (REL) {
       if (tid < BN / 2) {
@@ -427,12 +454,15 @@ __global__ void __launch_bounds__(kThreads) flash_mma_kernel(const KParams p) {
       cp_async_wait<0>();
     }
     __syncthreads();
-    if (active) {
+    // One key tile; instantiated for full and partial tiles (each called once, so inlined).
+    auto process_tile = [&](auto full_tag) {
+      constexpr bool FULL = decltype(full_tag)::value;
       const bf16* Ks = KV + stage * 2 * BN * LDS;
       const bf16* Vs = Ks + BN * LDS;
-      const int2* cds = coords + stage * (BN / 2);
-      const int kvalid = min(BN, p.nk - kt * BN);
-      const int nch = (kvalid + 15) >> 4;  // 16-key chunks holding real keys
+      [[maybe_unused]] const int2* cds = coords + stage * (BN / 2);  // REL only
+      // FULL: every key of the tile is real, so the chunk counts and the key mask fold away.
+      const int kvalid = FULL ? BN : min(BN, p.nk - kt * BN);
+      const int nch = FULL ? NCH : (kvalid + 15) >> 4;  // 16-key chunks holding real keys
 
       float sc[MT][NT8][4];
 #pragma unroll
@@ -490,7 +520,7 @@ __global__ void __launch_bounds__(kThreads) flash_mma_kernel(const KParams p) {
             for (int e = 0; e < 2; ++e) {
               float v0 = fmaf(sc[mt][nt][e], p.scale_log2, bh0);
               float v1 = fmaf(sc[mt][nt][2 + e], p.scale_log2, bh1);
-              if (nt * 8 + 2 * tq + e >= kvalid) v0 = v1 = -INFINITY;
+              if (!FULL && nt * 8 + 2 * tq + e >= kvalid) v0 = v1 = -INFINITY;
               sc[mt][nt][e] = v0;
               sc[mt][nt][2 + e] = v1;
               mx0 = fmaxf(mx0, v0);
@@ -556,6 +586,10 @@ __global__ void __launch_bounds__(kThreads) flash_mma_kernel(const KParams p) {
           }
         }
       }
+        };
+    if (active) {
+      if (kt * BN + BN <= p.nk) process_tile(std::true_type{});
+      else process_tile(std::false_type{});
     }
     __syncthreads();  // the stage is refilled by the next prefetch; after the loop KV is free
   }
@@ -584,8 +618,8 @@ __global__ void __launch_bounds__(kThreads) flash_mma_kernel(const KParams p) {
   for (int i = lane; i < 16 * MT * CPR; i += 32) {
     const int r = i / CPR, c = i - r * CPR, t = m0 + warp * 16 * MT + r;
     if (t < p.nq) {
-      const long long row = sa.qrow(p, t);
-      if (row >= 0)
+      const long long row = sa.template qrow_as<WIN>(p, t);
+      if (!WIN || row >= 0)
         *reinterpret_cast<uint4*>(ob + row * p.ldo + c * 8) =
             *reinterpret_cast<const uint4*>(St + (warp * 16 * MT + r) * LDS + c * 8);
     }
@@ -874,12 +908,17 @@ void ensure_smem(Kernel kernel, size_t bytes, std::atomic<int>& configured, cons
   }
 }
 
+template <class Cfg, bool REL, bool WIN>
+void launch_mma_as(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
+  static std::atomic<int> configured{0};
+  ensure_smem(flash_mma_kernel<Cfg, REL, WIN>, smem, configured, "bf16 tensor-core");
+  flash_mma_kernel<Cfg, REL, WIN><<<blocks, kThreads, smem, stream>>>(p);
+  check(cudaGetLastError(), "flash_mma_kernel launch");
+}
 template <class Cfg, bool REL>
 void launch_mma(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
-  static std::atomic<int> configured{0};
-  ensure_smem(flash_mma_kernel<Cfg, REL>, smem, configured, "bf16 tensor-core");
-  flash_mma_kernel<Cfg, REL><<<blocks, kThreads, smem, stream>>>(p);
-  check(cudaGetLastError(), "flash_mma_kernel launch");
+  if (p.ws > 0) launch_mma_as<Cfg, REL, true>(p, blocks, smem, stream);
+  else launch_mma_as<Cfg, REL, false>(p, blocks, smem, stream);
 }
 
 // The tensor-core configuration for one problem (fn == nullptr: not covered).
@@ -903,9 +942,32 @@ MmaPlan make_plan(int relH, int relW) {
 //   hd 64: windows 1x64 1.47, 2x64 1.82, 1x32 1.51; global 1x64 13.6, 2x64 13.3, 1x32 12.7
 //   hd 80: windows 1x64 2.61, 2x64 2.68, 1x32 2.34; global 1x64 26.2, 2x64 19.8, 1x32 23.1
 // (MT x BN; MT = 2 reuses every K / V fragment for two m-tiles but needs ~220 registers).
+// VITRT_ATTN_TILE=<MT>x<BN> (e.g. 2x64) overrides the table below for head dims 64 and 80, for
+// benchmark sweeps on the GPU machine (scripts/device-check.sh); unset in normal use.
+int tile_override() {
+  static const int v = [] {
+    const char* e = std::getenv("VITRT_ATTN_TILE");
+    if (!e) return 0;
+    if (!std::strcmp(e, "1x32")) return 132;
+    if (!std::strcmp(e, "1x64")) return 164;
+    if (!std::strcmp(e, "2x64")) return 264;
+    return 0;
+  }();
+  return v;
+}
+
 template <bool REL>
 MmaPlan mma_plan_for(int hd, int64_t nq, int relH, int relW) {
   const bool long_seq = nq >= 1024;
+  if (const int o = tile_override(); o && (hd == 64 || hd == 80)) {
+    if (hd == 64)
+      return o == 132 ? make_plan<MmaCfg<64, 32, 1>, REL>(relH, relW)
+             : o == 164 ? make_plan<MmaCfg<64, 64, 1>, REL>(relH, relW)
+                        : make_plan<MmaCfg<64, 64, 2>, REL>(relH, relW);
+    return o == 132 ? make_plan<MmaCfg<80, 32, 1>, REL>(relH, relW)
+           : o == 164 ? make_plan<MmaCfg<80, 64, 1>, REL>(relH, relW)
+                      : make_plan<MmaCfg<80, 64, 2>, REL>(relH, relW);
+  }
   switch (hd) {
     case 64:
       return long_seq ? make_plan<MmaCfg<64, 32, 1>, REL>(relH, relW) : make_plan<MmaCfg<64, 64, 1>, REL>(relH, relW);
