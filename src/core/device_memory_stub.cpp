@@ -23,5 +23,12 @@ void memset_zero(void* dst, Device dev, size_t bytes) {
   throw Error("this vitrt build has no CUDA backend (built without nvcc)");
 }
 
+void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes, size_t rows,
+               Device dev) {
+  if (dev != Device::CPU) throw Error("this vitrt build has no CUDA backend (built without nvcc)");
+  for (size_t r = 0; r < rows; ++r)
+    std::memcpy(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch, row_bytes);
+}
+
 }  // namespace vitrt::devmem
 #endif

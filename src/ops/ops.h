@@ -99,3 +99,11 @@ Tensor linear_bsr(const Tensor& x, const BsrMatrix& w, const Tensor* bias = null
                   Activation act = Activation::None, const Tensor* residual = nullptr);
 
 }  // namespace vitrt::ops
+
+// ---- Slicing (ops_narrow.cpp) ----
+namespace vitrt::ops {
+
+// x.narrow(dim, start, length).contiguous(): a copy on x's device (any dtype).
+Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length);
+
+}  // namespace vitrt::ops

@@ -298,6 +298,31 @@ TEST(OpsCpu, ElementwiseAndBroadcastAdd) {
 
 // ---------------------------------------------------------------------------------- layout
 
+TEST(OpsCpu, NarrowEveryDim) {
+  const Shape s{3, 4, 5};
+  Tensor x = rand_tensor(s, 67);
+  for (int dim = 0; dim < 3; ++dim)
+    for (int64_t start : {int64_t{0}, int64_t{1}})
+      for (int64_t len : {int64_t{0}, int64_t{1}, s[dim] - start}) {
+        Tensor y = ops::narrow(x, dim, start, len);
+        Shape os = s;
+        os[dim] = len;
+        ASSERT_EQ(y.shape(), os);
+        std::vector<double> ref;
+        for (int64_t i = 0; i < s[0]; ++i)
+          for (int64_t j = 0; j < s[1]; ++j)
+            for (int64_t k = 0; k < s[2]; ++k) {
+              const int64_t at[3] = {i, j, k};
+              if (at[dim] >= start && at[dim] < start + len) ref.push_back(cf(x)[(i * s[1] + j) * s[2] + k]);
+            }
+        expect_close(y, ref, 0, 0, "narrow");
+      }
+  EXPECT_EQ(ops::narrow(x, -1, 2, 3).shape(), (Shape{3, 4, 3}));
+  EXPECT_THROW(ops::narrow(x, 3, 0, 1), InvalidArgument);
+  EXPECT_THROW(ops::narrow(x, 1, 2, 3), InvalidArgument);
+  EXPECT_THROW(ops::narrow(x, 0, -1, 1), InvalidArgument);
+}
+
 TEST(OpsCpu, PermuteGeneral) {
   const Shape s{3, 4, 5, 6};
   Tensor x = rand_tensor(s, 61);

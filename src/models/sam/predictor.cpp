@@ -144,19 +144,12 @@ sam::ModelPrompt to_model_prompt(const Prompt& p, const ImageEmbedding& e, const
   return m;
 }
 
-// Sam.postprocess_masks: bilinear to S x S, crop the un-padded input region, bilinear to the
-// original size. Then threshold at 0 unless logits are asked for.
-void postprocess(const Tensor& low_res, const ImageEmbedding& e, const SamConfig& c, Device device,
-                 bool return_logits, Prediction& out) {
+// Sam.postprocess_masks on the CPU: bilinear to S x S, crop the un-padded input region, bilinear
+// to the original size. Then threshold at 0 unless logits are asked for. (The GPU runs the same
+// arithmetic for a whole batch of prompts: ops::cuda_impl::postprocess_masks, see predict_batch.)
+void postprocess(const Tensor& low_res, const ImageEmbedding& e, const SamConfig& c, bool return_logits,
+                 Prediction& out) {
   const int64_t K = low_res.size(0), S = c.img_size, ih = e.input_height, iw = e.input_width;
-  if (device == Device::CUDA) {  // same arithmetic on the GPU (tests/gpu: PostprocessMasksMatchPredictor)
-    Tensor logits;
-    Tensor masks = ops::cuda_impl::postprocess_masks(low_res.to(Device::CUDA), S, ih, iw, e.original_height,
-                                                     e.original_width, return_logits ? &logits : nullptr);
-    out.masks = masks.to(Device::CPU);
-    if (return_logits) out.logits = logits.to(Device::CPU);
-    return;
-  }
   // Upsample to S x S but compute only the region the crop keeps (identical values).
   Tensor crop = Tensor::empty({K, ih, iw});
   cpu::resize_bilinear_cropped(low_res.data<float>(), crop.data<float>(), K, low_res.size(1), low_res.size(2), S, S,
@@ -198,23 +191,53 @@ std::vector<Prediction> SamPredictor::predict_batch(const std::vector<Prompt>& p
   std::vector<Prediction> results(prompts.size());
   const int64_t first = multimask_output ? 1 : 0;
   const int64_t K = multimask_output ? c.num_multimask_outputs : 1;
+  const bool on_gpu = model_->device == Device::CUDA;
+  Tensor dense_one;  // the no-mask dense embedding [g*g, D], shared by every prompt without a mask input
   for (const auto& [n_tokens, members] : groups) {
     const int64_t B = static_cast<int64_t>(members.size());
-    Tensor sp = Tensor::empty({B, n_tokens, D}), de = Tensor::empty({B, HW, D});
+    Tensor sp = Tensor::empty({B, n_tokens, D});
+    bool any_mask_input = false;
     for (int64_t b = 0; b < B; ++b) {
       std::memcpy(sp.data<float>() + b * n_tokens * D, sparse[members[b]].raw(), sizeof(float) * n_tokens * D);
-      std::memcpy(de.data<float>() + b * HW * D, dense[members[b]].raw(), sizeof(float) * HW * D);
+      any_mask_input |= prompts[members[b]].mask_input.defined();
     }
     Tensor masks, iou;
-    model_->mask_decoder.forward(image, model_->image_pe, sp, de, masks, iou);
+    if (!any_mask_input) {
+      // All share the no-mask embedding: the [B, g*g, D] dense batch is never built.
+      if (!dense_one.defined()) dense_one = dense[members[0]];
+      model_->mask_decoder.forward_shared_dense(image, model_->image_pe, sp, dense_one, masks, iou);
+    } else {
+      Tensor de = Tensor::empty({B, HW, D});
+      for (int64_t b = 0; b < B; ++b)
+        std::memcpy(de.data<float>() + b * HW * D, dense[members[b]].raw(), sizeof(float) * HW * D);
+      model_->mask_decoder.forward(image, model_->image_pe, sp, de, masks, iou);
+    }
     const int64_t M = masks.size(1);
+    // The K returned masks of every prompt, [B, K, m4, m4], where the decoder left them.
+    const Tensor chosen = K == M ? masks : ops::narrow(masks, 1, first, K);
+    const Tensor low_host = ops::cast(chosen, DType::F32).to(Device::CPU);
+    const Tensor iou_host = ops::cast(iou, DType::F32).to(Device::CPU);
+    Tensor up_masks, up_logits;  // GPU: the whole group post-processed in one launch, one download
+    if (on_gpu) {
+      Tensor logits_dev;
+      up_masks = ops::cuda_impl::postprocess_masks(chosen.to(Device::CUDA).reshape({B * K, m4, m4}), c.img_size,
+                                                   e.input_height, e.input_width, e.original_height,
+                                                   e.original_width, return_logits ? &logits_dev : nullptr)
+                     .to(Device::CPU);
+      if (return_logits) up_logits = logits_dev.to(Device::CPU);
+    }
     for (int64_t b = 0; b < B; ++b) {
       Prediction& out = results[members[b]];
-      out.low_res_logits = Tensor::empty({K, m4, m4});
-      std::memcpy(out.low_res_logits.raw(), masks.data<float>() + (b * M + first) * m4 * m4,
-                  sizeof(float) * K * m4 * m4);
-      for (int64_t k = 0; k < K; ++k) out.scores.push_back(iou.data<float>()[b * M + first + k]);
-      postprocess(out.low_res_logits, e, c, model_->device, return_logits, out);
+      // clone(): each prediction owns its memory rather than pinning the group's buffers.
+      out.low_res_logits = low_host.slice0(b, b + 1).reshape({K, m4, m4}).clone();
+      for (int64_t k = 0; k < K; ++k) out.scores.push_back(iou_host.data<float>()[b * M + first + k]);
+      if (on_gpu) {
+        const Shape plane{K, static_cast<int64_t>(e.original_height), static_cast<int64_t>(e.original_width)};
+        out.masks = up_masks.slice0(b * K, (b + 1) * K).reshape(plane).clone();
+        if (return_logits) out.logits = up_logits.slice0(b * K, (b + 1) * K).reshape(plane).clone();
+      } else {
+        postprocess(out.low_res_logits, e, c, return_logits, out);
+      }
     }
   }
   return results;

@@ -185,4 +185,17 @@ void memset_zero(void* dst, Device dev, size_t bytes) {
   cuda::check(cudaMemsetAsync(dst, 0, bytes, cuda::current_stream()), "cudaMemsetAsync");
 }
 
+void copy_rows(void* dst, size_t dst_pitch, const void* src, size_t src_pitch, size_t row_bytes, size_t rows,
+               Device dev) {
+  if (rows == 0 || row_bytes == 0) return;
+  if (dev == Device::CPU) {
+    for (size_t r = 0; r < rows; ++r)
+      std::memcpy(static_cast<char*>(dst) + r * dst_pitch, static_cast<const char*>(src) + r * src_pitch, row_bytes);
+    return;
+  }
+  cuda::check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, row_bytes, rows, cudaMemcpyDeviceToDevice,
+                                cuda::current_stream()),
+              "cudaMemcpy2DAsync");
+}
+
 }  // namespace vitrt::devmem
