@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, run every GPU test, the GPU fidelity checks and the benchmarks,
 # then print a short table. Logs go to $OUT (or ./device-out). Usage:
-#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [attn-sweep] [ncu] [anchors] [anchors-compiled]
+#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [server] [attn-sweep] [ncu] [anchors] [anchors-compiled]
 #   (default: tests bench)
 # The GPU machine has no internet: Debian packages travel as .deb files in .deps/ (see
 # scripts/fetch-device-deps.sh) and are unpacked into /tmp/deps; segment-anything(-fast) for the
@@ -105,6 +105,17 @@ if has amg; then
     $V everything --random-weights vit_h --device cuda --dtype bf16 --random-image $img --bench 10 \
       > "$OUT/everything_vit_h_$img.json" 2> "$OUT/everything_vit_h_$img.err"
     summary+=("everything vit_h bf16 $img: $(tr -d '\n ' < "$OUT/everything_vit_h_$img.json" | tail -c 600 || true) $(tail -c 200 "$OUT/everything_vit_h_$img.err")")
+  done
+fi
+
+# The server on the GPU (issue 6): one client clicking (latency of one click on a cached embedding),
+# then 64 clients for 30 s (throughput, p50/p99, errors, resident memory).
+if has server; then
+  for c in 1 64; do
+    timeout 120 python3 bench/load_test.py --vitrt "$PWD/$V" --random-weights vit_b --server-arg=--device \
+      --server-arg=cuda --server-arg=--dtype --server-arg=bf16 --clients $c --duration ${SERVER_SECONDS:-20} \
+      --warmup 3 --json "$OUT/load_$c.json" > "$OUT/load_$c.txt" 2>&1
+    summary+=("server cuda bf16 vit_b, $c client(s): rc=$? $(tail -c 600 "$OUT/load_$c.json" 2>/dev/null | tr -d '\n ' || tail -5 "$OUT/load_$c.txt")")
   done
 fi
 
