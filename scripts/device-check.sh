@@ -58,7 +58,7 @@ if has fidelity-full; then
   FID=/tmp/samfid; models=${FID_MODELS:-vit_b,vit_l,vit_h}
   python3 scripts/fidelity_full.py --out $FID --device cuda --sam-src .anchors/orig --skimage-data .anchors/images \
     --models "$models" > "$OUT/fidelity_ref.log" 2>&1 || { summary+=("fidelity references: FAILED"); tail -20 "$OUT/fidelity_ref.log"; }
-  for dt in fp32 bf16; do
+  for dt in ${FID_DTYPES:-fp32 bf16}; do
     tol=1e-4; [ $dt = bf16 ] && tol=1e-2
     python3 scripts/fidelity_full.py --out $FID --check-only --models "$models" --sam-src .anchors/orig --vitrt "$PWD/$V" \
       --vitrt-arg=--device --vitrt-arg=cuda --vitrt-arg=--dtype --vitrt-arg=$dt --vitrt-arg=--tol --vitrt-arg=$tol \
