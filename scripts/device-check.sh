@@ -104,8 +104,16 @@ if has amg; then
   for img in 640x480 2250x1500; do
     $V everything --random-weights vit_h --device cuda --dtype bf16 --random-image $img --bench 10 \
       > "$OUT/everything_vit_h_$img.json" 2> "$OUT/everything_vit_h_$img.err"
-    summary+=("everything vit_h bf16 $img: $(tr -d '\n ' < "$OUT/everything_vit_h_$img.json" | tail -c 600 || true) $(tail -c 200 "$OUT/everything_vit_h_$img.err")")
+    summary+=("everything vit_h bf16 $img: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));m=d['median_ms'];print('total %.1f ms (encoder %.1f, decoder+filters %.1f, nms+rle %.2f, records %.2f), %d masks'%(m['total'],m['encoder'],m['decoder_and_filters'],m['nms_and_rle'],m['records'],d['masks']))" "$OUT/everything_vit_h_$img.json" 2>/dev/null || tail -c 300 "$OUT/everything_vit_h_$img.err")")
   done
+  # The worst case for the post-processing: every mask survives the filters.
+  $V everything --random-weights vit_h --device cuda --dtype bf16 --random-image 640x480 --bench 5 \
+    --pred-iou-thresh 0 --stability-score-thresh 0 > "$OUT/everything_vit_h_nofilter.json" 2> "$OUT/everything_vit_h_nofilter.err"
+  summary+=("everything vit_h bf16 640x480 filters off: $(tr -d '\n ' < "$OUT/everything_vit_h_nofilter.json" | grep -o '"median_ms":{[^}]*}\|"masks":[0-9]*' | tr '\n' ' ') $(tail -c 200 "$OUT/everything_vit_h_nofilter.err")")
+  # segment-anything-fast's generator, same model size, image size and settings, same run.
+  ANCHOR_DIR=.anchors timeout 300 python3 bench/amg_gpu_reference.py --model vit_h --size 640x480 --runs 3 \
+    > "$OUT/amg_reference.txt" 2>&1
+  summary+=("sam-fast generator vit_h bf16 640x480: $(grep RESULT "$OUT/amg_reference.txt" | tail -1 || tail -3 "$OUT/amg_reference.txt")")
 fi
 
 # The server on the GPU (issue 6): one client clicking (latency of one click on a cached embedding),
