@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, run every GPU test, the GPU fidelity checks and the benchmarks,
 # then print a short table. Logs go to $OUT (or ./device-out). Usage:
-#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [server] [attn-sweep] [ncu] [anchors] [anchors-compiled]
+#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [server] [attn-sweep] [ncu] [decoder-ref] [anchors] [anchors-compiled]
 #   (default: tests bench)
 # The GPU machine has no internet: Debian packages travel as .deb files in .deps/ (see
 # scripts/fetch-device-deps.sh) and are unpacked into /tmp/deps; segment-anything(-fast) for the
@@ -146,6 +146,14 @@ if has ncu; then
     --section Occupancy --section WarpStateStats --section LaunchStats --section MemoryWorkloadAnalysis \
     $V bench --device cuda --model vit_b --batch 8 --dtype bf16 --iters 1 --warmup 1 --no-decoder > "$OUT/ncu.txt" 2>&1
   grep -E "flash_mma|Throughput|Registers Per|Achieved Occ|Theoretical Occ|Block Limit|Duration|Warp Cycles Per Issued|Hit Rate|Executed Ipc|Stall" "$OUT/ncu.txt" | head -90
+fi
+
+# segment-anything-fast's batched decoder path (predict_torch with N prompts), same points as vitrt bench.
+if has decoder-ref; then
+  for m in vit_b vit_h; do
+    ANCHOR_DIR=.anchors timeout 200 python3 bench/decoder_reference.py --model $m > "$OUT/decoder_ref_$m.txt" 2>&1
+    summary+=("sam-fast batched decoder $m bf16: $(grep RESULT "$OUT/decoder_ref_$m.txt" | tail -1 || tail -3 "$OUT/decoder_ref_$m.txt")")
+  done
 fi
 
 anchor() {  # model bs compile
