@@ -12,9 +12,18 @@
 //
 // Prints a table, the break-even sparsity per (dtype, block, shape, M) (linear interpolation of
 // the speed-up between measured sparsities), the targets, and writes everything as JSON.
-//   bsr_gemm_bench [--quick] [--json FILE] [--iters N] [--warmup N] [--dtypes bf16,fp32]
-//                  [--blocks 16,32,64] [--sparsities 0.5,0.9] [--tokens 50432]
-// --quick: ViT-B shapes, M = 50432, sparsity 0.8 / 0.9, blocks 32 / 64, both dtypes (~1 minute).
+//   bsr_gemm_bench [--quick] [--sweep] [--json FILE] [--iters N] [--warmup N] [--dtypes bf16,fp32]
+//                  [--blocks 16,32,64] [--sparsities 0.5,0.9] [--tokens 50432] [--variants V1,V2]
+// --quick: ViT-B shapes, M = 50432, sparsity 0.8 / 0.9, blocks 32 / 64, both dtypes (~1 minute);
+//          the bf16 kernel runs its default variant (VITRT_BSR_TC_CONFIG, else
+//          cuda::choose_bsr_tc_config).
+// --sweep: the bf16 kernel variants (cuda::BsrTcConfig) instead: for the quick configurations
+//          (ViT-B shapes, M = 50432, bf16, blocks 32 / 64, sparsity 0.8 / 0.9; --blocks,
+//          --sparsities, --tokens still apply) times every compiled variant (or those named by
+//          --variants, e.g. tm256.r1.s2.w8,tm128.r2.s3.w8.p), checks each against the dense GEMM,
+//          prints one row per variant and the best per configuration, marking the heuristic
+//          default [default] and the original kernel shape [legacy]; JSON to bsr_gemm_sweep.json
+//          unless --json. Iterations default to warm-up 2, median of 7 (~20-40 s on an H200).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -32,6 +41,7 @@
 #include <tuple>
 #include <vector>
 
+#include "ops/cuda/bsr_gemm.h"
 #include "ops/cuda/runtime.h"
 #include "ops/ops.h"
 #include "vitrt/bsr.h"
@@ -41,8 +51,10 @@ using namespace vitrt;
 namespace {
 
 struct Options {
-  bool quick = false;
+  bool quick = false, sweep = false;
   std::string json_path = "bsr_gemm_bench.json";
+  bool json_explicit = false, iters_explicit = false, warmup_explicit = false;
+  std::vector<std::string> variants;  // --sweep: empty = all compiled
   int iters = 20, warmup = 3;
   std::vector<std::string> dtypes = {"bf16", "fp32"};
   std::vector<int> blocks = {16, 32, 64};
@@ -77,23 +89,36 @@ Options parse(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--quick") o.quick = true;
-    else if (a == "--json") o.json_path = value();
-    else if (a == "--iters") o.iters = std::stoi(value());
-    else if (a == "--warmup") o.warmup = std::stoi(value());
+    else if (a == "--sweep") o.sweep = true;
+    else if (a == "--variants") o.variants = parse_list<std::string>(value());
+    else if (a == "--json") o.json_path = value(), o.json_explicit = true;
+    else if (a == "--iters") o.iters = std::stoi(value()), o.iters_explicit = true;
+    else if (a == "--warmup") o.warmup = std::stoi(value()), o.warmup_explicit = true;
     else if (a == "--dtypes") o.dtypes = parse_list<std::string>(value()), explicit_lists[0] = true;
     else if (a == "--blocks") o.blocks = parse_list<int>(value()), explicit_lists[1] = true;
     else if (a == "--sparsities") o.sparsities = parse_list<double>(value()), explicit_lists[2] = true;
     else if (a == "--tokens") o.tokens = parse_list<int64_t>(value()), explicit_lists[3] = true;
     else if (a == "-h" || a == "--help") {
       std::printf(
-          "bsr_gemm_bench [--quick] [--json FILE] [--iters N] [--warmup N] [--dtypes bf16,fp32]\n"
-          "               [--blocks 16,32,64] [--sparsities 0.5,0.7,0.8,0.9,0.95] [--tokens 50432,65792]\n");
+          "bsr_gemm_bench [--quick] [--sweep] [--json FILE] [--iters N] [--warmup N] [--dtypes bf16,fp32]\n"
+          "               [--blocks 16,32,64] [--sparsities 0.5,0.7,0.8,0.9,0.95] [--tokens 50432,65792]\n"
+          "               [--variants tm128.r1.s2.w4,...]   (--sweep: bf16 kernel variants)\n");
       std::exit(0);
     } else {
       throw InvalidArgument("unknown option '" + a + "' (see --help)");
     }
   }
-  if (o.quick) {  // explicit lists still win
+  if (o.sweep) {  // explicit lists still win
+    o.shapes = {{3072, 768}, {768, 3072}};
+    o.dtypes = {"bf16"};
+    if (!explicit_lists[1]) o.blocks = {32, 64};
+    if (!explicit_lists[2]) o.sparsities = {0.8, 0.9};
+    if (!explicit_lists[3]) o.tokens = {50432};
+    if (!o.iters_explicit) o.iters = 7;
+    if (!o.warmup_explicit) o.warmup = 2;
+    if (!o.json_explicit) o.json_path = "bsr_gemm_sweep.json";
+    for (const std::string& v : o.variants) (void)cuda::parse_bsr_tc_config(v);  // fail early on typos
+  } else if (o.quick) {  // explicit lists still win
     o.shapes = {{3072, 768}, {768, 3072}};
     if (!explicit_lists[1]) o.blocks = {32, 64};
     if (!explicit_lists[2]) o.sparsities = {0.8, 0.9};
@@ -217,6 +242,126 @@ nlohmann::json break_even(const std::vector<std::pair<double, double>>& sparsity
   return "> " + std::to_string(sparsity_speedup.back().first);
 }
 
+
+// A BSR view of an uploaded matrix for the raw kernel entry point.
+cuda::BsrDeviceView device_view(const BsrMatrix& w) {
+  cuda::BsrDeviceView v;
+  v.rows = w.rows, v.cols = w.cols, v.block = w.block;
+  v.row_ptr = w.cuda.row_ptr.data<int32_t>();
+  v.col_idx = w.cuda.col_idx.data<int32_t>();
+  v.values = w.cuda.values.raw();
+  v.row_order = w.cuda.row_order.data<int32_t>();
+  v.nnz = w.cuda.col_idx.numel();
+  return v;
+}
+
+// --sweep: every bf16 variant on the quick configurations.
+int run_sweep(const Options& o, const std::string& gpu) {
+  const double tol = 2e-2;
+  const cuda::BsrTcConfig legacy{};  // tm128.r1.s2.w4: the shape of the original kernel
+  std::printf("bsr_gemm_bench --sweep on %s: bf16 variants, warm-up %d, median of %d\n", gpu.c_str(), o.warmup,
+              o.iters);
+  nlohmann::json rows = nlohmann::json::array(), best_rows = nlohmann::json::array();
+  bool all_ok = true;
+  std::vector<std::string> summary;
+  for (auto [N, K] : o.shapes)
+    for (int64_t M : o.tokens) {
+      const Tensor x = device_random({M, K}, DType::BF16, 1.f, 1);
+      double dense_ms = 0;
+      {
+        const Tensor w_dense = device_random({N, K}, DType::BF16, 1.f / std::sqrt(static_cast<float>(K)), 2);
+        dense_ms = time_ms([&] { ops::linear(x, w_dense); }, o);
+      }
+      const double flop = 2.0 * static_cast<double>(M) * N * K;
+      for (int b : o.blocks)
+        for (double s : o.sparsities) {
+          const BsrMatrix host = random_bsr(N, K, b, s, DType::BF16, static_cast<uint32_t>(1000 * s) + b);
+          const BsrMatrix w = bsr_to_cuda(host, DType::BF16);
+          const cuda::BsrDeviceView view = device_view(w);
+          const double density = host.density();
+          // Reference rows (first and last 128) from the dense GEMM on the folded weights, once.
+          const Tensor w_fold = bsr_to_dense(host).to(Device::CUDA);
+          const int64_t nrows = std::min<int64_t>(M, 128);
+          const Tensor want_lo = ops::linear(x.slice0(0, nrows), w_fold);
+          const Tensor want_hi = ops::linear(x.slice0(M - nrows, M), w_fold);
+          Tensor y = Tensor::empty({M, N}, DType::BF16, Device::CUDA);
+          const cuda::BsrTcConfig def = cuda::choose_bsr_tc_config(M, N, K, b, density);
+          std::vector<cuda::BsrTcConfig> variants;
+          if (o.variants.empty()) variants = cuda::bsr_tc_variants(b);
+          else
+            for (const std::string& v : o.variants) variants.push_back(cuda::parse_bsr_tc_config(v));
+          std::printf("\n-- N %lld K %lld M %lld block %d sparsity %.2f (density %.4f): dense %.4f ms (%.1f TF/s)\n",
+                      static_cast<long long>(N), static_cast<long long>(K), static_cast<long long>(M), b, s, density,
+                      dense_ms, flop / dense_ms / 1e9);
+          std::printf("   %-18s %9s %8s %8s %9s\n", "variant", "bsr_ms", "speedup", "bsr_TF", "check");
+          std::string best_name;
+          double best_ms = 1e30, def_ms = -1, legacy_ms = -1;
+          for (const cuda::BsrTcConfig& c : variants) {
+            const std::string name = cuda::to_string(c);
+            if (!cuda::bsr_tc_config_supported(c, b, K)) {
+              std::printf("   %-18s %9s\n", name.c_str(), "n/a");
+              continue;
+            }
+            double ms = -1, err = -1;
+            bool ok = false;
+            std::string error;
+            try {
+              VITRT_CUDA_CHECK(cudaMemsetAsync(y.raw(), 0xff, y.nbytes(), cuda::current_stream()));  // NaN fill
+              auto call = [&] {
+                cuda::bsr_linear_bf16(x.raw(), M, view, nullptr, false, nullptr, DType::BF16, y.raw(), &c);
+              };
+              call();
+              cuda::synchronize();
+              err = std::max(rel_frobenius(y.slice0(0, nrows), want_lo), rel_frobenius(y.slice0(M - nrows, M), want_hi));
+              ok = err <= tol;  // NaN fails too
+              ms = time_ms(call, o);
+            } catch (const std::exception& e) {
+              error = e.what();
+            }
+            all_ok = all_ok && ok;
+            const bool is_def = c == def, is_legacy = c == legacy;
+            if (ok && ms > 0 && ms < best_ms) best_ms = ms, best_name = name;
+            if (is_def) def_ms = ok ? ms : -1;
+            if (is_legacy) legacy_ms = ok ? ms : -1;
+            if (!error.empty())
+              std::printf("   %-18s %9s %8s %8s %9s  %s\n", name.c_str(), "-", "-", "-", "ERROR", error.c_str());
+            else
+              std::printf("   %-18s %9.4f %7.2fx %8.1f %9s%s%s\n", name.c_str(), ms, dense_ms / ms,
+                          flop * density / ms / 1e9, ok ? "ok" : "FAILED", is_def ? "  [default]" : "",
+                          is_legacy ? "  [legacy]" : "");
+            std::fflush(stdout);
+            rows.push_back({{"N", N}, {"K", K}, {"M", M}, {"block", b}, {"sparsity", s}, {"density", density},
+                            {"variant", name}, {"dense_ms", dense_ms}, {"bsr_ms", ms},
+                            {"speedup", ms > 0 ? dense_ms / ms : 0.0}, {"check_rel_err", err}, {"check_ok", ok},
+                            {"default", is_def}, {"legacy", is_legacy}, {"error", error}});
+          }
+          char line[320];
+          std::snprintf(line, sizeof line,
+                        "N %4lld K %4lld block %2d sparsity %.2f: best %-18s %7.4f ms %5.2fx | default %-16s %s | "
+                        "legacy %s",
+                        static_cast<long long>(N), static_cast<long long>(K), b, s, best_name.c_str(), best_ms,
+                        best_ms < 1e30 ? dense_ms / best_ms : 0.0, cuda::to_string(def).c_str(),
+                        def_ms > 0 ? (std::to_string(dense_ms / def_ms).substr(0, 4) + "x").c_str() : "-",
+                        legacy_ms > 0 ? (std::to_string(dense_ms / legacy_ms).substr(0, 4) + "x").c_str() : "-");
+          std::printf("   best: %s\n", line);
+          summary.push_back(line);
+          best_rows.push_back({{"N", N}, {"K", K}, {"M", M}, {"block", b}, {"sparsity", s}, {"best", best_name},
+                               {"best_ms", best_ms < 1e30 ? best_ms : -1.0},
+                               {"best_speedup", best_ms < 1e30 ? dense_ms / best_ms : 0.0},
+                               {"default", cuda::to_string(def)},
+                               {"default_speedup", def_ms > 0 ? dense_ms / def_ms : 0.0},
+                               {"legacy_speedup", legacy_ms > 0 ? dense_ms / legacy_ms : 0.0}});
+        }
+    }
+  std::printf("\nsweep summary (speed-up over dense cuBLASLt bf16):\n");
+  for (const std::string& l : summary) std::printf("  %s\n", l.c_str());
+  const nlohmann::json out = {{"gpu", gpu},   {"sweep", true},  {"warmup", o.warmup}, {"iters", o.iters},
+                              {"rows", rows}, {"best", best_rows}, {"all_checks_pass", all_ok}};
+  std::ofstream(o.json_path) << out.dump(2) << "\n";
+  std::printf("\nwrote %s%s\n", o.json_path.c_str(), all_ok ? "" : " -- SOME VARIANTS FAILED THEIR CHECK");
+  return all_ok ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -227,6 +372,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     const std::string gpu = cuda::device_description(0);
+    if (o.sweep) return run_sweep(o, gpu);
     std::printf("bsr_gemm_bench on %s: warm-up %d, median of %d%s\n", gpu.c_str(), o.warmup, o.iters,
                 o.quick ? " (--quick)" : "");
     std::printf("%-5s %5s %5s %6s %3s %5s %7s %9s %9s %7s %8s %8s %9s\n", "dtype", "N", "K", "M", "b", "spars",
@@ -254,17 +400,25 @@ int main(int argc, char** argv) {
               const bool ok = err <= tol;
               all_checks_pass = all_checks_pass && ok;
               const double speedup = dense_ms / bsr_ms, density = host.density();
+              // The bf16 variant ops::linear_bsr ran (VITRT_BSR_TC_CONFIG overrides the heuristic).
+              std::string variant = "-";
+              if (dt == DType::BF16) {
+                const char* env = std::getenv("VITRT_BSR_TC_CONFIG");
+                variant = env && *env ? std::string(env) + " (env)"
+                                      : cuda::to_string(cuda::choose_bsr_tc_config(M, N, K, b, density));
+              }
               curves[{dname, b, N, K, M}].push_back({s, speedup});
               std::printf("%-5s %5lld %5lld %6lld %3d %5.2f %7.4f %9.4f %9.4f %6.2fx %8.1f %8.1f %9s\n", dname.c_str(),
                           static_cast<long long>(N), static_cast<long long>(K), static_cast<long long>(M), b, s, density,
                           dense_ms, bsr_ms, speedup, flop / dense_ms / 1e9, flop * density / bsr_ms / 1e9,
                           ok ? "ok" : "FAILED");
+              if (dt == DType::BF16) std::printf("      bf16 variant %s\n", variant.c_str());
               std::fflush(stdout);
               rows.push_back({{"dtype", dname}, {"N", N}, {"K", K}, {"M", M}, {"block", b}, {"sparsity", s},
                               {"density", density}, {"dense_ms", dense_ms}, {"bsr_ms", bsr_ms},
                               {"speedup", speedup}, {"dense_tflops", flop / dense_ms / 1e9},
                               {"bsr_useful_tflops", flop * density / bsr_ms / 1e9}, {"check_rel_err", err},
-                              {"check_ok", ok}});
+                              {"check_ok", ok}, {"variant", variant}});
             }
         }
     }

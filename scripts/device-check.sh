@@ -28,7 +28,7 @@ if ! [ -f /usr/include/dnnl.hpp ]; then
 fi
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 t0=$(date +%s)
-cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DVITRT_BUILD_PYTHON=OFF > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
+cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DVITRT_BUILD_PYTHON=OFF -DVITRT_CUDA_SM80=OFF > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
 cmake --build build-dev -j"$(nproc)" -- -k > "$OUT/build.log" 2>&1 || grep -E "error" "$OUT/build.log" | head -20
 [ -x build-dev/bin/vitrt ] || echo "vitrt did not build: CLI stages will fail"
 summary+=("build: ok in $(( $(date +%s) - t0 )) s")
@@ -87,6 +87,10 @@ fi
 # weights; exits 1 on a mismatch), PyTorch's BSR path on the same shapes, and ViT-B/16 end to end.
 if has bsr; then
   q=${BSR_QUICK---quick}
+  if [ -n "${BSR_SWEEP:-1}" ]; then  # every compiled bf16 variant on the ViT-B shapes; best per config
+    timeout 240 build-dev/bin/bsr_gemm_bench --sweep --json "$OUT/bsr_sweep.json" > "$OUT/bsr_sweep.txt" 2>&1
+    summary+=("bsr sweep rc=$?: $(grep -E ': best' "$OUT/bsr_sweep.txt" | tr '\n' ';' | tail -c 1200)")
+  fi
   build-dev/bin/bsr_gemm_bench $q --json "$OUT/bsr_gemm_bench.json" > "$OUT/bsr_gemm_bench.txt" 2>&1
   summary+=("bsr_gemm_bench rc=$?: $(grep -E 'MET|MISSED|break-even' "$OUT/bsr_gemm_bench.txt" | tr '\n' ';' | tail -c 900)")
   timeout 300 python3 bench/bsr_vs_pytorch.py $q --json "$OUT/bsr_vs_pytorch.json" --compare "$OUT/bsr_gemm_bench.json" \

@@ -119,6 +119,14 @@ class SamPredictor {
   bool has_embedding_ = false;
 };
 
+// Decodes the prompts of several images in one decoder batch, with any number of prompts per image
+// (the ragged batch segment-anything-fast builds with NestedTensor): result[i][j] answers
+// prompts[i][j] on embeddings[i], with the values SamPredictor::predict_batch gives per image.
+std::vector<std::vector<Prediction>> predict_multi_image(const SamModel& model,
+                                                         const std::vector<ImageEmbedding>& embeddings,
+                                                         const std::vector<std::vector<Prompt>>& prompts,
+                                                         bool multimask_output = true, bool return_logits = false);
+
 // The config the model was loaded with, and a short id of its weights (stored in embedding files).
 const SamConfig& sam_config(const SamModel& model);
 const std::string& sam_fingerprint(const SamModel& model);

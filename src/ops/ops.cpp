@@ -45,6 +45,12 @@ cpu::Act to_cpu(Activation a) {
   throw InvalidArgument("ops: unknown activation");
 }
 
+// CPU kernels compute in float32 only: an explicit output dtype must be F32.
+void check_out_f32(std::optional<DType> out_dtype, const char* op) {
+  VITRT_CHECK(!out_dtype || *out_dtype == DType::F32, InvalidArgument, "ops::", op, ": output dtype ",
+              dtype_name(*out_dtype), " requested, but the CPU path computes in float32 only");
+}
+
 // Rows of 2H-1 (resp. 2W-1) relative positions, interpolated like segment_anything's get_rel_pos
 // when the table was trained for another size.
 Tensor rel_pos_for(const Tensor& table, int64_t size) {
@@ -55,12 +61,15 @@ Tensor rel_pos_for(const Tensor& table, int64_t size) {
 
 }  // namespace
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, const Tensor* residual) {
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, const Tensor* residual,
+              std::optional<DType> out_dtype) {
   if (x.is_cuda()) {
     VITRT_PROFILE_OP("linear ", x.numel() / std::max<int64_t>(1, x.size(-1)), "x", w.size(0), "x", w.size(1),
-                     act == Activation::GELU ? " +gelu" : "", residual ? " +res" : "");
-    return cuda_impl::linear(x, w, bias, act, residual);
+                     act == Activation::GELU ? " +gelu" : "", residual ? " +res" : "",
+                     out_dtype && *out_dtype != x.dtype() ? " ->f32" : "");
+    return cuda_impl::linear(x, w, bias, act, residual, out_dtype);
   }
+  check_out_f32(out_dtype, "linear");
   check_input(x, "linear", "x");
   check_input(w, "linear", "weight");
   VITRT_CHECK(x.dim() >= 1 && w.dim() == 2 && w.size(1) == x.size(-1), InvalidArgument,
@@ -108,11 +117,14 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b) {
   return c;
 }
 
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                  std::optional<DType> out_dtype) {
   if (x.is_cuda()) {
-    VITRT_PROFILE_OP("layer_norm ", x.numel() / std::max<int64_t>(1, x.size(-1)), "x", x.size(-1));
-    return cuda_impl::layer_norm(x, weight, bias, eps);
+    VITRT_PROFILE_OP("layer_norm ", x.numel() / std::max<int64_t>(1, x.size(-1)), "x", x.size(-1),
+                     out_dtype && *out_dtype != x.dtype() ? " +cast" : "");
+    return cuda_impl::layer_norm(x, weight, bias, eps, out_dtype);
   }
+  check_out_f32(out_dtype, "layer_norm");
   check_input(x, "layer_norm", "x");
   check_input(weight, "layer_norm", "weight");
   check_input(bias, "layer_norm", "bias");
@@ -232,11 +244,13 @@ Tensor cat(const std::vector<Tensor>& xs, int dim) {
   return out;
 }
 
-Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int stride, int pad) {
+Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int stride, int pad,
+                   std::optional<DType> out_dtype) {
   if (x.is_cuda()) {
     VITRT_PROFILE_OP("conv2d ", shape_str(x.shape()), " k", w.size(2), " s", stride);
-    return cuda_impl::conv2d_nhwc(x, w, bias, stride, pad);
+    return cuda_impl::conv2d_nhwc(x, w, bias, stride, pad, out_dtype);
   }
+  check_out_f32(out_dtype, "conv2d_nhwc");
   check_input(x, "conv2d_nhwc", "x");
   check_input(w, "conv2d_nhwc", "weight");
   VITRT_CHECK(x.dim() == 4 && w.dim() == 4 && w.size(1) == x.size(3), InvalidArgument, "ops::conv2d_nhwc: x ",

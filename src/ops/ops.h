@@ -6,6 +6,7 @@
 // as the SAM image encoder keeps them; PyTorch weight layouts are taken as they are stored.
 #pragma once
 #include <cstdint>
+#include <optional>
 
 #include "vitrt/tensor.h"
 
@@ -16,15 +17,24 @@ enum class Activation { None, GELU /* exact erf */, ReLU };
 // y[..., N] = act(x[..., K] @ w[N, K]^T + bias[N]) + residual[..., N]
 // (PyTorch nn.Linear weight layout; bias and residual may be null; the activation is applied
 // before the residual is added).
+// out_dtype: y's dtype, by default x's. CPU: float32 only. CUDA: x's dtype, or float32 for a
+// bfloat16 x (w bf16; bf16 products accumulated in fp32 and never rounded to bf16 -- a float32
+// residual stream fed by bf16 activations); then residual must be float32 and bias may be
+// bfloat16 (widened to fp32, exactly) or float32.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias = nullptr,
-              Activation act = Activation::None, const Tensor* residual = nullptr);
+              Activation act = Activation::None, const Tensor* residual = nullptr,
+              std::optional<DType> out_dtype = std::nullopt);
 
 // Batched c[b] = a[b] @ b[b]: a [B, M, K], b [B, K, N] -> [B, M, N]. 2-D inputs are batch 1.
 // If transpose_b, b is [B, N, K].
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b = false);
 
 // LayerNorm over the last dimension with affine weight/bias [C].
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps);
+// out_dtype: the output's dtype, by default x's. CPU: float32 only. CUDA: x, weight/bias (one
+// dtype for both) and the output each float32 or bfloat16, math in fp32 (e.g. float32 residual
+// stream in, bfloat16 out: the fused LayerNorm + cast of the bf16 encoder).
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                  std::optional<DType> out_dtype = std::nullopt);
 
 // x converted to `to` (F32 <-> BF16) on its device; x itself when it already has that dtype.
 Tensor cast(const Tensor& x, DType to);
@@ -44,8 +54,10 @@ Tensor permute(const Tensor& x, const std::vector<int>& perm);
 Tensor cat(const std::vector<Tensor>& xs, int dim);
 
 // 2-D convolution, NHWC in and out: x [B, H, W, Cin], w [Cout, Cin, kh, kw] (PyTorch layout),
-// bias [Cout] or null, zero padding `pad` on every side.
-Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int stride, int pad);
+// bias [Cout] or null, zero padding `pad` on every side. out_dtype as for linear (x's dtype, or
+// float32 for a bfloat16 x on CUDA, bias then bf16 or f32).
+Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int stride, int pad,
+                   std::optional<DType> out_dtype = std::nullopt);
 // ConvTranspose2d with kernel 2, stride 2, NHWC: x [B, H, W, Cin], w [Cin, Cout, 2, 2]
 // (PyTorch layout), bias [Cout] -> [B, 2H, 2W, Cout].
 Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias);

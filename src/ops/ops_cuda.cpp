@@ -40,9 +40,11 @@ Tensor cast(const Tensor& x, DType to) {
   if (x.is_cuda()) no_cuda("cast");
   return cast_cpu(x, to);
 }
-Tensor linear(const Tensor&, const Tensor&, const Tensor*, Activation, const Tensor*) { no_cuda("linear"); }
+Tensor linear(const Tensor&, const Tensor&, const Tensor*, Activation, const Tensor*, std::optional<DType>) {
+  no_cuda("linear");
+}
 Tensor matmul(const Tensor&, const Tensor&, bool) { no_cuda("matmul"); }
-Tensor layer_norm(const Tensor&, const Tensor&, const Tensor&, float) { no_cuda("layer_norm"); }
+Tensor layer_norm(const Tensor&, const Tensor&, const Tensor&, float, std::optional<DType>) { no_cuda("layer_norm"); }
 void add_(Tensor&, const Tensor&) { no_cuda("add_"); }
 Tensor add(const Tensor&, const Tensor&) { no_cuda("add"); }
 void scale_(Tensor&, float) { no_cuda("scale_"); }
@@ -51,7 +53,9 @@ void relu_(Tensor&) { no_cuda("relu_"); }
 void softmax_lastdim_(Tensor&) { no_cuda("softmax_lastdim_"); }
 Tensor permute(const Tensor&, const std::vector<int>&) { no_cuda("permute"); }
 Tensor cat(const std::vector<Tensor>&, int) { no_cuda("cat"); }
-Tensor conv2d_nhwc(const Tensor&, const Tensor&, const Tensor*, int, int) { no_cuda("conv2d_nhwc"); }
+Tensor conv2d_nhwc(const Tensor&, const Tensor&, const Tensor*, int, int, std::optional<DType>) {
+  no_cuda("conv2d_nhwc");
+}
 Tensor conv_transpose2x2_nhwc(const Tensor&, const Tensor&, const Tensor*) { no_cuda("conv_transpose2x2_nhwc"); }
 Tensor window_partition(const Tensor&, int) { no_cuda("window_partition"); }
 Tensor window_unpartition(const Tensor&, int, int64_t, int64_t) { no_cuda("window_unpartition"); }
@@ -101,22 +105,24 @@ cuda::Act to_cuda(Activation a) {
   throw InvalidArgument("ops: unknown activation");
 }
 
-// y[M, N] = act(x[M, K] w^T + bias) + residual with w [N, K] (trans_b) or [K, N].
+// y[M, N] = act(x[M, K] w^T + bias) + residual with w [N, K] (trans_b) or [K, N]; x and w of
+// dtype dt, y, bias and residual of dtype od (dt, or F32 for a BF16 dt).
 // cuBLASLt's epilogues add the bias, the residual (beta = 1) and a ReLU applied last. GELU: in
 // bf16 its GELU epilogue (tanh form, within ~5e-4 of erf GELU, well under bf16's 2^-8 relative
 // rounding) saves a pass over the 4x-wide MLP hidden tensor; in fp32, which must match the
 // reference to 1e-4, the exact erf GELU -- like an activation before a residual -- runs as one
-// element-wise pass over the output afterwards.
-void gemm_epilogue(DType dt, const void* x, const void* w, bool trans_b, void* y, int64_t M, int64_t N, int64_t K,
-                   const void* bias, Activation act, const void* residual) {
+// element-wise pass over the output afterwards (also for bf16 inputs with an fp32 output).
+void gemm_epilogue(DType dt, DType od, const void* x, const void* w, bool trans_b, void* y, int64_t M, int64_t N,
+                   int64_t K, const void* bias, Activation act, const void* residual) {
   if (M == 0 || N == 0) return;
   if (K == 0) {  // empty sum: y = act(bias) + residual
-    devmem::memset_zero(y, Device::CUDA, static_cast<size_t>(M * N) * dtype_size(dt));
-    cuda::bias_act_residual(dt, y, M, N, bias, to_cuda(act), residual);
+    devmem::memset_zero(y, Device::CUDA, static_cast<size_t>(M * N) * dtype_size(od));
+    cuda::bias_act_residual(od, y, M, N, bias, to_cuda(act), residual);
     return;
   }
   cuda::GemmArgs g;
   g.dtype = dt;
+  if (od != dt) g.d_dtype = od;
   g.M = M, g.N = N, g.K = K;
   g.a = x, g.b = w, g.trans_b = trans_b, g.d = y;
   g.bias = bias;
@@ -125,13 +131,34 @@ void gemm_epilogue(DType dt, const void* x, const void* w, bool trans_b, void* y
     g.c = residual;
   } else if (act == Activation::ReLU && !residual) {
     g.relu = true;
-  } else if (act == Activation::GELU && !residual && dt == DType::BF16) {
+  } else if (act == Activation::GELU && !residual && od == DType::BF16) {
     g.gelu_tanh = true;
   } else {
     post = true;  // GELU, or ReLU followed by a residual
   }
   cuda::gemm(g);
-  if (post) cuda::bias_act_residual(dt, y, M, N, nullptr, to_cuda(act), residual);
+  if (post) cuda::bias_act_residual(od, y, M, N, nullptr, to_cuda(act), residual);
+}
+
+// The output dtype of linear / conv2d_nhwc: x's own, or F32 for a BF16 x.
+DType out_dtype_for(const Tensor& x, std::optional<DType> out_dtype, const char* op) {
+  const DType od = out_dtype.value_or(x.dtype());
+  VITRT_CHECK(od == x.dtype() || (x.dtype() == DType::BF16 && od == DType::F32), InvalidArgument, "ops::", op, ": ",
+              dtype_name(x.dtype()), " input with ", dtype_name(od),
+              " output is not supported (the input's dtype, or bfloat16 -> float32)");
+  return od;
+}
+
+// A bias of x's dtype or of the output dtype od, returned in od: cuBLASLt's bias has D's type
+// (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE), so a bf16 bias for an fp32 output is widened -- exactly --
+// into a small stream-ordered temporary ([N] elements).
+Tensor bias_for(const Tensor& bias, const Tensor& x, DType od, int64_t n, const char* op) {
+  check_dev(bias, op, "bias");
+  VITRT_CHECK(bias.dtype() == x.dtype() || bias.dtype() == od, InvalidArgument, "ops::", op, ": bias is ",
+              dtype_name(bias.dtype()), " but the input is ", dtype_name(x.dtype()), " and the output ",
+              dtype_name(od));
+  bias.expect_shape({n}, detail::concat("ops::", op, " bias"));
+  return cuda_impl::cast(bias, od);
 }
 
 }  // namespace
@@ -148,26 +175,28 @@ Tensor cast(const Tensor& x, DType to) {
   return out;
 }
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, const Tensor* residual) {
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, const Tensor* residual,
+              std::optional<DType> out_dtype) {
   check_float(x, "linear", "x");
   check_like(w, x, "linear", "weight");
+  const DType od = out_dtype_for(x, out_dtype, "linear");
   VITRT_CHECK(x.dim() >= 1 && w.dim() == 2 && w.size(1) == x.size(-1), InvalidArgument, "ops::linear: x ",
               shape_str(x.shape()), " does not match weight ", shape_str(w.shape()), " (expected [out, ",
               x.dim() >= 1 ? x.size(-1) : 0, "])");
   const int64_t K = x.size(-1), N = w.size(0), M = K ? x.numel() / K : 0;
   Shape out_shape = x.shape();
   out_shape.back() = N;
-  if (bias) {
-    check_like(*bias, x, "linear", "bias");
-    bias->expect_shape({N}, "ops::linear bias");
-  }
+  Tensor b;
+  if (bias) b = bias_for(*bias, x, od, N, "linear");
   if (residual) {
-    check_like(*residual, x, "linear", "residual");
+    check_dev(*residual, "linear", "residual");
+    VITRT_CHECK(residual->dtype() == od, InvalidArgument, "ops::linear: residual is ", dtype_name(residual->dtype()),
+                " but the output is ", dtype_name(od), " (the residual has the output's dtype)");
     residual->expect_shape(out_shape, "ops::linear residual");
   }
-  Tensor y = empty_like_dev(out_shape, x.dtype());
+  Tensor y = empty_like_dev(out_shape, od);
   // M is 0 when K is 0 (numel 0) -- mirror the CPU: nothing to compute then.
-  gemm_epilogue(x.dtype(), x.raw(), w.raw(), true, y.raw(), M, N, K, bias ? bias->raw() : nullptr, act,
+  gemm_epilogue(x.dtype(), od, x.raw(), w.raw(), true, y.raw(), M, N, K, bias ? b.raw() : nullptr, act,
                 residual ? residual->raw() : nullptr);
   return y;
 }
@@ -204,16 +233,23 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b) {
   return c;
 }
 
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                  std::optional<DType> out_dtype) {
   check_float(x, "layer_norm", "x");
-  check_like(weight, x, "layer_norm", "weight");
-  check_like(bias, x, "layer_norm", "bias");
+  check_float(weight, "layer_norm", "weight");
+  check_dev(bias, "layer_norm", "bias");
+  VITRT_CHECK(bias.dtype() == weight.dtype(), InvalidArgument, "ops::layer_norm: bias is ", dtype_name(bias.dtype()),
+              " but the weight is ", dtype_name(weight.dtype()), " (weight and bias share one dtype)");
+  const DType od = out_dtype.value_or(x.dtype());
+  VITRT_CHECK(od == DType::F32 || od == DType::BF16, InvalidArgument, "ops::layer_norm: output dtype ",
+              dtype_name(od), " is not supported (float32 or bfloat16)");
   VITRT_CHECK(x.dim() >= 1, InvalidArgument, "ops::layer_norm: x must have at least one dimension");
   const int64_t C = x.size(-1);
   weight.expect_shape({C}, "ops::layer_norm weight");
   bias.expect_shape({C}, "ops::layer_norm bias");
-  Tensor y = empty_like_dev(x.shape(), x.dtype());
-  cuda::layer_norm(x.dtype(), x.raw(), weight.raw(), bias.raw(), y.raw(), C ? x.numel() / C : 0, C, eps);
+  Tensor y = empty_like_dev(x.shape(), od);
+  cuda::layer_norm(x.dtype(), x.raw(), weight.dtype(), weight.raw(), bias.raw(), od, y.raw(), C ? x.numel() / C : 0,
+                   C, eps);
   return y;
 }
 
@@ -311,9 +347,11 @@ Tensor cat(const std::vector<Tensor>& xs, int dim) {
   return out;
 }
 
-Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int stride, int pad) {
+Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int stride, int pad,
+                   std::optional<DType> out_dtype) {
   check_float(x, "conv2d_nhwc", "x");
   check_like(w, x, "conv2d_nhwc", "weight");
+  const DType od = out_dtype_for(x, out_dtype, "conv2d_nhwc");
   VITRT_CHECK(x.dim() == 4 && w.dim() == 4 && w.size(1) == x.size(3), InvalidArgument, "ops::conv2d_nhwc: x ",
               shape_str(x.shape()), " (NHWC) does not match weight ", shape_str(w.shape()), " ([Cout, Cin, kh, kw])");
   VITRT_CHECK(stride >= 1 && pad >= 0, InvalidArgument, "ops::conv2d_nhwc: bad stride ", stride, " / padding ", pad);
@@ -321,18 +359,16 @@ Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int str
   const int64_t Cout = w.size(0), kh = w.size(2), kw = w.size(3);
   VITRT_CHECK(H + 2 * pad >= kh && W + 2 * pad >= kw && kh > 0 && kw > 0, InvalidArgument,
               "ops::conv2d_nhwc: kernel ", kh, "x", kw, " larger than the padded input ", shape_str(x.shape()));
-  if (bias) {
-    check_like(*bias, x, "conv2d_nhwc", "bias");
-    bias->expect_shape({Cout}, "ops::conv2d_nhwc bias");
-  }
+  Tensor b;
+  if (bias) b = bias_for(*bias, x, od, Cout, "conv2d_nhwc");
   const int64_t Ho = (H + 2 * pad - kh) / stride + 1, Wo = (W + 2 * pad - kw) / stride + 1;
-  Tensor out = empty_like_dev({B, Ho, Wo, Cout}, x.dtype());
+  Tensor out = empty_like_dev({B, Ho, Wo, Cout}, od);
   const int64_t M = B * Ho * Wo, K = Cin * kh * kw;
   if (M == 0 || Cout == 0) return out;
-  const void* bp = bias ? bias->raw() : nullptr;
+  const void* bp = bias ? b.raw() : nullptr;
   if (kh == 1 && kw == 1 && stride == 1 && pad == 0) {
     // 1x1: the NHWC input already is the [M, Cin] operand, the weight [Cout, Cin].
-    gemm_epilogue(x.dtype(), x.raw(), w.raw(), true, out.raw(), M, Cout, K, bp, Activation::None, nullptr);
+    gemm_epilogue(x.dtype(), od, x.raw(), w.raw(), true, out.raw(), M, Cout, K, bp, Activation::None, nullptr);
     return out;
   }
   // im2col with columns in the weight's own (ci, ky, kx) order, then one GEMM against the
@@ -340,7 +376,7 @@ Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int str
   // released (stream-ordered) after the GEMM.
   Tensor col = empty_like_dev({M, K}, x.dtype());
   cuda::im2col_nhwc(dtype_size(x.dtype()), x.raw(), col.raw(), B, H, W, Cin, kh, kw, stride, pad, Ho, Wo);
-  gemm_epilogue(x.dtype(), col.raw(), w.raw(), true, out.raw(), M, Cout, K, bp, Activation::None, nullptr);
+  gemm_epilogue(x.dtype(), od, col.raw(), w.raw(), true, out.raw(), M, Cout, K, bp, Activation::None, nullptr);
   return out;
 }
 
@@ -361,7 +397,8 @@ Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bi
   // Y[M, Cout*4] = X[M, Cin] @ W[Cin, Cout*4] (the PyTorch weight as stored, column
   // co*4 + ky*2 + kx), then each row scattered into its 2x2 output block with the bias.
   Tensor y = empty_like_dev({M, N}, x.dtype());
-  gemm_epilogue(x.dtype(), x.raw(), w.raw(), false, y.raw(), M, N, Cin, nullptr, Activation::None, nullptr);
+  gemm_epilogue(x.dtype(), x.dtype(), x.raw(), w.raw(), false, y.raw(), M, N, Cin, nullptr, Activation::None,
+                nullptr);
   cuda::conv_transpose2x2_scatter(x.dtype(), y.raw(), bias ? bias->raw() : nullptr, out.raw(), B, H, W, Cout);
   return out;
 }

@@ -1,6 +1,8 @@
 // Tensor-level operators for CUDA tensors: the same names, shapes and semantics as ops.h, for
 // float32 and bfloat16 tensors (bf16 storage, fp32 math inside; every operand of one call has
-// the same dtype; the pure data movers -- permute, cat, window_(un)partition -- take any dtype).
+// the same dtype, except where an output dtype is given: linear / conv2d_nhwc (bf16 in, f32
+// out) and layer_norm (any mix of f32 / bf16 x, weights and output); the pure data movers --
+// permute, cat, window_(un)partition -- take any dtype).
 // ops.cpp dispatches here with `if (x.is_cuda()) return cuda_impl::f(...)`. Each function checks
 // its arguments itself (InvalidArgument naming the operator, as ops.cpp does), allocates its
 // output on the device from the stream-ordered pool and enqueues kernels on
@@ -11,6 +13,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "ops/ops.h"
@@ -25,9 +28,10 @@ namespace vitrt::ops::cuda_impl {
 Tensor cast(const Tensor& x, DType to);
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias = nullptr, Activation act = Activation::None,
-              const Tensor* residual = nullptr);
+              const Tensor* residual = nullptr, std::optional<DType> out_dtype = std::nullopt);
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b = false);
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps);
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                  std::optional<DType> out_dtype = std::nullopt);
 
 void add_(Tensor& x, const Tensor& y);
 Tensor add(const Tensor& x, const Tensor& y);
@@ -39,7 +43,8 @@ void softmax_lastdim_(Tensor& x);
 Tensor permute(const Tensor& x, const std::vector<int>& perm);  // up to 6 dims
 Tensor cat(const std::vector<Tensor>& xs, int dim);
 
-Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int stride, int pad);
+Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int stride, int pad,
+                   std::optional<DType> out_dtype = std::nullopt);
 Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias);
 
 Tensor window_partition(const Tensor& x, int ws);

@@ -6,7 +6,8 @@
 // Coverage: block sizes 16 / 32 / 64; block-rows that are empty, full, a single block, first and
 // last block only, and ~30% random; an all-empty and an all-full matrix; token counts 1, 63, 64,
 // 65, 197, 1000 (partial and single 128-token tiles); bias, GELU and residual on and off; ViT-B MLP
-// shapes at 90% block-magnitude sparsity.
+// shapes at 90% block-magnitude sparsity; every bf16 kernel variant (cuda::BsrTcConfig) on ragged,
+// empty and full matrices with token counts 1, 63, 197, 300.
 // Tolerances, relative Frobenius error ||gpu - cpu|| / ||cpu||:
 //   float32 (exact fp32 FMA, only the summation order differs):             1e-5
 //   bfloat16 (inputs rounded to bf16 for both sides, fp32 accumulation,
@@ -236,6 +237,128 @@ TEST_F(CudaBsr, Bf16KernelWithFloatOutputMatchesCpu) {
 #endif
 }
 
+#ifdef VITRT_HAVE_CUDA
+cuda::BsrDeviceView device_view(const BsrMatrix& dev, bool natural_order) {
+  cuda::BsrDeviceView view;
+  view.rows = dev.rows, view.cols = dev.cols, view.block = dev.block;
+  view.row_ptr = dev.cuda.row_ptr.data<int32_t>();
+  view.col_idx = dev.cuda.col_idx.data<int32_t>();
+  view.values = dev.cuda.values.raw();
+  view.row_order = natural_order ? nullptr : dev.cuda.row_order.data<int32_t>();
+  view.nnz = dev.cuda.col_idx.numel();
+  return view;
+}
+
+// Runs every compiled bf16 variant for host's block size on each token count: bf16 output with a
+// bias / GELU / residual combination that rotates with the variant and token count, and (first
+// token count) fp32 output with everything on. Alternate variants use the natural block-row order.
+void check_every_variant(const BsrMatrix& host, const std::vector<int64_t>& token_counts, const std::string& what) {
+  const BsrMatrix dev = bsr_to_cuda(host, DType::BF16);
+  const Tensor bias = random_tensor({host.rows}, DType::BF16, 301, 0.5f);
+  const Tensor bias_dev = bias.to(Device::CUDA);
+  struct Case {
+    int64_t M;
+    Tensor x, residual, residual_f32, x_dev, residual_dev, residual_f32_dev;
+    Tensor want[4], want_f32;  // [flags]: none, bias, bias + GELU, bias + GELU + residual
+  };
+  std::vector<Case> cases;
+  for (int64_t M : token_counts) {
+    Case c;
+    c.M = M;
+    c.x = random_tensor({M, host.cols}, DType::BF16, static_cast<uint32_t>(400 + M));
+    c.residual = random_tensor({M, host.rows}, DType::BF16, static_cast<uint32_t>(500 + M));
+    c.residual_f32 = random_tensor({M, host.rows}, DType::F32, static_cast<uint32_t>(600 + M));
+    c.x_dev = c.x.to(Device::CUDA), c.residual_dev = c.residual.to(Device::CUDA);
+    c.residual_f32_dev = c.residual_f32.to(Device::CUDA);
+    c.want[0] = reference(c.x, host, nullptr, ops::Activation::None, nullptr);
+    c.want[1] = reference(c.x, host, &bias, ops::Activation::None, nullptr);
+    c.want[2] = reference(c.x, host, &bias, ops::Activation::GELU, nullptr);
+    c.want[3] = reference(c.x, host, &bias, ops::Activation::GELU, &c.residual);
+    c.want_f32 = reference(c.x, host, &bias, ops::Activation::GELU, &c.residual_f32);
+    cases.push_back(std::move(c));
+  }
+  const std::vector<cuda::BsrTcConfig> variants = cuda::bsr_tc_variants(host.block);
+  ASSERT_FALSE(variants.empty());
+  for (size_t vi = 0; vi < variants.size(); ++vi) {
+    const cuda::BsrTcConfig& cfg = variants[vi];
+    if (!cuda::bsr_tc_config_supported(cfg, host.block, host.cols)) continue;
+    const cuda::BsrDeviceView view = device_view(dev, vi % 2 == 1);
+    for (size_t ci = 0; ci < cases.size(); ++ci) {
+      const Case& c = cases[ci];
+      const int flags = static_cast<int>((vi + ci) % 4);
+      SCOPED_TRACE(::testing::Message() << what << " variant " << cuda::to_string(cfg) << " M " << c.M << " flags "
+                                        << flags << " natural order " << (vi % 2 == 1));
+      Tensor y = Tensor::empty({c.M, host.rows}, DType::BF16, Device::CUDA);
+      cuda::bsr_linear_bf16(c.x_dev.raw(), c.M, view, flags >= 1 ? bias_dev.raw() : nullptr, flags >= 2,
+                            flags == 3 ? c.residual_dev.raw() : nullptr, DType::BF16, y.raw(), &cfg);
+      EXPECT_LE(rel_frobenius(y.to(Device::CPU), c.want[flags]), kTolBF16);
+      if (ci == 0) {
+        Tensor y32 = Tensor::empty({c.M, host.rows}, DType::F32, Device::CUDA);
+        cuda::bsr_linear_bf16(c.x_dev.raw(), c.M, view, bias_dev.raw(), true, c.residual_f32_dev.raw(), DType::F32,
+                              y32.raw(), &cfg);
+        EXPECT_LE(rel_frobenius(y32.to(Device::CPU), c.want_f32), 1e-4) << "fp32 output";
+      }
+    }
+  }
+}
+#endif
+
+// Every bf16 kernel variant (token tile, rows per CTA, stages, warps, persistent) on ragged
+// block-rows: 10 block-rows (so 2- and 4-row groups end short) x 40 block-columns (a union bitmap
+// of two words), token counts 1, 63, 197, 300.
+TEST_F(CudaBsr, EveryBf16VariantMatchesCpuOnRaggedRows) {
+#ifdef VITRT_HAVE_CUDA
+  for (int b : {16, 32, 64}) {
+    const BsrMatrix host = random_bsr(10 * b, 40 * b, b, Pattern::Ragged, DType::BF16, static_cast<uint32_t>(300 + b));
+    ASSERT_GT(host.nnz_blocks(), 0);
+    check_every_variant(host, {1, 63, 197, 300}, "ragged block " + std::to_string(b));
+  }
+#endif
+}
+
+TEST_F(CudaBsr, EveryBf16VariantMatchesCpuOnEmptyAndFullMatrices) {
+#ifdef VITRT_HAVE_CUDA
+  for (int b : {16, 32, 64}) {
+    const BsrMatrix empty = random_bsr(3 * b, 2 * b, b, Pattern::Empty, DType::BF16, 7);
+    ASSERT_EQ(empty.nnz_blocks(), 0);
+    check_every_variant(empty, {63, 130}, "all-empty block " + std::to_string(b));
+    const BsrMatrix full = random_bsr(5 * b, 4 * b, b, Pattern::Full, DType::BF16, 8);
+    check_every_variant(full, {1, 197}, "all-full block " + std::to_string(b));
+  }
+#endif
+}
+
+// Repeated persistent launches (the work counter must reset itself) and a default-variant call.
+TEST_F(CudaBsr, PersistentVariantsRepeatAndDefaultIsSupported) {
+#ifdef VITRT_HAVE_CUDA
+  const int b = 32;
+  const BsrMatrix host = random_bsr(24 * b, 12 * b, b, Pattern::Ragged, DType::BF16, 71);
+  const BsrMatrix dev = bsr_to_cuda(host, DType::BF16);
+  const cuda::BsrDeviceView view = device_view(dev, false);
+  const int64_t M = 1000;
+  const Tensor x = random_tensor({M, host.cols}, DType::BF16, 72);
+  const Tensor x_dev = x.to(Device::CUDA);
+  const Tensor want = reference(x, host, nullptr, ops::Activation::None, nullptr);
+  for (const cuda::BsrTcConfig& cfg : cuda::bsr_tc_variants(b)) {
+    if (!cfg.persistent) continue;
+    Tensor y = Tensor::empty({M, host.rows}, DType::BF16, Device::CUDA);
+    for (int rep = 0; rep < 3; ++rep) {
+      SCOPED_TRACE(::testing::Message() << cuda::to_string(cfg) << " repetition " << rep);
+      VITRT_CUDA_CHECK(cudaMemset(y.raw(), 0xff, y.nbytes()));
+      cuda::bsr_linear_bf16(x_dev.raw(), M, view, nullptr, false, nullptr, DType::BF16, y.raw(), &cfg);
+      EXPECT_LE(rel_frobenius(y.to(Device::CPU), want), kTolBF16);
+    }
+  }
+  Tensor y = Tensor::empty({M, host.rows}, DType::BF16, Device::CUDA);
+  cuda::bsr_linear_bf16(x_dev.raw(), M, view, nullptr, false, nullptr, DType::BF16, y.raw());  // default variant
+  EXPECT_LE(rel_frobenius(y.to(Device::CPU), want), kTolBF16);
+  cuda::BsrTcConfig bad;
+  bad.tile_m = 96;
+  EXPECT_THROW(cuda::bsr_linear_bf16(x_dev.raw(), M, view, nullptr, false, nullptr, DType::BF16, y.raw(), &bad),
+               InvalidArgument);
+#endif
+}
+
 // The schedule bsr_to_cuda uploads: every block-row once, most stored blocks first.
 TEST_F(CudaBsr, UploadOrdersBlockRowsByDecreasingBlockCount) {
 #ifdef VITRT_HAVE_CUDA
@@ -344,6 +467,31 @@ TEST_F(CudaBsr, SparseVitMatchesDenseFoldedOnCuda) {
       EXPECT_LE(rel_frobenius(sparse_logits, cpu_logits), dt == DType::F32 ? 1e-4 : 3e-2);
     }
   }
+#endif
+}
+
+// Variant names, parsing and the heuristic (host code only: runs without a device).
+TEST(CudaBsrConfig, NamesParseAndDefaultsAreSupported) {
+#ifndef VITRT_HAVE_CUDA
+  GTEST_SKIP() << "built without the CUDA backend";
+#else
+  for (int b : {16, 32, 64}) {
+    const std::vector<cuda::BsrTcConfig> vs = cuda::bsr_tc_variants(b);
+    EXPECT_GE(vs.size(), 20u) << "block " << b;
+    bool has_legacy = false;
+    for (const cuda::BsrTcConfig& c : vs) {
+      EXPECT_TRUE(cuda::parse_bsr_tc_config(cuda::to_string(c)) == c) << cuda::to_string(c);
+      has_legacy = has_legacy || c == cuda::BsrTcConfig{};
+    }
+    EXPECT_TRUE(has_legacy) << "block " << b;
+    for (int64_t M : {1, 197, 50432})
+      for (auto [N, K] : {std::pair<int64_t, int64_t>{3072, 768}, {768, 3072}, {5120, 1280}})
+        EXPECT_TRUE(cuda::bsr_tc_config_supported(cuda::choose_bsr_tc_config(M, N, K, b, 0.1), b, K))
+            << "M " << M << " N " << N << " K " << K << " block " << b;
+  }
+  EXPECT_TRUE(cuda::parse_bsr_tc_config("tm=256,r=2,s=3,w=8,p=1") == cuda::parse_bsr_tc_config("tm256.r2.s3.w8.p"));
+  EXPECT_THROW(cuda::parse_bsr_tc_config("tm=96"), InvalidArgument);
+  EXPECT_THROW(cuda::parse_bsr_tc_config("tm128.q1"), InvalidArgument);
 #endif
 }
 

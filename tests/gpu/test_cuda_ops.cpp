@@ -680,3 +680,231 @@ TEST_F(CudaOps, BadArgumentsThrow) {
   Tensor y = randn({5}, 5).to(Device::CUDA);
   EXPECT_THROW(cu::add_(xd, y), InvalidArgument);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Mixed precision for the bf16 image encoder's float32 residual stream: bf16 activations and
+// weights in, float32 out (linear / conv2d_nhwc / gemm), and LayerNorm between dtypes.
+//
+// Tolerance kTolMixed = 1e-4 relative Frobenius for every float32 output: the CPU reference runs
+// in fp32 on the same bf16-rounded x / w (bf16 x bf16 products are exact in fp32), the float32
+// residual and an fp32 (or bf16-widened) bias, so the only difference is the fp32 summation
+// order (~1e-6). 1e-4 is ~10x below what a single bf16 rounding of the output would cost
+// (~1e-3 rms relative), so a result that went through bf16 anywhere after the GEMM fails.
+// bf16 outputs (LayerNorm f32 -> bf16) keep kTolBF16 semantics with a tighter bound, 4e-3
+// (one bf16 rounding of the output, ~1.1e-3 rms relative).
+namespace {
+constexpr double kTolMixed = 1e-4;
+constexpr double kTolMixedBf16Out = 4e-3;
+}  // namespace
+
+TEST_F(CudaOps, LinearBf16InF32Out) {
+  struct Case {
+    Shape x;
+    int64_t N;
+  };
+  // Odd sizes (cuBLASLt's alignment limits, maybe the fallback) and SAM-like proj / lin2 sizes.
+  const Case cases[] = {{{37, 53}, 29}, {{2, 19, 53}, 31}, {{3, 5, 8}, 16}, {{1, 1}, 1},
+                        {{2, 64, 768}, 768}, {{256, 3072}, 768}};
+  enum class BiasKind { None, BF16, F32 };
+  uint32_t seed = 2000;
+  for (const Case& c : cases)
+    for (BiasKind bk : {BiasKind::None, BiasKind::BF16, BiasKind::F32})
+      for (bool use_res : {false, true})
+        for (Activation act : {Activation::None, Activation::GELU, Activation::ReLU}) {
+          if (act != Activation::None && use_res) continue;  // the encoder uses residual with None only
+          const int64_t K = c.x.back();
+          Shape out_shape = c.x;
+          out_shape.back() = c.N;
+          Tensor x = randn(c.x, ++seed), w = randn({c.N, K}, ++seed, 1.f / std::sqrt(float(K)));
+          Tensor b = randn({c.N}, ++seed, 0.5f), r = randn(out_shape, ++seed, 3.f);
+          // Reference: bf16-rounded x, w (and bias when sent as bf16); residual and f32 bias as they are.
+          Tensor xs = seen(x, DType::BF16), wsn = seen(w, DType::BF16);
+          Tensor bs = bk == BiasKind::BF16 ? seen(b, DType::BF16) : b;
+          const Tensor* bias_ref = bk == BiasKind::None ? nullptr : &bs;
+          Tensor want = ops::linear(xs, wsn, bias_ref, act, use_res ? &r : nullptr);
+          Tensor xd = up(x, DType::BF16), wd = up(w, DType::BF16);
+          Tensor bd = up(b, bk == BiasKind::F32 ? DType::F32 : DType::BF16), rd = up(r, DType::F32);
+          Tensor got =
+              cu::linear(xd, wd, bk == BiasKind::None ? nullptr : &bd, act, use_res ? &rd : nullptr, DType::F32);
+          ASSERT_TRUE(got.is_cuda());
+          EXPECT_EQ(got.dtype(), DType::F32);
+          EXPECT_TRUE(close(got.to(Device::CPU), want, kTolMixed))
+              << "bf16 -> f32 x " << shape_str(c.x) << " N=" << c.N << " act=" << act_name(act)
+              << " bias=" << (bk == BiasKind::None ? "none" : bk == BiasKind::BF16 ? "bf16" : "f32")
+              << " residual=" << use_res;
+        }
+  // Through ops::linear (the dispatcher the encoder calls) as well, and repeatable (cached plan).
+  Tensor x = randn({300, 768}, 2100), w = randn({768, 768}, 2101, 0.036f), b = randn({768}, 2102, 0.1f);
+  Tensor r = randn({300, 768}, 2103, 4.f);
+  Tensor bs = seen(b, DType::BF16);
+  Tensor want = ops::linear(seen(x, DType::BF16), seen(w, DType::BF16), &bs, Activation::None, &r);
+  Tensor xd = up(x, DType::BF16), wd = up(w, DType::BF16), bd = up(b, DType::BF16), rd = up(r, DType::F32);
+  Tensor g1 = ops::linear(xd, wd, &bd, Activation::None, &rd, DType::F32);
+  Tensor g2 = ops::linear(xd, wd, &bd, Activation::None, &rd, DType::F32);
+  EXPECT_TRUE(close(g1.to(Device::CPU), want, kTolMixed));
+  EXPECT_TRUE(identical(g2.to(Device::CPU), g1.to(Device::CPU))) << "repeat";
+  // Explicit out_dtype equal to x's: the plain path.
+  EXPECT_EQ(ops::linear(xd, wd, &bd, Activation::None, nullptr, DType::BF16).dtype(), DType::BF16);
+}
+
+TEST_F(CudaOps, LinearBf16InF32OutMisaligned) {
+  // Row 1 onwards: x / w pointers aligned to 2 bytes, residual / output rows of 29 floats.
+  Tensor xf = randn({38, 53}, 2200), bigw = randn({30, 53}, 2201, 0.14f), r = randn({37, 29}, 2202);
+  Tensor want = ops::linear(seen(xf, DType::BF16).slice0(1, 38).clone(), seen(bigw, DType::BF16).slice0(1, 30).clone(),
+                            nullptr, Activation::None, &r);
+  Tensor xd = up(xf, DType::BF16).slice0(1, 38), wd = up(bigw, DType::BF16).slice0(1, 30), rd = up(r, DType::F32);
+  EXPECT_TRUE(close(cu::linear(xd, wd, nullptr, Activation::None, &rd, DType::F32).to(Device::CPU), want, kTolMixed));
+}
+
+#ifdef VITRT_HAVE_CUDA
+// gemm() / gemm_simple() with bf16 A/B and fp32 C/D/bias: padded leading dimensions, C, bias,
+// ReLU, strided batch, both B layouts; reference in double.
+TEST_F(CudaOps, GemmBf16InF32Out) {
+  const int64_t M = 19, N = 21, K = 35, lda = 40, ldd = 23;
+  for (bool tb : {false, true})
+    for (bool batched : {false, true})
+      for (bool with_c : {false, true})
+        for (bool relu : {false, true})
+          for (bool simple : {false, true}) {
+            const int64_t batch = batched ? 3 : 1;
+            const bool use_bias = !batched;
+            const int64_t ldb = tb ? 37 : 22;
+            const int64_t sa = M * lda, sb = (tb ? N : K) * ldb, sd = M * ldd;
+            Tensor a = seen(randn({batch * sa}, 2300 + tb), DType::BF16);
+            Tensor b = seen(randn({batch * sb}, 2310 + tb, 0.2f), DType::BF16);
+            Tensor c = randn({batch * sd}, 2320), bias = randn({N}, 2330);  // fp32, not rounded
+            const float alpha = 0.75f;
+            Tensor dinit = randn({batch * sd}, 2340);
+            Tensor want = dinit.clone();
+            const float *pa = a.data<float>(), *pb = b.data<float>(), *pc = c.data<float>();
+            for (int64_t z = 0; z < batch; ++z)
+              for (int64_t m = 0; m < M; ++m)
+                for (int64_t n = 0; n < N; ++n) {
+                  double acc = 0;
+                  for (int64_t k = 0; k < K; ++k) {
+                    const double bv = tb ? pb[z * sb + n * ldb + k] : pb[z * sb + k * ldb + n];
+                    acc += static_cast<double>(pa[z * sa + m * lda + k]) * bv;
+                  }
+                  double v = alpha * acc;
+                  if (with_c) v += pc[z * sd + m * ldd + n];
+                  if (use_bias) v += bias.data<float>()[n];
+                  if (relu && v < 0) v = 0;
+                  want.data<float>()[z * sd + m * ldd + n] = static_cast<float>(v);
+                }
+            Tensor ad = up(a, DType::BF16), bd = up(b, DType::BF16);
+            Tensor cd = up(c, DType::F32), biasd = up(bias, DType::F32), dd = up(dinit, DType::F32);
+            cuda::GemmArgs g;
+            g.dtype = DType::BF16;
+            g.d_dtype = DType::F32;
+            g.M = M, g.N = N, g.K = K;
+            g.a = ad.raw(), g.b = bd.raw(), g.trans_b = tb, g.d = dd.raw();
+            g.c = with_c ? cd.raw() : nullptr;
+            g.bias = use_bias ? biasd.raw() : nullptr;
+            g.relu = relu, g.alpha = alpha;
+            g.lda = lda, g.ldb = ldb, g.ldd = ldd;
+            g.batch = batch, g.stride_a = sa, g.stride_b = sb, g.stride_d = sd;
+            if (simple)
+              cuda::gemm_simple(g);
+            else
+              cuda::gemm(g);
+            EXPECT_TRUE(close(dd.to(Device::CPU), want, kTolMixed))
+                << (simple ? "gemm_simple" : "gemm") << " bf16->f32 trans_b=" << tb << " batch=" << batch
+                << " C=" << with_c << " bias=" << use_bias << " relu=" << relu;
+          }
+  // Unsupported combination: f32 inputs with a bf16 output.
+  Tensor z = Tensor::zeros({4}).to(Device::CUDA);
+  cuda::GemmArgs bad;
+  bad.dtype = DType::F32;
+  bad.d_dtype = DType::BF16;
+  bad.M = bad.N = bad.K = 1;
+  bad.a = bad.b = z.raw();
+  bad.d = z.raw();
+  EXPECT_THROW(cuda::gemm(bad), InvalidArgument);
+  EXPECT_THROW(cuda::gemm_simple(bad), InvalidArgument);
+}
+#endif
+
+TEST_F(CudaOps, Conv2dBf16InF32Out) {
+  // The encoder's patch embedding in the bf16 model: bf16 image and weight, bf16 bias, fp32 out.
+  struct Case {
+    Shape x, w;
+    int stride, pad;
+  };
+  const Case cases[] = {{{1, 32, 48, 3}, {16, 3, 8, 8}, 8, 0}, {{2, 9, 7, 12}, {10, 12, 1, 1}, 1, 0},
+                        {{2, 11, 13, 5}, {7, 5, 3, 3}, 1, 1}};
+  uint32_t seed = 2400;
+  for (const Case& c : cases)
+    for (bool use_bias : {false, true}) {
+      const float ws = 1.f / std::sqrt(float(c.w[1] * c.w[2] * c.w[3]));
+      Tensor x = randn(c.x, ++seed), w = randn(c.w, ++seed, ws), b = randn({c.w[0]}, ++seed, 0.2f);
+      Tensor bs = seen(b, DType::BF16), bd = up(b, DType::BF16);
+      Tensor want = ops::conv2d_nhwc(seen(x, DType::BF16), seen(w, DType::BF16), use_bias ? &bs : nullptr, c.stride,
+                                     c.pad);
+      Tensor got = cu::conv2d_nhwc(up(x, DType::BF16), up(w, DType::BF16), use_bias ? &bd : nullptr, c.stride, c.pad,
+                                   DType::F32);
+      EXPECT_EQ(got.dtype(), DType::F32);
+      EXPECT_TRUE(close(got.to(Device::CPU), want, kTolMixed))
+          << "bf16 -> f32 x " << shape_str(c.x) << " w " << shape_str(c.w) << " bias " << use_bias;
+    }
+}
+
+TEST_F(CudaOps, LayerNormMixedDtypes) {
+  // x, weight/bias and output dtypes independently; the reference normalises what the GPU sees
+  // (bf16-rounded where sent as bf16) in fp32.
+  struct Case {
+    Shape x;
+    float eps, offset;
+  };
+  const Case cases[] = {
+      {{5, 7, 131}, 1e-6f, 3.f}, {{64, 768}, 1e-6f, 0.f}, {{4, 1280}, 1e-6f, 20.f}, {{9, 1}, 1e-5f, 1.f}};
+  uint32_t seed = 2500;
+  for (DType xdt : kDtypes)
+    for (DType wdt : kDtypes)
+      for (DType odt : kDtypes)
+        for (const Case& c : cases) {
+          const int64_t C = c.x.back();
+          Tensor x = randn(c.x, ++seed, 2.f, c.offset), w = randn({C}, ++seed, 0.5f, 1.f), b = randn({C}, ++seed, 0.3f);
+          Tensor want = ops::layer_norm(seen(x, xdt), seen(w, wdt), seen(b, wdt), c.eps);
+          Tensor got = cu::layer_norm(up(x, xdt), up(w, wdt), up(b, wdt), c.eps, odt);
+          ASSERT_EQ(got.dtype(), odt);
+          const double t = odt == DType::BF16 ? kTolMixedBf16Out : kTolF32;
+          EXPECT_TRUE(close(down(got), want, t)) << "x " << dtype_name(xdt) << " w " << dtype_name(wdt) << " out "
+                                                 << dtype_name(odt) << " " << shape_str(c.x);
+          if (xdt == DType::F32 && wdt == DType::BF16 && odt == DType::BF16) {
+            // The encoder's case through the dispatcher, and bit-identical to rounding the f32 result.
+            Tensor via_ops = ops::layer_norm(up(x, xdt), up(w, wdt), up(b, wdt), c.eps, DType::BF16);
+            EXPECT_TRUE(identical(via_ops.to(Device::CPU), got.to(Device::CPU)));
+            Tensor f32_out = cu::layer_norm(up(x, xdt), up(w, wdt), up(b, wdt), c.eps, DType::F32);
+            EXPECT_TRUE(identical(cu::cast(f32_out, DType::BF16).to(Device::CPU), got.to(Device::CPU)))
+                << "f32 -> bf16 LayerNorm differs from the f32 LayerNorm rounded once " << shape_str(c.x);
+          }
+        }
+}
+
+TEST_F(CudaOps, MixedDtypeBadArgumentsThrow) {
+  Tensor xf = randn({4, 8}, 1).to(Device::CUDA), wf = randn({3, 8}, 2).to(Device::CUDA);
+  Tensor xb = cu::cast(xf, DType::BF16), wb = cu::cast(wf, DType::BF16);
+  Tensor rf = randn({4, 3}, 3).to(Device::CUDA), rb = cu::cast(rf, DType::BF16);
+  Tensor bf = randn({3}, 4).to(Device::CUDA), bb = cu::cast(bf, DType::BF16);
+  // f32 in, bf16 out: not supported.
+  EXPECT_THROW(cu::linear(xf, wf, nullptr, Activation::None, nullptr, DType::BF16), InvalidArgument);
+  // bf16 in, f32 out: residual must be f32, weight bf16.
+  EXPECT_THROW(cu::linear(xb, wb, nullptr, Activation::None, &rb, DType::F32), InvalidArgument);
+  EXPECT_THROW(cu::linear(xb, wf, nullptr, Activation::None, &rf, DType::F32), InvalidArgument);
+  EXPECT_NO_THROW(cu::linear(xb, wb, &bb, Activation::None, &rf, DType::F32));
+  EXPECT_NO_THROW(cu::linear(xb, wb, &bf, Activation::None, &rf, DType::F32));
+  // A bf16 x with a bf16 output takes no f32 bias / residual.
+  EXPECT_THROW(cu::linear(xb, wb, &bf), InvalidArgument);
+  EXPECT_THROW(cu::linear(xb, wb, nullptr, Activation::None, &rf), InvalidArgument);
+  EXPECT_THROW(cu::linear(xb, wb, nullptr, Activation::None, nullptr, DType::I32), InvalidArgument);
+  // LayerNorm: weight and bias share one dtype; float outputs only.
+  Tensor lw = randn({8}, 5).to(Device::CUDA), lb = randn({8}, 6).to(Device::CUDA);
+  EXPECT_THROW(cu::layer_norm(xf, lw, cu::cast(lb, DType::BF16), 1e-6f, DType::BF16), InvalidArgument);
+  EXPECT_THROW(cu::layer_norm(xf, lw, lb, 1e-6f, DType::I32), InvalidArgument);
+  // The CPU path computes in float32 only.
+  Tensor xh = randn({4, 8}, 7), wh = randn({3, 8}, 8), lwh = randn({8}, 9), lbh = randn({8}, 10);
+  EXPECT_THROW(ops::linear(xh, wh, nullptr, Activation::None, nullptr, DType::BF16), InvalidArgument);
+  EXPECT_THROW(ops::layer_norm(xh, lwh, lbh, 1e-6f, DType::BF16), InvalidArgument);
+  EXPECT_NO_THROW(ops::linear(xh, wh, nullptr, Activation::None, nullptr, DType::F32));
+  EXPECT_NO_THROW(ops::layer_norm(xh, lwh, lbh, 1e-6f, DType::F32));
+}

@@ -2,6 +2,7 @@
 // position embedding, ViT blocks with windowed (14x14, grid zero-padded to a multiple) or global
 // attention and decomposed relative positions, then the neck (1x1 conv, LN, 3x3 conv, LN).
 #include <string>
+#include <utility>
 
 #include "models/sam/sam_model.h"
 #include "models/sam/weights.h"
@@ -72,21 +73,40 @@ namespace {
 // Windowed blocks: the reference pads the grid with zeros (64 -> 70) and cuts 14x14 windows
 // before the qkv linear; here the qkv linear runs on the real tokens only and the padding tokens
 // enter attention as the qkv bias (identical values), and proj runs on the real tokens only.
-Tensor block_forward(const EncoderBlockW& b, const SamConfig& c, const Tensor& x) {
+//
+// Precision: the residual stream x keeps its own dtype (float32, also in the bf16 model, see
+// ImageEncoder::forward); everything else computes in the weights' dtype `dt`. So in bf16 each
+// LayerNorm reads the fp32 x and writes bf16 (one fused pass), and proj / lin2 take bf16
+// activations and weights and write x + (...) in fp32 straight from the GEMM's fp32 accumulator:
+// x is never rounded to bf16 (rounding it twice per block over 12..32 blocks was the bf16 path's
+// dominant error). In fp32 every dtype below is F32 and the ops are exactly those of before.
+// x is taken by value and dropped as soon as the proj output holds it, so at most two copies of
+// the residual stream are alive.
+Tensor block_forward(const EncoderBlockW& b, const SamConfig& c, Tensor x) {
   const int64_t B = x.size(0), H = x.size(1), W = x.size(2), C = x.size(3);
+  const DType dt = b.qkv.w.dtype(), xdt = x.dtype();
   const Tensor* rel_h = c.use_rel_pos ? &b.rel_pos_h : nullptr;
   const Tensor* rel_w = c.use_rel_pos ? &b.rel_pos_w : nullptr;
-  Tensor t = ops::layer_norm(x, b.norm1.w, b.norm1.b, kEncoderEps);
-  Tensor qkv = ops::linear(t.reshape({B, H * W, C}), b.qkv.w, b.qkv.bias());
-  Tensor a = b.window ? ops::attention_relpos_windowed(qkv.reshape({B, H, W, 3 * C}), b.qkv.b, c.num_heads, b.window,
-                                                       rel_h, rel_w)
-                      : ops::attention_relpos(qkv, c.num_heads, H, W, rel_h, rel_w);
-  const Tensor x_tokens = x.reshape({B, H * W, C});
-  Tensor h = ops::linear(a.reshape({B, H * W, C}), b.proj.w, b.proj.bias(), ops::Activation::None, &x_tokens)
-                 .reshape({B, H, W, C});
-  Tensor m = ops::layer_norm(h, b.norm2.w, b.norm2.b, kEncoderEps);
+  Tensor a;
+  {
+    Tensor t = ops::layer_norm(x, b.norm1.w, b.norm1.b, kEncoderEps, dt);
+    Tensor qkv = ops::linear(t.reshape({B, H * W, C}), b.qkv.w, b.qkv.bias());
+    t = Tensor();
+    a = b.window ? ops::attention_relpos_windowed(qkv.reshape({B, H, W, 3 * C}), b.qkv.b, c.num_heads, b.window,
+                                                  rel_h, rel_w)
+                 : ops::attention_relpos(qkv, c.num_heads, H, W, rel_h, rel_w);
+  }
+  Tensor h;
+  {
+    const Tensor x_tokens = x.reshape({B, H * W, C});
+    h = ops::linear(a.reshape({B, H * W, C}), b.proj.w, b.proj.bias(), ops::Activation::None, &x_tokens, xdt)
+            .reshape({B, H, W, C});
+  }
+  x = Tensor();
+  a = Tensor();
+  Tensor m = ops::layer_norm(h, b.norm2.w, b.norm2.b, kEncoderEps, dt);
   m = ops::linear(m, b.lin1.w, b.lin1.bias(), ops::Activation::GELU);
-  return ops::linear(m, b.lin2.w, b.lin2.bias(), ops::Activation::None, &h);
+  return ops::linear(m, b.lin2.w, b.lin2.bias(), ops::Activation::None, &h, xdt);
 }
 
 }  // namespace
@@ -95,11 +115,16 @@ Tensor ImageEncoder::forward(const Tensor& image) const {
   const int64_t S = cfg.img_size;
   VITRT_CHECK(image.dim() == 4 && image.size(1) == S && image.size(2) == S && image.size(3) == 3, InvalidArgument,
               "image encoder input must be [B, ", S, ", ", S, ", 3], got ", shape_str(image.shape()));
-  Tensor x = ops::conv2d_nhwc(image, patch_w, &patch_b, cfg.patch_size, 0);  // [B, g, g, C]
-  if (pos_embed.defined()) ops::add_(x, pos_embed);
-  for (const EncoderBlockW& b : blocks) x = block_forward(b, cfg, x);
-  // Neck, kept channels-last: LayerNorm2d over channels is a LayerNorm over the last dim.
+  // The residual stream x is float32 whatever the compute dtype: in the bf16 model the patch
+  // embedding's GEMM writes fp32 directly and the bf16 pos_embed is added after widening (exact).
+  Tensor x = ops::conv2d_nhwc(image, patch_w, &patch_b, cfg.patch_size, 0, DType::F32);  // [B, g, g, C]
+  if (pos_embed.defined()) ops::add_(x, ops::cast(pos_embed, DType::F32));
+  for (const EncoderBlockW& b : blocks) x = block_forward(b, cfg, std::move(x));
+  // Neck, kept channels-last, in the weights' dtype (x rounded to it once, here; a no-op in fp32).
+  // LayerNorm2d over channels is a LayerNorm over the last dim.
+  x = ops::cast(x, neck_conv1.dtype());
   Tensor y = ops::linear(x, neck_conv1);
+  x = Tensor();
   y = ops::layer_norm(y, neck_norm1.w, neck_norm1.b, kEncoderEps);
   y = ops::conv2d_nhwc(y, neck_conv2, nullptr, 1, 1);
   y = ops::layer_norm(y, neck_norm2.w, neck_norm2.b, kEncoderEps);

@@ -84,23 +84,25 @@ void MaskDecoder::load(WeightReader& r, const SamConfig& c) {
 }
 
 void MaskDecoder::forward(const Tensor& image, const Tensor& image_pe, const Tensor& sparse, const Tensor& dense,
-                          Tensor& masks_out, Tensor& iou_out) const {
+                          Tensor& masks_out, Tensor& iou_out, const std::vector<int64_t>* prompts_per_image) const {
   Tensor masks, iou;
-  forward_kept(image, image_pe, sparse, dense, /*dense_shared=*/false, masks, iou);
+  forward_kept(image, image_pe, sparse, dense, /*dense_shared=*/false, prompts_per_image, masks, iou);
   const int64_t g = cfg.grid_size();
   masks_out = ops::cast(masks, DType::F32).to(Device::CPU).reshape({masks.size(0), masks.size(1), 4 * g, 4 * g});
   iou_out = ops::cast(iou, DType::F32).to(Device::CPU);
 }
 
 void MaskDecoder::forward_shared_dense(const Tensor& image, const Tensor& image_pe, const Tensor& sparse,
-                                       const Tensor& dense_one, Tensor& masks, Tensor& iou) const {
-  forward_kept(image, image_pe, sparse, dense_one, /*dense_shared=*/true, masks, iou);
+                                       const Tensor& dense_one, Tensor& masks, Tensor& iou,
+                                       const std::vector<int64_t>* prompts_per_image) const {
+  forward_kept(image, image_pe, sparse, dense_one, /*dense_shared=*/true, prompts_per_image, masks, iou);
   const int64_t g = cfg.grid_size();
   masks = masks.reshape({masks.size(0), masks.size(1), 4 * g, 4 * g});
 }
 
 void MaskDecoder::forward_kept(const Tensor& image, const Tensor& image_pe, const Tensor& sparse, const Tensor& dense,
-                               bool dense_shared, Tensor& masks_out, Tensor& iou_out) const {
+                               bool dense_shared, const std::vector<int64_t>* prompts_per_image, Tensor& masks_out,
+                               Tensor& iou_out) const {
   // Device-agnostic: image, image_pe and the weights may live on the GPU; sparse and dense come
   // from the (CPU, float32) prompt encoder and are moved next to the weights here.
   const Device dev = mask_tokens.device();
@@ -118,16 +120,47 @@ void MaskDecoder::forward_kept(const Tensor& image, const Tensor& image_pe, cons
   auto to_model = [&](const Tensor& host) { return ops::cast(host.to(dev), dt); };
   const Tensor query_pe = to_model(tokens_host);
   // src = image embedding (as tokens) + dense prompt embedding; pos_src = image_pe (broadcast).
-  Tensor image_tokens = ops::permute(image.reshape({1, D, HW}), {0, 2, 1}).reshape({HW, D});
+  const int64_t I = image.size(0);
+  const std::vector<int64_t> one_image{B};
+  const std::vector<int64_t>& per_image = prompts_per_image ? *prompts_per_image : one_image;
+  VITRT_CHECK(static_cast<int64_t>(per_image.size()) == I, InvalidArgument, "mask decoder: ", I,
+              " image embeddings but prompt counts for ", per_image.size());
+  int64_t total = 0;
+  for (int64_t n : per_image) {
+    VITRT_CHECK(n >= 0, InvalidArgument, "mask decoder: negative prompt count");
+    total += n;
+  }
+  VITRT_CHECK(total == B, InvalidArgument, "mask decoder: prompt counts sum to ", total, ", the batch holds ", B);
+  // [I, HW, D]: each image's embedding as tokens.
+  Tensor image_tokens = ops::permute(image.reshape({I, D, HW}), {0, 2, 1});
+  // Repeats `block` [1, HW, D] n times along the batch (by doubling: log n copies).
+  auto repeat = [](Tensor block, int64_t n) {
+    Tensor r = block;
+    while (r.size(0) * 2 <= n) r = ops::cat({r, r}, 0);
+    if (r.size(0) < n) r = ops::cat({r, r.slice0(0, n - r.size(0))}, 0);
+    return r;
+  };
   Tensor keys;
   if (dense_shared) {
-    // The same element-wise sums as below, once, then repeated over the batch by doubling.
-    keys = ops::add(to_model(dense).reshape({1, HW, D}), image_tokens);
-    while (keys.size(0) * 2 <= B) keys = ops::cat({keys, keys}, 0);
-    if (keys.size(0) < B) keys = ops::cat({keys, keys.slice0(0, B - keys.size(0))}, 0);
+    // The same element-wise sums as below, once per image, then repeated over its prompts.
+    const Tensor dense_model = to_model(dense).reshape({1, HW, D});
+    std::vector<Tensor> parts;
+    for (int64_t i = 0; i < I; ++i) {
+      if (per_image[i] == 0) continue;
+      parts.push_back(repeat(ops::add(dense_model, image_tokens.slice0(i, i + 1).reshape({HW, D})), per_image[i]));
+    }
+    keys = parts.size() == 1 ? parts[0] : ops::cat(parts, 0);
   } else {
     keys = to_model(dense);
-    ops::add_(keys, image_tokens);
+    if (I == 1) {
+      ops::add_(keys, image_tokens.reshape({HW, D}));
+    } else {
+      for (int64_t i = 0, b0 = 0; i < I; b0 += per_image[i], ++i) {
+        if (per_image[i] == 0) continue;
+        Tensor part = keys.slice0(b0, b0 + per_image[i]);  // a view: the sum lands in keys
+        ops::add_(part, image_tokens.slice0(i, i + 1).reshape({HW, D}));
+      }
+    }
   }
   const Tensor& key_pe = image_pe;  // [HW, D], broadcast over the batch by ops::add
 

@@ -169,78 +169,142 @@ Prediction SamPredictor::predict(const Prompt& prompt, bool multimask_output, bo
   return predict_batch({prompt}, multimask_output, return_logits).front();
 }
 
-std::vector<Prediction> SamPredictor::predict_batch(const std::vector<Prompt>& prompts, bool multimask_output,
-                                                    bool return_logits) const {
-  const ImageEmbedding& e = embedding();
-  const SamConfig& c = model_->config;
-  const sam::PromptEncoder& pe = model_->prompt_encoder;
-  const int64_t D = c.out_chans, HW = c.grid_size() * c.grid_size(), m4 = c.low_res_size();
+namespace {
 
-  // The decoder batches prompt sets with the same number of sparse tokens.
-  std::map<int64_t, std::vector<size_t>> groups;
-  std::vector<Tensor> sparse(prompts.size()), dense(prompts.size());
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    sam::ModelPrompt mp = to_model_prompt(prompts[i], e, c);
-    sparse[i] = pe.sparse_embeddings(mp);
-    dense[i] = pe.dense_embeddings(mp);
-    groups[sparse[i].size(0)].push_back(i);
+// The decoder for prompts on one or several images. Prompt sets with the same number of sparse
+// tokens form one decoder batch across all images, grouped by image (the ragged batch
+// segment-anything-fast builds with NestedTensor); prompts without a mask input share one dense
+// embedding, so the [B, g*g, D] dense batch is never built; on the GPU each image's masks are
+// post-processed in one launch and downloaded once.
+std::vector<std::vector<Prediction>> decode_prompts(const SamModel& model,
+                                                    const std::vector<const ImageEmbedding*>& embeddings,
+                                                    const std::vector<std::vector<Prompt>>& prompts,
+                                                    bool multimask_output, bool return_logits) {
+  const SamConfig& c = model.config;
+  const sam::PromptEncoder& pe = model.prompt_encoder;
+  const int64_t D = c.out_chans, HW = c.grid_size() * c.grid_size(), m4 = c.low_res_size();
+  const int64_t I = static_cast<int64_t>(embeddings.size());
+
+  // Per (image, prompt): the prompt encoder's output; groups by sparse token count, each a list of
+  // (image, prompt) in image order.
+  std::map<int64_t, std::vector<std::pair<int64_t, size_t>>> groups;
+  std::vector<std::vector<Tensor>> sparse(I), dense(I);
+  std::vector<std::vector<Prediction>> results(I);
+  for (int64_t i = 0; i < I; ++i) {
+    const size_t n = prompts[i].size();
+    sparse[i].resize(n);
+    dense[i].resize(n);
+    results[i].resize(n);
+    for (size_t j = 0; j < n; ++j) {
+      sam::ModelPrompt mp = to_model_prompt(prompts[i][j], *embeddings[i], c);
+      sparse[i][j] = pe.sparse_embeddings(mp);
+      dense[i][j] = pe.dense_embeddings(mp);
+      groups[sparse[i][j].size(0)].push_back({i, j});
+    }
   }
 
-  // The embedding is kept as float32 on the host; the decoder gets it in its own device/dtype.
-  const Tensor image = ops::cast(e.features.to(model_->device), model_->dtype);
-  std::vector<Prediction> results(prompts.size());
   const int64_t first = multimask_output ? 1 : 0;
   const int64_t K = multimask_output ? c.num_multimask_outputs : 1;
-  const bool on_gpu = model_->device == Device::CUDA;
+  const bool on_gpu = model.device == Device::CUDA;
   Tensor dense_one;  // the no-mask dense embedding [g*g, D], shared by every prompt without a mask input
   for (const auto& [n_tokens, members] : groups) {
     const int64_t B = static_cast<int64_t>(members.size());
+    // The images this group touches, and how many of its prompts each has.
+    std::vector<int64_t> images, counts;
+    for (const auto& [i, j] : members) {
+      if (images.empty() || images.back() != i) {
+        images.push_back(i);
+        counts.push_back(0);
+      }
+      ++counts.back();
+    }
+    // The embeddings are kept as float32 on the host; the decoder gets them in its own device/dtype.
+    std::vector<Tensor> feats;
+    for (int64_t i : images) feats.push_back(embeddings[i]->features);
+    const Tensor image = ops::cast((feats.size() == 1 ? feats[0] : ops::cat(feats, 0)).to(model.device), model.dtype);
+
     Tensor sp = Tensor::empty({B, n_tokens, D});
     bool any_mask_input = false;
     for (int64_t b = 0; b < B; ++b) {
-      std::memcpy(sp.data<float>() + b * n_tokens * D, sparse[members[b]].raw(), sizeof(float) * n_tokens * D);
-      any_mask_input |= prompts[members[b]].mask_input.defined();
+      const auto [i, j] = members[b];
+      std::memcpy(sp.data<float>() + b * n_tokens * D, sparse[i][j].raw(), sizeof(float) * n_tokens * D);
+      any_mask_input |= prompts[i][j].mask_input.defined();
     }
     Tensor masks, iou;
     if (!any_mask_input) {
-      // All share the no-mask embedding: the [B, g*g, D] dense batch is never built.
-      if (!dense_one.defined()) dense_one = dense[members[0]];
-      model_->mask_decoder.forward_shared_dense(image, model_->image_pe, sp, dense_one, masks, iou);
+      if (!dense_one.defined()) dense_one = dense[members[0].first][members[0].second];
+      model.mask_decoder.forward_shared_dense(image, model.image_pe, sp, dense_one, masks, iou, &counts);
     } else {
       Tensor de = Tensor::empty({B, HW, D});
-      for (int64_t b = 0; b < B; ++b)
-        std::memcpy(de.data<float>() + b * HW * D, dense[members[b]].raw(), sizeof(float) * HW * D);
-      model_->mask_decoder.forward(image, model_->image_pe, sp, de, masks, iou);
+      for (int64_t b = 0; b < B; ++b) {
+        const auto [i, j] = members[b];
+        std::memcpy(de.data<float>() + b * HW * D, dense[i][j].raw(), sizeof(float) * HW * D);
+      }
+      model.mask_decoder.forward(image, model.image_pe, sp, de, masks, iou, &counts);
     }
     const int64_t M = masks.size(1);
     // The K returned masks of every prompt, [B, K, m4, m4], where the decoder left them.
     const Tensor chosen = K == M ? masks : ops::narrow(masks, 1, first, K);
     const Tensor low_host = ops::cast(chosen, DType::F32).to(Device::CPU);
     const Tensor iou_host = ops::cast(iou, DType::F32).to(Device::CPU);
-    Tensor up_masks, up_logits;  // GPU: the whole group post-processed in one launch, one download
-    if (on_gpu) {
-      Tensor logits_dev;
-      up_masks = ops::cuda_impl::postprocess_masks(chosen.to(Device::CUDA).reshape({B * K, m4, m4}), c.img_size,
-                                                   e.input_height, e.input_width, e.original_height,
-                                                   e.original_width, return_logits ? &logits_dev : nullptr)
-                     .to(Device::CPU);
-      if (return_logits) up_logits = logits_dev.to(Device::CPU);
-    }
-    for (int64_t b = 0; b < B; ++b) {
-      Prediction& out = results[members[b]];
-      // clone(): each prediction owns its memory rather than pinning the group's buffers.
-      out.low_res_logits = low_host.slice0(b, b + 1).reshape({K, m4, m4}).clone();
-      for (int64_t k = 0; k < K; ++k) out.scores.push_back(iou_host.data<float>()[b * M + first + k]);
+    for (size_t gi = 0, b0 = 0; gi < images.size(); b0 += counts[gi], ++gi) {
+      const ImageEmbedding& e = *embeddings[images[gi]];
+      const int64_t n = counts[gi];
+      Tensor up_masks, up_logits;  // GPU: this image's masks post-processed in one launch, one download
       if (on_gpu) {
-        const Shape plane{K, static_cast<int64_t>(e.original_height), static_cast<int64_t>(e.original_width)};
-        out.masks = up_masks.slice0(b * K, (b + 1) * K).reshape(plane).clone();
-        if (return_logits) out.logits = up_logits.slice0(b * K, (b + 1) * K).reshape(plane).clone();
-      } else {
-        postprocess(out.low_res_logits, e, c, return_logits, out);
+        Tensor logits_dev;
+        const Tensor mine = chosen.slice0(b0, b0 + n).to(Device::CUDA).reshape({n * K, m4, m4});
+        up_masks = ops::cuda_impl::postprocess_masks(mine, c.img_size, e.input_height, e.input_width,
+                                                     e.original_height, e.original_width,
+                                                     return_logits ? &logits_dev : nullptr)
+                       .to(Device::CPU);
+        if (return_logits) up_logits = logits_dev.to(Device::CPU);
+      }
+      for (int64_t k0 = 0; k0 < n; ++k0) {
+        const int64_t b = static_cast<int64_t>(b0) + k0;
+        Prediction& out = results[members[b].first][members[b].second];
+        // clone(): each prediction owns its memory rather than pinning the group's buffers.
+        out.low_res_logits = low_host.slice0(b, b + 1).reshape({K, m4, m4}).clone();
+        for (int64_t k = 0; k < K; ++k) out.scores.push_back(iou_host.data<float>()[b * M + first + k]);
+        if (on_gpu) {
+          const Shape plane{K, static_cast<int64_t>(e.original_height), static_cast<int64_t>(e.original_width)};
+          out.masks = up_masks.slice0(k0 * K, (k0 + 1) * K).reshape(plane).clone();
+          if (return_logits) out.logits = up_logits.slice0(k0 * K, (k0 + 1) * K).reshape(plane).clone();
+        } else {
+          postprocess(out.low_res_logits, e, c, return_logits, out);
+        }
       }
     }
   }
   return results;
+}
+
+}  // namespace
+
+std::vector<Prediction> SamPredictor::predict_batch(const std::vector<Prompt>& prompts, bool multimask_output,
+                                                    bool return_logits) const {
+  return decode_prompts(*model_, {&embedding()}, {prompts}, multimask_output, return_logits).front();
+}
+
+std::vector<std::vector<Prediction>> predict_multi_image(const SamModel& model,
+                                                         const std::vector<ImageEmbedding>& embeddings,
+                                                         const std::vector<std::vector<Prompt>>& prompts,
+                                                         bool multimask_output, bool return_logits) {
+  VITRT_CHECK(embeddings.size() == prompts.size(), InvalidArgument, "predict_multi_image: ", embeddings.size(),
+              " embeddings but ", prompts.size(), " prompt lists");
+  const SamConfig& c = model.config;
+  std::vector<const ImageEmbedding*> ptrs;
+  for (const ImageEmbedding& e : embeddings) {
+    VITRT_CHECK(e.model_fingerprint == model.fingerprint, InvalidArgument, "an embedding was computed by model '",
+                e.model_fingerprint, "', not by this model '", model.fingerprint, "'");
+    e.features.expect_shape({1, c.out_chans, c.grid_size(), c.grid_size()}, "image embedding");
+    auto [ih, iw] = preprocess_shape(e.original_height, e.original_width, c.img_size);
+    VITRT_CHECK(e.original_height > 0 && e.original_width > 0 && e.input_height == ih && e.input_width == iw,
+                InvalidArgument, "embedding sizes are inconsistent: original ", e.original_height, "x",
+                e.original_width, ", input ", e.input_height, "x", e.input_width);
+    ptrs.push_back(&e);
+  }
+  return decode_prompts(model, ptrs, prompts, multimask_output, return_logits);
 }
 
 }  // namespace vitrt

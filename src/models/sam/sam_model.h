@@ -98,20 +98,26 @@ struct MaskDecoder {
   // image: [1, out, g, g] and image_pe: [g*g, out] on the weights' device and dtype; sparse
   // [B, N, out] and dense [B, g*g, out]: float32 on the CPU. Returns all M+1 mask logits
   // [B, M+1, 4g, 4g] and IoU predictions [B, M+1], float32 on the CPU.
+  //
+  // Several images in one batch (ragged, what segment-anything-fast does with NestedTensor): image
+  // [I, out, g, g] and prompts_per_image (I counts summing to B): batch entries are grouped by image,
+  // the first prompts_per_image[0] entries decode against image 0, and so on. Null: I = 1.
   void forward(const Tensor& image, const Tensor& image_pe, const Tensor& sparse, const Tensor& dense,
-               Tensor& masks, Tensor& iou) const;
+               Tensor& masks, Tensor& iou, const std::vector<int64_t>* prompts_per_image = nullptr) const;
   // forward() for a batch whose prompts share one dense embedding, dense_one [g*g, out] (float32 on
   // the CPU, or already on the weights' device in their dtype; not modified) -- the automatic
   // mask generator's grid: single points, no mask input -- with the results
   // left where the weights are, in their dtype: masks [B, M+1, 4g, 4g], iou [B, M+1]. The
   // [B, g*g, out] dense tensor is never built on the host nor uploaded.
   void forward_shared_dense(const Tensor& image, const Tensor& image_pe, const Tensor& sparse,
-                            const Tensor& dense_one, Tensor& masks, Tensor& iou) const;
+                            const Tensor& dense_one, Tensor& masks, Tensor& iou,
+                            const std::vector<int64_t>* prompts_per_image = nullptr) const;
 
  private:
   // Both: masks [B, M+1, (4g)^2] and iou [B, M+1] on the weights' device and dtype.
   void forward_kept(const Tensor& image, const Tensor& image_pe, const Tensor& sparse, const Tensor& dense,
-                    bool dense_shared, Tensor& masks, Tensor& iou) const;
+                    bool dense_shared, const std::vector<int64_t>* prompts_per_image, Tensor& masks,
+                    Tensor& iou) const;
 };
 
 }  // namespace vitrt::sam

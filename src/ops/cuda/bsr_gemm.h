@@ -3,6 +3,9 @@
 // W an [N, K] BSR matrix (vitrt/bsr.h layout: row_ptr, col_idx, [nnz, b, b] row-major blocks,
 // b = 16, 32 or 64), i.e. PyTorch's nn.Linear weight with most b x b blocks pruned.
 //
+// (The bf16 kernel generalises this split -- token tile, block-rows per CTA, pipeline depth, warps,
+// persistence -- into run-time-selected variants: BsrTcConfig below. The description here is the
+// fp32 kernel and the bf16 variant tm128.r1.s2.w4.)
 // Work split (both kernels): one CTA per (tile of 128 tokens, block-row of W). A block-row of W is
 // one b-wide slice of output features, so the CTA owns a 128 x b tile of y outright: it walks the
 // stored blocks of its block-row (row_ptr[r] .. row_ptr[r+1]), each time multiplying the x tile
@@ -25,6 +28,8 @@
 // into a CUDA graph.
 #pragma once
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "vitrt/tensor.h"
 
@@ -40,13 +45,55 @@ struct BsrDeviceView {
   // [rows / block]: a permutation of the block-rows, the order in which they are scheduled within
   // a token tile (most stored blocks first); null = natural order.
   const int32_t* row_order = nullptr;
+  int64_t nnz = -1;  // stored blocks (only for the default-variant heuristic); < 0: unknown
 };
+
+// ---- bf16 kernel variants (compile-time instantiations selected at run time) ----
+//
+// tile_m        tokens per work item: 64, 128 or 256.
+// rows_per_cta  R = 1, 2 or 4 block-rows per work item: the CTA owns a tile_m x (R * block) output
+//               tile and walks the UNION of the R block-rows' stored block-columns (merged in shared
+//               memory at the start of each item), loading each x tile once for all R rows; W blocks
+//               absent from a row are neither loaded nor multiplied (warp-uniform skip). The R rows
+//               of an item are R consecutive entries of row_order (similar lengths), so they need not
+//               be adjacent. R > 1 needs K / block <= 4096 (shared-memory merge tables).
+// stages        cp.async pipeline depth, 2 or 3 (one barrier per step).
+// warps         4 or 8 warps per CTA (the warp grid is picked at compile time: the squarest warp tile
+//               within one block-row, <= 128 fp32 accumulators per thread).
+// persistent    grid = resident CTAs; items are taken from a global atomic counter (self-resetting
+//               at the end of each launch) and the next item's first tiles are loaded while the
+//               current item's epilogue runs (epilogue stored straight from registers). Persistent
+//               launches must not run concurrently on two streams (they share the counter).
+// Not every combination exists for every block size (register / shared-memory limits):
+// bsr_tc_config_supported() says which.
+struct BsrTcConfig {
+  int tile_m = 128;
+  int rows_per_cta = 1;
+  int stages = 2;
+  int warps = 4;
+  bool persistent = false;
+};
+bool operator==(const BsrTcConfig& a, const BsrTcConfig& b);
+// "tm128.r1.s2.w4" (+ ".p" when persistent); parse_bsr_tc_config() reads the same form (also
+// "tm=128,r=1,s=2,w=4,p=1") and throws InvalidArgument on anything else.
+std::string to_string(const BsrTcConfig& c);
+BsrTcConfig parse_bsr_tc_config(const std::string& s);
+// Whether the variant is compiled for `block` and fits a problem with K input features.
+bool bsr_tc_config_supported(const BsrTcConfig& c, int block, int64_t K);
+// Every compiled variant for `block` (any K up to 4096 * block).
+std::vector<BsrTcConfig> bsr_tc_variants(int block);
+// The heuristic default for y[M, N] = x[M, K] W^T with W in `block` blocks at `density` (stored
+// fraction; < 0 unknown). Always supported.
+BsrTcConfig choose_bsr_tc_config(int64_t M, int64_t N, int64_t K, int block, double density);
 
 // bf16 tensor-core kernel. x: bf16 [M, K] row-major (K = w.cols), 16-byte aligned; w.values bf16;
 // bias: bf16 [N] or null; residual: [M, N] of out_dtype or null; y: [M, N] of out_dtype (BF16 or
-// F32), 16-byte aligned (residual too). Throws InvalidArgument on unsupported arguments.
+// F32), 16-byte aligned (residual too). config: the variant; null = the environment variable
+// VITRT_BSR_TC_CONFIG when set (parse_bsr_tc_config form, read once), else
+// choose_bsr_tc_config(M, N, K, block, nnz density). Throws InvalidArgument on unsupported
+// arguments or an unsupported config.
 void bsr_linear_bf16(const void* x, int64_t M, const BsrDeviceView& w, const void* bias, bool gelu,
-                     const void* residual, DType out_dtype, void* y);
+                     const void* residual, DType out_dtype, void* y, const BsrTcConfig* config = nullptr);
 
 // fp32 CUDA-core kernel: x fp32 [M, K], w.values fp32, bias fp32 [N] or null, residual fp32 [M, N]
 // or null, y fp32 [M, N]; pointers 16-byte aligned.

@@ -3,6 +3,8 @@
 #include "ops/cuda/gemm.h"
 #include "ops/cuda/runtime.h"
 
+#include <type_traits>
+
 namespace vitrt::cuda {
 
 void check_launch(const char* what) { check(cudaGetLastError(), what); }
@@ -54,7 +56,8 @@ __global__ void bias_act_residual_kernel(T* y, int64_t rows, int64_t cols, const
 }
 
 // gemm_simple: 16 x 16 output tile per block, K in steps of 16 through shared memory, fp32
-// accumulation; epilogue in cuBLASLt's order: alpha * acc + C + bias, then ReLU.
+// accumulation; epilogue in cuBLASLt's order: alpha * acc + C + bias, then ReLU. A and B are T,
+// C, D and bias TD (T itself, or float for bf16 inputs with an fp32 output).
 constexpr int kTile = 16;
 struct SimpleGemm {
   int64_t M, N, K, lda, ldb, ldd, sa, sb, sd;
@@ -62,8 +65,8 @@ struct SimpleGemm {
   float alpha;
 };
 
-template <class T>
-__global__ void gemm_simple_kernel(const T* a, const T* b, const T* c, const T* bias, T* d, SimpleGemm p) {
+template <class T, class TD>
+__global__ void gemm_simple_kernel(const T* a, const T* b, const TD* c, const TD* bias, TD* d, SimpleGemm p) {
   __shared__ float As[kTile][kTile + 1], Bs[kTile][kTile + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t z = blockIdx.z;
@@ -92,7 +95,7 @@ __global__ void gemm_simple_kernel(const T* a, const T* b, const T* c, const T* 
     if (bias) v += to_f(bias[n]);
     if (p.relu) v = relu_f(v);
     if (p.gelu_tanh) v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-    d[m * p.ldd + n] = from_f<T>(v);
+    d[m * p.ldd + n] = from_f<TD>(v);
   }
 }
 
@@ -171,11 +174,20 @@ void gemm_simple(const GemmArgs& g) {
               ")");
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(g.batch));
   const dim3 block(kTile, kTile);
+  const DType od = g.out_dtype();
+  VITRT_CHECK(od == g.dtype || (g.dtype == DType::BF16 && od == DType::F32), InvalidArgument, "cuda::gemm_simple: ",
+              dtype_name(g.dtype), " inputs with ", dtype_name(od),
+              " output are not supported (same dtype, or bfloat16 -> float32)");
   dispatch_float(g.dtype, "gemm_simple", [&](auto tag) {
-    using T = decltype(tag);
-    gemm_simple_kernel<T><<<grid, block, 0, current_stream()>>>(
-        static_cast<const T*>(g.a), static_cast<const T*>(g.b), static_cast<const T*>(g.c),
-        static_cast<const T*>(g.bias), static_cast<T*>(g.d), p);
+    dispatch_float(od, "gemm_simple", [&](auto dtag) {
+      using T = decltype(tag);
+      using TD = decltype(dtag);
+      if constexpr (std::is_same_v<T, TD> || std::is_same_v<TD, float>) {
+        gemm_simple_kernel<T, TD><<<grid, block, 0, current_stream()>>>(
+            static_cast<const T*>(g.a), static_cast<const T*>(g.b), static_cast<const TD*>(g.c),
+            static_cast<const TD*>(g.bias), static_cast<TD*>(g.d), p);
+      }
+    });
   });
   check_launch("gemm_simple kernel");
 }

@@ -45,13 +45,13 @@ uint32_t alignment(const void* p, int64_t ld_bytes, int64_t stride_bytes) {
 
 struct Key {
   int device;
-  int dtype;
+  int dtype, d_dtype;  // A/B, and C/D/bias
   int64_t M, N, K, lda, ldb, ldd, batch, sa, sb, sd;
   bool trans_b, has_c, has_bias, relu, gelu;
   uint32_t al_a, al_b, al_c, al_d, al_bias;
   auto tie() const {
-    return std::tie(device, dtype, M, N, K, lda, ldb, ldd, batch, sa, sb, sd, trans_b, has_c, has_bias, relu, gelu, al_a,
-                    al_b, al_c, al_d, al_bias);
+    return std::tie(device, dtype, d_dtype, M, N, K, lda, ldb, ldd, batch, sa, sb, sd, trans_b, has_c, has_bias, relu,
+                    gelu, al_a, al_b, al_c, al_d, al_bias);
   }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
@@ -92,12 +92,15 @@ cublasLtMatrixLayout_t make_layout(cudaDataType t, uint64_t rows, uint64_t cols,
 }
 
 std::string describe(const GemmArgs& g) {
-  return detail::concat(dtype_name(g.dtype), " M=", g.M, " N=", g.N, " K=", g.K, g.trans_b ? " (B^T)" : "",
+  const bool mixed = g.out_dtype() != g.dtype;
+  return detail::concat(dtype_name(g.dtype), mixed ? "->" : "", mixed ? dtype_name(g.out_dtype()) : "", " M=", g.M,
+                        " N=", g.N, " K=", g.K, g.trans_b ? " (B^T)" : "",
                         " batch=", g.batch, " lda=", g.lda, " ldb=", g.ldb, " ldd=", g.ldd, g.bias ? " +bias" : "",
                         g.c ? " +C" : "", g.relu ? " relu" : "", g.gelu_tanh ? " gelu" : "");
 }
 
-Plan make_plan(State& st, const Key& k, const GemmArgs& g, cudaDataType t) {
+// t: A and B; td: C, D and bias.
+Plan make_plan(State& st, const Key& k, const GemmArgs& g, cudaDataType t, cudaDataType td) {
   Plan p;
   LT_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const int32_t opa = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, opb = CUBLAS_OP_N;
@@ -109,7 +112,9 @@ Plan make_plan(State& st, const Key& k, const GemmArgs& g, cudaDataType t) {
   else if (g.gelu_tanh) epi = CUBLASLT_EPILOGUE_GELU;
   LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
   if (g.bias) {
-    const int32_t bt = t;  // bias in the output's type (bf16 with bf16 D, fp32 with fp32 D)
+    // The bias has D's type: cuBLASLt allows no other for non-fp8/int8 kernels
+    // (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE), so bf16 x bf16 -> fp32 takes an fp32 bias.
+    const int32_t bt = td;
     LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
     // The heuristic reads the bias pointer's alignment; the key includes it, so the first
     // call's pointer stands for every later one.
@@ -121,7 +126,7 @@ Plan make_plan(State& st, const Key& k, const GemmArgs& g, cudaDataType t) {
   else
     p.la = make_layout(t, g.N, g.K, k.ldb, g.batch, g.stride_b);
   p.lb = make_layout(t, g.K, g.M, k.lda, g.batch, g.stride_a);
-  p.ld = make_layout(t, g.N, g.M, k.ldd, g.batch, g.stride_d);
+  p.ld = make_layout(td, g.N, g.M, k.ldd, g.batch, g.stride_d);
 
   cublasLtMatmulPreference_t pref = nullptr;
   LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -173,6 +178,9 @@ int64_t gemm_fallback_calls() {
 void gemm(const GemmArgs& g) {
   VITRT_CHECK(g.dtype == DType::F32 || g.dtype == DType::BF16, InvalidArgument, "cuda::gemm: dtype ",
               dtype_name(g.dtype), " is not supported (float32 or bfloat16)");
+  VITRT_CHECK(g.out_dtype() == g.dtype || (g.dtype == DType::BF16 && g.out_dtype() == DType::F32), InvalidArgument,
+              "cuda::gemm: ", dtype_name(g.dtype), " inputs with ", dtype_name(g.out_dtype()),
+              " output are not supported (same dtype, or bfloat16 -> float32)");
   VITRT_CHECK(g.M >= 0 && g.N >= 0 && g.K >= 0 && g.batch >= 1, InvalidArgument, "cuda::gemm: bad sizes ",
               describe(g));
   VITRT_CHECK(g.bias == nullptr || g.batch == 1, InvalidArgument, "cuda::gemm: bias with a batch is not supported");
@@ -183,10 +191,13 @@ void gemm(const GemmArgs& g) {
   VITRT_CHECK(g.a && g.b && g.d, InvalidArgument, "cuda::gemm: null operand in ", describe(g));
 
   const cudaDataType t = g.dtype == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
-  const int64_t es = static_cast<int64_t>(dtype_size(g.dtype));
+  const cudaDataType td = g.out_dtype() == DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
+  const int64_t es = static_cast<int64_t>(dtype_size(g.dtype));         // A, B
+  const int64_t esd = static_cast<int64_t>(dtype_size(g.out_dtype()));  // C, D
   Key k{};
   VITRT_CUDA_CHECK(cudaGetDevice(&k.device));
   k.dtype = static_cast<int>(g.dtype);
+  k.d_dtype = static_cast<int>(g.out_dtype());
   k.M = g.M, k.N = g.N, k.K = g.K;
   k.lda = g.lda ? g.lda : g.K;
   k.ldb = g.ldb ? g.ldb : (g.trans_b ? g.K : g.N);
@@ -199,8 +210,8 @@ void gemm(const GemmArgs& g) {
   k.trans_b = g.trans_b, k.has_c = g.c != nullptr, k.has_bias = g.bias != nullptr, k.relu = g.relu, k.gelu = g.gelu_tanh;
   k.al_a = alignment(g.a, k.lda * es, k.sa * es);
   k.al_b = alignment(g.b, k.ldb * es, k.sb * es);
-  k.al_d = alignment(g.d, k.ldd * es, k.sd * es);
-  k.al_c = g.c ? alignment(g.c, k.ldd * es, k.sd * es) : k.al_d;
+  k.al_d = alignment(g.d, k.ldd * esd, k.sd * esd);
+  k.al_c = g.c ? alignment(g.c, k.ldd * esd, k.sd * esd) : k.al_d;
   k.al_bias = g.bias ? alignment(g.bias, 0, 0) : 0;
 
   State& st = state();
@@ -219,7 +230,7 @@ void gemm(const GemmArgs& g) {
     ws = p;
   }
   auto it = st.plans.find(k);
-  if (it == st.plans.end()) it = st.plans.emplace(k, make_plan(st, k, g, t)).first;
+  if (it == st.plans.end()) it = st.plans.emplace(k, make_plan(st, k, g, t, td)).first;
   Plan& p = it->second;
   if (p.fallback) {
     ++st.fallback_calls;

@@ -4,9 +4,12 @@
 //
 // A is [M, K] (row stride lda), B is [N, K] when trans_b (PyTorch nn.Linear weight layout,
 // row stride ldb) or [K, N] otherwise, C (the residual, beta = 1) and D are [M, N] (row stride
-// ldd; C may be D itself). Bias is [N]. All of A, B, C, D and bias share one dtype: F32
-// (computed in strict fp32, CUBLAS_COMPUTE_32F, never TF32) or BF16 (bf16 storage, fp32
-// accumulation and scaling).
+// ldd; C may be D itself). Bias is [N]. A and B have `dtype`; C, D and bias have out_dtype()
+// (cuBLASLt's rule: the bias vector has D's type). Supported combinations:
+//   F32  x F32  -> F32   strict fp32 (CUBLAS_COMPUTE_32F, never TF32);
+//   BF16 x BF16 -> BF16  bf16 storage, fp32 accumulation and scaling;
+//   BF16 x BF16 -> F32   the same products, fp32 C/D/bias (a float32 residual stream fed by
+//                        bf16 activations and weights: the result is never rounded to bf16).
 //
 // Matmul descriptors, matrix layouts and the heuristic's algorithm are cached per shape, dtype,
 // epilogue and pointer alignment, and each (device, stream) gets one 32 MiB workspace, allocated
@@ -15,20 +18,24 @@
 // before capturing; the first GEMM on a stream must not happen inside a capture).
 #pragma once
 #include <cstdint>
+#include <optional>
 
 #include "vitrt/tensor.h"
 
 namespace vitrt::cuda {
 
 struct GemmArgs {
-  DType dtype = DType::F32;  // F32 or BF16, for every operand
+  DType dtype = DType::F32;  // F32 or BF16: A and B (and, unless d_dtype says otherwise, C, D, bias)
+  // dtype of C, D and bias when it differs from `dtype` (only F32 with BF16 A/B); unset: `dtype`.
+  std::optional<DType> d_dtype;
+  DType out_dtype() const { return d_dtype ? *d_dtype : dtype; }
   int64_t M = 0, N = 0, K = 0;
   const void* a = nullptr;   // [M, K]
   const void* b = nullptr;   // [N, K] if trans_b, else [K, N]
   bool trans_b = false;
   void* d = nullptr;         // [M, N] output
   const void* c = nullptr;   // [M, N] added with beta = 1 (same layout as d), or null
-  const void* bias = nullptr;  // [N] or null (only with batch == 1)
+  const void* bias = nullptr;  // [N] of out_dtype() or null (only with batch == 1)
   bool relu = false;         // ReLU after everything else (i.e. after C is added)
   // GELU, tanh form (cuBLASLt's GELU epilogue), after the bias; exclusive with relu and c. Within
   // ~5e-4 of the exact erf GELU, far below bf16's rounding: used for bf16 only (see ops_cuda.cpp).

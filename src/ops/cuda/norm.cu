@@ -14,14 +14,14 @@ constexpr int kRowsPerBlock = dev::kThreads / 32;  // one warp per row
 // Two passes over the row (the second and third reads hit L1/L2): mean, then the sum of squared
 // deviations, both in double, then the fp32 normalisation the CPU kernel (and torch) does:
 // y = (x - mean) * rstd * w + b.
-template <class T>
-__global__ void layer_norm_kernel(const T* x, const T* w, const T* b,
-                                  T* y, int64_t rows, int64_t C, float eps) {
+template <class TX, class TW, class TY>
+__global__ void layer_norm_kernel(const TX* x, const TW* w, const TW* b,
+                                  TY* y, int64_t rows, int64_t C, float eps) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;  // whole warps leave together: the shuffles below see full warps
-  const T* xr = x + row * C;
-  T* yr = y + row * C;
+  const TX* xr = x + row * C;
+  TY* yr = y + row * C;
   double s = 0.0;
   for (int64_t c = lane; c < C; c += 32) s += to_f(xr[c]);
   const double mean = dev::warp_sum(s) / static_cast<double>(C);
@@ -35,7 +35,7 @@ __global__ void layer_norm_kernel(const T* x, const T* w, const T* b,
   const float meanf = static_cast<float>(mean);
   for (int64_t c = lane; c < C; c += 32) {
     const float n = __fmul_rn(__fsub_rn(to_f(xr[c]), meanf), rstd);
-    yr[c] = from_f<T>(fmaf(n, to_f(w[c]), to_f(b[c])));
+    yr[c] = from_f<TY>(fmaf(n, to_f(w[c]), to_f(b[c])));
   }
 }
 
@@ -61,15 +61,22 @@ unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kRowsPe
 
 }  // namespace
 
-void layer_norm(DType dt, const void* x, const void* weight, const void* bias, void* y, int64_t rows, int64_t C,
-                float eps) {
+void layer_norm(DType xdt, const void* x, DType wdt, const void* weight, const void* bias, DType ydt, void* y,
+                int64_t rows, int64_t C, float eps) {
   if (rows == 0 || C == 0) return;
   VITRT_CHECK(rows / kRowsPerBlock < (int64_t{1} << 31) - 1, InvalidArgument, "cuda layer_norm: too many rows");
-  dispatch_float(dt, "layer_norm", [&](auto tag) {
-    using T = decltype(tag);
-    layer_norm_kernel<T><<<row_blocks(rows), dev::kThreads, 0, current_stream()>>>(
-        static_cast<const T*>(x), static_cast<const T*>(weight), static_cast<const T*>(bias), static_cast<T*>(y),
-        rows, C, eps);
+  VITRT_CHECK(x != y || xdt == ydt, InvalidArgument, "cuda layer_norm: in place needs one dtype for x and y");
+  dispatch_float(xdt, "layer_norm", [&](auto xtag) {
+    dispatch_float(wdt, "layer_norm", [&](auto wtag) {
+      dispatch_float(ydt, "layer_norm", [&](auto ytag) {
+        using TX = decltype(xtag);
+        using TW = decltype(wtag);
+        using TY = decltype(ytag);
+        layer_norm_kernel<TX, TW, TY><<<row_blocks(rows), dev::kThreads, 0, current_stream()>>>(
+            static_cast<const TX*>(x), static_cast<const TW*>(weight), static_cast<const TW*>(bias),
+            static_cast<TY*>(y), rows, C, eps);
+      });
+    });
   });
   check_launch("layer_norm kernel");
 }

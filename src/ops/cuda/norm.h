@@ -9,9 +9,16 @@
 namespace vitrt::cuda {
 
 // y[r, :] = (x[r, :] - mean) / sqrt(var + eps) * weight + bias over rows of C elements;
-// x, weight, bias and y share dtype dt. y may equal x.
-void layer_norm(DType dt, const void* x, const void* weight, const void* bias, void* y, int64_t rows, int64_t C,
-                float eps);
+// x has dtype xdt, weight and bias wdt, y ydt (each F32 or BF16, math in fp32/fp64 whatever the
+// storage: e.g. a float32 residual stream in, its bfloat16 normalised copy out, in one pass).
+// y may equal x when xdt == ydt.
+void layer_norm(DType xdt, const void* x, DType wdt, const void* weight, const void* bias, DType ydt, void* y,
+                int64_t rows, int64_t C, float eps);
+// All of x, weight, bias and y of dtype dt.
+inline void layer_norm(DType dt, const void* x, const void* weight, const void* bias, void* y, int64_t rows,
+                       int64_t C, float eps) {
+  layer_norm(dt, x, dt, weight, bias, dt, y, rows, C, eps);
+}
 // In place: x[r, :] = exp(x[r, :] - max) / sum.
 void softmax_lastdim(DType dt, void* x, int64_t rows, int64_t n);
 

@@ -1,0 +1,83 @@
+// The predictor on the GPU against the same model on the CPU: batches of prompts on one image and the
+// ragged multi-image batch (predict_multi_image), fp32 (and bf16 within its tolerance).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "sam_test_util.h"
+#include "vitrt/sam.h"
+#ifdef VITRT_HAVE_CUDA
+#include "ops/cuda/runtime.h"
+#endif
+
+namespace vitrt {
+namespace {
+
+class CudaPredictor : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifndef VITRT_HAVE_CUDA
+    GTEST_SKIP() << "built without CUDA";
+#else
+    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+#endif
+  }
+};
+
+double rel_err(const Tensor& got, const Tensor& want) {
+  const float* x = got.data<float>();
+  const float* y = want.data<float>();
+  double e = 0, r = 0;
+  for (int64_t k = 0; k < want.numel(); ++k) e += (x[k] - y[k]) * (x[k] - y[k]), r += y[k] * y[k];
+  return std::sqrt(e / r);
+}
+
+// Fraction of mask pixels that differ.
+double mask_diff(const Tensor& a, const Tensor& b) {
+  const uint8_t* x = a.data<uint8_t>();
+  const uint8_t* y = b.data<uint8_t>();
+  int64_t d = 0;
+  for (int64_t k = 0; k < a.numel(); ++k) d += (x[k] != 0) != (y[k] != 0);
+  return static_cast<double>(d) / static_cast<double>(a.numel());
+}
+
+TEST_F(CudaPredictor, MultiImageMatchesCpuPerImage) {
+  auto cpu_model = test::small_model();
+  for (DType dt : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dt == DType::F32 ? "fp32" : "bf16");
+    auto gpu_model = cpu_model->to(Device::CUDA, dt);
+    std::vector<ImageEmbedding> embs;
+    const int sizes[3][2] = {{64, 64}, {48, 80}, {90, 40}};
+    for (int i = 0; i < 3; ++i) {
+      SamPredictor p(cpu_model);  // the same embedding for both: only the decoder is compared
+      p.set_image(test::random_image(sizes[i][0], sizes[i][1], 10 + i));
+      embs.push_back(p.embedding());
+      embs.back().model_fingerprint = sam_fingerprint(*gpu_model);
+    }
+    std::vector<std::vector<Prompt>> prompts(3);
+    prompts[0].resize(2);
+    prompts[0][0].points = {{10, 10, 1}};
+    prompts[0][1].box = Box{0, 0, 30, 30};
+    prompts[2].resize(17);  // more than one decoder tile of prompts
+    for (int j = 0; j < 17; ++j) prompts[2][j].points = {{float((j * 13) % 90), float((j * 7) % 40), 1}};
+    const auto multi = predict_multi_image(*gpu_model, embs, prompts);
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_EQ(multi[i].size(), prompts[i].size());
+      if (prompts[i].empty()) continue;
+      ImageEmbedding e = embs[i];
+      e.model_fingerprint = sam_fingerprint(*cpu_model);
+      SamPredictor p(cpu_model);
+      p.set_embedding(e);
+      const auto want = p.predict_batch(prompts[i]);
+      for (size_t j = 0; j < want.size(); ++j) {
+        SCOPED_TRACE("image " + std::to_string(i) + " prompt " + std::to_string(j));
+        ASSERT_EQ(multi[i][j].masks.shape(), want[j].masks.shape());
+        EXPECT_LT(rel_err(multi[i][j].low_res_logits, want[j].low_res_logits), dt == DType::F32 ? 1e-4 : 3e-2);
+        EXPECT_LT(mask_diff(multi[i][j].masks, want[j].masks), dt == DType::F32 ? 1e-3 : 2e-2);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vitrt
