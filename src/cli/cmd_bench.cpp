@@ -69,6 +69,24 @@ nlohmann::json bench_decoder(const std::shared_ptr<SamModel>& model, const Tenso
     }
     dec[std::to_string(n)] = median(t) / n;
   }
+  // The ragged multi-image batch: 64 prompts over 4 images (16 + 8 + 24 + 16), one decoder batch.
+  {
+    const std::vector<ImageEmbedding> embs(4, e);
+    std::vector<std::vector<Prompt>> prompts(4);
+    const int counts[4] = {16, 8, 24, 16};
+    for (int i = 0, k = 0; i < 4; ++i)
+      for (int j = 0; j < counts[i]; ++j, ++k) {
+        prompts[i].emplace_back();
+        prompts[i].back().points.push_back({float((k * 97) % cfg.img_size), float((k * 61) % cfg.img_size), 1});
+      }
+    std::vector<double> t;
+    for (int r = 0; r < 3; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      predict_multi_image(*model, embs, prompts, true, false);
+      if (r) t.push_back(ms_since(t0));
+    }
+    dec["64_over_4_images"] = median(t) / 64;
+  }
   return dec;
 }
 
