@@ -77,7 +77,7 @@ fi
 if has bench; then
   for cfg in "vit_b 1" "vit_b 32" "vit_h 1" "vit_h 32"; do
     set -- $cfg
-    $V bench --device cuda --model $1 --batch $2 --dtype bf16 --iters 10 --profile --json > "$OUT/bench_${1}_b$2.json" 2> "$OUT/bench_${1}_b$2.err"
+    $V bench --device cuda --model $1 --batch $2 --dtype bf16 --iters ${BENCH_ITERS:-10} --profile --json > "$OUT/bench_${1}_b$2.json" 2> "$OUT/bench_${1}_b$2.err"
     python3 -c "import json,sys;d=json.load(open(sys.argv[1]));p=d['profile'];print('profile %s: eager %.2f ms'%(sys.argv[2],p['eager_forward_ms']));[print('  %5.1f%% %8.3f ms %4dx %s'%(100*r['share'],r['ms'],r['calls'],r['op'])) for r in p['ops'][:12]]" "$OUT/bench_${1}_b$2.json" "$1 bs$2" 2>/dev/null | tee -a "$OUT/profiles.txt"
     summary+=("vitrt $1 bs$2 bf16: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('%.1f img/s, %.2f ms/batch, %.1f TFLOP/s, peak %.2f GiB, dec ms/prompt %s'%(d['images_per_s'],d['encoder_ms_per_batch'],d['encoder_tflops'],d['peak_device_gib'],d['decoder_ms_per_prompt']))" "$OUT/bench_${1}_b$2.json" 2>/dev/null || tail -c 400 "$OUT/bench_${1}_b$2.err")")
   done
@@ -93,10 +93,12 @@ if has bsr; then
   fi
   build-dev/bin/bsr_gemm_bench $q --json "$OUT/bsr_gemm_bench.json" > "$OUT/bsr_gemm_bench.txt" 2>&1
   summary+=("bsr_gemm_bench rc=$?: $(grep -E 'MET|MISSED|break-even' "$OUT/bsr_gemm_bench.txt" | tr '\n' ';' | tail -c 900)")
-  timeout 300 python3 bench/bsr_vs_pytorch.py $q --json "$OUT/bsr_vs_pytorch.json" --compare "$OUT/bsr_gemm_bench.json" \
-    > "$OUT/bsr_vs_pytorch.txt" 2>&1; summary+=("bsr_vs_pytorch rc=$?")
-  tail -40 "$OUT/bsr_vs_pytorch.txt"
-  for dt in bf16 fp32; do
+  if [ "${BSR_PY:-1}" = 1 ]; then
+    timeout 300 python3 bench/bsr_vs_pytorch.py $q --json "$OUT/bsr_vs_pytorch.json" --compare "$OUT/bsr_gemm_bench.json" \
+      > "$OUT/bsr_vs_pytorch.txt" 2>&1; summary+=("bsr_vs_pytorch rc=$?")
+    tail -40 "$OUT/bsr_vs_pytorch.txt"
+  fi
+  for dt in ${VIT_DTYPES:-bf16 fp32}; do
     $V bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block 64 --dtype $dt --iters 5 --json \
       > "$OUT/vit_b_16_$dt.json" 2> "$OUT/vit_b_16_$dt.err"
     summary+=("vit_b_16 cuda $dt bs256 s0.9 b64: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.1f img/s sparse %.1f img/s speedup %.2fx'%(d['dense_images_per_s'],d['sparse_images_per_s'],d['speedup']))" "$OUT/vit_b_16_$dt.json" 2>/dev/null || tail -c 300 "$OUT/vit_b_16_$dt.err")")
@@ -154,7 +156,7 @@ fi
 
 # segment-anything-fast's batched decoder path (predict_torch with N prompts), same points as vitrt bench.
 if has decoder-ref; then
-  for m in vit_b vit_h; do
+  for m in ${DEC_MODELS:-vit_b vit_h}; do
     ANCHOR_DIR=.anchors timeout 200 python3 bench/decoder_reference.py --model $m > "$OUT/decoder_ref_$m.txt" 2>&1
     summary+=("sam-fast batched decoder $m bf16: $(grep RESULT "$OUT/decoder_ref_$m.txt" | tail -1 || tail -3 "$OUT/decoder_ref_$m.txt")")
   done
