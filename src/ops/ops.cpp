@@ -1,3 +1,4 @@
+#include <cstring>
 // Tensor-level operators: argument checking, output allocation, device dispatch. The kernels in
 // ops/cpu work on raw float pointers and trust what they are given; everything a caller can get
 // wrong is caught here with an InvalidArgument naming the operator and the offending shape.
@@ -90,6 +91,19 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, Activation a
   cpu::gemm_epilogue(f32(x), f32(w), true, f32(y), M, N, K, bias ? f32(*bias) : nullptr, to_cpu(act),
                      residual ? f32(*residual) : nullptr);
   return y;
+}
+
+void linear_add_(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias) {
+  if (x.is_cuda()) {
+    VITRT_PROFILE_OP("linear ", x.numel() / std::max<int64_t>(1, x.size(-1)), "x", w.size(0), "x", w.size(1),
+                     " +=", y.dtype() != x.dtype() ? " ->f32" : "");
+    return cuda_impl::linear_add_(y, x, w, bias);
+  }
+  // CPU: the epilogue's residual input must not alias its output, so the sum goes through a
+  // temporary (host memory is not what this op saves).
+  check_input(y, "linear_add_", "y");
+  const Tensor sum = linear(x, w, bias, Activation::None, &y);
+  std::memcpy(y.raw(), sum.raw(), sum.nbytes());
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b) {

@@ -25,6 +25,11 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias = nullptr,
               Activation act = Activation::None, const Tensor* residual = nullptr,
               std::optional<DType> out_dtype = std::nullopt);
 
+// y += x[..., K] @ w[N, K]^T + bias[N], in place: the residual add of a block without a second
+// residual-sized buffer. y may be a view (e.g. slice0 of a token range). y's dtype as linear's
+// out_dtype (CUDA: x's, or float32 for a bfloat16 x; CPU: float32).
+void linear_add_(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias = nullptr);
+
 // Batched c[b] = a[b] @ b[b]: a [B, M, K], b [B, K, N] -> [B, M, N]. 2-D inputs are batch 1.
 // If transpose_b, b is [B, N, K].
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b = false);

@@ -43,6 +43,7 @@ Tensor cast(const Tensor& x, DType to) {
 Tensor linear(const Tensor&, const Tensor&, const Tensor*, Activation, const Tensor*, std::optional<DType>) {
   no_cuda("linear");
 }
+void linear_add_(Tensor&, const Tensor&, const Tensor&, const Tensor*) { no_cuda("linear_add_"); }
 Tensor matmul(const Tensor&, const Tensor&, bool) { no_cuda("matmul"); }
 Tensor layer_norm(const Tensor&, const Tensor&, const Tensor&, float, std::optional<DType>) { no_cuda("layer_norm"); }
 void add_(Tensor&, const Tensor&) { no_cuda("add_"); }
@@ -199,6 +200,25 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, Activation a
   gemm_epilogue(x.dtype(), od, x.raw(), w.raw(), true, y.raw(), M, N, K, bias ? b.raw() : nullptr, act,
                 residual ? residual->raw() : nullptr);
   return y;
+}
+
+void linear_add_(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias) {
+  check_float(x, "linear_add_", "x");
+  check_like(w, x, "linear_add_", "weight");
+  check_dev(y, "linear_add_", "y");
+  const DType od = out_dtype_for(x, y.dtype(), "linear_add_");
+  VITRT_CHECK(x.dim() >= 1 && w.dim() == 2 && w.size(1) == x.size(-1), InvalidArgument, "ops::linear_add_: x ",
+              shape_str(x.shape()), " does not match weight ", shape_str(w.shape()));
+  const int64_t K = x.size(-1), N = w.size(0), M = K ? x.numel() / K : 0;
+  Shape out_shape = x.shape();
+  out_shape.back() = N;
+  VITRT_CHECK(y.numel() == M * N && y.size(-1) == N, InvalidArgument, "ops::linear_add_: y ", shape_str(y.shape()),
+              " does not hold the product ", shape_str(out_shape));
+  Tensor b;
+  if (bias) b = bias_for(*bias, x, od, N, "linear_add_");
+  // C = D = y: cuBLASLt's in-place form (beta = 1 on the same matrix).
+  gemm_epilogue(x.dtype(), od, x.raw(), w.raw(), true, y.raw(), M, N, K, bias ? b.raw() : nullptr, Activation::None,
+                y.raw());
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b) {

@@ -198,6 +198,42 @@ TEST_F(CudaOps, LinearEveryEpilogue) {
           }
 }
 
+TEST_F(CudaOps, LinearAddInPlace) {
+  // y += x w^T + bias in place, on a whole tensor and on a row range (a view), same dtype and
+  // bf16 -> f32 (the encoder's fp32 residual stream); against the CPU linear with residual.
+  uint32_t seed = 900;
+  for (DType dt : kDtypes)
+    for (bool to_f32 : {false, true}) {
+      if (to_f32 && dt != DType::BF16) continue;
+      const DType od = to_f32 ? DType::F32 : dt;
+      for (bool use_bias : {false, true}) {
+        Tensor x = randn({70, 48}, ++seed), w = randn({40, 48}, ++seed, 0.15f), b = randn({40}, ++seed, 0.5f);
+        Tensor y = randn({70, 40}, ++seed);
+        Tensor xs = seen(x, dt), ws = seen(w, dt), ys = seen(y, od), bs = seen(b, dt);
+        Tensor want = ops::linear(xs, ws, use_bias ? &bs : nullptr, Activation::None, &ys);
+        Tensor yd = up(y, od), xd = up(x, dt), wd = up(w, dt), bd = up(b, dt);
+        cu::linear_add_(yd, xd, wd, use_bias ? &bd : nullptr);
+        EXPECT_EQ(yd.dtype(), od);
+        EXPECT_TRUE(close(down(yd), want, od == DType::F32 && dt == DType::BF16 ? 1e-4 : tol(od)))
+            << dtype_name(dt) << " -> " << dtype_name(od) << " bias=" << use_bias;
+        // Rows 10..50 only, through a view: the rest stays untouched.
+        Tensor yd2 = up(y, od);
+        Tensor rows = yd2.slice0(10, 50);
+        cu::linear_add_(rows, up(x.slice0(10, 50).clone(), dt), wd, use_bias ? &bd : nullptr);
+        Tensor got = down(yd2), orig = down(up(y, od));
+        const float* g = got.data<float>();
+        const float* o = orig.data<float>();
+        for (int64_t i = 0; i < 10 * 40; ++i) ASSERT_EQ(g[i], o[i]) << "row range: element " << i << " changed";
+        for (int64_t i = 50 * 40; i < 70 * 40; ++i) ASSERT_EQ(g[i], o[i]) << "row range: element " << i << " changed";
+        EXPECT_TRUE(close(down(yd2).slice0(10, 50).clone(), want.slice0(10, 50).clone(),
+                          od == DType::F32 && dt == DType::BF16 ? 1e-4 : tol(od)));
+      }
+    }
+  Tensor y32 = up(randn({4, 8}, 1), DType::F32);
+  EXPECT_THROW(cu::linear_add_(y32, up(randn({4, 8}, 2), DType::F32), up(randn({9, 8}, 3), DType::F32)),
+               InvalidArgument);
+}
+
 TEST_F(CudaOps, LinearLargeAndRepeatable) {
   // A SAM-sized MLP layer (tensor-core path), run twice: cached plans give identical bytes.
   for (DType dt : kDtypes) {

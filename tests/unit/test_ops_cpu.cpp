@@ -109,6 +109,18 @@ TEST(OpsCpu, LinearAllEpilogues) {
   }
 }
 
+TEST(OpsCpu, LinearAddInPlaceEqualsLinearWithResidual) {
+  Tensor x = rand_tensor({30, 16}, 71), w = rand_tensor({12, 16}, 72), b = rand_tensor({12}, 73);
+  Tensor y = rand_tensor({30, 12}, 74);
+  Tensor want = ops::linear(x, w, &b, ops::Activation::None, &y);
+  Tensor rows = y.slice0(5, 30);  // a view: only these rows change
+  const Tensor before = y.clone();
+  ops::linear_add_(rows, x.slice0(5, 30), w, &b);
+  for (int64_t i = 0; i < 5 * 12; ++i) ASSERT_EQ(cf(y)[i], cf(before)[i]);
+  for (int64_t i = 5 * 12; i < 30 * 12; ++i) ASSERT_EQ(cf(y)[i], cf(want)[i]) << i;
+  EXPECT_THROW(ops::linear_add_(rows, x, w, &b), InvalidArgument);  // 30 rows into 25
+}
+
 TEST(OpsCpu, LinearRejectsBadShapes) {
   Tensor x = rand_tensor({4, 5}, 1), w = rand_tensor({3, 6}, 2), b = rand_tensor({4}, 3);
   EXPECT_THROW(ops::linear(x, w), InvalidArgument);

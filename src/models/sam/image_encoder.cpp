@@ -1,6 +1,7 @@
 // SAM image encoder (segment_anything/modeling/image_encoder.py): patch embedding, absolute
 // position embedding, ViT blocks with windowed (14x14, grid zero-padded to a multiple) or global
 // attention and decomposed relative positions, then the neck (1x1 conv, LN, 3x3 conv, LN).
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -80,11 +81,13 @@ namespace {
 // activations and weights and write x + (...) in fp32 straight from the GEMM's fp32 accumulator:
 // x is never rounded to bf16 (rounding it twice per block over 12..32 blocks was the bf16 path's
 // dominant error). In fp32 every dtype below is F32 and the ops are exactly those of before.
-// x is taken by value and dropped as soon as the proj output holds it, so at most two copies of
-// the residual stream are alive.
+// Memory: x is taken by value and both residual adds land in it in place (ops::linear_add_), so
+// the residual stream exists once; the MLP runs over chunks of at most a quarter of the tokens
+// (never fewer than 16384, so its GEMMs stay large), so its 4x-wide hidden activation is never
+// allocated for the whole batch. Per block at most x, the qkv and the attention output are alive.
 Tensor block_forward(const EncoderBlockW& b, const SamConfig& c, Tensor x) {
-  const int64_t B = x.size(0), H = x.size(1), W = x.size(2), C = x.size(3);
-  const DType dt = b.qkv.w.dtype(), xdt = x.dtype();
+  const int64_t B = x.size(0), H = x.size(1), W = x.size(2), C = x.size(3), T = B * H * W;
+  const DType dt = b.qkv.w.dtype();
   const Tensor* rel_h = c.use_rel_pos ? &b.rel_pos_h : nullptr;
   const Tensor* rel_w = c.use_rel_pos ? &b.rel_pos_w : nullptr;
   Tensor a;
@@ -96,17 +99,17 @@ Tensor block_forward(const EncoderBlockW& b, const SamConfig& c, Tensor x) {
                                                   rel_h, rel_w)
                  : ops::attention_relpos(qkv, c.num_heads, H, W, rel_h, rel_w);
   }
-  Tensor h;
-  {
-    const Tensor x_tokens = x.reshape({B, H * W, C});
-    h = ops::linear(a.reshape({B, H * W, C}), b.proj.w, b.proj.bias(), ops::Activation::None, &x_tokens, xdt)
-            .reshape({B, H, W, C});
-  }
-  x = Tensor();
+  Tensor tokens = x.reshape({T, C});  // a view: writes land in x
+  ops::linear_add_(tokens, a.reshape({T, C}), b.proj.w, b.proj.bias());
   a = Tensor();
-  Tensor m = ops::layer_norm(h, b.norm2.w, b.norm2.b, kEncoderEps, dt);
-  m = ops::linear(m, b.lin1.w, b.lin1.bias(), ops::Activation::GELU);
-  return ops::linear(m, b.lin2.w, b.lin2.bias(), ops::Activation::None, &h, xdt);
+  const int64_t chunk = std::max<int64_t>(16384, (T + 3) / 4);
+  for (int64_t r0 = 0; r0 < T; r0 += chunk) {
+    Tensor part = tokens.slice0(r0, std::min(T, r0 + chunk));
+    Tensor m = ops::layer_norm(part, b.norm2.w, b.norm2.b, kEncoderEps, dt);
+    m = ops::linear(m, b.lin1.w, b.lin1.bias(), ops::Activation::GELU);
+    ops::linear_add_(part, m, b.lin2.w, b.lin2.bias());
+  }
+  return x;
 }
 
 }  // namespace
