@@ -20,6 +20,7 @@
 #include <random>
 #include <vector>
 
+#include "gpu_test_util.h"
 #include "io/rle.h"
 #include "models/sam/amg_device.h"
 #include "models/sam/amg_utils.h"
@@ -47,21 +48,7 @@ bool same_value(T a, T b) {
 
 const fs::path kFix = fs::path(VITRT_FIXTURES);
 
-class CudaAmg : public ::testing::Test {
- protected:
-  void SetUp() override {
-#ifndef VITRT_HAVE_CUDA
-    GTEST_SKIP() << "built without CUDA";
-#else
-    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
-#endif
-  }
-  void TearDown() override {
-#ifdef VITRT_HAVE_CUDA
-    if (!IsSkipped() && cuda::device_count() > 0) cuda::synchronize();  // faults surface in their test
-#endif
-  }
-};
+class CudaAmg : public test::CudaTest {};
 
 #ifdef VITRT_HAVE_CUDA
 

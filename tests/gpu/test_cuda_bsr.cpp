@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_test_util.h"
 #include "models/vit/vit_model.h"
 #include "ops/cpu/bsr_gemm.h"
 #include "ops/ops.h"
@@ -44,21 +45,7 @@ namespace {
 constexpr double kTolF32 = 1e-5;
 constexpr double kTolBF16 = 1e-2;
 
-class CudaBsr : public ::testing::Test {
- protected:
-  void SetUp() override {
-#ifndef VITRT_HAVE_CUDA
-    GTEST_SKIP() << "built without the CUDA backend";
-#else
-    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
-#endif
-  }
-  void TearDown() override {
-#ifdef VITRT_HAVE_CUDA
-    if (!IsSkipped() && cuda::device_count() > 0) cuda::synchronize();  // surfaces kernel faults here
-#endif
-  }
-};
+class CudaBsr : public test::CudaTest {};
 
 #ifdef VITRT_HAVE_CUDA
 

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu_test_util.h"
 #include "ops/cpu/resize_antialias.h"
 #include "ops/ops.h"
 #include "ops/ops_cuda.h"
@@ -42,21 +43,13 @@ const DType kDtypes[] = {DType::F32, DType::BF16};
 
 double tol(DType dt) { return dt == DType::F32 ? kTolF32 : kTolBF16; }
 
-class CudaOps : public ::testing::Test {
+class CudaOps : public test::CudaTest {
  protected:
-  void SetUp() override {
-#ifndef VITRT_HAVE_CUDA
-    GTEST_SKIP() << "built without CUDA";
-#else
-    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
-#endif
-  }
   void TearDown() override {
+    test::CudaTest::TearDown();
 #ifdef VITRT_HAVE_CUDA
-    if (!IsSkipped() && cuda::device_count() > 0) {
-      cuda::synchronize();  // surfaces asynchronous kernel faults in the test that caused them
+    if (!IsSkipped() && cuda::device_count() > 0)
       std::printf("[gemm fallback calls so far: %lld]\n", static_cast<long long>(cuda::gemm_fallback_calls()));
-    }
 #endif
   }
 };

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "gpu_test_util.h"
 #include "sam_test_util.h"
 #include "vitrt/sam.h"
 #ifdef VITRT_HAVE_CUDA
@@ -13,16 +14,7 @@
 namespace vitrt {
 namespace {
 
-class CudaPredictor : public ::testing::Test {
- protected:
-  void SetUp() override {
-#ifndef VITRT_HAVE_CUDA
-    GTEST_SKIP() << "built without CUDA";
-#else
-    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
-#endif
-  }
-};
+class CudaPredictor : public test::CudaTest {};
 
 double rel_err(const Tensor& got, const Tensor& want) {
   const float* x = got.data<float>();

@@ -1,0 +1,29 @@
+// Base fixture of the GPU tests (ctest label gpu): skipped (not passed) where this build has no CUDA
+// backend or the machine no GPU; after each test the device is synchronised so that an asynchronous
+// kernel fault is reported by the test that caused it.
+#pragma once
+#include <gtest/gtest.h>
+
+#ifdef VITRT_HAVE_CUDA
+#include "ops/cuda/runtime.h"
+#endif
+
+namespace vitrt::test {
+
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifndef VITRT_HAVE_CUDA
+    GTEST_SKIP() << "built without the CUDA backend";
+#else
+    if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device";
+#endif
+  }
+  void TearDown() override {
+#ifdef VITRT_HAVE_CUDA
+    if (!IsSkipped() && cuda::device_count() > 0) cuda::synchronize();
+#endif
+  }
+};
+
+}  // namespace vitrt::test
