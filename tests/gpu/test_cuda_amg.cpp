@@ -20,6 +20,7 @@
 #include <random>
 #include <vector>
 
+#include "amg_test_util.h"
 #include "gpu_test_util.h"
 #include "io/rle.h"
 #include "models/sam/amg_device.h"
@@ -52,42 +53,10 @@ class CudaAmg : public test::CudaTest {};
 
 #ifdef VITRT_HAVE_CUDA
 
-// tiny1024 with the mask-head patch of the AMG fidelity fixtures: masks with real structure.
-std::shared_ptr<const SamModel> amg_model() {
-  static std::shared_ptr<const SamModel> model = [] {
-    StateDict sd = load_state_dict((kFix / "sam" / "tiny1024.pth").string());
-    for (auto& [k, v] : load_state_dict((kFix / "amg" / "amg_patch.pth").string())) sd[k] = v;
-    SamConfig cfg;
-    sam::apply_config_json((kFix / "sam" / "tiny1024.json").string(), cfg);
-    return std::shared_ptr<const SamModel>(SamModel::from_state_dict(sd, cfg));
-  }();
-  return model;
-}
-
-const nlohmann::json& amg_cases() {
-  static const nlohmann::json j = [] {
-    std::ifstream in(kFix / "amg" / "amg_cases.json");
-    return nlohmann::json::parse(in);
-  }();
-  return j;
-}
-
+using test::amg_cases;
+using test::amg_model;
 AmgOptions options_from(const nlohmann::json& o) {
-  AmgOptions a;
-  a.output_mode = AmgOutputMode::UncompressedRle;
-  if (o.contains("points_per_side")) a.points_per_side = o["points_per_side"].get<int>();
-  if (o.contains("points_per_batch")) a.points_per_batch = o["points_per_batch"];
-  if (o.contains("pred_iou_thresh")) a.pred_iou_thresh = o["pred_iou_thresh"];
-  if (o.contains("stability_score_thresh")) a.stability_score_thresh = o["stability_score_thresh"];
-  if (o.contains("stability_score_offset")) a.stability_score_offset = o["stability_score_offset"];
-  if (o.contains("box_nms_thresh")) a.box_nms_thresh = o["box_nms_thresh"];
-  if (o.contains("crop_n_layers")) a.crop_n_layers = o["crop_n_layers"];
-  if (o.contains("crop_nms_thresh")) a.crop_nms_thresh = o["crop_nms_thresh"];
-  if (o.contains("crop_overlap_ratio")) a.crop_overlap_ratio = o["crop_overlap_ratio"];
-  if (o.contains("crop_n_points_downscale_factor"))
-    a.crop_n_points_downscale_factor = o["crop_n_points_downscale_factor"];
-  if (o.contains("min_mask_region_area")) a.min_mask_region_area = o["min_mask_region_area"];
-  return a;
+  return test::amg_options_from(o, AmgOutputMode::UncompressedRle);
 }
 
 // ResizeLongestSide.get_preprocess_shape.
