@@ -18,6 +18,9 @@ trap 'exit 143' TERM
 stages=${*:-tests bench}
 has() { [[ " $stages " == *" $1 "* ]]; }
 summary=()
+# Each result line is printed as it comes (a run cut short by the time limit still shows what it
+# measured) and collected for the table at the end.
+add_summary() { summary+=("$1"); echo "SUMMARY: $1"; }
 
 if ! [ -f /usr/include/dnnl.hpp ]; then
   mkdir -p /tmp/deps
@@ -31,12 +34,12 @@ t0=$(date +%s)
 cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DVITRT_BUILD_PYTHON=OFF -DVITRT_CUDA_SM80=OFF > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
 cmake --build build-dev -j"$(nproc)" -- -k > "$OUT/build.log" 2>&1 || grep -E "error" "$OUT/build.log" | head -20
 [ -x build-dev/bin/vitrt ] || echo "vitrt did not build: CLI stages will fail"
-summary+=("build: ok in $(( $(date +%s) - t0 )) s")
+add_summary "build: ok in $(( $(date +%s) - t0 )) s"
 V=build-dev/bin/vitrt
 
 if has tests; then
   (cd build-dev && ctest -L gpu --output-on-failure --timeout 300) > "$OUT/gpu-tests.log" 2>&1
-  summary+=("gpu tests: $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log" | tail -1)")
+  add_summary "gpu tests: $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log" | tail -1)"
   grep -E "TFLOP|FAILED|Failure" "$OUT/gpu-tests.log" | head -40
   for dt in fp32 bf16; do
     tol=1e-4; [ $dt = bf16 ] && tol=1e-2
@@ -45,7 +48,7 @@ if has tests; then
       $V fidelity-check --device cuda --dtype $dt --tol $tol --checkpoint tests/fixtures/sam/$m.pth \
         --config tests/fixtures/sam/$m.json --reference "$ref" --image tests/fixtures/sam/images/$img.png \
         > "$OUT/fid_${dt}_${m}_${img}.json" 2>&1
-      summary+=("fidelity cuda $dt $m/$img: rc=$? $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('emb %.2e lowres max %.2e mism %d pass %s'%(d['embedding_rel'],max(c['low_res_rel'] for c in d['cases']),sum(c['mask_mismatch'] for c in d['cases']),d['pass']))" "$OUT/fid_${dt}_${m}_${img}.json" 2>/dev/null || tail -c 300 "$OUT/fid_${dt}_${m}_${img}.json")")
+      add_summary "fidelity cuda $dt $m/$img: rc=$? $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('emb %.2e lowres max %.2e mism %d pass %s'%(d['embedding_rel'],max(c['low_res_rel'] for c in d['cases']),sum(c['mask_mismatch'] for c in d['cases']),d['pass']))" "$OUT/fid_${dt}_${m}_${img}.json" 2>/dev/null || tail -c 300 "$OUT/fid_${dt}_${m}_${img}.json")"
     done
   done
 fi
@@ -57,7 +60,7 @@ fi
 if has fidelity-full; then
   FID=/tmp/samfid; models=${FID_MODELS:-vit_b,vit_l,vit_h}
   python3 scripts/fidelity_full.py --out $FID --device cuda --sam-src .anchors/orig --skimage-data .anchors/images \
-    --models "$models" > "$OUT/fidelity_ref.log" 2>&1 || { summary+=("fidelity references: FAILED"); tail -20 "$OUT/fidelity_ref.log"; }
+    --models "$models" > "$OUT/fidelity_ref.log" 2>&1 || { add_summary "fidelity references: FAILED"; tail -20 "$OUT/fidelity_ref.log"; }
   for dt in ${FID_DTYPES:-fp32 bf16}; do
     tol=1e-4; [ $dt = bf16 ] && tol=1e-2
     python3 scripts/fidelity_full.py --out $FID --check-only --models "$models" --sam-src .anchors/orig --vitrt "$PWD/$V" \
@@ -65,11 +68,11 @@ if has fidelity-full; then
       > "$OUT/fidelity_cuda_$dt.log" 2>&1
     for m in ${models//,/ }; do
       cp "$FID/fidelity_$m.json" "$OUT/fidelity_cuda_${dt}_$m.json" 2>/dev/null
-      summary+=("fidelity full cuda $dt $m: $(python3 -c "
+      add_summary "fidelity full cuda $dt $m: $(python3 -c "
 import json,sys
 d=json.load(open(sys.argv[1]))
 print('; '.join('%s emb %.1e lowres %.1e agree %.5f %s'%(n,r['embedding_rel'],max(c['low_res_rel'] for c in r['cases']),
-  r['min_mask_agreement'],'PASS' if r['pass'] else 'FAIL') for n,r in d.items()) or 'no results')" "$OUT/fidelity_cuda_${dt}_$m.json" 2>&1 | tail -c 400)")
+  r['min_mask_agreement'],'PASS' if r['pass'] else 'FAIL') for n,r in d.items()) or 'no results')" "$OUT/fidelity_cuda_${dt}_$m.json" 2>&1 | tail -c 400)"
     done
   done
 fi
@@ -79,7 +82,7 @@ if has bench; then
     set -- $cfg
     $V bench --device cuda --model $1 --batch $2 --dtype bf16 --iters ${BENCH_ITERS:-10} --profile --json > "$OUT/bench_${1}_b$2.json" 2> "$OUT/bench_${1}_b$2.err"
     python3 -c "import json,sys;d=json.load(open(sys.argv[1]));p=d['profile'];print('profile %s: eager %.2f ms'%(sys.argv[2],p['eager_forward_ms']));[print('  %5.1f%% %8.3f ms %4dx %s'%(100*r['share'],r['ms'],r['calls'],r['op'])) for r in p['ops'][:12]]" "$OUT/bench_${1}_b$2.json" "$1 bs$2" 2>/dev/null | tee -a "$OUT/profiles.txt"
-    summary+=("vitrt $1 bs$2 bf16: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('%.1f img/s, %.2f ms/batch, %.1f TFLOP/s, peak %.2f GiB, dec ms/prompt %s'%(d['images_per_s'],d['encoder_ms_per_batch'],d['encoder_tflops'],d['peak_device_gib'],d['decoder_ms_per_prompt']))" "$OUT/bench_${1}_b$2.json" 2>/dev/null || tail -c 400 "$OUT/bench_${1}_b$2.err")")
+    add_summary "vitrt $1 bs$2 bf16: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('%.1f img/s, %.2f ms/batch, %.1f TFLOP/s, peak %.2f GiB, dec ms/prompt %s'%(d['images_per_s'],d['encoder_ms_per_batch'],d['encoder_tflops'],d['peak_device_gib'],d['decoder_ms_per_prompt']))" "$OUT/bench_${1}_b$2.json" 2>/dev/null || tail -c 400 "$OUT/bench_${1}_b$2.err")"
   done
 fi
 
@@ -89,19 +92,19 @@ if has bsr; then
   q=${BSR_QUICK---quick}
   if [ -n "${BSR_SWEEP:-1}" ]; then  # every compiled bf16 variant on the ViT-B shapes; best per config
     timeout 240 build-dev/bin/bsr_gemm_bench --sweep --json "$OUT/bsr_sweep.json" > "$OUT/bsr_sweep.txt" 2>&1
-    summary+=("bsr sweep rc=$?: $(grep -E ': best' "$OUT/bsr_sweep.txt" | tr '\n' ';' | tail -c 1200)")
+    add_summary "bsr sweep rc=$?: $(grep -E ': best' "$OUT/bsr_sweep.txt" | tr '\n' ';' | tail -c 1200)"
   fi
   build-dev/bin/bsr_gemm_bench $q --json "$OUT/bsr_gemm_bench.json" > "$OUT/bsr_gemm_bench.txt" 2>&1
-  summary+=("bsr_gemm_bench rc=$?: $(grep -E 'MET|MISSED|break-even' "$OUT/bsr_gemm_bench.txt" | tr '\n' ';' | tail -c 900)")
+  add_summary "bsr_gemm_bench rc=$?: $(grep -E 'MET|MISSED|break-even' "$OUT/bsr_gemm_bench.txt" | tr '\n' ';' | tail -c 900)"
   if [ "${BSR_PY:-1}" = 1 ]; then
     timeout 300 python3 bench/bsr_vs_pytorch.py $q --json "$OUT/bsr_vs_pytorch.json" --compare "$OUT/bsr_gemm_bench.json" \
-      > "$OUT/bsr_vs_pytorch.txt" 2>&1; summary+=("bsr_vs_pytorch rc=$?")
+      > "$OUT/bsr_vs_pytorch.txt" 2>&1; add_summary "bsr_vs_pytorch rc=$?"
     tail -40 "$OUT/bsr_vs_pytorch.txt"
   fi
   for dt in ${VIT_DTYPES:-bf16 fp32}; do
     $V bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block 64 --dtype $dt --iters 5 --json \
       > "$OUT/vit_b_16_$dt.json" 2> "$OUT/vit_b_16_$dt.err"
-    summary+=("vit_b_16 cuda $dt bs256 s0.9 b64: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.1f img/s sparse %.1f img/s speedup %.2fx'%(d['dense_images_per_s'],d['sparse_images_per_s'],d['speedup']))" "$OUT/vit_b_16_$dt.json" 2>/dev/null || tail -c 300 "$OUT/vit_b_16_$dt.err")")
+    add_summary "vit_b_16 cuda $dt bs256 s0.9 b64: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.1f img/s sparse %.1f img/s speedup %.2fx'%(d['dense_images_per_s'],d['sparse_images_per_s'],d['speedup']))" "$OUT/vit_b_16_$dt.json" 2>/dev/null || tail -c 300 "$OUT/vit_b_16_$dt.err")"
   done
 fi
 
@@ -110,16 +113,16 @@ if has amg; then
   for img in 640x480 2250x1500; do
     $V everything --random-weights vit_h --device cuda --dtype bf16 --random-image $img --bench 10 \
       > "$OUT/everything_vit_h_$img.json" 2> "$OUT/everything_vit_h_$img.err"
-    summary+=("everything vit_h bf16 $img: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));m=d['median_ms'];print('total %.1f ms (encoder %.1f, decoder+filters %.1f, nms+rle %.2f, records %.2f), %d masks'%(m['total'],m['encoder'],m['decoder_and_filters'],m['nms_and_rle'],m['records'],d['masks']))" "$OUT/everything_vit_h_$img.json" 2>/dev/null || tail -c 300 "$OUT/everything_vit_h_$img.err")")
+    add_summary "everything vit_h bf16 $img: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));m=d['median_ms'];print('total %.1f ms (encoder %.1f, decoder+filters %.1f, nms+rle %.2f, records %.2f), %d masks'%(m['total'],m['encoder'],m['decoder_and_filters'],m['nms_and_rle'],m['records'],d['masks']))" "$OUT/everything_vit_h_$img.json" 2>/dev/null || tail -c 300 "$OUT/everything_vit_h_$img.err")"
   done
   # The worst case for the post-processing: every mask survives the filters.
   $V everything --random-weights vit_h --device cuda --dtype bf16 --random-image 640x480 --bench 5 \
     --pred-iou-thresh 0 --stability-score-thresh 0 > "$OUT/everything_vit_h_nofilter.json" 2> "$OUT/everything_vit_h_nofilter.err"
-  summary+=("everything vit_h bf16 640x480 filters off: $(tr -d '\n ' < "$OUT/everything_vit_h_nofilter.json" | grep -o '"median_ms":{[^}]*}\|"masks":[0-9]*' | tr '\n' ' ') $(tail -c 200 "$OUT/everything_vit_h_nofilter.err")")
+  add_summary "everything vit_h bf16 640x480 filters off: $(tr -d '\n ' < "$OUT/everything_vit_h_nofilter.json" | grep -o '"median_ms":{[^}]*}\|"masks":[0-9]*' | tr '\n' ' ') $(tail -c 200 "$OUT/everything_vit_h_nofilter.err")"
   # segment-anything-fast's generator, same model size, image size and settings, same run.
   ANCHOR_DIR=.anchors timeout 300 python3 bench/amg_gpu_reference.py --model vit_h --size 640x480 --runs 3 \
     > "$OUT/amg_reference.txt" 2>&1
-  summary+=("sam-fast generator vit_h bf16 640x480: $(grep RESULT "$OUT/amg_reference.txt" | tail -1 || tail -3 "$OUT/amg_reference.txt")")
+  add_summary "sam-fast generator vit_h bf16 640x480: $(grep RESULT "$OUT/amg_reference.txt" | tail -1 || tail -3 "$OUT/amg_reference.txt")"
 fi
 
 # The server on the GPU (issue 6): one client clicking (latency of one click on a cached embedding),
@@ -129,7 +132,7 @@ if has server; then
     timeout 120 python3 bench/load_test.py --vitrt "$PWD/$V" --random-weights vit_b --server-arg=--device \
       --server-arg=cuda --server-arg=--dtype --server-arg=bf16 --clients $c --duration ${SERVER_SECONDS:-20} \
       --warmup 3 --json "$OUT/load_$c.json" > "$OUT/load_$c.txt" 2>&1
-    summary+=("server cuda bf16 vit_b, $c client(s): rc=$? $(tail -c 600 "$OUT/load_$c.json" 2>/dev/null | tr -d '\n ' || tail -5 "$OUT/load_$c.txt")")
+    add_summary "server cuda bf16 vit_b, $c client(s): rc=$? $(tail -c 600 "$OUT/load_$c.json" 2>/dev/null | tr -d '\n ' || tail -5 "$OUT/load_$c.txt")"
   done
 fi
 
@@ -138,11 +141,11 @@ if has attn-sweep; then
   for m in vit_b vit_h; do for t in 1x32 1x64 2x64; do
     VITRT_ATTN_TILE=$t $V bench --device cuda --model $m --batch 32 --dtype bf16 --iters 3 --no-decoder --profile --json \
       > "$OUT/sweep_${m}_$t.json" 2>/dev/null
-    summary+=("attn tile $t $m bs32: $(python3 -c "
+    add_summary "attn tile $t $m bs32: $(python3 -c "
 import json,sys
 d=json.load(open(sys.argv[1]));p=d['profile']['ops']
 g=sum(r['ms'] for r in p if 'global' in r['op']);w=sum(r['ms'] for r in p if 'windowed' in r['op'])
-print('%.1f img/s; global %.2f ms, windowed %.2f ms'%(d['images_per_s'],g,w))" "$OUT/sweep_${m}_$t.json" 2>&1 | tail -c 200)")
+print('%.1f img/s; global %.2f ms, windowed %.2f ms'%(d['images_per_s'],g,w))" "$OUT/sweep_${m}_$t.json" 2>&1 | tail -c 200)"
   done; done
 fi
 
@@ -158,7 +161,7 @@ fi
 if has decoder-ref; then
   for m in ${DEC_MODELS:-vit_b vit_h}; do
     ANCHOR_DIR=.anchors timeout 200 python3 bench/decoder_reference.py --model $m > "$OUT/decoder_ref_$m.txt" 2>&1
-    summary+=("sam-fast batched decoder $m bf16: $(grep RESULT "$OUT/decoder_ref_$m.txt" | tail -1 || tail -3 "$OUT/decoder_ref_$m.txt")")
+    add_summary "sam-fast batched decoder $m bf16: $(grep RESULT "$OUT/decoder_ref_$m.txt" | tail -1 || tail -3 "$OUT/decoder_ref_$m.txt")"
   done
 fi
 
@@ -167,10 +170,10 @@ anchor() {  # model bs compile
     --compile $3 --iters 10 --decoder 2>&1 | tee "$OUT/anchor_${1}_b$2_$3.log" | grep RESULT | tail -1
 }
 if has anchors; then
-  for cfg in "vit_b 1" "vit_b 32" "vit_h 32"; do set -- $cfg; summary+=("sam-fast eager $1 bs$2: $(anchor $1 $2 none)"); done
+  for cfg in "vit_b 1" "vit_b 32" "vit_h 32"; do set -- $cfg; add_summary "sam-fast eager $1 bs$2: $(anchor $1 $2 none)"; done
 fi
 if has anchors-compiled; then
-  for cfg in "vit_b 32" "vit_h 32"; do set -- $cfg; summary+=("sam-fast compiled $1 bs$2: $(anchor $1 $2 default)"); done
+  for cfg in "vit_b 32" "vit_h 32"; do set -- $cfg; add_summary "sam-fast compiled $1 bs$2: $(anchor $1 $2 default)"; done
 fi
 
 echo; echo "==== summary ===="; printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
