@@ -178,6 +178,17 @@ def test_errors_are_python_exceptions(sam, tmp_path):
         vitrt.load(os.path.join(ROOT, "tests", "fixtures", "checkpoint", "evil_posix_system.pth"))
     with pytest.raises(ValueError, match="device"):
         vitrt.load(MODEL, device="tpu", config=CONFIG)
+    with pytest.raises(ValueError, match="dtype"):
+        vitrt.load(MODEL, config=CONFIG, dtype="fp16")
+    with pytest.raises(ValueError, match="fp32 only"):
+        vitrt.load(MODEL, device="cpu", config=CONFIG, dtype="bf16")
+
+
+def test_load_device_auto_picks_an_available_device():
+    # "auto" is the GPU where this build has the CUDA backend and one is present, else the CPU.
+    m = vitrt.load(MODEL, config=CONFIG)
+    assert m.device in ("cpu", "cuda")
+    assert vitrt.load(MODEL, device="cpu", config=CONFIG).device == "cpu"
 
 
 @pytest.mark.skipif(not vitrt._vitrt.HAVE_AMG, reason="built without the automatic mask generator")
