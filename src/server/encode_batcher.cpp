@@ -1,51 +1,13 @@
 #include "server/encode_batcher.h"
 
-#include <cstring>
-
 #include "models/sam/sam_model.h"
 #include "ops/ops.h"
 
 namespace vitrt::server {
 
-PreparedImage prepare_image(const Image& rgb, const SamModel& model) {
-  // The library's own preparation, so an embedding from the server is the one SamPredictor computes.
-  sam::EncoderInput in = sam::prepare_encoder_input(rgb, model);
-  PreparedImage p;
-  p.input = in.pixels;
-  p.original_height = in.original_height;
-  p.original_width = in.original_width;
-  p.input_height = in.input_height;
-  p.input_width = in.input_width;
-  return p;
-}
-
 std::vector<ImageEmbedding> encode_batch(const SamModel& model, const std::vector<const PreparedImage*>& images) {
-  const int64_t S = model.config.img_size, B = static_cast<int64_t>(images.size());
-  VITRT_CHECK(B > 0, InvalidArgument, "encode_batch needs at least one image");
-  // The prepared inputs live where the model does (host float32, or device float32/bf16 when the
-  // model is on the GPU); ops::cat stacks them on that device.
-  std::vector<Tensor> inputs;
-  for (const PreparedImage* im : images) {
-    VITRT_CHECK(im->input.dim() == 4 && im->input.size(0) == 1 && im->input.size(1) == S, InvalidArgument,
-                "encode_batch: prepared image has shape ", shape_str(im->input.shape()), ", expected [1, ", S, ", ", S,
-                ", 3]");
-    inputs.push_back(im->input);
-  }
-  const Tensor x = B == 1 ? inputs[0] : ops::cat(inputs, 0);
-  // Embeddings are cached and served as host float32 (what SamPredictor keeps too).
-  const Tensor features = ops::cast(model.image_encoder.forward(x), DType::F32).to(Device::CPU);  // [B, out, g, g]
-  std::vector<ImageEmbedding> out(B);
-  for (int64_t b = 0; b < B; ++b) {
-    ImageEmbedding& e = out[b];
-    // clone(): a slice would keep the whole batch's storage alive as long as any one is cached.
-    e.features = B == 1 ? features : features.slice0(b, b + 1).clone();
-    e.original_height = images[b]->original_height;
-    e.original_width = images[b]->original_width;
-    e.input_height = images[b]->input_height;
-    e.input_width = images[b]->input_width;
-    e.model_fingerprint = model.fingerprint;
-  }
-  return out;
+  VITRT_CHECK(!images.empty(), InvalidArgument, "encode_batch needs at least one image");
+  return sam::encode_inputs(model, images);
 }
 
 EncodeBatcher::EncodeBatcher(std::shared_ptr<const SamModel> model, EncodeOptions options, Metrics& metrics,

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "server/metrics.h"
+#include "models/sam/sam_model.h"
 #include "vitrt/sam.h"
 
 namespace vitrt::server {
@@ -31,12 +32,12 @@ class Overloaded : public std::runtime_error {
 
 // An image resized (ResizeLongestSide), normalised and padded exactly as SamPredictor::set_image
 // does it, ready to be one row of an encoder batch.
-struct PreparedImage {
-  Tensor input;  // [1, S, S, 3] float32
-  int original_height = 0, original_width = 0;
-  int input_height = 0, input_width = 0;
-};
-PreparedImage prepare_image(const Image& rgb, const SamModel& model);
+// An image resized and padded for the encoder (where the model runs), by the library's own code, so
+// an embedding from the server is the one SamPredictor computes.
+using PreparedImage = sam::EncoderInput;
+inline PreparedImage prepare_image(const Image& rgb, const SamModel& model) {
+  return sam::prepare_encoder_input(rgb, model);
+}
 
 // Runs the image encoder once over several prepared images and returns one embedding each, as
 // SamPredictor::set_image would have produced them (each with its own storage, so that dropping

@@ -159,6 +159,33 @@ TEST(SamPredictor, MultiImageBatchEqualsPerImage) {
   EXPECT_THROW(predict_multi_image(*other, embs, prompts), InvalidArgument);
 }
 
+TEST(SamPredictor, EmbedImagesBatchEqualsOneByOne) {
+  // Three images of different sizes in one encoder batch vs set_image one by one.
+  auto model = test::small_model();
+  const std::vector<Image> images = {test::random_image(64, 64, 21), test::random_image(30, 70, 22),
+                                     test::random_image(90, 45, 23)};
+  const std::vector<ImageEmbedding> batch = embed_images(*model, images);
+  ASSERT_EQ(batch.size(), images.size());
+  for (size_t i = 0; i < images.size(); ++i) {
+    SamPredictor p(model);
+    p.set_image(images[i]);
+    const ImageEmbedding& one = p.embedding();
+    EXPECT_EQ(batch[i].original_height, one.original_height);
+    EXPECT_EQ(batch[i].original_width, one.original_width);
+    EXPECT_EQ(batch[i].input_height, one.input_height);
+    EXPECT_EQ(batch[i].input_width, one.input_width);
+    EXPECT_EQ(batch[i].model_fingerprint, one.model_fingerprint);
+    ASSERT_EQ(batch[i].features.shape(), one.features.shape());
+    const float* x = batch[i].features.data<float>();
+    const float* y = one.features.data<float>();
+    double err = 0, ref = 0;
+    for (int64_t k = 0; k < one.features.numel(); ++k) err += (x[k] - y[k]) * (x[k] - y[k]), ref += y[k] * y[k];
+    EXPECT_LT(std::sqrt(err / ref), 1e-5) << "image " << i;
+  }
+  EXPECT_TRUE(embed_images(*model, {}).empty());
+  EXPECT_THROW(embed_images(*model, {images[0], Image{}}), ImageError);
+}
+
 TEST(SamPredictor, MaskInputChangesTheResult) {
   auto model = test::small_model();
   SamPredictor p(model);

@@ -67,16 +67,50 @@ EncoderInput prepare_encoder_input(const Image& rgb, const SamModel& model) {
 
 }  // namespace sam
 
+namespace sam {
+
+std::vector<ImageEmbedding> encode_inputs(const SamModel& model, const std::vector<const EncoderInput*>& inputs) {
+  if (inputs.empty()) return {};
+  const int64_t S = model.config.img_size;
+  std::vector<Tensor> pixels;
+  for (const EncoderInput* in : inputs) {
+    VITRT_CHECK(in->pixels.dim() == 4 && in->pixels.size(0) == 1 && in->pixels.size(1) == S, InvalidArgument,
+                "encoder input has shape ", shape_str(in->pixels.shape()), ", expected [1, ", S, ", ", S, ", 3]");
+    pixels.push_back(in->pixels);
+  }
+  const Tensor batch = pixels.size() == 1 ? pixels[0] : ops::cat(pixels, 0);
+  // Embeddings are kept as float32 on the host (what save_embedding writes and the server caches).
+  const Tensor features = ops::cast(model.image_encoder.forward(batch), DType::F32).to(Device::CPU);
+  std::vector<ImageEmbedding> out(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ImageEmbedding& e = out[i];
+    const int64_t b = static_cast<int64_t>(i);
+    // clone(): each embedding owns its memory rather than pinning the whole batch.
+    e.features = inputs.size() == 1 ? features : features.slice0(b, b + 1).clone();
+    e.original_height = inputs[i]->original_height;
+    e.original_width = inputs[i]->original_width;
+    e.input_height = inputs[i]->input_height;
+    e.input_width = inputs[i]->input_width;
+    e.model_fingerprint = model.fingerprint;
+  }
+  return out;
+}
+
+}  // namespace sam
+
+std::vector<ImageEmbedding> embed_images(const SamModel& model, const std::vector<Image>& images) {
+  // Each image resized (longest side) and padded to the model's square input on its own, then all
+  // of them through the image encoder in one batch.
+  std::vector<sam::EncoderInput> inputs;
+  for (const Image& im : images) inputs.push_back(sam::prepare_encoder_input(im, model));
+  std::vector<const sam::EncoderInput*> ptrs;
+  for (const sam::EncoderInput& in : inputs) ptrs.push_back(&in);
+  return sam::encode_inputs(model, ptrs);
+}
+
 void SamPredictor::set_image(const Image& rgb) {
-  sam::EncoderInput in = sam::prepare_encoder_input(rgb, *model_);
   has_embedding_ = false;
-  embedding_ = ImageEmbedding{};
-  embedding_.features = ops::cast(model_->image_encoder.forward(in.pixels), DType::F32).to(Device::CPU);
-  embedding_.original_height = in.original_height;
-  embedding_.original_width = in.original_width;
-  embedding_.input_height = in.input_height;
-  embedding_.input_width = in.input_width;
-  embedding_.model_fingerprint = model_->fingerprint;
+  embedding_ = embed_images(*model_, {rgb}).front();
   has_embedding_ = true;
 }
 

@@ -154,6 +154,8 @@ struct EncoderInput {
   int original_height = 0, original_width = 0, input_height = 0, input_width = 0;
 };
 EncoderInput prepare_encoder_input(const Image& rgb, const SamModel& model);
+// Prepared inputs through the image encoder in one batch -> one host float32 embedding each.
+std::vector<ImageEmbedding> encode_inputs(const SamModel& model, const std::vector<const EncoderInput*>& inputs);
 
 // Every tensor of a SAM model with this config, random (seeded). For benchmarks and tests.
 StateDict random_state_dict(const SamConfig& c, uint64_t seed);
