@@ -309,6 +309,8 @@ void run_bench_vit(const BenchArgs& a) {
 
 void run_bench(const BenchArgs& a) {
   VITRT_CHECK(a.batch >= 1 && a.iters >= 1 && a.warmup >= 0, InvalidArgument, "batch and iters must be >= 1");
+  VITRT_CHECK(!a.profile || a.device == "cuda", InvalidArgument,
+              "--profile times CUDA operators with events: it needs --device cuda (got --device ", a.device, ")");
   if (a.model == "vit_b_16" || a.model == "vit_l_16" || a.model == "vit_h_14") return run_bench_vit(a);
   const SamConfig cfg = config_by_name(a.model);
   if (a.device == "cpu") return run_bench_cpu(a, cfg);

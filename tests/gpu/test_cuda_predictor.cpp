@@ -71,5 +71,24 @@ TEST_F(CudaPredictor, MultiImageMatchesCpuPerImage) {
   }
 }
 
+TEST_F(CudaPredictor, EmbedImagesMatchesCpu) {
+  // Images of three sizes through the GPU encoder in one batch (GPU pre-processing, fp32) against the
+  // CPU model one by one.
+  auto cpu_model = test::small_model();
+  auto gpu_model = cpu_model->to(Device::CUDA, DType::F32);
+  const std::vector<Image> images = {test::random_image(64, 64, 31), test::random_image(30, 70, 32),
+                                     test::random_image(90, 45, 33)};
+  const auto got = embed_images(*gpu_model, images);
+  ASSERT_EQ(got.size(), images.size());
+  for (size_t i = 0; i < images.size(); ++i) {
+    SamPredictor p(cpu_model);
+    p.set_image(images[i]);
+    EXPECT_EQ(got[i].input_height, p.embedding().input_height);
+    EXPECT_EQ(got[i].input_width, p.embedding().input_width);
+    EXPECT_FALSE(got[i].features.is_cuda());
+    EXPECT_LT(rel_err(got[i].features, p.embedding().features), 1e-4) << "image " << i;
+  }
+}
+
 }  // namespace
 }  // namespace vitrt

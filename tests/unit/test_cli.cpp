@@ -117,3 +117,31 @@ TEST(Cli, BadInputFailsWithAClearMessage) {
   EXPECT_EQ(cuda.code, 1);
   EXPECT_NE(cuda.out.find("not available"), std::string::npos) << cuda.out;
 }
+
+TEST(Cli, FidelityCheckReportsAgreementAndFailsOnATightBar) {
+  const std::string fix = std::string(VITRT_FIXTURES) + "/sam/";
+  const std::string args = "fidelity-check --checkpoint " + fix + "interp256.pth --config " + fix +
+                           "interp256.json --reference " + fix + "out_interp256_portrait.pth --image " + fix +
+                           "images/portrait.png";
+  CliResult ok = run(args);
+  ASSERT_EQ(ok.code, 0) << ok.out;
+  const auto j = nlohmann::json::parse(ok.out.substr(ok.out.find('{')));
+  EXPECT_TRUE(j["pass"].get<bool>());
+  EXPECT_EQ(j["dtype"], "fp32");
+  EXPECT_DOUBLE_EQ(j["required_mask_agreement"].get<double>(), 1.0);  // fp32: exact masks
+  EXPECT_DOUBLE_EQ(j["min_mask_agreement"].get<double>(), 1.0);
+  EXPECT_LT(j["embedding_rel"].get<double>(), 1e-4);
+  ASSERT_FALSE(j["cases"].empty());
+  for (const auto& c : j["cases"]) EXPECT_EQ(c["mask_mismatch"].get<int64_t>(), 0) << c["case"];
+  // A bar tighter than float32 rounding fails, with the JSON still printed.
+  CliResult tight = run(args + " --tol 1e-12");
+  EXPECT_EQ(tight.code, 1);
+  EXPECT_NE(tight.out.find("fidelity check failed"), std::string::npos) << tight.out;
+  EXPECT_NE(run(args + " --min-mask-agreement 1.5").code, 0);
+}
+
+TEST(Cli, ProfileNeedsCuda) {
+  CliResult r = run("bench --device cpu --model vit_b --profile");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("--profile"), std::string::npos) << r.out;
+}
