@@ -391,12 +391,20 @@ Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int str
     gemm_epilogue(x.dtype(), od, x.raw(), w.raw(), true, out.raw(), M, Cout, K, bp, Activation::None, nullptr);
     return out;
   }
-  // im2col with columns in the weight's own (ci, ky, kx) order, then one GEMM against the
-  // weight read as [Cout, Cin*kh*kw]. The column buffer comes from the stream-ordered pool and is
-  // released (stream-ordered) after the GEMM.
+  // im2col, then one GEMM against the weight read as [Cout, K]. The column buffer comes from the
+  // stream-ordered pool and is released (stream-ordered) after the GEMM. Columns in tap-major order
+  // (coalesced, 16-byte vectors for SAM's 256-channel neck conv; the weight, a few hundred KiB, is
+  // permuted to match) where every size fits in 32 bits; otherwise in the weight's own order.
   Tensor col = empty_like_dev({M, K}, x.dtype());
-  cuda::im2col_nhwc(dtype_size(x.dtype()), x.raw(), col.raw(), B, H, W, Cin, kh, kw, stride, pad, Ho, Wo);
-  gemm_epilogue(x.dtype(), od, col.raw(), w.raw(), true, out.raw(), M, Cout, K, bp, Activation::None, nullptr);
+  const bool small = M * K < (int64_t{1} << 31) && B * H * W * Cin < (int64_t{1} << 31);
+  if (small) {
+    cuda::im2col_nhwc_taps(dtype_size(x.dtype()), x.raw(), col.raw(), B, H, W, Cin, kh, kw, stride, pad, Ho, Wo);
+    const Tensor w_taps = permute(w, {0, 2, 3, 1});  // [Cout, kh, kw, Cin]
+    gemm_epilogue(x.dtype(), od, col.raw(), w_taps.raw(), true, out.raw(), M, Cout, K, bp, Activation::None, nullptr);
+  } else {
+    cuda::im2col_nhwc(dtype_size(x.dtype()), x.raw(), col.raw(), B, H, W, Cin, kh, kw, stride, pad, Ho, Wo);
+    gemm_epilogue(x.dtype(), od, col.raw(), w.raw(), true, out.raw(), M, Cout, K, bp, Activation::None, nullptr);
+  }
   return out;
 }
 

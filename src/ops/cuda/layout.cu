@@ -1,4 +1,5 @@
 #include "ops/cuda/layout.h"
+#include "ops/cuda/im2col_taps.h"
 
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/runtime.h"
@@ -85,6 +86,19 @@ __global__ void im2col_kernel(const T* x, T* col, int64_t B, int64_t H, int64_t 
     const int64_t ox = m % Wo, oy = (m / Wo) % Ho, b = m / (Wo * Ho);
     const int64_t iy = oy * stride - pad + ky, ix = ox * stride - pad + kx;
     col[i] = (iy >= 0 && iy < H && ix >= 0 && ix < W) ? x[((b * H + iy) * W + ix) * Cin + ci] : T(0);
+  }
+}
+
+// Tap-major im2col (see im2col_taps.h): V is the type moved per step (a 16-byte vector when the
+// channels allow, else one element).
+template <class V>
+__global__ void im2col_taps_kernel(const V* x, V* col, Im2colTaps g) {
+  const int64_t n = g.steps();
+  for (int64_t i = gtid(); i < n; i += gstride()) {
+    int64_t d = 0, s = 0;
+    V v{};
+    if (g.at(i, &d, &s)) v = x[s / g.vec];
+    col[d / g.vec] = v;
   }
 }
 
@@ -199,6 +213,28 @@ void im2col_nhwc(size_t elem_size, const void* x, void* col, int64_t B, int64_t 
         static_cast<const T*>(x), static_cast<T*>(col), B, H, W, Cin, kh, kw, stride, pad, Ho, Wo);
   });
   check_launch("im2col kernel");
+}
+
+void im2col_nhwc_taps(size_t elem_size, const void* x, void* col, int64_t B, int64_t H, int64_t W, int64_t Cin,
+                      int64_t kh, int64_t kw, int64_t stride, int64_t pad, int64_t Ho, int64_t Wo) {
+  Im2colTaps g{static_cast<int>(B), static_cast<int>(H), static_cast<int>(W), static_cast<int>(Cin),
+               static_cast<int>(kh), static_cast<int>(kw), static_cast<int>(stride), static_cast<int>(pad),
+               static_cast<int>(Ho), static_cast<int>(Wo), 1};
+  const bool aligned = (reinterpret_cast<uintptr_t>(x) % 16 == 0) && (reinterpret_cast<uintptr_t>(col) % 16 == 0);
+  if (aligned && (Cin * static_cast<int64_t>(elem_size)) % 16 == 0) g.vec = static_cast<int>(16 / elem_size);
+  const int64_t n = g.steps();
+  if (n == 0) return;
+  if (g.vec > 1) {
+    im2col_taps_kernel<uint4><<<dev::blocks_for(n), dev::kThreads, 0, current_stream()>>>(
+        static_cast<const uint4*>(x), static_cast<uint4*>(col), g);
+  } else {
+    dispatch_size(elem_size, "im2col", [&](auto tag) {
+      using T = decltype(tag);
+      im2col_taps_kernel<T><<<dev::blocks_for(n), dev::kThreads, 0, current_stream()>>>(static_cast<const T*>(x),
+                                                                                       static_cast<T*>(col), g);
+    });
+  }
+  check_launch("im2col (tap-major) kernel");
 }
 
 void conv_transpose2x2_scatter(DType dt, const void* y, const void* bias, void* out, int64_t B, int64_t H, int64_t W,

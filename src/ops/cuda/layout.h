@@ -29,6 +29,11 @@ void window_unpartition(size_t elem_size, const void* windows, void* out, int64_
 // as [Cout, Cin*kh*kw], so the weight needs no reordering. Zero outside the image.
 void im2col_nhwc(size_t elem_size, const void* x, void* col, int64_t B, int64_t H, int64_t W, int64_t Cin,
                  int64_t kh, int64_t kw, int64_t stride, int64_t pad, int64_t Ho, int64_t Wo);
+// The same columns in tap-major order, k = (ky * kw + kx) * Cin + ci (see im2col_taps.h): coalesced
+// and 16-byte vectorised where Cin allows; pair it with the weight permuted to [Cout, kh, kw, Cin].
+// Every size must fit in 32 bits.
+void im2col_nhwc_taps(size_t elem_size, const void* x, void* col, int64_t B, int64_t H, int64_t W, int64_t Cin,
+                      int64_t kh, int64_t kw, int64_t stride, int64_t pad, int64_t Ho, int64_t Wo);
 // ConvTranspose2d(k=2, s=2) scatter: y [B*H*W, Cout*4] (column co*4 + ky*2 + kx, the GEMM of x
 // with the PyTorch weight [Cin, Cout, 2, 2]) -> out [B, 2H, 2W, Cout] + bias[Cout] (bias may be null).
 void conv_transpose2x2_scatter(DType dt, const void* y, const void* bias, void* out, int64_t B, int64_t H, int64_t W,
