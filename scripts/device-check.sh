@@ -101,6 +101,10 @@ if has bsr; then
       > "$OUT/bsr_vs_pytorch.txt" 2>&1; add_summary "bsr_vs_pytorch rc=$?"
     tail -40 "$OUT/bsr_vs_pytorch.txt"
   fi
+  # PyTorch's dense ViT-B/16 (eager and compiled) in the same run: the sparse model must beat it.
+  timeout 300 python3 bench/vit_reference.py --batch 256 --dtype bf16 --compile ${VIT_COMPILE:-default} \
+    > "$OUT/vit_reference.txt" 2>&1
+  add_summary "torchvision vit_b_16 bf16 bs256: $(grep RESULT "$OUT/vit_reference.txt" | cut -c8- | tr '\n' ' ' || tail -3 "$OUT/vit_reference.txt")"
   for dt in ${VIT_DTYPES:-bf16 fp32}; do
     $V bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block 64 --dtype $dt --iters 5 --json \
       > "$OUT/vit_b_16_$dt.json" 2> "$OUT/vit_b_16_$dt.err"
