@@ -14,16 +14,13 @@ exported from fetched snapshots of pytorch-labs/segment-anything-fast and facebo
 """
 import argparse
 import json
-import os
 import sys
 import time
 
 import numpy as np
 import torch
 
-ROOT = os.environ.get("ANCHOR_DIR", ".anchors")
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "orig"))
+from sam_reference_model import build_sam_fast  # noqa: E402  (bench/, next to this script)
 
 
 def main() -> int:
@@ -34,18 +31,9 @@ def main() -> int:
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
     ap.add_argument("--points-per-batch", type=int, default=64)
     a = ap.parse_args()
-    from segment_anything_fast import SamAutomaticMaskGenerator, sam_model_registry
+    from segment_anything_fast import SamAutomaticMaskGenerator
 
-    torch.manual_seed(0)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    dt = torch.bfloat16 if a.dtype == "bf16" else torch.float32
-    sam = sam_model_registry[a.model](checkpoint=None)
-    with torch.no_grad():
-        for n, prm in sam.named_parameters():
-            if "rel_pos" in n or "pos_embed" in n:
-                prm.normal_(0, 0.02)
-    sam = sam.to(dt).cuda().eval()
+    sam = build_sam_fast(a.model, a.dtype)
     gen = SamAutomaticMaskGenerator(sam, points_per_batch=a.points_per_batch)
     w, h = (int(v) for v in a.size.lower().split("x"))
     image = np.random.default_rng(7).integers(0, 256, size=(h, w, 3), dtype=np.uint8)

@@ -11,15 +11,12 @@ Usage on the GPU machine: ANCHOR_DIR=.anchors python3 bench/decoder_reference.py
 """
 import argparse
 import json
-import os
 import sys
 
 import numpy as np
 import torch
 
-ROOT = os.environ.get("ANCHOR_DIR", ".anchors")
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "orig"))
+from sam_reference_model import build_sam_fast  # noqa: E402  (bench/, next to this script)
 
 
 def main() -> int:
@@ -28,17 +25,9 @@ def main() -> int:
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "fp32"])
     ap.add_argument("--iters", type=int, default=5)
     a = ap.parse_args()
-    from segment_anything_fast import SamPredictor, sam_model_registry
+    from segment_anything_fast import SamPredictor
 
-    torch.manual_seed(0)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    dt = torch.bfloat16 if a.dtype == "bf16" else torch.float32
-    sam = sam_model_registry[a.model](checkpoint=None)
-    with torch.no_grad():
-        for n, prm in sam.named_parameters():
-            if "rel_pos" in n or "pos_embed" in n:
-                prm.normal_(0, 0.02)
-    sam = sam.to(dt).cuda().eval()
+    sam = build_sam_fast(a.model, a.dtype)
     pred = SamPredictor(sam)
     image = np.random.default_rng(7).integers(0, 256, size=(1024, 1024, 3), dtype=np.uint8)
     out = dict(impl="segment-anything-fast", model=a.model, dtype=a.dtype, decoder_ms_per_prompt={})
