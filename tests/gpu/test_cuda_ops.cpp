@@ -134,6 +134,35 @@ std::string head(const float* p, int64_t n) {
                                        << " (got " << value(a, first) << ", want " << value(b, first) << ")";
 }
 
+// The strided-batch layout of a cuda::GemmArgs call (element strides; tb: B is [N, K]).
+struct GemmLayout {
+  int64_t batch, M, N, K, lda, ldb, ldd, sa, sb, sd;
+  bool tb;
+};
+
+// D = alpha * A op(B) + C + bias, then ReLU, in double, on host float32 operands; D's padding columns
+// keep the values of dinit.
+Tensor reference_gemm(const Tensor& a, const Tensor& b, const Tensor* c, const Tensor* bias, bool relu, float alpha,
+                      const Tensor& dinit, const GemmLayout& l) {
+  Tensor want = dinit.clone();
+  const float *pa = a.data<float>(), *pb = b.data<float>();
+  for (int64_t z = 0; z < l.batch; ++z)
+    for (int64_t m = 0; m < l.M; ++m)
+      for (int64_t n = 0; n < l.N; ++n) {
+        double acc = 0;
+        for (int64_t k = 0; k < l.K; ++k) {
+          const double bv = l.tb ? pb[z * l.sb + n * l.ldb + k] : pb[z * l.sb + k * l.ldb + n];
+          acc += static_cast<double>(pa[z * l.sa + m * l.lda + k]) * bv;
+        }
+        double v = alpha * acc;
+        if (c) v += c->data<float>()[z * l.sd + m * l.ldd + n];
+        if (bias) v += bias->data<float>()[n];
+        if (relu && v < 0) v = 0;
+        want.data<float>()[z * l.sd + m * l.ldd + n] = static_cast<float>(v);
+      }
+  return want;
+}
+
 const char* act_name(Activation a) {
   return a == Activation::None ? "none" : a == Activation::GELU ? "gelu" : "relu";
 }
@@ -295,22 +324,8 @@ TEST_F(CudaOps, GemmArgsAndFallback) {
               const float alpha = 0.75f;
               // Reference in double; D's padding columns keep their initial values.
               Tensor dinit = seen(randn({batch * sd}, 540), dt);
-              Tensor want = dinit.clone();
-              const float *pa = a.data<float>(), *pb = b.data<float>(), *pc = c.data<float>();
-              for (int64_t z = 0; z < batch; ++z)
-                for (int64_t m = 0; m < M; ++m)
-                  for (int64_t n = 0; n < N; ++n) {
-                    double acc = 0;
-                    for (int64_t k = 0; k < K; ++k) {
-                      const double bv = tb ? pb[z * sb + n * ldb + k] : pb[z * sb + k * ldb + n];
-                      acc += static_cast<double>(pa[z * sa + m * lda + k]) * bv;
-                    }
-                    double v = alpha * acc;
-                    if (with_c) v += pc[z * sd + m * ldd + n];
-                    if (use_bias) v += bias.data<float>()[n];
-                    if (relu && v < 0) v = 0;
-                    want.data<float>()[z * sd + m * ldd + n] = static_cast<float>(v);
-                  }
+              const Tensor want = reference_gemm(a, b, with_c ? &c : nullptr, use_bias ? &bias : nullptr, relu, alpha,
+                                                 dinit, {batch, M, N, K, lda, ldb, ldd, sa, sb, sd, tb});
               Tensor ad = up(a, dt), bd = up(b, dt), cd = up(c, dt), biasd = up(bias, dt), dd = up(dinit, dt);
               cuda::GemmArgs g;
               g.dtype = dt;
@@ -804,22 +819,8 @@ TEST_F(CudaOps, GemmBf16InF32Out) {
             Tensor c = randn({batch * sd}, 2320), bias = randn({N}, 2330);  // fp32, not rounded
             const float alpha = 0.75f;
             Tensor dinit = randn({batch * sd}, 2340);
-            Tensor want = dinit.clone();
-            const float *pa = a.data<float>(), *pb = b.data<float>(), *pc = c.data<float>();
-            for (int64_t z = 0; z < batch; ++z)
-              for (int64_t m = 0; m < M; ++m)
-                for (int64_t n = 0; n < N; ++n) {
-                  double acc = 0;
-                  for (int64_t k = 0; k < K; ++k) {
-                    const double bv = tb ? pb[z * sb + n * ldb + k] : pb[z * sb + k * ldb + n];
-                    acc += static_cast<double>(pa[z * sa + m * lda + k]) * bv;
-                  }
-                  double v = alpha * acc;
-                  if (with_c) v += pc[z * sd + m * ldd + n];
-                  if (use_bias) v += bias.data<float>()[n];
-                  if (relu && v < 0) v = 0;
-                  want.data<float>()[z * sd + m * ldd + n] = static_cast<float>(v);
-                }
+            const Tensor want = reference_gemm(a, b, with_c ? &c : nullptr, use_bias ? &bias : nullptr, relu, alpha,
+                                               dinit, {batch, M, N, K, lda, ldb, ldd, sa, sb, sd, tb});
             Tensor ad = up(a, DType::BF16), bd = up(b, DType::BF16);
             Tensor cd = up(c, DType::F32), biasd = up(bias, DType::F32), dd = up(dinit, DType::F32);
             cuda::GemmArgs g;

@@ -5,6 +5,7 @@
 
 #include "core/device_memory.h"
 #include "ops/cuda/elementwise.h"
+#include "ops/cuda/linear_taps.cuh"
 #include "ops/cuda/runtime.h"
 
 namespace vitrt::cuda {
@@ -19,27 +20,11 @@ constexpr int kBand = 32;
 constexpr int kWarps = 8;
 constexpr int kMaxGridY = 65535;
 
-struct Tap {
-  int i0, i1;
-  float w0, w1;
-};
-
-// The CPU's linear taps (LogitUpscaler::taps, cpu::linear_taps; as interpolate.cu): scale =
-// float(in) / out; src = max(scale * (d + 0.5f) - 0.5f, 0), i0 = (int) src, i1 = i0 + (i0 < in - 1),
-// w1 = clamp(src - i0, 0, 1), w0 = 1 - w1. Each operation rounded on its own (no FMA contraction).
-__device__ __forceinline__ Tap linear_tap(int in, float scale, int d) {
-  float src = __fsub_rn(__fmul_rn(scale, __fadd_rn(static_cast<float>(d), 0.5f)), 0.5f);
-  if (src < 0.f) src = 0.f;
-  Tap t;
-  t.i0 = static_cast<int>(src);
-  t.i1 = t.i0 + (t.i0 < in - 1 ? 1 : 0);
-  t.w1 = fminf(fmaxf(__fsub_rn(src, static_cast<float>(t.i0)), 0.f), 1.f);
-  t.w0 = __fsub_rn(1.f, t.w1);
-  return t;
-}
-
-// fma(w0, a, w1 * b) with the product rounded: the CPU's std::fma(w0, a, w1 * b).
-__device__ __forceinline__ float lerp2(float w0, float a, float w1, float b) { return fmaf(w0, a, __fmul_rn(w1, b)); }
+// The CPU's linear taps (LogitUpscaler::taps, cpu::linear_taps), shared with interpolate.cu:
+// ops/cuda/linear_taps.cuh. The scales are computed once per launch (as the CPU does).
+using Tap = taps::LinearTap<int>;
+using taps::lerp2;
+__device__ __forceinline__ Tap linear_tap(int in, float scale, int d) { return taps::linear_tap<int>(in, scale, d); }
 
 // Walks the upscaled plane of blockIdx.y over the rows of band blockIdx.x. Per pixel the value is
 // LogitUpscaler's: first-resize columns (a) from low-res rows, horizontally then vertically;

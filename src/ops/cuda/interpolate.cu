@@ -1,6 +1,7 @@
 #include "ops/cuda/interpolate.h"
 
 #include "ops/cuda/elementwise.h"
+#include "ops/cuda/linear_taps.cuh"
 #include "ops/cuda/runtime.h"
 
 namespace vitrt::cuda {
@@ -11,29 +12,12 @@ using dev::gstride;
 using dev::gtid;
 using dev::to_f;
 
-struct Tap {
-  int64_t i0, i1;
-  float w0, w1;
-};
-
-// cpu::linear_taps for one output coordinate: scale = float(in) / out;
-// src = max(scale * (d + 0.5f) - 0.5f, 0), i0 = (int) src, i1 = i0 + (i0 < in - 1),
-// w1 = clamp(src - i0, 0, 1), w0 = 1 - w1. Every operation rounded on its own (_rn intrinsics are
-// never contracted into FMAs), as the CPU code forces with its rounded() barrier.
+// The taps (weights and arithmetic of the CPU kernels): ops/cuda/linear_taps.cuh.
+using Tap = taps::LinearTap<int64_t>;
+using taps::lerp2;
 __device__ __forceinline__ Tap linear_tap(int64_t in, int64_t out, int64_t d) {
-  const float scale = __fdiv_rn(static_cast<float>(in), static_cast<float>(out));
-  float src = __fsub_rn(__fmul_rn(scale, __fadd_rn(static_cast<float>(d), 0.5f)), 0.5f);
-  if (src < 0.f) src = 0.f;
-  Tap t;
-  t.i0 = static_cast<int64_t>(src);
-  t.i1 = t.i0 + (t.i0 < in - 1 ? 1 : 0);
-  t.w1 = fminf(fmaxf(__fsub_rn(src, static_cast<float>(t.i0)), 0.f), 1.f);
-  t.w0 = __fsub_rn(1.f, t.w1);
-  return t;
+  return taps::linear_tap<int64_t>(in, taps::linear_scale(in, out), d);
 }
-
-// torch's compiled form, as the CPU kernel: fma(w0, a, w1 * b) with the product rounded.
-__device__ __forceinline__ float lerp2(float w0, float a, float w1, float b) { return fmaf(w0, a, __fmul_rn(w1, b)); }
 
 template <class T>
 __global__ void linear_rows_kernel(const T* x, T* out, int64_t L, int64_t C, int64_t new_len) {
