@@ -142,7 +142,7 @@ fi
 
 # Attention tile sweep (VITRT_ATTN_TILE, see attention.cu): per-operator profile of one eager forward.
 if has attn-sweep; then
-  for m in vit_b vit_h; do for t in 1x32 1x64 2x64; do
+  for m in vit_b vit_h; do for t in 1x32 1x64 2x64 1x32w8 1x64w8; do
     VITRT_ATTN_TILE=$t $V bench --device cuda --model $m --batch 32 --dtype bf16 --iters 3 --no-decoder --profile --json \
       > "$OUT/sweep_${m}_$t.json" 2>/dev/null
     add_summary "attn tile $t $m bs32: $(python3 -c "

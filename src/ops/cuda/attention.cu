@@ -144,12 +144,15 @@ __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
 
 constexpr int kThreads = 128;  // 4 warps
 
-template <int HD_, int BN_, int MT_>
+template <int HD_, int BN_, int MT_, int WARPS_ = 4>
 struct MmaCfg {
-  static constexpr int HD = HD_, BN = BN_, MT = MT_;
+  static constexpr int HD = HD_, BN = BN_, MT = MT_, WARPS = WARPS_;
+  static constexpr int THREADS = 32 * WARPS;
   static_assert(HD % 16 == 0, "head_dim must be a multiple of 16");
   static_assert(BN % 16 == 0, "key tile must be a multiple of 16");
-  static constexpr int BM = 4 * 16 * MT;  // query rows per CTA: 4 warps x MT m16 tiles
+  // Query rows per CTA: WARPS warps x MT m16 tiles. More warps per CTA share each K/V tile loaded
+  // into shared memory among more query rows (fewer loads per mma).
+  static constexpr int BM = WARPS * 16 * MT;
   static constexpr int LDS = HD + 8;      // smem row stride (elements): +16 bytes, ldmatrix conflict-free
   static constexpr int CPR = HD / 8;      // 16-byte chunks per row
   static constexpr int KS = HD / 16;      // k-steps of Q K^T; also pairs of n8 tiles of P V
@@ -198,7 +201,8 @@ size_t mma_smem_bytes(bool rel, int relH, int relW) {
 //     -> one 8-byte load per n8 tile, added in the FFMA that applies the scale.
 // Each key tile has a table coords[j/2] = (kh*SH, (kw/2)*SW) for its even columns.
 template <class Cfg, bool REL, bool WIN>
-__global__ void __launch_bounds__(kThreads) flash_mma_kernel(const KParams p) {
+__global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p) {
+  constexpr int kThreads = Cfg::THREADS;  // this configuration's CTA size (shadows the file's default)
   constexpr int HD = Cfg::HD, BN = Cfg::BN, MT = Cfg::MT, BM = Cfg::BM;
   constexpr int LDS = Cfg::LDS, CPR = Cfg::CPR, KS = Cfg::KS, ND = Cfg::ND, NCH = Cfg::NCH, NT8 = Cfg::NT8;
   constexpr int SW = Cfg::SW, SH = Cfg::SH;
@@ -888,7 +892,7 @@ template <class Cfg, bool REL, bool WIN>
 void launch_mma_as(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
   static std::atomic<int> configured{0};
   ensure_smem(flash_mma_kernel<Cfg, REL, WIN>, smem, configured, "bf16 tensor-core");
-  flash_mma_kernel<Cfg, REL, WIN><<<blocks, kThreads, smem, stream>>>(p);
+  flash_mma_kernel<Cfg, REL, WIN><<<blocks, Cfg::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_mma_kernel launch");
 }
 template <class Cfg, bool REL>
@@ -918,7 +922,8 @@ MmaPlan make_plan(int relH, int relW) {
 //   hd 64: windows 1x64 1.47, 2x64 1.82, 1x32 1.51; global 1x64 13.6, 2x64 13.3, 1x32 12.7
 //   hd 80: windows 1x64 2.61, 2x64 2.68, 1x32 2.34; global 1x64 26.2, 2x64 19.8, 1x32 23.1
 // (MT x BN; MT = 2 reuses every K / V fragment for two m-tiles but needs ~220 registers).
-// VITRT_ATTN_TILE=<MT>x<BN> (e.g. 2x64) overrides the table below for head dims 64 and 80, for
+// VITRT_ATTN_TILE=<MT>x<BN>[w8] (e.g. 2x64, 1x32w8: 8 warps) overrides the table below for head dims
+// 64 and 80, for
 // benchmark sweeps on the GPU machine (scripts/device-check.sh); unset in normal use.
 int tile_override() {
   static const int v = [] {
@@ -927,6 +932,8 @@ int tile_override() {
     if (!std::strcmp(e, "1x32")) return 132;
     if (!std::strcmp(e, "1x64")) return 164;
     if (!std::strcmp(e, "2x64")) return 264;
+    if (!std::strcmp(e, "1x32w8")) return 1328;  // 8 warps: 128 query rows per CTA
+    if (!std::strcmp(e, "1x64w8")) return 1648;
     return 0;
   }();
   return v;
@@ -937,12 +944,16 @@ MmaPlan mma_plan_for(int hd, int64_t nq, int relH, int relW) {
   const bool long_seq = nq >= 1024;
   if (const int o = tile_override(); o && (hd == 64 || hd == 80)) {
     if (hd == 64)
-      return o == 132 ? make_plan<MmaCfg<64, 32, 1>, REL>(relH, relW)
-             : o == 164 ? make_plan<MmaCfg<64, 64, 1>, REL>(relH, relW)
-                        : make_plan<MmaCfg<64, 64, 2>, REL>(relH, relW);
-    return o == 132 ? make_plan<MmaCfg<80, 32, 1>, REL>(relH, relW)
-           : o == 164 ? make_plan<MmaCfg<80, 64, 1>, REL>(relH, relW)
-                      : make_plan<MmaCfg<80, 64, 2>, REL>(relH, relW);
+      return o == 132    ? make_plan<MmaCfg<64, 32, 1>, REL>(relH, relW)
+             : o == 164  ? make_plan<MmaCfg<64, 64, 1>, REL>(relH, relW)
+             : o == 1328 ? make_plan<MmaCfg<64, 32, 1, 8>, REL>(relH, relW)
+             : o == 1648 ? make_plan<MmaCfg<64, 64, 1, 8>, REL>(relH, relW)
+                         : make_plan<MmaCfg<64, 64, 2>, REL>(relH, relW);
+    return o == 132    ? make_plan<MmaCfg<80, 32, 1>, REL>(relH, relW)
+           : o == 164  ? make_plan<MmaCfg<80, 64, 1>, REL>(relH, relW)
+           : o == 1328 ? make_plan<MmaCfg<80, 32, 1, 8>, REL>(relH, relW)
+           : o == 1648 ? make_plan<MmaCfg<80, 64, 1, 8>, REL>(relH, relW)
+                       : make_plan<MmaCfg<80, 64, 2>, REL>(relH, relW);
   }
   switch (hd) {
     case 64:
