@@ -1,39 +1,12 @@
 // Random SAM weights for benchmarks and tests that need no checkpoint: every tensor the model
 // loads, drawn from N(0, std) with a fixed seed (LayerNorm weights around 1).
-#include <random>
-
+#include "models/random_weights.h"
 #include "models/sam/sam_model.h"
 
 namespace vitrt::sam {
 
-namespace {
-struct Filler {
-  std::mt19937_64 rng;
-  StateDict sd;
-  void normal(const std::string& key, Shape shape, float mean, float std) {
-    Tensor t = Tensor::empty(std::move(shape));
-    std::normal_distribution<float> d(mean, std);
-    float* p = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = d(rng);
-    sd[key] = t;
-  }
-  void linear(const std::string& p, int64_t out, int64_t in, bool bias = true) {
-    normal(p + ".weight", {out, in}, 0.f, 1.f / std::sqrt(static_cast<float>(in)));
-    if (bias) normal(p + ".bias", {out}, 0.f, 0.02f);
-  }
-  void norm(const std::string& p, int64_t d) {
-    normal(p + ".weight", {d}, 1.f, 0.1f);
-    normal(p + ".bias", {d}, 0.f, 0.1f);
-  }
-  void conv(const std::string& p, int64_t out, int64_t in, int64_t k, bool bias = true) {
-    normal(p + ".weight", {out, in, k, k}, 0.f, 1.f / std::sqrt(static_cast<float>(in * k * k)));
-    if (bias) normal(p + ".bias", {out}, 0.f, 0.02f);
-  }
-};
-}  // namespace
-
 StateDict random_state_dict(const SamConfig& c, uint64_t seed) {
-  Filler f{std::mt19937_64(seed), {}};
+  models::RandomWeights f(seed);
   const int64_t C = c.embed_dim, g = c.grid_size(), D = c.out_chans, hd = C / c.num_heads;
   const std::string e = "image_encoder.";
   f.conv(e + "patch_embed.proj", C, 3, c.patch_size);

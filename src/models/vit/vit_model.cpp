@@ -5,12 +5,12 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 #include <regex>
 #include <set>
 
 #include "io/vitrt_model_file.h"
 #include "models/sam/weights.h"
+#include "models/random_weights.h"
 #include "models/vit/vit_model.h"
 #include "ops/ops.h"
 
@@ -339,33 +339,10 @@ std::vector<std::string> read_class_names(const std::string& path) {
   return names;
 }
 
-namespace {
-struct Filler {
-  std::mt19937_64 rng;
-  StateDict sd;
-  void normal(const std::string& key, Shape shape, float mean, float std) {
-    Tensor t = Tensor::empty(std::move(shape));
-    std::normal_distribution<float> d(mean, std);
-    float* p = t.data<float>();
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = d(rng);
-    sd[key] = t;
-  }
-  void linear(const std::string& p, int64_t out, int64_t in) {
-    normal(p + ".weight", {out, in}, 0.f, 1.f / std::sqrt(static_cast<float>(in)));
-    normal(p + ".bias", {out}, 0.f, 0.02f);
-  }
-  void norm(const std::string& p, int64_t d) {
-    normal(p + ".weight", {d}, 1.f, 0.1f);
-    normal(p + ".bias", {d}, 0.f, 0.1f);
-  }
-};
-}  // namespace
-
 StateDict vit_random_state_dict(const VitConfig& c, uint64_t seed) {
-  Filler f{std::mt19937_64(seed), {}};
+  models::RandomWeights f(seed);
   const int64_t C = c.hidden_dim, p = c.patch_size;
-  f.normal("conv_proj.weight", {C, 3, p, p}, 0.f, 1.f / std::sqrt(static_cast<float>(3 * p * p)));
-  f.normal("conv_proj.bias", {C}, 0.f, 0.02f);
+  f.conv("conv_proj", C, 3, p);
   f.normal("class_token", {1, 1, C}, 0.f, 0.02f);
   f.normal("encoder.pos_embedding", {1, c.num_tokens(), C}, 0.f, 0.02f);
   for (int i = 0; i < c.num_layers; ++i) {
