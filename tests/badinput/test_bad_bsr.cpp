@@ -11,26 +11,17 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "error_test_util.h"
 #include "io/vitrt_model_file.h"
 #include "vitrt/bsr.h"
 
 namespace vitrt {
 namespace {
 
+using test::expect_error;
+
 using nlohmann::json;
 
-template <class Exc>
-void expect_error(const std::function<void()>& f, std::initializer_list<const char*> words) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception thrown";
-  } catch (const Exc& e) {
-    const std::string msg = e.what();
-    for (const char* w : words) EXPECT_NE(msg.find(w), std::string::npos) << "'" << w << "' not in: " << msg;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
 
 // A raw safetensors writer, so the tests can store what write_model_file would refuse to write.
 struct RawTensor {

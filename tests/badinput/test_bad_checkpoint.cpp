@@ -7,11 +7,14 @@
 #include <functional>
 #include <random>
 
+#include "error_test_util.h"
 #include "io/pickle.h"
 #include "vitrt/checkpoint.h"
 
 namespace vitrt {
 namespace {
+
+using test::expect_error;
 
 namespace fs = std::filesystem;
 
@@ -31,19 +34,6 @@ std::string write_tmp(const std::string& name, const std::vector<uint8_t>& bytes
   return path;
 }
 
-// Runs `load` and requires an exception of type Exc whose message contains every word.
-template <class Exc>
-void expect_error(const std::function<void()>& load, std::initializer_list<const char*> words) {
-  try {
-    load();
-    ADD_FAILURE() << "no exception thrown";
-  } catch (const Exc& e) {
-    std::string msg = e.what();
-    for (const char* w : words) EXPECT_NE(msg.find(w), std::string::npos) << "'" << w << "' not in: " << msg;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
 
 void expect_checkpoint_error(const std::string& file, std::initializer_list<const char*> words) {
   SCOPED_TRACE(file);

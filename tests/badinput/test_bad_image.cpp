@@ -6,11 +6,14 @@
 #include <fstream>
 #include <random>
 
+#include "error_test_util.h"
 #include "vitrt/error.h"
 #include "vitrt/image.h"
 
 namespace vitrt {
 namespace {
+
+using test::expect_error;
 
 const std::string kDir = std::string(VITRT_FIXTURES) + "/image/";
 const std::string kTmp = std::string(VITRT_TEST_TMP) + "/";
@@ -25,19 +28,6 @@ void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
       .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
 }
 
-// Runs `f`, expecting exception E whose message contains every one of `words`.
-template <class E, class F>
-void expect_error(F f, std::initializer_list<const char*> words) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception";
-  } catch (const E& e) {
-    for (const char* w : words) EXPECT_NE(std::string(e.what()).find(w), std::string::npos)
-        << "'" << w << "' not in: " << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
 
 TEST(BadImage, ZeroByteFile) {
   write_bytes(kTmp + "empty.png", {});

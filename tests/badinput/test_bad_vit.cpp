@@ -2,6 +2,7 @@
 // non-zero exit of `vitrt classify`) and a message that names what is wrong.
 #include <gtest/gtest.h>
 
+#include "error_test_util.h"
 #include "cli_test_util.h"
 
 #include <array>
@@ -17,21 +18,11 @@
 namespace vitrt {
 namespace {
 
+using test::expect_error;
+
 const std::string& kDir = test::kVitFixtures;
 VitConfig small_config() { return test::small_vit_config(); }
 
-template <class Exc>
-void expect_error(const std::function<void()>& f, std::initializer_list<const char*> words) {
-  try {
-    f();
-    ADD_FAILURE() << "no exception thrown";
-  } catch (const Exc& e) {
-    const std::string msg = e.what();
-    for (const char* w : words) EXPECT_NE(msg.find(w), std::string::npos) << "'" << w << "' not in: " << msg;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
 
 void load(const StateDict& sd) { vit_from_state_dict(sd, Device::CPU, DType::F32, 3); }
 
