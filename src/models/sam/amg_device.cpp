@@ -95,6 +95,18 @@ std::vector<T> download(const Tensor& dev, int64_t n) {
   return v;
 }
 
+// LogitUpscaler's geometry for the kernels: low-res square -> img_size, keep input_h x input_w, -> the crop.
+cuda::MaskUpscale upscale_geometry(int low_res, int img_size, int input_h, int input_w, const CropBox& crop) {
+  cuda::MaskUpscale g;
+  g.low_h = g.low_w = low_res;
+  g.img_size = img_size;
+  g.input_h = input_h;
+  g.input_w = input_w;
+  g.out_h = crop.height();
+  g.out_w = crop.width();
+  return g;
+}
+
 // Planes per device call of encode_rle: bounds the bit-packed masks' memory (a 4K image's mask is
 // ~1 MiB packed) while keeping every launch large.
 constexpr size_t kRleChunk = 512;
@@ -117,13 +129,7 @@ void DeviceCropMasks::filter_batch(const Tensor& low_res, int first, int count, 
               "DeviceCropMasks: batches of one crop must have one dtype");
   dtype_ = low_res.dtype();
   const AmgOptions& o = options_;
-  // As filter_batch: comparisons of float32 tensors with Python floats happen in float32.
-  constexpr double kMaskThreshold = 0.0;  // Sam.mask_threshold
-  const float iou_thr = static_cast<float>(o.pred_iou_thresh);
-  const float stab_thr = static_cast<float>(o.stability_score_thresh);
-  const float hi = static_cast<float>(kMaskThreshold + o.stability_score_offset);
-  const float lo = static_cast<float>(kMaskThreshold - o.stability_score_offset);
-  const float thr = static_cast<float>(kMaskThreshold);
+  const FilterThresholds t(o);  // the CPU filter's float32 thresholds
 
   // The IoU filter on the host: it needs no pixels, and the scores are here anyway.
   const float* scores = iou.data<float>();
@@ -134,7 +140,7 @@ void DeviceCropMasks::filter_batch(const Tensor& low_res, int first, int count, 
   for (int64_t i = 0; i < n; ++i)
     for (int64_t k = first; k < first + count; ++k) {
       const int64_t idx = i * K + k;
-      if (o.pred_iou_thresh > 0.0 && !(scores[idx] > iou_thr)) continue;
+      if (o.pred_iou_thresh > 0.0 && !(scores[idx] > t.iou)) continue;
       cand.push_back(idx);
       cand_ptr.push_back(base + static_cast<size_t>(idx) * plane_bytes);
     }
@@ -143,14 +149,8 @@ void DeviceCropMasks::filter_batch(const Tensor& low_res, int first, int count, 
   const int64_t nc = static_cast<int64_t>(cand.size());
   const Tensor ptrs = upload(cand_ptr);
   Tensor stats_dev = device_buffer<cuda::MaskPlaneStats>(nc);
-  cuda::MaskUpscale g;
-  g.low_h = g.low_w = low_res_;
-  g.img_size = img_size_;
-  g.input_h = input_h_;
-  g.input_w = input_w_;
-  g.out_h = crop_.height();
-  g.out_w = crop_.width();
-  cuda::upscaled_mask_stats(dtype_, static_cast<const void* const*>(ptrs.raw()), nc, g, thr, hi, lo,
+  const cuda::MaskUpscale g = upscale_geometry(low_res_, img_size_, input_h_, input_w_, crop_);
+  cuda::upscaled_mask_stats(dtype_, static_cast<const void* const*>(ptrs.raw()), nc, g, t.mask, t.above_hi, t.above_lo,
                             static_cast<cuda::MaskPlaneStats*>(stats_dev.raw()));
   const std::vector<cuda::MaskPlaneStats> stats = download<cuda::MaskPlaneStats>(stats_dev, nc);
 
@@ -158,7 +158,7 @@ void DeviceCropMasks::filter_batch(const Tensor& low_res, int first, int count, 
   for (int64_t c = 0; c < nc; ++c) {
     const cuda::MaskPlaneStats& s = stats[c];
     const float stab = stability_score(s.above_hi, s.above_lo);
-    if (o.stability_score_thresh > 0.0 && !(stab >= stab_thr)) continue;
+    if (o.stability_score_thresh > 0.0 && !(stab >= t.stability)) continue;
     // batched_mask_to_box: [0, 0, 0, 0] for an empty mask.
     const std::array<int64_t, 4> box =
         s.empty() ? std::array<int64_t, 4>{0, 0, 0, 0} : std::array<int64_t, 4>{s.x0, s.y0, s.x1, s.y1};
@@ -179,13 +179,7 @@ void DeviceCropMasks::filter_batch(const Tensor& low_res, int first, int count, 
 }
 
 void DeviceCropMasks::encode_rle(std::vector<CropMask>& masks) const {
-  cuda::MaskUpscale g;
-  g.low_h = g.low_w = low_res_;
-  g.img_size = img_size_;
-  g.input_h = input_h_;
-  g.input_w = input_w_;
-  g.out_h = crop_.height();
-  g.out_w = crop_.width();
+  const cuda::MaskUpscale g = upscale_geometry(low_res_, img_size_, input_h_, input_w_, crop_);
   cuda::MaskPlacement p;
   p.h = crop_.height();
   p.w = crop_.width();

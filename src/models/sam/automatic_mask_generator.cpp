@@ -143,23 +143,24 @@ void decode_points(const SamModel& model, const ImageEmbedding& e, const std::ve
   }
 }
 
+FilterThresholds::FilterThresholds(const AmgOptions& o)
+    : iou(static_cast<float>(o.pred_iou_thresh)),
+      stability(static_cast<float>(o.stability_score_thresh)),
+      above_hi(static_cast<float>(kMaskThreshold + o.stability_score_offset)),
+      above_lo(static_cast<float>(kMaskThreshold - o.stability_score_offset)),
+      mask(static_cast<float>(kMaskThreshold)) {}
+
 void filter_batch(const Tensor& low_res, const Tensor& iou, const std::vector<GridPoint>& pts,
                   const LogitUpscaler& up, const CropBox& crop, int crop_index, int orig_h, int orig_w,
                   const AmgOptions& o, std::vector<CropMask>& out) {
   const int64_t n = low_res.size(0), K = low_res.size(1), m = low_res.size(2);
   const int ch = up.out_h(), cw = up.out_w();
-  // Comparisons of float32 tensors with Python floats happen in float32.
-  constexpr double kMaskThreshold = 0.0;  // Sam.mask_threshold
-  const float iou_thr = static_cast<float>(o.pred_iou_thresh);
-  const float stab_thr = static_cast<float>(o.stability_score_thresh);
-  const float hi = static_cast<float>(kMaskThreshold + o.stability_score_offset);
-  const float lo = static_cast<float>(kMaskThreshold - o.stability_score_offset);
-  const float thr = static_cast<float>(kMaskThreshold);
+  const FilterThresholds t(o);
 
   // The IoU filter first: it needs no pixels.
   std::vector<int64_t> cand;
   for (int64_t i = 0; i < n * K; ++i)
-    if (!(o.pred_iou_thresh > 0.0) || iou.data<float>()[i] > iou_thr) cand.push_back(i);
+    if (!(o.pred_iou_thresh > 0.0) || iou.data<float>()[i] > t.iou) cand.push_back(i);
   std::vector<std::optional<CropMask>> slots(cand.size());
 
 #pragma omp parallel
@@ -175,15 +176,15 @@ void filter_batch(const Tensor& low_res, const Tensor& iou, const std::vector<Gr
         uint8_t* mr = mask.data() + static_cast<size_t>(y) * cw;
         for (int x = 0; x < cw; ++x) {
           const float v = row[x];
-          ri += v > hi;
-          ru += v > lo;
-          mr[x] = v > thr;
+          ri += v > t.above_hi;
+          ru += v > t.above_lo;
+          mr[x] = v > t.mask;
         }
         inter += static_cast<int16_t>(ri);  // .sum(-1, dtype=torch.int16)
         uni += static_cast<int16_t>(ru);
       });
       const float stab = stability_score(inter, uni);
-      if (o.stability_score_thresh > 0.0 && !(stab >= stab_thr)) continue;
+      if (o.stability_score_thresh > 0.0 && !(stab >= t.stability)) continue;
       const auto box = mask_to_box(mask.data(), ch, cw);
       if (is_box_near_crop_edge(box, crop, orig_w, orig_h)) continue;
       CropMask cm;

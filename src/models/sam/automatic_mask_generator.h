@@ -36,6 +36,20 @@ struct CropMask {
   int64_t device_plane = -1;  // device path: its logit plane in DeviceCropMasks (rle still empty)
 };
 
+// Sam.mask_threshold: a mask pixel is a logit above it.
+constexpr double kMaskThreshold = 0.0;
+
+// The per-batch filter thresholds in float32: the reference compares float32 tensors with Python
+// floats, i.e. in float32. Shared by the CPU filter below and the device one (amg_device.cpp).
+struct FilterThresholds {
+  float iou;        // pred_iou_thresh
+  float stability;  // stability_score_thresh
+  float above_hi;   // mask_threshold + stability_score_offset
+  float above_lo;   // mask_threshold - stability_score_offset
+  float mask;       // mask_threshold
+  explicit FilterThresholds(const AmgOptions& o);
+};
+
 // The filters of _process_batch in their order, on CPU threads, one mask per task: predicted IoU
 // (skipping the upscale of masks that fail it), then upscaling to the crop size, stability score,
 // thresholding, box, the crop-edge test and the uncropped RLE. Appends survivors to `out` in the
