@@ -29,8 +29,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <initializer_list>
+#include <string>
 #include <type_traits>
 
 #include "ops/cuda/attention.h"
@@ -922,38 +922,35 @@ MmaPlan make_plan(int relH, int relW) {
 //   hd 64: windows 1x64 1.47, 2x64 1.82, 1x32 1.51; global 1x64 13.6, 2x64 13.3, 1x32 12.7
 //   hd 80: windows 1x64 2.61, 2x64 2.68, 1x32 2.34; global 1x64 26.2, 2x64 19.8, 1x32 23.1
 // (MT x BN; MT = 2 reuses every K / V fragment for two m-tiles but needs ~220 registers).
-// VITRT_ATTN_TILE=<MT>x<BN>[w8] (e.g. 2x64, 1x32w8: 8 warps) overrides the table below for head dims
-// 64 and 80, for
-// benchmark sweeps on the GPU machine (scripts/device-check.sh); unset in normal use.
-int tile_override() {
-  static const int v = [] {
+// VITRT_ATTN_TILE=<MT>x<BN>[w8] (1x32, 1x64, 2x64, 1x32w8, 1x64w8; w8: 8-warp CTAs) overrides the
+// table below for head dims 64 and 80, for benchmark sweeps on the GPU machine
+// (scripts/device-check.sh); unset in normal use. Read once per process.
+const std::string& tile_override() {
+  static const std::string v = [] {
     const char* e = std::getenv("VITRT_ATTN_TILE");
-    if (!e) return 0;
-    if (!std::strcmp(e, "1x32")) return 132;
-    if (!std::strcmp(e, "1x64")) return 164;
-    if (!std::strcmp(e, "2x64")) return 264;
-    if (!std::strcmp(e, "1x32w8")) return 1328;  // 8 warps: 128 query rows per CTA
-    if (!std::strcmp(e, "1x64w8")) return 1648;
-    return 0;
+    return std::string(e ? e : "");
   }();
   return v;
+}
+
+// The plan of a named tile for head dim HD (no plan for an unknown name).
+template <int HD, bool REL>
+MmaPlan plan_for_tile(const std::string& tile, int relH, int relW) {
+  if (tile == "1x32") return make_plan<MmaCfg<HD, 32, 1>, REL>(relH, relW);
+  if (tile == "1x64") return make_plan<MmaCfg<HD, 64, 1>, REL>(relH, relW);
+  if (tile == "2x64") return make_plan<MmaCfg<HD, 64, 2>, REL>(relH, relW);
+  if (tile == "1x32w8") return make_plan<MmaCfg<HD, 32, 1, 8>, REL>(relH, relW);
+  if (tile == "1x64w8") return make_plan<MmaCfg<HD, 64, 1, 8>, REL>(relH, relW);
+  return {};
 }
 
 template <bool REL>
 MmaPlan mma_plan_for(int hd, int64_t nq, int relH, int relW) {
   const bool long_seq = nq >= 1024;
-  if (const int o = tile_override(); o && (hd == 64 || hd == 80)) {
-    if (hd == 64)
-      return o == 132    ? make_plan<MmaCfg<64, 32, 1>, REL>(relH, relW)
-             : o == 164  ? make_plan<MmaCfg<64, 64, 1>, REL>(relH, relW)
-             : o == 1328 ? make_plan<MmaCfg<64, 32, 1, 8>, REL>(relH, relW)
-             : o == 1648 ? make_plan<MmaCfg<64, 64, 1, 8>, REL>(relH, relW)
-                         : make_plan<MmaCfg<64, 64, 2>, REL>(relH, relW);
-    return o == 132    ? make_plan<MmaCfg<80, 32, 1>, REL>(relH, relW)
-           : o == 164  ? make_plan<MmaCfg<80, 64, 1>, REL>(relH, relW)
-           : o == 1328 ? make_plan<MmaCfg<80, 32, 1, 8>, REL>(relH, relW)
-           : o == 1648 ? make_plan<MmaCfg<80, 64, 1, 8>, REL>(relH, relW)
-                       : make_plan<MmaCfg<80, 64, 2>, REL>(relH, relW);
+  if (const std::string& tile = tile_override(); !tile.empty() && (hd == 64 || hd == 80)) {
+    const MmaPlan pl =
+        hd == 64 ? plan_for_tile<64, REL>(tile, relH, relW) : plan_for_tile<80, REL>(tile, relH, relW);
+    if (pl.fn) return pl;
   }
   switch (hd) {
     case 64:
