@@ -241,6 +241,14 @@ std::vector<std::vector<Prediction>> decode_prompts(const SamModel& model,
   const int64_t K = multimask_output ? c.num_multimask_outputs : 1;
   const bool on_gpu = model.device == Device::CUDA;
   Tensor dense_one;  // the no-mask dense embedding [g*g, D], shared by every prompt without a mask input
+  // The embeddings are kept as float32 on the host; the decoder gets each in its own device/dtype,
+  // converted once however many token-count groups use it.
+  std::vector<Tensor> in_model(static_cast<size_t>(I));
+  auto image_in_model = [&](int64_t i) -> const Tensor& {
+    Tensor& t = in_model[static_cast<size_t>(i)];
+    if (!t.defined()) t = ops::cast(embeddings[i]->features.to(model.device), model.dtype);
+    return t;
+  };
   for (const auto& [n_tokens, members] : groups) {
     const int64_t B = static_cast<int64_t>(members.size());
     // The images this group touches, and how many of its prompts each has.
@@ -252,10 +260,9 @@ std::vector<std::vector<Prediction>> decode_prompts(const SamModel& model,
       }
       ++counts.back();
     }
-    // The embeddings are kept as float32 on the host; the decoder gets them in its own device/dtype.
     std::vector<Tensor> feats;
-    for (int64_t i : images) feats.push_back(embeddings[i]->features);
-    const Tensor image = ops::cast((feats.size() == 1 ? feats[0] : ops::cat(feats, 0)).to(model.device), model.dtype);
+    for (int64_t i : images) feats.push_back(image_in_model(i));
+    const Tensor image = feats.size() == 1 ? feats[0] : ops::cat(feats, 0);
 
     Tensor sp = Tensor::empty({B, n_tokens, D});
     bool any_mask_input = false;
