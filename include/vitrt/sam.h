@@ -94,6 +94,16 @@ struct Prediction {
   Tensor logits;          // [K, H, W] float32 at original size, only when return_logits
 };
 
+// The answers to a batch of prompt sets on one image, left where the model runs (on the GPU for a
+// CUDA model): the counterpart of the reference's predict_torch, for callers that go on working on
+// the device or bring back only part of it. Row b answers prompts[b].
+struct BatchPrediction {
+  Tensor masks;           // [B, K, H, W] uint8 0/1 at the original size
+  Tensor scores;          // [B, K] float32 predicted IoU
+  Tensor low_res_logits;  // [B, K, 256, 256] float32
+  Tensor logits;          // [B, K, H, W] float32 at the original size, only when return_logits
+};
+
 class SamPredictor {
  public:
   explicit SamPredictor(std::shared_ptr<const SamModel> model);
@@ -107,9 +117,13 @@ class SamPredictor {
 
   // Decodes one prompt set. Throws InvalidArgument for out-of-range or malformed prompts.
   Prediction predict(const Prompt& prompt, bool multimask_output = true, bool return_logits = false) const;
-  // Decodes many prompt sets in one decoder batch (e.g. one box each).
+  // Decodes many prompt sets in one decoder batch (e.g. one box each). The masks (and logits) of
+  // the predictions of one call are views of shared blocks: clone() one to keep it alone.
   std::vector<Prediction> predict_batch(const std::vector<Prompt>& prompts, bool multimask_output = true,
                                         bool return_logits = false) const;
+  // predict_batch with the results left on the model's device, nothing copied to the host.
+  BatchPrediction predict_batch_on_device(const std::vector<Prompt>& prompts, bool multimask_output = true,
+                                          bool return_logits = false) const;
 
   const SamModel& model() const { return *model_; }
 

@@ -71,6 +71,42 @@ TEST_F(CudaPredictor, MultiImageMatchesCpuPerImage) {
   }
 }
 
+TEST_F(CudaPredictor, BatchOnDeviceMatchesHostBatch) {
+  // predict_batch_on_device keeps everything on the GPU; row b must equal predict_batch's answer b,
+  // including when prompts of different token counts (points, a box, two points) and a mask input
+  // decode in separate groups and are scattered back into the prompts' order.
+  auto cpu_model = test::small_model();
+  auto gpu_model = cpu_model->to(Device::CUDA, DType::F32);
+  SamPredictor p(gpu_model);
+  p.set_image(test::random_image(80, 48, 21));  // 80 wide, 48 high
+  std::vector<Prompt> prompts(6);
+  prompts[0].points = {{10, 10, 1}};
+  prompts[1].box = Box{2, 3, 40, 30};
+  prompts[2].points = {{60, 20, 1}, {5, 40, 0}};
+  prompts[3].points = {{70, 44, 1}};
+  prompts[4].points = {{33, 12, 1}};
+  prompts[5].points = {{20, 20, 1}};
+  for (bool multimask : {true, false}) {
+    SCOPED_TRACE(multimask ? "multimask" : "single");
+    prompts[4].mask_input = p.predict(prompts[3], multimask).low_res_logits.slice0(0, 1).clone();
+    const auto host = p.predict_batch(prompts, multimask, /*return_logits=*/true);
+    const BatchPrediction dev = p.predict_batch_on_device(prompts, multimask, /*return_logits=*/true);
+    const int64_t K = multimask ? 3 : 1;
+    ASSERT_TRUE(dev.masks.is_cuda());
+    ASSERT_EQ(dev.masks.shape(), (Shape{6, K, 48, 80}));
+    ASSERT_EQ(dev.scores.shape(), (Shape{6, K}));
+    const Tensor masks = dev.masks.to(Device::CPU), scores = dev.scores.to(Device::CPU);
+    const Tensor low = dev.low_res_logits.to(Device::CPU), logits = dev.logits.to(Device::CPU);
+    for (int64_t b = 0; b < 6; ++b) {
+      SCOPED_TRACE("prompt " + std::to_string(b));
+      EXPECT_EQ(mask_diff(masks.slice0(b, b + 1).reshape(host[b].masks.shape()), host[b].masks), 0.0);
+      EXPECT_LT(rel_err(low.slice0(b, b + 1).reshape(host[b].low_res_logits.shape()), host[b].low_res_logits), 1e-6);
+      EXPECT_LT(rel_err(logits.slice0(b, b + 1).reshape(host[b].logits.shape()), host[b].logits), 1e-6);
+      for (int64_t k = 0; k < K; ++k) EXPECT_FLOAT_EQ(scores.data<float>()[b * K + k], host[b].scores[k]);
+    }
+  }
+}
+
 TEST_F(CudaPredictor, EmbedImagesMatchesCpu) {
   // Images of three sizes through the GPU encoder in one batch (GPU pre-processing, fp32) against the
   // CPU model one by one.

@@ -109,6 +109,34 @@ TEST(SamPredictor, BatchEqualsOneByOne) {
   }
 }
 
+TEST(SamPredictor, BatchOnDeviceStacksTheBatch) {
+  // On a CPU model the "device" is the host: row b of each tensor is predict_batch's answer b.
+  auto model = test::small_model();
+  SamPredictor p(model);
+  p.set_image(test::random_image(70, 40, 5));  // 70 wide, 40 high
+  std::vector<Prompt> prompts(3);
+  prompts[0].points = {{10, 10, 1}};
+  prompts[1].box = Box{0, 0, 30, 30};
+  prompts[2].points = {{50, 20, 1}, {5, 5, 0}};
+  const auto want = p.predict_batch(prompts, true, true);
+  const BatchPrediction got = p.predict_batch_on_device(prompts, true, true);
+  ASSERT_EQ(got.masks.shape(), (Shape{3, 3, 40, 70}));
+  ASSERT_EQ(got.scores.shape(), (Shape{3, 3}));
+  const int64_t m4 = sam_config(*model).low_res_size();  // 256 for the real models
+  ASSERT_EQ(got.low_res_logits.shape(), (Shape{3, 3, m4, m4}));
+  ASSERT_EQ(got.logits.shape(), (Shape{3, 3, 40, 70}));
+  for (int64_t b = 0; b < 3; ++b) {
+    const int64_t plane = 3 * 40 * 70;
+    EXPECT_EQ(std::memcmp(got.masks.data<uint8_t>() + b * plane, want[b].masks.raw(), plane), 0) << b;
+    EXPECT_EQ(std::memcmp(got.logits.data<float>() + b * plane, want[b].logits.raw(), plane * 4), 0) << b;
+    EXPECT_EQ(std::memcmp(got.low_res_logits.data<float>() + b * 3 * m4 * m4, want[b].low_res_logits.raw(),
+                          want[b].low_res_logits.nbytes()), 0) << b;
+    for (int64_t k = 0; k < 3; ++k) EXPECT_EQ(got.scores.data<float>()[b * 3 + k], want[b].scores[k]);
+  }
+  // Without return_logits no logits are made.
+  EXPECT_FALSE(p.predict_batch_on_device(prompts, false).logits.defined());
+}
+
 TEST(SamPredictor, MultiImageBatchEqualsPerImage) {
   // Three images of different sizes, 2 / 0 / 3 prompts (one with a mask input, so both the shared and
   // the per-prompt dense paths run), decoded together vs image by image.

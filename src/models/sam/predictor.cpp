@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 
+#include "core/device_memory.h"
 #include "models/sam/sam_model.h"
 #include "ops/cpu/interpolate.h"
 #include "ops/cpu/resize_antialias.h"
@@ -205,35 +206,42 @@ Prediction SamPredictor::predict(const Prompt& prompt, bool multimask_output, bo
 
 namespace {
 
-// The decoder for prompts on one or several images. Prompt sets with the same number of sparse
-// tokens form one decoder batch across all images, grouped by image (the ragged batch
-// segment-anything-fast builds with NestedTensor); prompts without a mask input share one dense
-// embedding, so the [B, g*g, D] dense batch is never built; on the GPU each image's masks are
-// post-processed in one launch and downloaded once.
-std::vector<std::vector<Prediction>> decode_prompts(const SamModel& model,
-                                                    const std::vector<const ImageEmbedding*>& embeddings,
-                                                    const std::vector<std::vector<Prompt>>& prompts,
-                                                    bool multimask_output, bool return_logits) {
+// One decoder batch: the prompt sets with the same number of sparse tokens, across all images,
+// grouped by image (the ragged batch segment-anything-fast builds with NestedTensor).
+struct DecoderGroup {
+  std::vector<std::pair<int64_t, size_t>> members;  // (image, prompt) per batch row, in image order
+  std::vector<int64_t> images, counts;              // the images the group touches, its prompts on each
+  Tensor low_res;  // [B, K, m4, m4] the returned masks' low-res logits (model device and dtype)
+  Tensor iou;      // [B, M] predicted IoU of all M mask tokens (model device and dtype)
+  // GPU only, one per entry of `images`: its masks post-processed on the device in one launch,
+  // [n * K, H, W] uint8, and the float32 logits when asked for.
+  std::vector<Tensor> masks, logits;
+};
+
+// Prompt encoding and the mask decoder for prompts on one or several images; on the GPU the mask
+// post-processing too. Prompts without a mask input share one dense embedding, so neither the
+// per-prompt [g*g, D] dense tensor nor the [B, g*g, D] dense batch is ever built for them.
+std::vector<DecoderGroup> run_decoder(const SamModel& model, const std::vector<const ImageEmbedding*>& embeddings,
+                                      const std::vector<std::vector<Prompt>>& prompts, bool multimask_output,
+                                      bool return_logits) {
   const SamConfig& c = model.config;
   const sam::PromptEncoder& pe = model.prompt_encoder;
   const int64_t D = c.out_chans, HW = c.grid_size() * c.grid_size(), m4 = c.low_res_size();
   const int64_t I = static_cast<int64_t>(embeddings.size());
 
-  // Per (image, prompt): the prompt encoder's output; groups by sparse token count, each a list of
-  // (image, prompt) in image order.
-  std::map<int64_t, std::vector<std::pair<int64_t, size_t>>> groups;
+  // Per (image, prompt): the sparse tokens (and the dense embedding only for a mask input); groups
+  // by sparse token count.
+  std::map<int64_t, std::vector<std::pair<int64_t, size_t>>> by_tokens;
   std::vector<std::vector<Tensor>> sparse(I), dense(I);
-  std::vector<std::vector<Prediction>> results(I);
   for (int64_t i = 0; i < I; ++i) {
     const size_t n = prompts[i].size();
     sparse[i].resize(n);
     dense[i].resize(n);
-    results[i].resize(n);
     for (size_t j = 0; j < n; ++j) {
       sam::ModelPrompt mp = to_model_prompt(prompts[i][j], *embeddings[i], c);
       sparse[i][j] = pe.sparse_embeddings(mp);
-      dense[i][j] = pe.dense_embeddings(mp);
-      groups[sparse[i][j].size(0)].push_back({i, j});
+      if (mp.mask_input.defined()) dense[i][j] = pe.dense_embeddings(mp);
+      by_tokens[sparse[i][j].size(0)].push_back({i, j});
     }
   }
 
@@ -249,68 +257,95 @@ std::vector<std::vector<Prediction>> decode_prompts(const SamModel& model,
     if (!t.defined()) t = ops::cast(embeddings[i]->features.to(model.device), model.dtype);
     return t;
   };
-  for (const auto& [n_tokens, members] : groups) {
-    const int64_t B = static_cast<int64_t>(members.size());
-    // The images this group touches, and how many of its prompts each has.
-    std::vector<int64_t> images, counts;
-    for (const auto& [i, j] : members) {
-      if (images.empty() || images.back() != i) {
-        images.push_back(i);
-        counts.push_back(0);
+  std::vector<DecoderGroup> groups;
+  for (auto& [n_tokens, members] : by_tokens) {
+    DecoderGroup& g = groups.emplace_back();
+    g.members = std::move(members);
+    const int64_t B = static_cast<int64_t>(g.members.size());
+    for (const auto& [i, j] : g.members) {
+      if (g.images.empty() || g.images.back() != i) {
+        g.images.push_back(i);
+        g.counts.push_back(0);
       }
-      ++counts.back();
+      ++g.counts.back();
     }
     std::vector<Tensor> feats;
-    for (int64_t i : images) feats.push_back(image_in_model(i));
+    for (int64_t i : g.images) feats.push_back(image_in_model(i));
     const Tensor image = feats.size() == 1 ? feats[0] : ops::cat(feats, 0);
 
     Tensor sp = Tensor::empty({B, n_tokens, D});
     bool any_mask_input = false;
     for (int64_t b = 0; b < B; ++b) {
-      const auto [i, j] = members[b];
+      const auto [i, j] = g.members[b];
       std::memcpy(sp.data<float>() + b * n_tokens * D, sparse[i][j].raw(), sizeof(float) * n_tokens * D);
-      any_mask_input |= prompts[i][j].mask_input.defined();
+      any_mask_input |= dense[i][j].defined();
     }
-    Tensor masks, iou;
+    Tensor masks;
     if (!any_mask_input) {
-      if (!dense_one.defined()) dense_one = dense[members[0].first][members[0].second];
-      model.mask_decoder.forward_shared_dense(image, model.image_pe, sp, dense_one, masks, iou, &counts);
+      if (!dense_one.defined()) dense_one = pe.dense_embeddings(sam::ModelPrompt{});
+      model.mask_decoder.forward_shared_dense(image, model.image_pe, sp, dense_one, masks, g.iou, &g.counts);
     } else {
       Tensor de = Tensor::empty({B, HW, D});
       for (int64_t b = 0; b < B; ++b) {
-        const auto [i, j] = members[b];
+        const auto [i, j] = g.members[b];
+        if (!dense[i][j].defined()) {
+          if (!dense_one.defined()) dense_one = pe.dense_embeddings(sam::ModelPrompt{});
+          dense[i][j] = dense_one;
+        }
         std::memcpy(de.data<float>() + b * HW * D, dense[i][j].raw(), sizeof(float) * HW * D);
       }
-      model.mask_decoder.forward(image, model.image_pe, sp, de, masks, iou, &counts);
+      model.mask_decoder.forward(image, model.image_pe, sp, de, masks, g.iou, &g.counts);
     }
-    const int64_t M = masks.size(1);
     // The K returned masks of every prompt, [B, K, m4, m4], where the decoder left them.
-    const Tensor chosen = K == M ? masks : ops::narrow(masks, 1, first, K);
-    const Tensor low_host = ops::cast(chosen, DType::F32).to(Device::CPU);
-    const Tensor iou_host = ops::cast(iou, DType::F32).to(Device::CPU);
-    for (size_t gi = 0, b0 = 0; gi < images.size(); b0 += counts[gi], ++gi) {
-      const ImageEmbedding& e = *embeddings[images[gi]];
-      const int64_t n = counts[gi];
-      Tensor up_masks, up_logits;  // GPU: this image's masks post-processed in one launch, one download
-      if (on_gpu) {
-        Tensor logits_dev;
-        const Tensor mine = chosen.slice0(b0, b0 + n).to(Device::CUDA).reshape({n * K, m4, m4});
-        up_masks = ops::cuda_impl::postprocess_masks(mine, c.img_size, e.input_height, e.input_width,
-                                                     e.original_height, e.original_width,
-                                                     return_logits ? &logits_dev : nullptr)
-                       .to(Device::CPU);
-        if (return_logits) up_logits = logits_dev.to(Device::CPU);
-      }
-      for (int64_t k0 = 0; k0 < n; ++k0) {
+    // (forward(), the mask-input path, returns them on the host: moved back for the GPU's post-processing.)
+    g.low_res = (K == masks.size(1) ? masks : ops::narrow(masks, 1, first, K)).to(model.device);
+    g.iou = g.iou.to(model.device);
+    if (!on_gpu) continue;
+    for (size_t gi = 0, b0 = 0; gi < g.images.size(); b0 += g.counts[gi], ++gi) {
+      const ImageEmbedding& e = *embeddings[g.images[gi]];
+      const int64_t n = g.counts[gi];
+      Tensor logits_dev;
+      const Tensor mine = g.low_res.slice0(b0, b0 + n).reshape({n * K, m4, m4});
+      g.masks.push_back(ops::cuda_impl::postprocess_masks(mine, c.img_size, e.input_height, e.input_width,
+                                                          e.original_height, e.original_width,
+                                                          return_logits ? &logits_dev : nullptr));
+      g.logits.push_back(logits_dev);
+    }
+  }
+  return groups;
+}
+
+// run_decoder with every result brought to the host. A prediction's masks (and logits) are views
+// of its image's block for the group (one download each); the low-res logits are copied out, as
+// callers keep those alone (the server caches them for the next click).
+std::vector<std::vector<Prediction>> decode_prompts(const SamModel& model,
+                                                    const std::vector<const ImageEmbedding*>& embeddings,
+                                                    const std::vector<std::vector<Prompt>>& prompts,
+                                                    bool multimask_output, bool return_logits) {
+  const SamConfig& c = model.config;
+  const int64_t m4 = c.low_res_size();
+  const int64_t first = multimask_output ? 1 : 0;
+  const int64_t K = multimask_output ? c.num_multimask_outputs : 1;
+  std::vector<std::vector<Prediction>> results(embeddings.size());
+  for (size_t i = 0; i < embeddings.size(); ++i) results[i].resize(prompts[i].size());
+  for (const DecoderGroup& g : run_decoder(model, embeddings, prompts, multimask_output, return_logits)) {
+    const int64_t M = g.iou.size(1);
+    const Tensor low_host = ops::cast(g.low_res, DType::F32).to(Device::CPU);
+    const Tensor iou_host = ops::cast(g.iou, DType::F32).to(Device::CPU);
+    for (size_t gi = 0, b0 = 0; gi < g.images.size(); b0 += g.counts[gi], ++gi) {
+      const ImageEmbedding& e = *embeddings[g.images[gi]];
+      const bool on_gpu = !g.masks.empty();
+      const Tensor up_masks = on_gpu ? g.masks[gi].to(Device::CPU) : Tensor();
+      const Tensor up_logits = on_gpu && return_logits ? g.logits[gi].to(Device::CPU) : Tensor();
+      const Shape plane{K, static_cast<int64_t>(e.original_height), static_cast<int64_t>(e.original_width)};
+      for (int64_t k0 = 0; k0 < g.counts[gi]; ++k0) {
         const int64_t b = static_cast<int64_t>(b0) + k0;
-        Prediction& out = results[members[b].first][members[b].second];
-        // clone(): each prediction owns its memory rather than pinning the group's buffers.
+        Prediction& out = results[g.members[b].first][g.members[b].second];
         out.low_res_logits = low_host.slice0(b, b + 1).reshape({K, m4, m4}).clone();
         for (int64_t k = 0; k < K; ++k) out.scores.push_back(iou_host.data<float>()[b * M + first + k]);
         if (on_gpu) {
-          const Shape plane{K, static_cast<int64_t>(e.original_height), static_cast<int64_t>(e.original_width)};
-          out.masks = up_masks.slice0(k0 * K, (k0 + 1) * K).reshape(plane).clone();
-          if (return_logits) out.logits = up_logits.slice0(k0 * K, (k0 + 1) * K).reshape(plane).clone();
+          out.masks = up_masks.slice0(k0 * K, (k0 + 1) * K).reshape(plane);
+          if (return_logits) out.logits = up_logits.slice0(k0 * K, (k0 + 1) * K).reshape(plane);
         } else {
           postprocess(out.low_res_logits, e, c, return_logits, out);
         }
@@ -325,6 +360,61 @@ std::vector<std::vector<Prediction>> decode_prompts(const SamModel& model,
 std::vector<Prediction> SamPredictor::predict_batch(const std::vector<Prompt>& prompts, bool multimask_output,
                                                     bool return_logits) const {
   return decode_prompts(*model_, {&embedding()}, {prompts}, multimask_output, return_logits).front();
+}
+
+BatchPrediction SamPredictor::predict_batch_on_device(const std::vector<Prompt>& prompts, bool multimask_output,
+                                                      bool return_logits) const {
+  const SamModel& model = *model_;
+  const ImageEmbedding& e = embedding();
+  const SamConfig& c = model.config;
+  const int64_t B = static_cast<int64_t>(prompts.size()), m4 = c.low_res_size();
+  const int64_t K = multimask_output ? c.num_multimask_outputs : 1, first = multimask_output ? 1 : 0;
+  const int64_t H = e.original_height, W = e.original_width;
+  BatchPrediction out;
+  if (model.device == Device::CPU) {  // the host is the model's device: stack predict_batch's answers
+    const std::vector<Prediction> preds = predict_batch(prompts, multimask_output, return_logits);
+    out.masks = Tensor::empty({B, K, H, W}, DType::U8);
+    out.scores = Tensor::empty({B, K});
+    out.low_res_logits = Tensor::empty({B, K, m4, m4});
+    if (return_logits) out.logits = Tensor::empty({B, K, H, W});
+    for (int64_t b = 0; b < B; ++b) {
+      const Prediction& p = preds[b];
+      std::memcpy(out.masks.data<uint8_t>() + b * K * H * W, p.masks.raw(), p.masks.nbytes());
+      std::memcpy(out.scores.data<float>() + b * K, p.scores.data(), sizeof(float) * K);
+      std::memcpy(out.low_res_logits.data<float>() + b * K * m4 * m4, p.low_res_logits.raw(), p.low_res_logits.nbytes());
+      if (return_logits) std::memcpy(out.logits.data<float>() + b * K * H * W, p.logits.raw(), p.logits.nbytes());
+    }
+    return out;
+  }
+  std::vector<DecoderGroup> groups = run_decoder(model, {&e}, {prompts}, multimask_output, return_logits);
+  auto scores_of = [&](const DecoderGroup& g) { return ops::cast(ops::narrow(g.iou, 1, first, K), DType::F32); };
+  if (groups.size() == 1) {  // one token count: the batch rows are the prompts in order, no reordering
+    DecoderGroup& g = groups.front();
+    out.masks = g.masks.front().reshape({B, K, H, W});
+    out.scores = scores_of(g);
+    out.low_res_logits = ops::cast(g.low_res, DType::F32);
+    if (return_logits) out.logits = g.logits.front().reshape({B, K, H, W});
+    return out;
+  }
+  // Prompts with different token counts decode in separate groups: scatter each group's rows back
+  // to the prompts' order with device-to-device copies.
+  out.masks = Tensor::empty({B, K, H, W}, DType::U8, model.device);
+  out.scores = Tensor::empty({B, K}, DType::F32, model.device);
+  out.low_res_logits = Tensor::empty({B, K, m4, m4}, DType::F32, model.device);
+  if (return_logits) out.logits = Tensor::empty({B, K, H, W}, DType::F32, model.device);
+  auto scatter = [&](Tensor& dst, const Tensor& src, const DecoderGroup& g) {
+    const size_t row = src.nbytes() / g.members.size();  // one prompt's K planes
+    for (size_t r = 0; r < g.members.size(); ++r)
+      devmem::copy_rows(static_cast<char*>(dst.raw()) + g.members[r].second * row, row,
+                        static_cast<const char*>(src.raw()) + r * row, row, row, 1, model.device);
+  };
+  for (const DecoderGroup& g : groups) {
+    scatter(out.masks, g.masks.front(), g);
+    scatter(out.scores, scores_of(g), g);
+    scatter(out.low_res_logits, ops::cast(g.low_res, DType::F32), g);
+    if (return_logits) scatter(out.logits, g.logits.front(), g);
+  }
+  return out;
 }
 
 std::vector<std::vector<Prediction>> predict_multi_image(const SamModel& model,
