@@ -61,11 +61,14 @@ if has fidelity-full; then
   FID=/tmp/samfid; models=${FID_MODELS:-vit_b,vit_l,vit_h}
   python3 scripts/fidelity_full.py --out $FID --device cuda --sam-src .anchors/orig --skimage-data .anchors/images \
     --models "$models" > "$OUT/fidelity_ref.log" 2>&1 || { add_summary "fidelity references: FAILED"; tail -20 "$OUT/fidelity_ref.log"; }
-  for dt in ${FID_DTYPES:-fp32 bf16}; do
+  # FID_DTYPES entries: fp32, bf16, or bf16/fp32 (bf16 encoder, fp32 mask decoder).
+  for spec in ${FID_DTYPES:-fp32 bf16 bf16/fp32}; do
+    dt=${spec%%/*}; dec=(); [[ $spec == */* ]] && dec=(--vitrt-arg=--decoder-dtype --vitrt-arg=${spec#*/})
     tol=1e-4; [ $dt = bf16 ] && tol=1e-2
     python3 scripts/fidelity_full.py --out $FID --check-only --models "$models" --sam-src .anchors/orig --vitrt "$PWD/$V" \
       --vitrt-arg=--device --vitrt-arg=cuda --vitrt-arg=--dtype --vitrt-arg=$dt --vitrt-arg=--tol --vitrt-arg=$tol \
-      > "$OUT/fidelity_cuda_$dt.log" 2>&1
+      "${dec[@]}" > "$OUT/fidelity_cuda_${spec/\//-}.log" 2>&1
+    dt=${spec/\//-}
     for m in ${models//,/ }; do
       cp "$FID/fidelity_$m.json" "$OUT/fidelity_cuda_${dt}_$m.json" 2>/dev/null
       add_summary "fidelity full cuda $dt $m: $(python3 -c "

@@ -54,10 +54,11 @@ class SamModel;
 // the tensor shapes. Settings that shapes cannot tell (heads, global blocks) come from the official
 // variant of the same width, or from a JSON file next to the checkpoint (<checkpoint>.json, or
 // `config_path`) for custom sizes. Missing, extra or mis-shaped tensors: CheckpointError naming them.
-// `device`/`dtype`: where the encoder and decoder run (CUDA: float32 or bfloat16; CPU: float32).
+// `device`/`dtype`: where the encoder and decoder run (CUDA: float32 or bfloat16; CPU: float32);
+// `decoder_dtype`: the mask decoder's own dtype when it differs (default: `dtype`).
 std::shared_ptr<const SamModel> load_sam(const std::string& checkpoint_path,
                                          const std::string& config_path = "", Device device = Device::CPU,
-                                         DType dtype = DType::F32);
+                                         DType dtype = DType::F32, std::optional<DType> decoder_dtype = std::nullopt);
 
 // An image after the encoder: everything the decoder needs about it.
 struct ImageEmbedding {

@@ -392,7 +392,7 @@ void add_info(CLI::App& app) {
 
 void add_fidelity_check(CLI::App& app) {
   struct Args {
-    std::string checkpoint, config, reference, image, device = "cpu", dtype = "fp32";
+    std::string checkpoint, config, reference, image, device = "cpu", dtype = "fp32", decoder_dtype;
     double tol = 1e-4;
     double min_mask_agreement = -1;  // < 0: exact masks for fp32, 0.995 for bf16
   };
@@ -411,14 +411,16 @@ void add_fidelity_check(CLI::App& app) {
   c->add_option("--tol", a->tol, "Relative error bound")->capture_default_str();
   c->add_option("--device", a->device, "cpu or cuda")->capture_default_str();
   c->add_option("--dtype", a->dtype, "fp32, or bf16 on cuda")->capture_default_str();
+  c->add_option("--decoder-dtype", a->decoder_dtype, kDecoderDtypeHelp);
   c->add_option("--min-mask-agreement", a->min_mask_agreement,
                 "Fraction of mask pixels that must agree (default: 1 for fp32, 0.995 for bf16)")
       ->check(CLI::Range(0.0, 1.0));
   c->callback([a] {
     auto [device, dtype] = parse_device(a->device, a->dtype);
-    const bool exact = dtype == DType::F32;
+    const bool exact = dtype == DType::F32 && a->decoder_dtype != "bf16";
     const double min_agree = a->min_mask_agreement >= 0 ? a->min_mask_agreement : exact ? 1.0 : 0.995;
-    SamPredictor predictor(load_sam(a->checkpoint, a->config, device, dtype));
+    SamPredictor predictor(
+        load_sam(a->checkpoint, a->config, device, dtype, parse_decoder_dtype(a->decoder_dtype, device)));
     sam::FidelityReport r = sam::compare_with_reference(predictor, read_image(a->image), load_state_dict(a->reference));
     bool ok = r.resized_identical && r.embedding_rel <= a->tol;
     nlohmann::json cases = nlohmann::json::array();
@@ -432,7 +434,9 @@ void add_fidelity_check(CLI::App& app) {
                        {"mask_mismatch", fc.mask_mismatch}, {"mask_agreement", agree}, {"near_zero", fc.near_zero},
                        {"pixels", fc.mask_pixels}});
     }
-    nlohmann::json j = {{"device", a->device}, {"dtype", a->dtype}, {"resized_identical", r.resized_identical},
+    nlohmann::json j = {{"device", a->device}, {"dtype", a->dtype},
+                        {"decoder_dtype", a->decoder_dtype.empty() ? a->dtype : a->decoder_dtype},
+                        {"resized_identical", r.resized_identical},
                         {"embedding_rel", r.embedding_rel}, {"min_mask_agreement", worst_agree},
                         {"required_mask_agreement", min_agree}, {"cases", cases}, {"pass", ok}};
     std::printf("%s\n", j.dump(2).c_str());

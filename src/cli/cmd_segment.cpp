@@ -39,7 +39,7 @@ std::vector<float> parse_numbers(const std::string& s, const char* what, size_t 
 struct SegmentArgs {
   std::string checkpoint, config, image, embedding, mask_input, out;
   std::vector<std::string> points, boxes;
-  std::string device = "auto", dtype = "fp32";
+  std::string device = "auto", dtype = "fp32", decoder_dtype;
   bool single_mask = false, logits = false, quiet = false;
 };
 
@@ -70,7 +70,7 @@ void run_segment(const SegmentArgs& a) {
 
   auto [device, dtype] = parse_device(a.device, a.dtype);
   auto model = timer.run("loading checkpoint " + a.checkpoint,
-                         [&] { return load_sam(a.checkpoint, a.config, device, dtype); });
+                         [&] { return load_sam(a.checkpoint, a.config, device, dtype, parse_decoder_dtype(a.decoder_dtype, device)); });
   if (!a.quiet)
     note("model " + sam_config(*model).name + " (" + sam_fingerprint(*model) + ") on " +
          (device == Device::CUDA ? "cuda " : "cpu ") + dtype_name(dtype));
@@ -158,6 +158,7 @@ void add_segment(CLI::App& app) {
       ->check(CLI::ExistingFile);
   c->add_option("--device", a->device, "auto (cuda if present), cpu or cuda")->capture_default_str();
   c->add_option("--dtype", a->dtype, "fp32, or bf16 on cuda")->capture_default_str();
+  c->add_option("--decoder-dtype", a->decoder_dtype, kDecoderDtypeHelp);
   c->add_flag("--single-mask", a->single_mask, "Return one mask per prompt set instead of three");
   c->add_flag("--logits", a->logits, "Also write the full-resolution logits as mask_P_K_logits.npy");
   c->add_option("--out", a->out, "Output directory (created if missing)")->required();
@@ -175,13 +176,14 @@ void add_embed(CLI::App& app) {
   c->add_option("--out", a->out, "Embedding file to write (e.g. image.vemb)")->required();
   c->add_option("--device", a->device, "auto (cuda if present), cpu or cuda")->capture_default_str();
   c->add_option("--dtype", a->dtype, "fp32, or bf16 on cuda")->capture_default_str();
+  c->add_option("--decoder-dtype", a->decoder_dtype, kDecoderDtypeHelp);
   c->add_flag("-q,--quiet", a->quiet, "Do not print stage timings");
   c->callback([a] {
     StageTimer timer(a->quiet);
     Image image = timer.run("reading image " + a->image, [&] { return read_image(a->image); });
     auto [device, dtype] = parse_device(a->device, a->dtype);
     auto model = timer.run("loading checkpoint " + a->checkpoint,
-                           [&] { return load_sam(a->checkpoint, a->config, device, dtype); });
+                           [&] { return load_sam(a->checkpoint, a->config, device, dtype, parse_decoder_dtype(a->decoder_dtype, device)); });
     SamPredictor predictor(model);
     timer.run("encoding image", [&] { predictor.set_image(image); });
     timer.run("writing " + a->out, [&] { save_embedding(predictor.embedding(), a->out); });

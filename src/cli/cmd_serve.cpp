@@ -16,7 +16,7 @@ namespace vitrt::cli {
 namespace {
 
 struct ServeArgs {
-  std::string checkpoint, config, random_model, device = "auto", dtype = "fp32";
+  std::string checkpoint, config, random_model, device = "auto", dtype = "fp32", decoder_dtype;
   uint64_t seed = 1234;
   server::ServerOptions opt;
   double cache_mb = 1024, logits_cache_mb = 64, max_body_mb = 32;
@@ -30,9 +30,9 @@ std::shared_ptr<const SamModel> serve_model(const ServeArgs& a, Device device, D
     else if (a.random_model == "vit_h") c = SamConfig::vit_h();
     else throw InvalidArgument("--random-weights must be vit_b, vit_l or vit_h, got '" + a.random_model + "'");
     auto m = SamModel::from_state_dict(sam::random_state_dict(c, a.seed), c);
-    return device == Device::CPU ? m : m->to(device, dtype);
+    return device == Device::CPU ? m : m->to(device, dtype, parse_decoder_dtype(a.decoder_dtype, device));
   }
-  return load_sam(a.checkpoint, a.config, device, dtype);
+  return load_sam(a.checkpoint, a.config, device, dtype, parse_decoder_dtype(a.decoder_dtype, device));
 }
 
 void run_serve(ServeArgs a) {
@@ -90,6 +90,7 @@ void add_serve(CLI::App& app) {
   c->add_option("--seed", a->seed, "Seed of --random-weights")->capture_default_str();
   c->add_option("--device", a->device, "auto (cuda when a GPU is present), cpu or cuda")->capture_default_str();
   c->add_option("--dtype", a->dtype, "fp32, or bf16 on cuda")->capture_default_str();
+  c->add_option("--decoder-dtype", a->decoder_dtype, kDecoderDtypeHelp);
   c->add_option("--host", a->opt.host, "Address to listen on (default loopback only)")->capture_default_str();
   c->add_option("--port", a->opt.port, "Port; 0 picks a free one (printed on start)")->capture_default_str();
   c->add_option("--cache-mb", a->cache_mb, "Embedding cache size in MiB (vit_b: 4 MiB per image)")->capture_default_str();

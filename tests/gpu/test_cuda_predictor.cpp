@@ -107,6 +107,31 @@ TEST_F(CudaPredictor, BatchOnDeviceMatchesHostBatch) {
   }
 }
 
+TEST_F(CudaPredictor, Bf16EncoderWithFp32Decoder) {
+  // SamModel::to(CUDA, BF16, F32): the encoder's weights in bf16, the decoder's (and image_pe) in
+  // fp32. The decoder alone, on the CPU model's embedding, must then match the CPU to fp32
+  // accuracy; set_image (bf16 encoder) within the bf16 tolerance.
+  auto cpu_model = test::small_model();
+  auto mixed = cpu_model->to(Device::CUDA, DType::BF16, DType::F32);
+  EXPECT_EQ(mixed->image_encoder.blocks.front().qkv.w.dtype(), DType::BF16);
+  EXPECT_EQ(mixed->mask_decoder.mask_tokens.dtype(), DType::F32);
+  EXPECT_EQ(mixed->image_pe.dtype(), DType::F32);
+  SamPredictor cpu(cpu_model);
+  cpu.set_image(test::random_image(64, 64, 41));
+  Prompt prompt;
+  prompt.points = {{20, 30, 1}};
+  const Prediction want = cpu.predict(prompt);
+  SamPredictor gpu(mixed);
+  ImageEmbedding e = cpu.embedding();
+  gpu.set_embedding(e);
+  const Prediction got = gpu.predict(prompt);
+  EXPECT_LT(rel_err(got.low_res_logits, want.low_res_logits), 1e-4);
+  EXPECT_LT(mask_diff(got.masks, want.masks), 1e-3);
+  gpu.set_image(test::random_image(64, 64, 41));
+  EXPECT_LT(rel_err(gpu.predict(prompt).low_res_logits, want.low_res_logits), 3e-2);
+  EXPECT_THROW(cpu_model->to(Device::CPU, DType::F32, DType::BF16), InvalidArgument);
+}
+
 TEST_F(CudaPredictor, EmbedImagesMatchesCpu) {
   // Images of three sizes through the GPU encoder in one batch (GPU pre-processing, fp32) against the
   // CPU model one by one.

@@ -19,7 +19,7 @@ Tensor encode_image_on_device(const SamModel& model, const Image& rgb, int* inpu
   sam::EncoderInput in = sam::prepare_encoder_input(rgb, model);
   if (input_h) *input_h = in.input_height;
   if (input_w) *input_w = in.input_width;
-  return model.image_encoder.forward(in.pixels);
+  return ops::cast(model.image_encoder.forward(in.pixels), model.decoder_dtype);  // what the decoder reads
 }
 
 Tensor no_mask_dense_on_device(const SamModel& model) {
@@ -29,7 +29,7 @@ Tensor no_mask_dense_on_device(const SamModel& model) {
   const float* nm = model.prompt_encoder.no_mask.data<float>();
   for (int64_t i = 0; i < HW; ++i) std::memcpy(dense.data<float>() + i * D, nm, sizeof(float) * D);
   // decode_points uploads and casts the host tensor per batch; the same cast, once.
-  return ops::cast(dense.to(model.device), model.dtype);
+  return ops::cast(dense.to(model.device), model.decoder_dtype);
 }
 
 void decode_points_on_device(const SamModel& model, const Tensor& features, const Tensor& dense_one, int input_h,

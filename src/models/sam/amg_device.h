@@ -17,7 +17,7 @@
 namespace vitrt::amg {
 
 // SamPredictor::set_image without the round trip through host memory: the image encoder's
-// output [1, out, g, g] in the model's dtype on its device; input_h / input_w receive the size
+// output [1, out, g, g] in the decoder's dtype on the device; input_h / input_w receive the size
 // after ResizeLongestSide.
 Tensor encode_image_on_device(const SamModel& model, const Image& rgb, int* input_h, int* input_w);
 

@@ -254,7 +254,7 @@ std::vector<DecoderGroup> run_decoder(const SamModel& model, const std::vector<c
   std::vector<Tensor> in_model(static_cast<size_t>(I));
   auto image_in_model = [&](int64_t i) -> const Tensor& {
     Tensor& t = in_model[static_cast<size_t>(i)];
-    if (!t.defined()) t = ops::cast(embeddings[i]->features.to(model.device), model.dtype);
+    if (!t.defined()) t = ops::cast(embeddings[i]->features.to(model.device), model.decoder_dtype);
     return t;
   };
   std::vector<DecoderGroup> groups;

@@ -49,9 +49,9 @@ std::shared_ptr<SamModel> SamModel::from_state_dict(const StateDict& sd, const S
 }
 
 namespace {
-// Calls f on every weight tensor of the image encoder and mask decoder.
+// Calls f on every weight tensor of the image encoder.
 template <class F>
-void for_each_weight(SamModel& m, F&& f) {
+void for_each_encoder_weight(SamModel& m, F&& f) {
   auto lin = [&](sam::LinearW& l) { f(l.w); if (l.b.defined()) f(l.b); };
   auto norm = [&](sam::NormW& n) { f(n.w); f(n.b); };
   sam::ImageEncoder& e = m.image_encoder;
@@ -64,6 +64,12 @@ void for_each_weight(SamModel& m, F&& f) {
     if (b.rel_pos_h.defined()) f(b.rel_pos_h);
     if (b.rel_pos_w.defined()) f(b.rel_pos_w);
   }
+}
+// Calls f on every weight tensor of the mask decoder.
+template <class F>
+void for_each_decoder_weight(SamModel& m, F&& f) {
+  auto lin = [&](sam::LinearW& l) { f(l.w); if (l.b.defined()) f(l.b); };
+  auto norm = [&](sam::NormW& n) { f(n.w); f(n.b); };
   sam::MaskDecoder& d = m.mask_decoder;
   auto attn = [&](sam::DecoderAttentionW& a) { lin(a.q); lin(a.k); lin(a.v); lin(a.out); };
   for (sam::DecoderLayerW& l : d.layers) {
@@ -80,33 +86,40 @@ void for_each_weight(SamModel& m, F&& f) {
 }
 }  // namespace
 
-std::shared_ptr<SamModel> SamModel::to(Device dev, DType dt) const {
-  VITRT_CHECK(dt == DType::F32 || dt == DType::BF16, InvalidArgument, "SAM computes in float32 or bfloat16, not ",
-              dtype_name(dt));
-  VITRT_CHECK(dev == Device::CUDA || dt == DType::F32, InvalidArgument, "the CPU backend computes in float32 only");
+std::shared_ptr<SamModel> SamModel::to(Device dev, DType dt, std::optional<DType> decoder_dt) const {
+  const DType ddt = decoder_dt.value_or(dt);
+  for (DType d : {dt, ddt})
+    VITRT_CHECK(d == DType::F32 || d == DType::BF16, InvalidArgument, "SAM computes in float32 or bfloat16, not ",
+                dtype_name(d));
+  VITRT_CHECK(dev == Device::CUDA || (dt == DType::F32 && ddt == DType::F32), InvalidArgument,
+              "the CPU backend computes in float32 only");
   auto m = std::make_shared<SamModel>(*this);
   m->device = dev;
   m->dtype = dt;
+  m->decoder_dtype = ddt;
   if (dev == Device::CPU) return m;
-  auto upload = [&](Tensor& t) {
-    Tensor host = t.to_f32();
-    if (dt == DType::BF16) {
-      Tensor b = Tensor::empty(host.shape(), DType::BF16);
-      const float* s = host.data<float>();
-      uint16_t* o = b.data<uint16_t>();
-      for (int64_t i = 0; i < host.numel(); ++i) o[i] = f32_to_bf16(s[i]);
-      host = b;
-    }
-    t = host.to(dev);
+  auto upload_as = [&](DType want) {
+    return [&, want](Tensor& t) {
+      Tensor host = t.to_f32();
+      if (want == DType::BF16) {
+        Tensor b = Tensor::empty(host.shape(), DType::BF16);
+        const float* s = host.data<float>();
+        uint16_t* o = b.data<uint16_t>();
+        for (int64_t i = 0; i < host.numel(); ++i) o[i] = f32_to_bf16(s[i]);
+        host = b;
+      }
+      t = host.to(dev);
+    };
   };
-  for_each_weight(*m, upload);
-  upload(m->image_pe);
+  for_each_encoder_weight(*m, upload_as(dt));
+  for_each_decoder_weight(*m, upload_as(ddt));
+  upload_as(ddt)(m->image_pe);
   m->fingerprint = fingerprint;  // same weights, same embeddings (up to precision)
   return m;
 }
 
 std::shared_ptr<const SamModel> load_sam(const std::string& checkpoint_path, const std::string& config_path,
-                                         Device device, DType dtype) {
+                                         Device device, DType dtype, std::optional<DType> decoder_dtype) {
   StateDict sd = load_state_dict(checkpoint_path);
   if (is_hf_sam_state_dict(sd)) sd = sam_state_dict_from_hf(std::move(sd));
   SamConfig cfg = sam::config_from_state_dict(sd);
@@ -118,8 +131,8 @@ std::shared_ptr<const SamModel> load_sam(const std::string& checkpoint_path, con
   }
   if (!json.empty()) sam::apply_config_json(json, cfg);
   auto model = SamModel::from_state_dict(sd, cfg);
-  if (device == Device::CPU && dtype == DType::F32) return model;
-  return model->to(device, dtype);
+  if (device == Device::CPU && dtype == DType::F32 && decoder_dtype.value_or(dtype) == DType::F32) return model;
+  return model->to(device, dtype, decoder_dtype);
 }
 
 const SamConfig& sam_config(const SamModel& model) { return model.config; }

@@ -134,13 +134,16 @@ class SamModel {
 
   Tensor image_pe;  // the prompt encoder's dense PE [g*g, out] in the decoder's device/dtype
   Device device = Device::CPU;
-  DType dtype = DType::F32;  // compute dtype of the image encoder and mask decoder
+  DType dtype = DType::F32;          // compute dtype of the image encoder
+  DType decoder_dtype = DType::F32;  // compute dtype of the mask decoder (image_pe too)
 
   // Builds the model from a state_dict (official or Hugging Face names), strictly.
   static std::shared_ptr<SamModel> from_state_dict(const StateDict& sd, const SamConfig& cfg);
-  // A copy whose encoder and decoder weights live on `device` in `dtype` (uploaded once). The
-  // prompt encoder stays on the CPU in float32: it is a few hundred multiply-adds per prompt.
-  std::shared_ptr<SamModel> to(Device device, DType dtype) const;
+  // A copy whose encoder and decoder weights live on `device` in `dtype` (uploaded once); the
+  // decoder in `decoder_dtype` when given (bf16 encoder + fp32 decoder: the decoder's rounding,
+  // which would double the logits' error, for a few percent of a click's time). The prompt
+  // encoder stays on the CPU in float32: it is a few hundred multiply-adds per prompt.
+  std::shared_ptr<SamModel> to(Device device, DType dtype, std::optional<DType> decoder_dtype = std::nullopt) const;
 };
 
 }  // namespace vitrt

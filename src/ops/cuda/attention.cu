@@ -917,20 +917,26 @@ MmaPlan make_plan(int relH, int relW) {
   return pl;
 }
 
-// Key tile BN and m16 tiles per warp MT, by head dim and sequence length; measured on an H200 at
-// vit_b / vit_h shapes (ms per 32 images, 14x14 windows with rel-pos; 64x64 global with rel-pos):
-//   hd 64: windows 1x64 1.47, 2x64 1.82, 1x32 1.51; global 1x64 13.6, 2x64 13.3, 1x32 12.7
-//   hd 80: windows 1x64 2.61, 2x64 2.68, 1x32 2.34; global 1x64 26.2, 2x64 19.8, 1x32 23.1
-// (MT x BN; MT = 2 reuses every K / V fragment for two m-tiles but needs ~220 registers).
-// VITRT_ATTN_TILE=<MT>x<BN>[w8] (1x32, 1x64, 2x64, 1x32w8, 1x64w8; w8: 8-warp CTAs) overrides the
-// table below for head dims 64 and 80, for benchmark sweeps on the GPU machine
+// Key tile BN and m16 tiles per warp MT (and 4 or 8 warps), by head dim and sequence length;
+// measured on an H200 (scripts/device-check.sh attn-sweep, 2026-12-02, ms per batch of 32 in the
+// encoder, all blocks of each kind: 4 global ones, 8 (vit_b) / 28 (vit_h) windowed ones):
+//   hd 64 global:   1x32 39.4, 1x64 39.6, 2x64 33.2, 1x32w8 37.9, 1x64w8 43.2
+//   hd 64 windowed: 1x32 10.2, 1x64 11.9, 2x64 11.4, 1x32w8  9.8, 1x64w8 14.3
+//   hd 80 global:   1x32 77.8, 1x64 85.3, 2x64 56.5
+//   hd 80 windowed: 1x32 61.4, 1x64 69.9, 2x64 ~68, 1x32w8 ~45 (from whole-encoder totals)
+// (MT x BN; MT = 2 reuses every K / V fragment for two m-tiles but needs ~220 registers; w8: 8-warp
+// CTAs, 128 query rows share each K / V tile.)
+// VITRT_ATTN_TILE=<tile> or <global tile>,<windowed tile> (tiles 1x32, 1x64, 2x64, 1x32w8, 1x64w8)
+// overrides the table below for head dims 64 and 80, for benchmark sweeps on the GPU machine
 // (scripts/device-check.sh); unset in normal use. Read once per process.
-const std::string& tile_override() {
-  static const std::string v = [] {
+const std::string& tile_override(bool long_seq) {
+  static const std::pair<std::string, std::string> v = [] {
     const char* e = std::getenv("VITRT_ATTN_TILE");
-    return std::string(e ? e : "");
+    const std::string s = e ? e : "";
+    const size_t comma = s.find(',');
+    return comma == std::string::npos ? std::pair{s, s} : std::pair{s.substr(0, comma), s.substr(comma + 1)};
   }();
-  return v;
+  return long_seq ? v.first : v.second;
 }
 
 // The plan of a named tile for head dim HD (no plan for an unknown name).
@@ -947,16 +953,16 @@ MmaPlan plan_for_tile(const std::string& tile, int relH, int relW) {
 template <bool REL>
 MmaPlan mma_plan_for(int hd, int64_t nq, int relH, int relW) {
   const bool long_seq = nq >= 1024;
-  if (const std::string& tile = tile_override(); !tile.empty() && (hd == 64 || hd == 80)) {
+  if (const std::string& tile = tile_override(long_seq); !tile.empty() && (hd == 64 || hd == 80)) {
     const MmaPlan pl =
         hd == 64 ? plan_for_tile<64, REL>(tile, relH, relW) : plan_for_tile<80, REL>(tile, relH, relW);
     if (pl.fn) return pl;
   }
   switch (hd) {
     case 64:
-      return long_seq ? make_plan<MmaCfg<64, 32, 1>, REL>(relH, relW) : make_plan<MmaCfg<64, 64, 1>, REL>(relH, relW);
+      return long_seq ? make_plan<MmaCfg<64, 64, 2>, REL>(relH, relW) : make_plan<MmaCfg<64, 32, 1, 8>, REL>(relH, relW);
     case 80:
-      return long_seq ? make_plan<MmaCfg<80, 64, 2>, REL>(relH, relW) : make_plan<MmaCfg<80, 32, 1>, REL>(relH, relW);
+      return long_seq ? make_plan<MmaCfg<80, 64, 2>, REL>(relH, relW) : make_plan<MmaCfg<80, 32, 1, 8>, REL>(relH, relW);
     case 128: return make_plan<MmaCfg<128, 64, 1>, REL>(relH, relW);
   }
   if constexpr (!REL) {  // mask decoder: few queries -> one m-tile per warp

@@ -892,20 +892,18 @@ std::vector<BsrTcConfig> bsr_tc_variants(int block) {
   return out;
 }
 
-// Heuristic (unmeasured guesses, to be replaced by the sweep's winners): a bigger token tile halves
-// the W-block traffic per mma (the L2 -> SM bytes dominate at 10-20% density), 8 warps keep
-// 16+ warps per SM at 1-2 CTAs; block 16 keeps the measured 128-token 4-warp shape. The tile is
-// shrunk until there are >= 2 items per SM (132 SMs assumed) so small batches still fill the GPU.
+// The sweep's winners (bsr_gemm_bench --sweep, H200, 2026-12-02; ViT-B MLP shapes, 50432 tokens):
+// 4 warps won every case (8-warp CTAs lost 2-20%); block 64: 128-token tiles, 2 stages
+// (tm128.r1.s2.w4: 2.51x / 1.69x at 90% vs 2.45x / 1.61x for the old tm256.r1.s2.w8); block 32:
+// 256-token tiles, 3 stages for the long-K (3072) shape, 2 for K = 768 (1.48x / 1.31x at 90% vs
+// 1.47x / 1.08x). Block 16 keeps 128-token tiles. The tile is shrunk until there are >= 2 items
+// per SM (132 SMs assumed) so small batches still fill the GPU.
 BsrTcConfig choose_bsr_tc_config(int64_t M, int64_t N, int64_t K, int block, double density) {
   (void)density;
   BsrTcConfig c;  // tm128.r1.s2.w4
-  if (block == 32) c.tile_m = 256, c.stages = 3, c.warps = 8;
-  else if (block == 64) c.tile_m = 256, c.stages = 2, c.warps = 8;
+  if (block == 32) c.tile_m = 256, c.stages = K >= 2048 ? 3 : 2;
   const int64_t block_rows = block > 0 ? N / block : 0;
-  while (c.tile_m > 64 && (M + c.tile_m - 1) / c.tile_m * block_rows < 2 * 132) {
-    c.tile_m /= 2;
-    if (c.tile_m <= 128) c.warps = 4;
-  }
+  while (c.tile_m > 64 && (M + c.tile_m - 1) / c.tile_m * block_rows < 2 * 132) c.tile_m /= 2;
   if (!supported_impl(c, block, K)) c = BsrTcConfig{};
   return c;
 }
