@@ -38,7 +38,8 @@ add_summary "build: ok in $(( $(date +%s) - t0 )) s"
 V=build-dev/bin/vitrt
 
 if has tests; then
-  (cd build-dev && ctest -L gpu --output-on-failure --timeout 300) > "$OUT/gpu-tests.log" 2>&1
+  # TEST_EXCLUDE: a ctest -E regex (e.g. cuda_attention_tile to skip the tile-override repeats).
+  (cd build-dev && ctest -L gpu ${TEST_EXCLUDE:+-E "$TEST_EXCLUDE"} --output-on-failure --timeout 300) > "$OUT/gpu-tests.log" 2>&1
   add_summary "gpu tests: $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log" | tail -1)"
   grep -E "TFLOP|FAILED|Failure" "$OUT/gpu-tests.log" | head -40
   for dt in fp32 bf16; do
@@ -116,12 +117,16 @@ if has bsr; then
 fi
 
 # Segment everything on the GPU (issue 5): vit_h random weights, 32x32 grid, no crops.
+# AMG_QUICK=1: only the 640x480 timing (no filters-off case, no reference run).
 if has amg; then
-  for img in 640x480 2250x1500; do
+  for img in 640x480 $([ "${AMG_QUICK:-0}" = 1 ] || echo 2250x1500); do
     $V everything --random-weights vit_h --device cuda --dtype bf16 --random-image $img --bench 10 \
       > "$OUT/everything_vit_h_$img.json" 2> "$OUT/everything_vit_h_$img.err"
     add_summary "everything vit_h bf16 $img: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));m=d['median_ms'];print('total %.1f ms (encoder %.1f, decoder+filters %.1f, nms+rle %.2f, records %.2f), %d masks'%(m['total'],m['encoder'],m['decoder_and_filters'],m['nms_and_rle'],m['records'],d['masks']))" "$OUT/everything_vit_h_$img.json" 2>/dev/null || tail -c 300 "$OUT/everything_vit_h_$img.err")"
   done
+  [ "${AMG_QUICK:-0}" = 1 ] && amg_full=0 || amg_full=1
+fi
+if has amg && [ $amg_full = 1 ]; then
   # The worst case for the post-processing: every mask survives the filters.
   $V everything --random-weights vit_h --device cuda --dtype bf16 --random-image 640x480 --bench 5 \
     --pred-iou-thresh 0 --stability-score-thresh 0 > "$OUT/everything_vit_h_nofilter.json" 2> "$OUT/everything_vit_h_nofilter.err"
