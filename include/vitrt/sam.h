@@ -131,6 +131,7 @@ class SamPredictor {
  private:
   std::shared_ptr<const SamModel> model_;
   ImageEmbedding embedding_;
+  Tensor features_in_model_;  // CUDA model: embedding_.features uploaded once, in the decoder's dtype
   bool has_embedding_ = false;
 };
 

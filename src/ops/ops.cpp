@@ -174,7 +174,10 @@ void add_(Tensor& x, const Tensor& y) {
 }
 
 Tensor add(const Tensor& x, const Tensor& y) {
-  if (x.is_cuda()) return cuda_impl::add(x, y);
+  if (x.is_cuda()) {
+    VITRT_PROFILE_OP("add ", x.numel(), y.numel() == x.numel() ? "" : " (broadcast)");
+    return cuda_impl::add(x, y);
+  }
   check_add(x, y);
   Tensor out = Tensor::empty(x.shape());
   cpu::add_broadcast(f32(x), f32(y), f32(out), x.numel(), y.numel());
@@ -182,25 +185,37 @@ Tensor add(const Tensor& x, const Tensor& y) {
 }
 
 void scale_(Tensor& x, float s) {
-  if (x.is_cuda()) return cuda_impl::scale_(x, s);
+  if (x.is_cuda()) {
+    VITRT_PROFILE_OP("scale_ ", x.numel());
+    return cuda_impl::scale_(x, s);
+  }
   check_input(x, "scale_", "x");
   cpu::scale(f32(x), x.numel(), s);
 }
 
 void gelu_(Tensor& x) {
-  if (x.is_cuda()) return cuda_impl::gelu_(x);
+  if (x.is_cuda()) {
+    VITRT_PROFILE_OP("gelu_ ", x.numel());
+    return cuda_impl::gelu_(x);
+  }
   check_input(x, "gelu_", "x");
   cpu::gelu(f32(x), x.numel());
 }
 
 void relu_(Tensor& x) {
-  if (x.is_cuda()) return cuda_impl::relu_(x);
+  if (x.is_cuda()) {
+    VITRT_PROFILE_OP("relu_ ", x.numel());
+    return cuda_impl::relu_(x);
+  }
   check_input(x, "relu_", "x");
   cpu::relu(f32(x), x.numel());
 }
 
 void softmax_lastdim_(Tensor& x) {
-  if (x.is_cuda()) return cuda_impl::softmax_lastdim_(x);
+  if (x.is_cuda()) {
+    VITRT_PROFILE_OP("softmax ", shape_str(x.shape()));
+    return cuda_impl::softmax_lastdim_(x);
+  }
   check_input(x, "softmax_lastdim_", "x");
   VITRT_CHECK(x.dim() >= 1, InvalidArgument, "ops::softmax_lastdim_: x must have at least one dimension");
   const int64_t n = x.size(-1);
@@ -230,7 +245,10 @@ Tensor permute(const Tensor& x, const std::vector<int>& perm) {
 }
 
 Tensor cat(const std::vector<Tensor>& xs, int dim) {
-  if (!xs.empty() && xs[0].is_cuda()) return cuda_impl::cat(xs, dim);
+  if (!xs.empty() && xs[0].is_cuda()) {
+    VITRT_PROFILE_OP("cat ", xs.size(), " x ", shape_str(xs[0].shape()), " dim ", dim);
+    return cuda_impl::cat(xs, dim);
+  }
   VITRT_CHECK(!xs.empty(), InvalidArgument, "ops::cat: no tensors given");
   for (const Tensor& t : xs) check_input(t, "cat", "input");
   const int64_t nd = xs[0].dim();
@@ -285,7 +303,10 @@ Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int str
 }
 
 Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias) {
-  if (x.is_cuda()) return cuda_impl::conv_transpose2x2_nhwc(x, w, bias);
+  if (x.is_cuda()) {
+    VITRT_PROFILE_OP("conv_transpose2x2 ", shape_str(x.shape()), " -> ", w.size(1));
+    return cuda_impl::conv_transpose2x2_nhwc(x, w, bias);
+  }
   check_input(x, "conv_transpose2x2_nhwc", "x");
   check_input(w, "conv_transpose2x2_nhwc", "weight");
   VITRT_CHECK(x.dim() == 4 && w.dim() == 4 && w.size(0) == x.size(3) && w.size(2) == 2 && w.size(3) == 2,

@@ -1,5 +1,6 @@
 // ops::cast: to float32 from any floating dtype, or to bfloat16 (round to nearest even), on the
 // tensor's device.
+#include "ops/op_profiler.h"
 #include "ops/ops.h"
 #include "ops/ops_cuda.h"
 
@@ -7,7 +8,10 @@ namespace vitrt::ops {
 
 Tensor cast(const Tensor& x, DType to) {
   if (x.dtype() == to) return x;
-  if (x.is_cuda()) return cuda_impl::cast(x, to);
+  if (x.is_cuda()) {
+    VITRT_PROFILE_OP("cast ", x.numel(), " ", dtype_name(x.dtype()), " -> ", dtype_name(to));
+    return cuda_impl::cast(x, to);
+  }
   if (to == DType::F32) return x.to_f32();  // any floating dtype on the host
   VITRT_CHECK(to == DType::BF16, InvalidArgument, "ops::cast: ", dtype_name(x.dtype()), " to ", dtype_name(to),
               " is not supported");

@@ -22,15 +22,7 @@ Tensor encode_image_on_device(const SamModel& model, const Image& rgb, int* inpu
   return ops::cast(model.image_encoder.forward(in.pixels), model.decoder_dtype);  // what the decoder reads
 }
 
-Tensor no_mask_dense_on_device(const SamModel& model) {
-  const SamConfig& c = model.config;
-  const int64_t D = c.out_chans, HW = static_cast<int64_t>(c.grid_size()) * c.grid_size();
-  Tensor dense = Tensor::empty({HW, D});
-  const float* nm = model.prompt_encoder.no_mask.data<float>();
-  for (int64_t i = 0; i < HW; ++i) std::memcpy(dense.data<float>() + i * D, nm, sizeof(float) * D);
-  // decode_points uploads and casts the host tensor per batch; the same cast, once.
-  return ops::cast(dense.to(model.device), model.decoder_dtype);
-}
+Tensor no_mask_dense_on_device(const SamModel& model) { return model.no_mask_dense; }  // built at upload
 
 void decode_points_on_device(const SamModel& model, const Tensor& features, const Tensor& dense_one, int input_h,
                              int input_w, int orig_h, int orig_w, const std::vector<GridPoint>& points_px,

@@ -8,6 +8,7 @@
 #include "models/sam/sam_model.h"
 #include "ops/cpu/interpolate.h"
 #include "ops/cpu/resize_antialias.h"
+#include "ops/op_profiler.h"
 #include "ops/ops.h"
 #include "ops/ops_cuda.h"
 
@@ -37,6 +38,12 @@ Tensor normalise_and_pad(const Image& resized, const SamConfig& c) {
 }
 
 bool finite(float v) { return std::isfinite(v); }
+
+// An embedding's features where and how the decoder reads them (undefined for a CPU model, which
+// reads the host tensor as it is).
+Tensor upload_for_decoder(const SamModel& model, const Tensor& features) {
+  return model.device == Device::CPU ? Tensor() : ops::cast(features.to(model.device), model.decoder_dtype);
+}
 
 }  // namespace
 
@@ -112,6 +119,7 @@ std::vector<ImageEmbedding> embed_images(const SamModel& model, const std::vecto
 void SamPredictor::set_image(const Image& rgb) {
   has_embedding_ = false;
   embedding_ = embed_images(*model_, {rgb}).front();
+  features_in_model_ = upload_for_decoder(*model_, embedding_.features);
   has_embedding_ = true;
 }
 
@@ -127,6 +135,7 @@ void SamPredictor::set_embedding(ImageEmbedding e) {
               e.original_width, " should resize to ", ih, "x", iw, ", the file says ", e.input_height, "x",
               e.input_width);
   embedding_ = std::move(e);
+  features_in_model_ = upload_for_decoder(*model_, embedding_.features);
   has_embedding_ = true;
 }
 
@@ -221,9 +230,10 @@ struct DecoderGroup {
 // Prompt encoding and the mask decoder for prompts on one or several images; on the GPU the mask
 // post-processing too. Prompts without a mask input share one dense embedding, so neither the
 // per-prompt [g*g, D] dense tensor nor the [B, g*g, D] dense batch is ever built for them.
+// `first_in_model`: embeddings[0]'s features already uploaded (SamPredictor keeps them), or null.
 std::vector<DecoderGroup> run_decoder(const SamModel& model, const std::vector<const ImageEmbedding*>& embeddings,
                                       const std::vector<std::vector<Prompt>>& prompts, bool multimask_output,
-                                      bool return_logits) {
+                                      bool return_logits, const Tensor* first_in_model = nullptr) {
   const SamConfig& c = model.config;
   const sam::PromptEncoder& pe = model.prompt_encoder;
   const int64_t D = c.out_chans, HW = c.grid_size() * c.grid_size(), m4 = c.low_res_size();
@@ -248,13 +258,15 @@ std::vector<DecoderGroup> run_decoder(const SamModel& model, const std::vector<c
   const int64_t first = multimask_output ? 1 : 0;
   const int64_t K = multimask_output ? c.num_multimask_outputs : 1;
   const bool on_gpu = model.device == Device::CUDA;
-  Tensor dense_one;  // the no-mask dense embedding [g*g, D], shared by every prompt without a mask input
+  Tensor no_mask_host;  // [g*g, D] float32, built only when a group mixes mask inputs with prompts without
   // The embeddings are kept as float32 on the host; the decoder gets each in its own device/dtype,
   // converted once however many token-count groups use it.
   std::vector<Tensor> in_model(static_cast<size_t>(I));
+  if (I > 0 && first_in_model && first_in_model->defined()) in_model[0] = *first_in_model;
   auto image_in_model = [&](int64_t i) -> const Tensor& {
     Tensor& t = in_model[static_cast<size_t>(i)];
-    if (!t.defined()) t = ops::cast(embeddings[i]->features.to(model.device), model.decoder_dtype);
+    if (!t.defined()) t = model.device == Device::CPU ? embeddings[i]->features
+                                                      : upload_for_decoder(model, embeddings[i]->features);
     return t;
   };
   std::vector<DecoderGroup> groups;
@@ -282,17 +294,14 @@ std::vector<DecoderGroup> run_decoder(const SamModel& model, const std::vector<c
     }
     Tensor masks;
     if (!any_mask_input) {
-      if (!dense_one.defined()) dense_one = pe.dense_embeddings(sam::ModelPrompt{});
-      model.mask_decoder.forward_shared_dense(image, model.image_pe, sp, dense_one, masks, g.iou, &g.counts);
+      model.mask_decoder.forward_shared_dense(image, model.image_pe, sp, model.no_mask_dense, masks, g.iou, &g.counts);
     } else {
       Tensor de = Tensor::empty({B, HW, D});
       for (int64_t b = 0; b < B; ++b) {
         const auto [i, j] = g.members[b];
-        if (!dense[i][j].defined()) {
-          if (!dense_one.defined()) dense_one = pe.dense_embeddings(sam::ModelPrompt{});
-          dense[i][j] = dense_one;
-        }
-        std::memcpy(de.data<float>() + b * HW * D, dense[i][j].raw(), sizeof(float) * HW * D);
+        if (!dense[i][j].defined() && !no_mask_host.defined()) no_mask_host = pe.dense_embeddings(sam::ModelPrompt{});
+        const Tensor& d = dense[i][j].defined() ? dense[i][j] : no_mask_host;
+        std::memcpy(de.data<float>() + b * HW * D, d.raw(), sizeof(float) * HW * D);
       }
       model.mask_decoder.forward(image, model.image_pe, sp, de, masks, g.iou, &g.counts);
     }
@@ -304,6 +313,7 @@ std::vector<DecoderGroup> run_decoder(const SamModel& model, const std::vector<c
     for (size_t gi = 0, b0 = 0; gi < g.images.size(); b0 += g.counts[gi], ++gi) {
       const ImageEmbedding& e = *embeddings[g.images[gi]];
       const int64_t n = g.counts[gi];
+      VITRT_PROFILE_OP("postprocess_masks ", n * K, " x ", e.original_height, "x", e.original_width);
       Tensor logits_dev;
       const Tensor mine = g.low_res.slice0(b0, b0 + n).reshape({n * K, m4, m4});
       g.masks.push_back(ops::cuda_impl::postprocess_masks(mine, c.img_size, e.input_height, e.input_width,
@@ -321,14 +331,16 @@ std::vector<DecoderGroup> run_decoder(const SamModel& model, const std::vector<c
 std::vector<std::vector<Prediction>> decode_prompts(const SamModel& model,
                                                     const std::vector<const ImageEmbedding*>& embeddings,
                                                     const std::vector<std::vector<Prompt>>& prompts,
-                                                    bool multimask_output, bool return_logits) {
+                                                    bool multimask_output, bool return_logits,
+                                                    const Tensor* first_in_model = nullptr) {
   const SamConfig& c = model.config;
   const int64_t m4 = c.low_res_size();
   const int64_t first = multimask_output ? 1 : 0;
   const int64_t K = multimask_output ? c.num_multimask_outputs : 1;
   std::vector<std::vector<Prediction>> results(embeddings.size());
   for (size_t i = 0; i < embeddings.size(); ++i) results[i].resize(prompts[i].size());
-  for (const DecoderGroup& g : run_decoder(model, embeddings, prompts, multimask_output, return_logits)) {
+  for (const DecoderGroup& g :
+       run_decoder(model, embeddings, prompts, multimask_output, return_logits, first_in_model)) {
     const int64_t M = g.iou.size(1);
     const Tensor low_host = ops::cast(g.low_res, DType::F32).to(Device::CPU);
     const Tensor iou_host = ops::cast(g.iou, DType::F32).to(Device::CPU);
@@ -359,7 +371,8 @@ std::vector<std::vector<Prediction>> decode_prompts(const SamModel& model,
 
 std::vector<Prediction> SamPredictor::predict_batch(const std::vector<Prompt>& prompts, bool multimask_output,
                                                     bool return_logits) const {
-  return decode_prompts(*model_, {&embedding()}, {prompts}, multimask_output, return_logits).front();
+  return decode_prompts(*model_, {&embedding()}, {prompts}, multimask_output, return_logits, &features_in_model_)
+      .front();
 }
 
 BatchPrediction SamPredictor::predict_batch_on_device(const std::vector<Prompt>& prompts, bool multimask_output,
@@ -386,7 +399,8 @@ BatchPrediction SamPredictor::predict_batch_on_device(const std::vector<Prompt>&
     }
     return out;
   }
-  std::vector<DecoderGroup> groups = run_decoder(model, {&e}, {prompts}, multimask_output, return_logits);
+  std::vector<DecoderGroup> groups =
+      run_decoder(model, {&e}, {prompts}, multimask_output, return_logits, &features_in_model_);
   auto scores_of = [&](const DecoderGroup& g) { return ops::cast(ops::narrow(g.iou, 1, first, K), DType::F32); };
   if (groups.size() == 1) {  // one token count: the batch rows are the prompts in order, no reordering
     DecoderGroup& g = groups.front();

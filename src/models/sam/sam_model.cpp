@@ -31,6 +31,7 @@ std::shared_ptr<SamModel> SamModel::from_state_dict(const StateDict& sd, const S
   m->prompt_encoder.load(r, cfg);
   m->mask_decoder.load(r, cfg);
   m->image_pe = m->prompt_encoder.dense_pe;
+  m->no_mask_dense = m->prompt_encoder.dense_embeddings(sam::ModelPrompt{});
   r.expect_all_used();
 
   uint64_t h = 0xcbf29ce484222325ull;
@@ -114,6 +115,7 @@ std::shared_ptr<SamModel> SamModel::to(Device dev, DType dt, std::optional<DType
   for_each_encoder_weight(*m, upload_as(dt));
   for_each_decoder_weight(*m, upload_as(ddt));
   upload_as(ddt)(m->image_pe);
+  upload_as(ddt)(m->no_mask_dense);
   m->fingerprint = fingerprint;  // same weights, same embeddings (up to precision)
   return m;
 }

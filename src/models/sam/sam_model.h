@@ -133,6 +133,9 @@ class SamModel {
   std::string fingerprint;  // identifies the weights; stored in embedding files
 
   Tensor image_pe;  // the prompt encoder's dense PE [g*g, out] in the decoder's device/dtype
+  // The dense prompt embedding of every prompt without a mask input (no_mask broadcast) [g*g, out],
+  // in the decoder's device/dtype: built once, not per decoder call.
+  Tensor no_mask_dense;
   Device device = Device::CPU;
   DType dtype = DType::F32;          // compute dtype of the image encoder
   DType decoder_dtype = DType::F32;  // compute dtype of the mask decoder (image_pe too)
