@@ -258,7 +258,8 @@ NB_MODULE(_vitrt, m) {
 
   m.def(
       "_load",
-      [](const std::string& checkpoint, const std::string& config, const std::string& device, const std::string& dtype) {
+      [](const std::string& checkpoint, const std::string& config, const std::string& device, const std::string& dtype,
+         const std::string& decoder_dtype) {
         // "auto": the GPU when this build has the CUDA backend and one is present (as the CLI's --device auto).
         vitrt::Device dev;
         if (device == "auto") dev = vitrt::devmem::cuda_available() ? vitrt::Device::CUDA : vitrt::Device::CPU;
@@ -275,10 +276,18 @@ NB_MODULE(_vitrt, m) {
         const vitrt::DType dt = dtype == "bf16" ? vitrt::DType::BF16 : vitrt::DType::F32;
         if (dev == vitrt::Device::CPU && dt != vitrt::DType::F32)
           throw vitrt::InvalidArgument("the CPU backend computes in fp32 only");
+        std::optional<vitrt::DType> ddt;  // empty: the decoder in `dtype` too
+        if (!decoder_dtype.empty()) {
+          if (decoder_dtype != "fp32" && decoder_dtype != "bf16")
+            throw vitrt::InvalidArgument("unknown decoder_dtype '" + decoder_dtype + "': expected 'fp32' or 'bf16'");
+          ddt = decoder_dtype == "bf16" ? vitrt::DType::BF16 : vitrt::DType::F32;
+          if (dev == vitrt::Device::CPU && *ddt != vitrt::DType::F32)
+            throw vitrt::InvalidArgument("the CPU backend computes in fp32 only");
+        }
         nb::gil_scoped_release release;
-        return PySam{vitrt::load_sam(checkpoint, config, dev, dt), dev == vitrt::Device::CUDA ? "cuda" : "cpu"};
+        return PySam{vitrt::load_sam(checkpoint, config, dev, dt, ddt), dev == vitrt::Device::CUDA ? "cuda" : "cpu"};
       },
-      "checkpoint"_a, "config"_a, "device"_a, "dtype"_a);
+      "checkpoint"_a, "config"_a, "device"_a, "dtype"_a, "decoder_dtype"_a);
   m.def(
       "_random_sam",
       [](const std::string& model_type, uint64_t seed) {

@@ -182,6 +182,11 @@ def test_errors_are_python_exceptions(sam, tmp_path):
         vitrt.load(MODEL, config=CONFIG, dtype="fp16")
     with pytest.raises(ValueError, match="fp32 only"):
         vitrt.load(MODEL, device="cpu", config=CONFIG, dtype="bf16")
+    with pytest.raises(ValueError, match="fp32 only"):
+        vitrt.load(MODEL, device="cpu", config=CONFIG, decoder_dtype="bf16")
+    with pytest.raises(ValueError, match="decoder_dtype"):
+        vitrt.load(MODEL, device="cpu", config=CONFIG, decoder_dtype="fp8")
+    assert vitrt.load(MODEL, device="cpu", config=CONFIG, decoder_dtype="fp32").device == "cpu"
 
 
 def test_load_device_auto_picks_an_available_device():

@@ -25,15 +25,20 @@ __all__ = ["load", "random_sam", "read_image", "Sam", "SamPredictor", "SamAutoma
 __version__ = "0.1.0"
 
 
-def load(checkpoint: str, device: str = "auto", config: Optional[str] = None, dtype: str = "fp32") -> Sam:
+def load(checkpoint: str, device: str = "auto", config: Optional[str] = None, dtype: str = "fp32",
+         decoder_dtype: Optional[str] = None) -> Sam:
     """Loads a SAM checkpoint (vit_b / vit_l / vit_h told from the tensor shapes).
 
     config: JSON with the settings of a non-standard model size (default: <checkpoint>.json if present).
     device: "auto" (the GPU when this build has the CUDA backend and one is present, else the CPU),
             "cpu" or "cuda".
     dtype: "fp32", or "bf16" on the GPU.
+    decoder_dtype: the mask decoder's own dtype (default: dtype). dtype="bf16" with decoder_dtype="fp32"
+            keeps the bf16 encoder's speed and halves the logits' error (the configuration that meets
+            the reference-agreement bar, see BENCHMARKS.md).
     """
-    return _vitrt._load(str(checkpoint), "" if config is None else str(config), device, dtype)
+    return _vitrt._load(str(checkpoint), "" if config is None else str(config), device, dtype,
+                        "" if decoder_dtype is None else decoder_dtype)
 
 
 def random_sam(model_type: str = "vit_b", seed: int = 0) -> Sam:
