@@ -377,6 +377,11 @@ TEST(CudaAttention, PlainAttention) {
     run_attention({dt, 2, 4096, 7, 256, 8}, seed++);   // image -> tokens
     run_attention({dt, 3, 7, 4096, 128, 8}, seed++);   // downsampled cross attention (hd 16)
     run_attention({dt, 3, 4096, 5, 128, 8}, seed++);
+    // The decoder's layer 0 with keys per image: all prompts' tokens stacked as one long query
+    // sequence against the image's 4096 keys (many query tiles, a partial last one).
+    run_attention({dt, 1, 448, 4096, 128, 8}, seed++);
+    run_attention({dt, 2, 113, 4096, 128, 8}, seed++);
+    run_attention({dt, 1, 300, 4096, 256, 8}, seed++);
     run_attention({dt, 2, 7, 7, 256, 8}, seed++);      // token self-attention
     run_attention({dt, 2, 33, 70, 96, 2}, seed++);     // hd 48: CUDA-core kernel
     run_attention({dt, 1, 100, 300, 256, 4}, seed++);  // hd 64, no rel

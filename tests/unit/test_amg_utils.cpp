@@ -5,6 +5,8 @@
 // against the predictor's own two-resize path.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -296,8 +298,23 @@ TEST(AmgUtils, DecoderWithSharedDenseEqualsBroadcastDense) {
     model->mask_decoder.forward_shared_dense(features, model->image_pe, sparse, dense_one, masks_b, iou_b);
     ASSERT_EQ(masks_a.shape(), masks_b.shape()) << n;
     ASSERT_EQ(iou_a.shape(), iou_b.shape()) << n;
-    EXPECT_EQ(std::memcmp(masks_a.raw(), masks_b.raw(), masks_a.nbytes()), 0) << "masks, batch " << n;
-    EXPECT_EQ(std::memcmp(iou_a.raw(), iou_b.raw(), iou_a.nbytes()), 0) << "iou, batch " << n;
+    // Not bit-identical: with one set of keys per image, layer 0 runs the image-side projections on
+    // one image and the cross attention on the prompts' tokens stacked (other GEMM shapes, so other
+    // summation orders). Both are fp32 evaluations of the same sums: within 1e-5 of each other.
+    auto max_rel = [](const Tensor& x, const Tensor& y) {
+      double num = 0, den = 0;
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        num = std::max(num, std::abs(static_cast<double>(x.data<float>()[i]) - y.data<float>()[i]));
+        den = std::max(den, std::abs(static_cast<double>(y.data<float>()[i])));
+      }
+      return num / std::max(den, 1e-30);
+    };
+    EXPECT_LT(max_rel(masks_b, masks_a), 1e-5) << "masks, batch " << n;
+    EXPECT_LT(max_rel(iou_b, iou_a), 1e-5) << "iou, batch " << n;
+    if (n == 1) {  // one prompt: the same operations in the same shapes, bit for bit
+      EXPECT_EQ(std::memcmp(masks_a.raw(), masks_b.raw(), masks_a.nbytes()), 0);
+      EXPECT_EQ(std::memcmp(iou_a.raw(), iou_b.raw(), iou_a.nbytes()), 0);
+    }
   }
 }
 

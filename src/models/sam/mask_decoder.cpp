@@ -32,6 +32,62 @@ Tensor attend(const DecoderAttentionW& a, int heads, const Tensor& q, const Tens
   return ops::linear(ops::attention(qp, kp, vp, heads), a.out.w, a.out.bias());
 }
 
+// Repeats `block` [1, ...] n times along the batch (by doubling: log n copies).
+Tensor repeat_batch(const Tensor& block, int64_t n) {
+  Tensor r = block;
+  while (r.size(0) * 2 <= n) r = ops::cat({r, r}, 0);
+  if (r.size(0) < n) r = ops::cat({r, r.slice0(0, n - r.size(0))}, 0);
+  return r;
+}
+
+// attend() for queries [B, T, D] grouped by image (counts[i] prompts of image i in a row) whose
+// keys and values are one per image ([images, N, D]): all the tokens of an image's prompts form one
+// query sequence against that image's keys. Each query row gets exactly what it would against a
+// copy of the keys per prompt, without the copies and with the k / v projections once per image.
+Tensor attend_keys_per_image(const DecoderAttentionW& a, int heads, const Tensor& q, const Tensor& k,
+                             const Tensor& v, const std::vector<int64_t>& counts) {
+  const int64_t T = q.size(1);
+  const Tensor qp = ops::linear(q, a.q.w, a.q.bias());
+  const Tensor kp = ops::linear(k, a.k.w, a.k.bias());
+  const Tensor vp = ops::linear(v, a.v.w, a.v.bias());
+  const int64_t inner = qp.size(2);
+  std::vector<Tensor> outs;
+  for (size_t i = 0, b0 = 0; i < counts.size(); b0 += counts[i], ++i) {
+    const int64_t n = counts[i], img = static_cast<int64_t>(i);
+    outs.push_back(ops::attention(qp.slice0(b0, b0 + n).reshape({1, n * T, inner}), kp.slice0(img, img + 1),
+                                  vp.slice0(img, img + 1), heads)
+                       .reshape({n, T, inner}));
+  }
+  return ops::linear(outs.size() == 1 ? outs[0] : ops::cat(outs, 0), a.out.w, a.out.bias());
+}
+
+// The image-to-token attention with the image side one per image (queries from k [images, N, D],
+// residual `keys` [images, N, D]) and the token side per prompt (k_tokens, v_tokens [B, T, D]):
+// returns keys + attention for every prompt, [B, N, D]. The query projection runs once per image
+// (then repeated: the attention needs one query sequence per prompt); the per-prompt keys come out
+// of the residual add, never from copying the image's keys.
+Tensor image_to_token_keys_per_image(const DecoderAttentionW& a, int heads, const Tensor& k, const Tensor& keys,
+                                     const Tensor& k_tokens, const Tensor& v_tokens,
+                                     const std::vector<int64_t>& counts) {
+  const Tensor qp_img = ops::linear(k, a.q.w, a.q.bias());
+  std::vector<Tensor> parts;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    const int64_t img = static_cast<int64_t>(i);
+    parts.push_back(repeat_batch(qp_img.slice0(img, img + 1), counts[i]));
+  }
+  const Tensor qp = parts.size() == 1 ? parts[0] : ops::cat(parts, 0);
+  const Tensor kp = ops::linear(k_tokens, a.k.w, a.k.bias());
+  const Tensor vp = ops::linear(v_tokens, a.v.w, a.v.bias());
+  Tensor out = ops::linear(ops::attention(qp, kp, vp, heads), a.out.w, a.out.bias());
+  const int64_t N = keys.size(1), D = keys.size(2);
+  for (size_t i = 0, b0 = 0; i < counts.size(); b0 += counts[i], ++i) {
+    const int64_t img = static_cast<int64_t>(i);
+    Tensor part = out.slice0(b0, b0 + counts[i]);  // a view: the sum lands in out
+    ops::add_(part, keys.slice0(img, img + 1).reshape({N, D}));
+  }
+  return out;
+}
+
 // MLP of mask_decoder.py: ReLU between layers, none after the last.
 Tensor mlp(const std::vector<LinearW>& layers, Tensor x) {
   for (size_t i = 0; i < layers.size(); ++i)
@@ -133,21 +189,20 @@ void MaskDecoder::forward_kept(const Tensor& image, const Tensor& image_pe, cons
   VITRT_CHECK(total == B, InvalidArgument, "mask decoder: prompt counts sum to ", total, ", the batch holds ", B);
   // [I, HW, D]: each image's embedding as tokens.
   Tensor image_tokens = ops::permute(image.reshape({I, D, HW}), {0, 2, 1});
-  // Repeats `block` [1, HW, D] n times along the batch (by doubling: log n copies).
-  auto repeat = [](Tensor block, int64_t n) {
-    Tensor r = block;
-    while (r.size(0) * 2 <= n) r = ops::cat({r, r}, 0);
-    if (r.size(0) < n) r = ops::cat({r, r.slice0(0, n - r.size(0))}, 0);
-    return r;
-  };
   Tensor keys;
+  // With one dense embedding for all prompts, every prompt of an image starts from the same keys:
+  // until layer 0's image-to-token attention makes them differ, `keys` holds one [HW, D] per image
+  // with prompts (counts: how many), and the image-side work of layer 0 runs once per image.
+  bool keys_per_image = dense_shared;
+  std::vector<int64_t> counts;
   if (dense_shared) {
-    // The same element-wise sums as below, once per image, then repeated over its prompts.
+    // The same element-wise sums as below, once per image.
     const Tensor dense_model = to_model(dense).reshape({1, HW, D});
     std::vector<Tensor> parts;
     for (int64_t i = 0; i < I; ++i) {
       if (per_image[i] == 0) continue;
-      parts.push_back(repeat(ops::add(dense_model, image_tokens.slice0(i, i + 1).reshape({HW, D})), per_image[i]));
+      parts.push_back(ops::add(dense_model, image_tokens.slice0(i, i + 1).reshape({HW, D})));
+      counts.push_back(per_image[i]);
     }
     keys = parts.size() == 1 ? parts[0] : ops::cat(parts, 0);
   } else {
@@ -179,8 +234,10 @@ void MaskDecoder::forward_kept(const Tensor& image, const Tensor& image_pe, cons
     queries = ops::layer_norm(queries, l.norm1.w, l.norm1.b, kDecoderEps);
 
     Tensor q = ops::add(queries, query_pe);
-    Tensor k = ops::add(keys, key_pe);
-    ops::add_(queries, attend(l.cross_token_to_image, heads, q, k, keys));
+    // keys + key_pe serves both cross attentions of the layer: keys only change after the second.
+    const Tensor k = ops::add(keys, key_pe);
+    ops::add_(queries, keys_per_image ? attend_keys_per_image(l.cross_token_to_image, heads, q, k, keys, counts)
+                                      : attend(l.cross_token_to_image, heads, q, k, keys));
     queries = ops::layer_norm(queries, l.norm2.w, l.norm2.b, kDecoderEps);
 
     Tensor hidden = ops::linear(queries, l.lin1.w, l.lin1.bias(), ops::Activation::ReLU);
@@ -188,9 +245,19 @@ void MaskDecoder::forward_kept(const Tensor& image, const Tensor& image_pe, cons
     queries = ops::layer_norm(queries, l.norm3.w, l.norm3.b, kDecoderEps);
 
     q = ops::add(queries, query_pe);
-    k = ops::add(keys, key_pe);
-    ops::add_(keys, attend(l.cross_image_to_token, heads, k, q, queries));
+    if (keys_per_image) {
+      keys = image_to_token_keys_per_image(l.cross_image_to_token, heads, k, keys, q, queries, counts);
+      keys_per_image = false;  // from here on one set of keys per prompt
+    } else {
+      ops::add_(keys, attend(l.cross_image_to_token, heads, k, q, queries));
+    }
     keys = ops::layer_norm(keys, l.norm4.w, l.norm4.b, kDecoderEps);
+  }
+  if (keys_per_image) {  // no transformer layers (not a SAM shape): one set of keys per prompt all the same
+    std::vector<Tensor> parts;
+    for (size_t i = 0; i < counts.size(); ++i)
+      parts.push_back(repeat_batch(keys.slice0(static_cast<int64_t>(i), static_cast<int64_t>(i) + 1), counts[i]));
+    keys = parts.size() == 1 ? parts[0] : ops::cat(parts, 0);
   }
   {
     Tensor q = ops::add(queries, query_pe);
