@@ -102,23 +102,30 @@ __global__ void im2col_taps_kernel(const V* x, V* col, Im2colTaps g) {
   }
 }
 
-template <class T>
-__global__ void convt_scatter_kernel(const T* y, const T* bias, T* out, int64_t B, int64_t H, int64_t W,
-                                     int64_t Cout) {
-  const int64_t Wo = 2 * W, Ho = 2 * H;
-  const int64_t n = B * Ho * Wo * Cout;
-  for (int64_t i = gtid(); i < n; i += gstride()) {
-    int64_t r = i;
-    const int64_t co = r % Cout;
-    r /= Cout;
-    const int64_t ox = r % Wo;
-    r /= Wo;
-    const int64_t oy = r % Ho, b = r / Ho;
-    const int64_t m = (b * H + oy / 2) * W + ox / 2;
-    const float v = dev::to_f(y[m * Cout * 4 + co * 4 + (oy % 2) * 2 + (ox % 2)]);
-    out[i] = dev::from_f<T>(v + (bias ? dev::to_f(bias[co]) : 0.f));
+// One thread per (input pixel, output channel): reads that pixel's 4 GEMM columns of the channel
+// (contiguous: column co*4 + ky*2 + kx) and writes them to its 2x2 output block (for a fixed tap,
+// consecutive threads write consecutive channels). Index type I: 32-bit when the sizes allow (the
+// first version decomposed every output index with three 64-bit divisions and read with a stride of
+// 4 elements: instruction-bound).
+template <class T, class I>
+__global__ void convt_scatter_kernel(const T* y, const T* bias, T* out, I B, I H, I W, I Cout) {
+  const I n = B * H * W * Cout;
+  for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += static_cast<I>(gridDim.x) * blockDim.x) {
+    const I co = i % Cout, m = i / Cout;
+    const I ix = m % W, r = m / W;
+    const I iy = r % H, b = r / H;
+    const T* src = y + static_cast<int64_t>(m) * Cout * 4 + static_cast<int64_t>(co) * 4;
+    const float add = bias ? dev::to_f(bias[co]) : 0.f;
+    const int64_t Wo = 2 * static_cast<int64_t>(W);
+    const int64_t top = ((static_cast<int64_t>(b) * 2 * H + 2 * iy) * Wo + 2 * ix) * Cout + co;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int64_t o = top + (k / 2) * Wo * Cout + (k % 2) * Cout;
+      out[o] = dev::from_f<T>(dev::to_f(src[k]) + add);
+    }
   }
 }
+
 
 // Calls f(T{}) with an unsigned integer type of the element size: copies need no arithmetic.
 template <class F>
@@ -239,12 +246,20 @@ void im2col_nhwc_taps(size_t elem_size, const void* x, void* col, int64_t B, int
 
 void conv_transpose2x2_scatter(DType dt, const void* y, const void* bias, void* out, int64_t B, int64_t H, int64_t W,
                                int64_t Cout) {
-  const int64_t n = B * 4 * H * W * Cout;
+  const int64_t n = B * H * W * Cout;  // threads: one per input pixel and channel
   if (n == 0) return;
   dispatch_float(dt, "conv_transpose2x2", [&](auto tag) {
     using T = decltype(tag);
-    convt_scatter_kernel<T><<<dev::blocks_for(n), dev::kThreads, 0, current_stream()>>>(
-        static_cast<const T*>(y), static_cast<const T*>(bias), static_cast<T*>(out), B, H, W, Cout);
+    const T* yt = static_cast<const T*>(y);
+    const T* bt = static_cast<const T*>(bias);
+    T* ot = static_cast<T*>(out);
+    if (4 * n < (int64_t{1} << 31))
+      convt_scatter_kernel<T, int32_t><<<dev::blocks_for(n), dev::kThreads, 0, current_stream()>>>(
+          yt, bt, ot, static_cast<int32_t>(B), static_cast<int32_t>(H), static_cast<int32_t>(W),
+          static_cast<int32_t>(Cout));
+    else
+      convt_scatter_kernel<T, int64_t><<<dev::blocks_for(n), dev::kThreads, 0, current_stream()>>>(yt, bt, ot, B, H, W,
+                                                                                                 Cout);
   });
   check_launch("conv_transpose2x2 scatter kernel");
 }
