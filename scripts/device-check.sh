@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, run every GPU test, the GPU fidelity checks and the benchmarks,
 # then print a short table. Logs go to $OUT (or ./device-out). Usage:
-#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [server] [attn-sweep] [ncu] [decoder-ref] [anchors] [anchors-compiled]
+#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [server] [attn-sweep] [ncu] [decoder-ref] [compare] [anchors] [anchors-compiled]
 #   (default: tests bench)
 # The GPU machine has no internet: Debian packages travel as .deb files in .deps/ (see
 # scripts/fetch-device-deps.sh) and are unpacked into /tmp/deps; segment-anything(-fast) for the
@@ -175,6 +175,16 @@ if has decoder-ref; then
     ANCHOR_DIR=.anchors timeout 200 python3 bench/decoder_reference.py --model $m > "$OUT/decoder_ref_$m.txt" 2>&1
     add_summary "sam-fast batched decoder $m bf16: $(grep RESULT "$OUT/decoder_ref_$m.txt" | tail -1 || tail -3 "$OUT/decoder_ref_$m.txt")"
   done
+fi
+
+# vitrt and segment-anything-fast (eager at batch 1, compiled above) on the same configurations, with
+# the ratios and the issue's targets in one table (bench/sam_vs_reference.py; ~10 min with vit_h).
+if has compare; then
+  timeout ${COMPARE_TIMEOUT:-560} python3 bench/sam_vs_reference.py --vitrt "$PWD/$V" --anchor-dir .anchors \
+    --configs "${COMPARE_CONFIGS:-vit_b:1,vit_b:32,vit_h:1,vit_h:32}" --json "$OUT/compare.json" \
+    > "$OUT/compare.txt" 2> "$OUT/compare.err"
+  cat "$OUT/compare.txt"
+  add_summary "compare (bench/sam_vs_reference.py): $(grep -c '^| encoder\|^| decoder' "$OUT/compare.txt") rows, see compare.txt"
 fi
 
 anchor() {  # model bs compile
