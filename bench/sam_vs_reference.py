@@ -159,7 +159,10 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--json", help="write every measurement and the comparison rows here")
     a = ap.parse_args()
-    configs = parse_configs(a.configs)
+    try:
+        configs = parse_configs(a.configs)
+    except ValueError as e:
+        ap.error(str(e))
     vitrt, reference, decoder_reference = {}, {}, {}
     for model, batch in configs:
         print(f"[vitrt] {model} bs{batch}", file=sys.stderr, flush=True)
