@@ -1,8 +1,10 @@
 #include "vitrt/tensor.h"
 
 #include "core/device_memory.h"
+#include "core/host_memory.h"
 
 #include <cstdlib>
+#include <list>
 #include <map>
 #include <mutex>
 #include <cstring>
@@ -67,20 +69,84 @@ namespace {
 
 // Host memory for tensors. Large blocks (the encoder's qkv and MLP activations are 10-50 MB) are
 // kept in a small cache when freed: glibc returns blocks above its mmap threshold to the kernel, and
-// faulting those pages back in on every forward cost about 20% of the CPU encoder's time.
+// faulting those pages back in on every forward cost about 20% of the CPU encoder's time (and makes
+// device-to-host copies into them several times slower). When the cache is full the blocks idle the
+// longest make room: a model's load-time temporaries (e.g. every weight converted for the GPU) must
+// not fill it for good and leave the blocks reused on every call uncached, which made vit_h's
+// mask downloads 4x slower than vit_b's.
 using HostBlock = std::shared_ptr<const void>;
-constexpr size_t kCacheMin = size_t{1} << 20;        // cache blocks of 1 MiB and more
-constexpr size_t kCacheLimit = size_t{2} << 30;      // keep at most 2 GiB idle
+constexpr size_t kCacheMin = size_t{1} << 20;  // cache blocks of 1 MiB and more
 
 struct HostCache {
+  struct Idle {
+    size_t bytes;
+    void* block;
+  };
   std::mutex mu;
-  std::multimap<size_t, void*> idle;  // rounded size -> block
+  std::list<Idle> lru;                                         // oldest first
+  std::multimap<size_t, std::list<Idle>::iterator> by_size;  // rounded size -> entry of lru
   size_t idle_bytes = 0;
+  size_t limit = size_t{2} << 30;  // keep at most 2 GiB idle
+
+  void* take(size_t bytes) {
+    auto it = by_size.find(bytes);
+    if (it == by_size.end()) return nullptr;
+    void* p = it->second->block;
+    lru.erase(it->second);
+    by_size.erase(it);
+    idle_bytes -= bytes;
+    return p;
+  }
+  // Frees the oldest idle blocks until `incoming` more bytes fit under the limit.
+  void trim(size_t incoming) {
+    while (!lru.empty() && idle_bytes + incoming > limit) {
+      const Idle old = lru.front();
+      for (auto it = by_size.find(old.bytes); it != by_size.end(); ++it)
+        if (it->second == lru.begin()) {
+          by_size.erase(it);
+          break;
+        }
+      lru.pop_front();
+      idle_bytes -= old.bytes;
+      std::free(old.block);
+    }
+  }
+  // Keeps `block` idle, evicting the oldest blocks as needed; false when it cannot be kept.
+  bool keep(size_t bytes, void* block) {
+    if (bytes > limit) return false;
+    trim(bytes);
+    by_size.emplace(bytes, lru.insert(lru.end(), Idle{bytes, block}));
+    idle_bytes += bytes;
+    return true;
+  }
 };
 HostCache& host_cache() {
   static HostCache* c = new HostCache();  // never destroyed: tensors may outlive static destructors
   return *c;
 }
+
+}  // namespace
+
+namespace host_memory {
+void set_cache_limit(size_t bytes) {
+  HostCache& c = host_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.limit = bytes;
+  c.trim(0);
+}
+size_t cache_limit() {
+  HostCache& c = host_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.limit;
+}
+size_t cache_idle_bytes() {
+  HostCache& c = host_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.idle_bytes;
+}
+}  // namespace host_memory
+
+namespace {
 
 HostBlock host_allocate(size_t bytes) {
   // 64-byte alignment for vector loads; at least one line so data is never null.
@@ -90,12 +156,7 @@ HostBlock host_allocate(size_t bytes) {
   if (alloc >= kCacheMin) {
     HostCache& c = host_cache();
     std::lock_guard<std::mutex> lock(c.mu);
-    auto it = c.idle.find(alloc);
-    if (it != c.idle.end()) {
-      p = it->second;
-      c.idle.erase(it);
-      c.idle_bytes -= alloc;
-    }
+    p = c.take(alloc);
   }
   if (!p) p = std::aligned_alloc(64, alloc);
   if (!p) throw Error(detail::concat("out of memory allocating ", bytes, " bytes of host memory"));
@@ -104,11 +165,7 @@ HostBlock host_allocate(size_t bytes) {
     if (alloc >= kCacheMin) {
       HostCache& c = host_cache();
       std::lock_guard<std::mutex> lock(c.mu);
-      if (c.idle_bytes + alloc <= kCacheLimit) {
-        c.idle.emplace(alloc, block);
-        c.idle_bytes += alloc;
-        return;
-      }
+      if (c.keep(alloc, block)) return;
     }
     std::free(block);
   });
