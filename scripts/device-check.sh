@@ -121,6 +121,7 @@ fi
 if has amg; then
   for img in 640x480 $([ "${AMG_QUICK:-0}" = 1 ] || echo 2250x1500); do
     $V everything --random-weights vit_h --device cuda --dtype bf16 --random-image $img --bench 10 \
+      ${AMG_DECODER_DTYPE:+--decoder-dtype $AMG_DECODER_DTYPE} \
       > "$OUT/everything_vit_h_$img.json" 2> "$OUT/everything_vit_h_$img.err"
     add_summary "everything vit_h bf16 $img: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));m=d['median_ms'];print('total %.1f ms (encoder %.1f, decoder+filters %.1f, nms+rle %.2f, records %.2f), %d masks'%(m['total'],m['encoder'],m['decoder_and_filters'],m['nms_and_rle'],m['records'],d['masks']))" "$OUT/everything_vit_h_$img.json" 2>/dev/null || tail -c 300 "$OUT/everything_vit_h_$img.err")"
   done
@@ -142,7 +143,8 @@ fi
 if has server; then
   for c in 1 64; do
     timeout 120 python3 bench/load_test.py --vitrt "$PWD/$V" --random-weights vit_b --server-arg=--device \
-      --server-arg=cuda --server-arg=--dtype --server-arg=bf16 --clients $c --duration ${SERVER_SECONDS:-20} \
+      --server-arg=cuda --server-arg=--dtype --server-arg=bf16 ${SERVER_DECODER_DTYPE:+--server-arg=--decoder-dtype --server-arg=$SERVER_DECODER_DTYPE} \
+      --clients $c --duration ${SERVER_SECONDS:-20} \
       --warmup 3 --json "$OUT/load_$c.json" > "$OUT/load_$c.txt" 2>&1
     add_summary "server cuda bf16 vit_b, $c client(s): rc=$? $(tail -c 600 "$OUT/load_$c.json" 2>/dev/null | tr -d '\n ' || tail -5 "$OUT/load_$c.txt")"
   done

@@ -40,7 +40,7 @@ double median(std::vector<double> v) {
 }
 
 struct BenchArgs {
-  std::string device = "cpu", model = "vit_b", dtype = "fp32";
+  std::string device = "cpu", model = "vit_b", dtype = "fp32", decoder_dtype;
   int batch = 1, iters = 3, warmup = 1;
   double sparsity = 0.9;  // the ViT classifier (--model vit_b_16 ...): MLP block sparsity and block size
   int block = 64;
@@ -138,6 +138,7 @@ void print_result(const BenchArgs& a, const nlohmann::json& out) {
 
 void run_bench_cpu(const BenchArgs& a, const SamConfig& cfg) {
   VITRT_CHECK(a.dtype == "fp32", InvalidArgument, "the CPU backend computes in fp32 only (got --dtype ", a.dtype, ")");
+  parse_decoder_dtype(a.decoder_dtype, Device::CPU);  // refuses bf16
   if (!a.json) note("building " + a.model + " with random weights");
   auto model = SamModel::from_state_dict(sam::random_state_dict(cfg, 1234), cfg);
 
@@ -198,7 +199,8 @@ void run_bench_cuda(const BenchArgs& a, const SamConfig& cfg) {
   VITRT_CHECK(a.dtype == "fp32" || a.dtype == "bf16", InvalidArgument, "--dtype must be fp32 or bf16");
   const DType dt = a.dtype == "bf16" ? DType::BF16 : DType::F32;
   if (!a.json) note("building " + a.model + " with random weights on " + cuda::device_description(0));
-  auto model = SamModel::from_state_dict(sam::random_state_dict(cfg, 1234), cfg)->to(Device::CUDA, dt);
+  auto model = SamModel::from_state_dict(sam::random_state_dict(cfg, 1234), cfg)
+                   ->to(Device::CUDA, dt, parse_decoder_dtype(a.decoder_dtype, Device::CUDA));
   Tensor input = ops::cast(random_input(cfg, a.batch).to(Device::CUDA), dt);
 
   // Eager warm-up (GEMM plans, workspaces), then the whole encoder captured as one CUDA graph.
@@ -229,7 +231,8 @@ void run_bench_cuda(const BenchArgs& a, const SamConfig& cfg) {
   nlohmann::json dec = a.decoder ? bench_decoder(model, ops::cast(output.slice0(0, 1), DType::F32).to(Device::CPU))
                                  : nlohmann::json::object();
   nlohmann::json result = {{"device", a.device}, {"gpu", cuda::device_description(0)}, {"model", a.model},
-                           {"dtype", a.dtype}, {"batch", a.batch}, {"encoder_ms_per_batch", ms_batch},
+                           {"dtype", a.dtype}, {"decoder_dtype", dtype_name(model->decoder_dtype)},
+                           {"batch", a.batch}, {"encoder_ms_per_batch", ms_batch},
                            {"encoder_ms_per_image", ms_img}, {"images_per_s", 1e3 / ms_img},
                            {"encoder_gflop_per_image", gflop}, {"encoder_gflops", gflop / (ms_img / 1e3)},
                            {"encoder_tflops", gflop / ms_img}, {"cuda_graph", true}, {"peak_device_gib", peak_gib},
@@ -360,6 +363,7 @@ void add_bench(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--batch", a->batch, "Images per encoder call")->capture_default_str();
   c->add_option("--dtype", a->dtype, "fp32, or bf16 on cuda")->capture_default_str();
+  c->add_option("--decoder-dtype", a->decoder_dtype, kDecoderDtypeHelp);
   c->add_option("--iters", a->iters, "Timed iterations (median reported)")->capture_default_str();
   c->add_option("--warmup", a->warmup, "Untimed warm-up iterations")->capture_default_str();
   c->add_flag("!--no-decoder", a->decoder, "Skip the mask decoder timing");

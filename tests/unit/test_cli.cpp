@@ -116,6 +116,13 @@ TEST(Cli, BadInputFailsWithAClearMessage) {
   CliResult cuda = run("bench --device cuda --model vit_b");
   EXPECT_EQ(cuda.code, 1);
   EXPECT_NE(cuda.out.find("not available"), std::string::npos) << cuda.out;
+  // The decoder's own dtype: bf16 needs the GPU; unknown names are refused.
+  CliResult dec = run("segment -q --checkpoint " + kModel + " --image " + kImage + " --device cpu --decoder-dtype bf16 --out " + tmp("bad6"));
+  EXPECT_EQ(dec.code, 1);
+  EXPECT_NE(dec.out.find("fp32 only"), std::string::npos) << dec.out;
+  CliResult dec2 = run("segment -q --checkpoint " + kModel + " --image " + kImage + " --decoder-dtype fp16 --out " + tmp("bad7"));
+  EXPECT_EQ(dec2.code, 1);
+  EXPECT_NE(dec2.out.find("decoder dtype 'fp16'"), std::string::npos) << dec2.out;
 }
 
 TEST(Cli, FidelityCheckReportsAgreementAndFailsOnATightBar) {
