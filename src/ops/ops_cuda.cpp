@@ -538,18 +538,17 @@ Tensor postprocess_masks(const Tensor& low_res, int64_t S, int64_t input_h, int6
               InvalidArgument, "ops::postprocess_masks: bad sizes: S ", S, ", input ", input_h, "x", input_w,
               ", output ", out_h, "x", out_w);
   const int64_t mh = low_res.size(-2), mw = low_res.size(-1), N = low_res.numel() / (mh * mw);
-  // Bilinear to S x S in fp32 (the CPU path's intermediate), then the crop is read in place
-  // (row stride S) by the second resize, which also thresholds.
-  Tensor full = empty_like_dev({N, S, S}, DType::F32);
-  cuda::resize_bilinear(low_res.dtype(), low_res.raw(), N, mh, mw, mh * mw, mw, DType::F32, full.raw(), S, S);
+  // Bilinear to S x S in fp32 (the CPU path's intermediate), crop, bilinear to the output size and
+  // threshold, in one pass: the S x S values are recomputed where the second resize reads them.
   Shape out_shape = low_res.shape();
   out_shape[out_shape.size() - 2] = out_h;
   out_shape.back() = out_w;
   Tensor masks = Tensor::empty(out_shape, DType::U8, Device::CUDA);
   Tensor lg;
   if (logits) lg = empty_like_dev(out_shape, DType::F32);
-  cuda::resize_bilinear(DType::F32, full.raw(), N, input_h, input_w, S * S, S, DType::F32, logits ? lg.raw() : nullptr,
-                        out_h, out_w, static_cast<uint8_t*>(masks.raw()));
+  cuda::upscale_crop_resize(low_res.dtype(), low_res.raw(), N, mh, mw, S, input_h, input_w,
+                            logits ? static_cast<float*>(lg.raw()) : nullptr, static_cast<uint8_t*>(masks.raw()), out_h,
+                            out_w);
   if (logits) *logits = lg;
   return masks;
 }

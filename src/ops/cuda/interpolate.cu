@@ -58,7 +58,67 @@ __global__ void bilinear_kernel(const TI* x, int64_t N, int H, int W, int64_t pl
   }
 }
 
+// Sam.postprocess_masks in one pass: output pixel (y, x) of the resize input_h x input_w ->
+// oh x ow reads 4 pixels of the S x S upsample's top-left crop, each computed here from the m x m
+// low-res plane with the first resize's taps and arithmetic -- the same fp32 values the two-pass
+// form stores in its [N, S, S] intermediate (4 MB per mask, 800 MB for 64 prompts x 3 masks), so the
+// results are bit for bit the same without it. Taps per column once per thread, per row once per
+// grid row; the low-res plane (256 KB) stays in L1 / L2.
+template <class TI>
+__device__ __forceinline__ float upsampled_at(const TI* plane, int mw, const taps::LinearTap<int>& v,
+                                              const taps::LinearTap<int>& h) {
+  const TI* r0 = plane + static_cast<int64_t>(v.i0) * mw;
+  const TI* r1 = plane + static_cast<int64_t>(v.i1) * mw;
+  const float top = lerp2(h.w0, to_f(r0[h.i0]), h.w1, to_f(r0[h.i1]));
+  const float bot = lerp2(h.w0, to_f(r1[h.i0]), h.w1, to_f(r1[h.i1]));
+  return lerp2(v.w0, top, v.w1, bot);
+}
+
+template <class TI>
+__global__ void upscale_crop_resize_kernel(const TI* low, int64_t N, int mh, int mw, int S, int ih, int iw, float* out,
+                                           uint8_t* mask, int oh, int ow) {
+  const int x = static_cast<int>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (x >= ow) return;
+  const float s1v = taps::linear_scale(mh, S), s1h = taps::linear_scale(mw, S);
+  const float s2v = taps::linear_scale(ih, oh), s2h = taps::linear_scale(iw, ow);
+  const taps::LinearTap<int> h2 = taps::linear_tap<int>(iw, s2h, x);
+  const taps::LinearTap<int> h1a = taps::linear_tap<int>(mw, s1h, h2.i0), h1b = taps::linear_tap<int>(mw, s1h, h2.i1);
+  for (int y = blockIdx.y; y < oh; y += gridDim.y) {
+    const taps::LinearTap<int> v2 = taps::linear_tap<int>(ih, s2v, y);
+    const taps::LinearTap<int> v1a = taps::linear_tap<int>(mh, s1v, v2.i0), v1b = taps::linear_tap<int>(mh, s1v, v2.i1);
+    for (int64_t p = blockIdx.z; p < N; p += gridDim.z) {
+      const TI* plane = low + p * mh * mw;
+      // Width inside, height outside, in both resizes (as the CPU kernels).
+      const float top = lerp2(h2.w0, upsampled_at(plane, mw, v1a, h1a), h2.w1, upsampled_at(plane, mw, v1a, h1b));
+      const float bot = lerp2(h2.w0, upsampled_at(plane, mw, v1b, h1a), h2.w1, upsampled_at(plane, mw, v1b, h1b));
+      const float o = lerp2(v2.w0, top, v2.w1, bot);
+      const int64_t i = (p * oh + y) * ow + x;
+      if (out) out[i] = o;
+      if (mask) mask[i] = o > 0.f ? 1 : 0;  // SAM's mask_threshold = 0.0
+    }
+  }
+}
+
 }  // namespace
+
+void upscale_crop_resize(DType in_dt, const void* low, int64_t N, int64_t mh, int64_t mw, int64_t S, int64_t input_h,
+                         int64_t input_w, float* logits, uint8_t* mask, int64_t oh, int64_t ow) {
+  if (N == 0 || oh == 0 || ow == 0) return;
+  VITRT_CHECK(mh >= 1 && mw >= 1 && S >= 1 && input_h >= 1 && input_w >= 1 && input_h <= S && input_w <= S,
+              InvalidArgument, "cuda upscale_crop_resize: bad sizes");
+  VITRT_CHECK(S < (int64_t{1} << 24) && oh < (int64_t{1} << 31) && ow < (int64_t{1} << 31), InvalidArgument,
+              "cuda upscale_crop_resize: sizes too large");
+  dispatch_float(in_dt, "upscale_crop_resize", [&](auto tag) {
+    using TI = decltype(tag);
+    const dim3 grid(static_cast<unsigned>((ow + 127) / 128), static_cast<unsigned>(std::min<int64_t>(oh, 65535)),
+                    static_cast<unsigned>(std::min<int64_t>(N, 65535)));
+    upscale_crop_resize_kernel<TI><<<grid, 128, 0, current_stream()>>>(
+        static_cast<const TI*>(low), N, static_cast<int>(mh), static_cast<int>(mw), static_cast<int>(S),
+        static_cast<int>(input_h), static_cast<int>(input_w), logits, mask, static_cast<int>(oh),
+        static_cast<int>(ow));
+  });
+  check_launch("upscale_crop_resize kernel");
+}
 
 void interpolate_linear_rows(DType dt, const void* x, void* out, int64_t L, int64_t C, int64_t new_len) {
   if (new_len == 0 || C == 0) return;

@@ -19,4 +19,11 @@ void interpolate_linear_rows(DType dt, const void* x, void* out, int64_t L, int6
 void resize_bilinear(DType in_dt, const void* x, int64_t N, int64_t H, int64_t W, int64_t plane_stride,
                      int64_t row_stride, DType out_dt, void* out, int64_t oh, int64_t ow, uint8_t* mask = nullptr);
 
+// Sam.postprocess_masks + threshold in one pass: low [N, mh, mw] (in_dt F32 or BF16) bilinear to
+// S x S, the top-left input_h x input_w crop bilinear to oh x ow, without the S x S intermediate;
+// float32 logits (if non-null) and uint8 masks (logit > 0, if non-null), [N, oh, ow]. The same
+// values, bit for bit, as resize_bilinear twice through an fp32 [N, S, S] buffer.
+void upscale_crop_resize(DType in_dt, const void* low, int64_t N, int64_t mh, int64_t mw, int64_t S, int64_t input_h,
+                         int64_t input_w, float* logits, uint8_t* mask, int64_t oh, int64_t ow);
+
 }  // namespace vitrt::cuda
