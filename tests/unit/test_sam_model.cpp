@@ -138,8 +138,9 @@ TEST(SamPredictor, BatchOnDeviceStacksTheBatch) {
 }
 
 TEST(SamPredictor, MultiImageBatchEqualsPerImage) {
-  // Three images of different sizes, 2 / 0 / 3 prompts (one with a mask input, so both the shared and
-  // the per-prompt dense paths run), decoded together vs image by image.
+  // Three images of different sizes, 2 / 0 / 3 prompts, decoded together vs image by image: with a
+  // mask input in the group (the per-prompt dense path), and without (the shared dense path, whose
+  // layer 0 keeps one set of keys per image).
   auto model = test::small_model();
   std::vector<ImageEmbedding> embs;
   const int sizes[3][2] = {{64, 64}, {48, 80}, {90, 40}};
@@ -156,29 +157,34 @@ TEST(SamPredictor, MultiImageBatchEqualsPerImage) {
   prompts[2][0].points = {{20, 5, 1}};
   prompts[2][1].points = {{70, 30, 1}};
   prompts[2][2].points = {{5, 5, 1}};
-  {
-    SamPredictor p(model);
-    p.set_embedding(embs[0]);
-    prompts[2][2].mask_input = p.predict(prompts[0][0], false).low_res_logits;
-  }
-  const auto multi = predict_multi_image(*model, embs, prompts);
-  ASSERT_EQ(multi.size(), 3u);
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_EQ(multi[i].size(), prompts[i].size());
-    if (prompts[i].empty()) continue;
-    SamPredictor p(model);
-    p.set_embedding(embs[i]);
-    const auto single = p.predict_batch(prompts[i]);
-    for (size_t j = 0; j < prompts[i].size(); ++j) {
-      SCOPED_TRACE("image " + std::to_string(i) + " prompt " + std::to_string(j));
-      ASSERT_EQ(multi[i][j].masks.shape(), single[j].masks.shape());
-      const float* x = single[j].low_res_logits.data<float>();
-      const float* y = multi[i][j].low_res_logits.data<float>();
-      double err = 0, ref = 0;
-      for (int64_t k = 0; k < single[j].low_res_logits.numel(); ++k)
-        err += (x[k] - y[k]) * (x[k] - y[k]), ref += x[k] * x[k];
-      EXPECT_LT(std::sqrt(err / ref), 1e-5);
-      for (size_t k = 0; k < single[j].scores.size(); ++k) EXPECT_NEAR(multi[i][j].scores[k], single[j].scores[k], 1e-4);
+  for (bool with_mask_input : {true, false}) {
+    SCOPED_TRACE(with_mask_input ? "with a mask input" : "shared dense embedding");
+    if (with_mask_input) {
+      SamPredictor p(model);
+      p.set_embedding(embs[0]);
+      prompts[2][2].mask_input = p.predict(prompts[0][0], false).low_res_logits;
+    } else {
+      prompts[2][2].mask_input = Tensor();
+    }
+    const auto multi = predict_multi_image(*model, embs, prompts);
+    ASSERT_EQ(multi.size(), 3u);
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_EQ(multi[i].size(), prompts[i].size());
+      if (prompts[i].empty()) continue;
+      SamPredictor p(model);
+      p.set_embedding(embs[i]);
+      const auto single = p.predict_batch(prompts[i]);
+      for (size_t j = 0; j < prompts[i].size(); ++j) {
+        SCOPED_TRACE("image " + std::to_string(i) + " prompt " + std::to_string(j));
+        ASSERT_EQ(multi[i][j].masks.shape(), single[j].masks.shape());
+        const float* x = single[j].low_res_logits.data<float>();
+        const float* y = multi[i][j].low_res_logits.data<float>();
+        double err = 0, ref = 0;
+        for (int64_t k = 0; k < single[j].low_res_logits.numel(); ++k)
+          err += (x[k] - y[k]) * (x[k] - y[k]), ref += x[k] * x[k];
+        EXPECT_LT(std::sqrt(err / ref), 1e-5);
+        for (size_t k = 0; k < single[j].scores.size(); ++k) EXPECT_NEAR(multi[i][j].scores[k], single[j].scores[k], 1e-4);
+      }
     }
   }
   // Mismatched lists and another model's embedding are refused.
