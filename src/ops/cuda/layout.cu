@@ -126,7 +126,6 @@ __global__ void convt_scatter_kernel(const T* y, const T* bias, T* out, I B, I H
   }
 }
 
-
 // Calls f(T{}) with an unsigned integer type of the element size: copies need no arithmetic.
 template <class F>
 void dispatch_size(size_t elem, const char* op, F&& f) {
