@@ -302,11 +302,13 @@ Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int str
   return out;
 }
 
-Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias) {
+Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act) {
   if (x.is_cuda()) {
-    VITRT_PROFILE_OP("conv_transpose2x2 ", shape_str(x.shape()), " -> ", w.size(1));
-    return cuda_impl::conv_transpose2x2_nhwc(x, w, bias);
+    VITRT_PROFILE_OP("conv_transpose2x2 ", shape_str(x.shape()), " -> ", w.size(1), act == Activation::GELU ? " +gelu" : "");
+    return cuda_impl::conv_transpose2x2_nhwc(x, w, bias, act);
   }
+  VITRT_CHECK(act == Activation::None || act == Activation::GELU, InvalidArgument,
+              "ops::conv_transpose2x2_nhwc: the activation must be None or GELU");
   check_input(x, "conv_transpose2x2_nhwc", "x");
   check_input(w, "conv_transpose2x2_nhwc", "weight");
   VITRT_CHECK(x.dim() == 4 && w.dim() == 4 && w.size(0) == x.size(3) && w.size(2) == 2 && w.size(3) == 2,
@@ -319,6 +321,7 @@ Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bi
   }
   Tensor out = Tensor::empty({B, 2 * H, 2 * W, Cout});
   cpu::conv_transpose2x2_nhwc(f32(x), f32(w), bias ? f32(*bias) : nullptr, f32(out), B, H, W, Cin, Cout);
+  if (act == Activation::GELU) cpu::gelu(f32(out), out.numel());
   return out;
 }
 

@@ -64,8 +64,8 @@ Tensor cat(const std::vector<Tensor>& xs, int dim);
 Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int stride, int pad,
                    std::optional<DType> out_dtype = std::nullopt);
 // ConvTranspose2d with kernel 2, stride 2, NHWC: x [B, H, W, Cin], w [Cin, Cout, 2, 2]
-// (PyTorch layout), bias [Cout] -> [B, 2H, 2W, Cout].
-Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias);
+// (PyTorch layout), bias [Cout] -> [B, 2H, 2W, Cout]; then `act` (None or GELU), fused on the GPU.
+Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act = Activation::None);
 
 // SAM window partition: x [B, H, W, C] zero-padded at bottom/right to multiples of ws, cut into
 // [B * nh * nw, ws, ws, C] (window order: b, then row of windows, then column).

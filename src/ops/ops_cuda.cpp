@@ -57,7 +57,9 @@ Tensor cat(const std::vector<Tensor>&, int) { no_cuda("cat"); }
 Tensor conv2d_nhwc(const Tensor&, const Tensor&, const Tensor*, int, int, std::optional<DType>) {
   no_cuda("conv2d_nhwc");
 }
-Tensor conv_transpose2x2_nhwc(const Tensor&, const Tensor&, const Tensor*) { no_cuda("conv_transpose2x2_nhwc"); }
+Tensor conv_transpose2x2_nhwc(const Tensor&, const Tensor&, const Tensor*, Activation) {
+  no_cuda("conv_transpose2x2_nhwc");
+}
 Tensor window_partition(const Tensor&, int) { no_cuda("window_partition"); }
 Tensor window_unpartition(const Tensor&, int, int64_t, int64_t) { no_cuda("window_unpartition"); }
 Tensor interpolate_linear_rows(const Tensor&, int64_t) { no_cuda("interpolate_linear_rows"); }
@@ -408,7 +410,9 @@ Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int str
   return out;
 }
 
-Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias) {
+Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act) {
+  VITRT_CHECK(act == Activation::None || act == Activation::GELU, InvalidArgument,
+              "ops::conv_transpose2x2_nhwc: the activation must be None or GELU");
   check_float(x, "conv_transpose2x2_nhwc", "x");
   check_like(w, x, "conv_transpose2x2_nhwc", "weight");
   VITRT_CHECK(x.dim() == 4 && w.dim() == 4 && w.size(0) == x.size(3) && w.size(2) == 2 && w.size(3) == 2,
@@ -427,7 +431,8 @@ Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bi
   Tensor y = empty_like_dev({M, N}, x.dtype());
   gemm_epilogue(x.dtype(), x.dtype(), x.raw(), w.raw(), false, y.raw(), M, N, Cin, nullptr, Activation::None,
                 nullptr);
-  cuda::conv_transpose2x2_scatter(x.dtype(), y.raw(), bias ? bias->raw() : nullptr, out.raw(), B, H, W, Cout);
+  cuda::conv_transpose2x2_scatter(x.dtype(), y.raw(), bias ? bias->raw() : nullptr, out.raw(), B, H, W, Cout,
+                                  act == Activation::GELU);
   return out;
 }
 

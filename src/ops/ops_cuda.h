@@ -46,7 +46,7 @@ Tensor cat(const std::vector<Tensor>& xs, int dim);
 
 Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int stride, int pad,
                    std::optional<DType> out_dtype = std::nullopt);
-Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias);
+Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act = Activation::None);
 
 Tensor window_partition(const Tensor& x, int ws);
 Tensor window_unpartition(const Tensor& windows, int ws, int64_t H, int64_t W);

@@ -526,18 +526,25 @@ TEST_F(CudaOps, ConvTranspose2x2) {
   struct Case {
     Shape x;
     int64_t cout;
-    bool bias;
+    bool bias, gelu;
   };
-  const Case cases[] = {{{2, 5, 7, 6}, 9, true}, {{2, 5, 7, 6}, 9, false}, {{1, 16, 16, 64}, 32, true}};
+  // The GELU is fused into the GPU's scatter (the mask decoder's second upscaling layer).
+  const Case cases[] = {{{2, 5, 7, 6}, 9, true, false},
+                        {{2, 5, 7, 6}, 9, false, false},
+                        {{1, 16, 16, 64}, 32, true, false},
+                        {{3, 6, 5, 16}, 8, true, true},
+                        {{2, 16, 16, 64}, 32, true, true}};
   uint32_t seed = 1400;
   for (DType dt : kDtypes)
     for (const Case& c : cases) {
       const int64_t cin = c.x[3];
+      const auto act = c.gelu ? ops::Activation::GELU : ops::Activation::None;
       Tensor x = randn(c.x, ++seed), w = randn({cin, c.cout, 2, 2}, ++seed, 0.3f), b = randn({c.cout}, ++seed);
       Tensor bs = seen(b, dt), bd = up(b, dt);
-      Tensor want = ops::conv_transpose2x2_nhwc(seen(x, dt), seen(w, dt), c.bias ? &bs : nullptr);
-      Tensor got = cu::conv_transpose2x2_nhwc(up(x, dt), up(w, dt), c.bias ? &bd : nullptr);
-      EXPECT_TRUE(close(down(got), want, tol(dt))) << dtype_name(dt) << " x " << shape_str(c.x) << " bias " << c.bias;
+      Tensor want = ops::conv_transpose2x2_nhwc(seen(x, dt), seen(w, dt), c.bias ? &bs : nullptr, act);
+      Tensor got = cu::conv_transpose2x2_nhwc(up(x, dt), up(w, dt), c.bias ? &bd : nullptr, act);
+      EXPECT_TRUE(close(down(got), want, tol(dt)))
+          << dtype_name(dt) << " x " << shape_str(c.x) << " bias " << c.bias << " gelu " << c.gelu;
     }
 }
 

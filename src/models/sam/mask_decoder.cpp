@@ -270,8 +270,7 @@ void MaskDecoder::forward_kept(const Tensor& image, const Tensor& image_pe, cons
   Tensor up = ops::conv_transpose2x2_nhwc(keys.reshape({B, g, g, D}), up1_w, &up1_b);
   up = ops::layer_norm(up, up_norm.w, up_norm.b, kLayerNorm2dEps);
   ops::gelu_(up);
-  up = ops::conv_transpose2x2_nhwc(up, up2_w, &up2_b);
-  ops::gelu_(up);
+  up = ops::conv_transpose2x2_nhwc(up, up2_w, &up2_b, ops::Activation::GELU);
 
   // Hypernetworks: one MLP per mask token gives the weights of a per-pixel dot product.
   const int64_t C8 = D / 8, P = 16 * HW;

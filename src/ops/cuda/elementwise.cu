@@ -16,10 +16,7 @@ using dev::gstride;
 using dev::gtid;
 using dev::to_f;
 
-__device__ __forceinline__ float gelu_f(float v) {
-  // Exact GELU as torch.nn.GELU() / oneDNN gelu_erf: 0.5 x (1 + erf(x / sqrt 2)).
-  return 0.5f * v * (1.f + erff(v * 0.70710678118654752440f));
-}
+__device__ __forceinline__ float gelu_f(float v) { return dev::gelu_erf(v); }
 __device__ __forceinline__ float relu_f(float v) { return v < 0.f ? 0.f : v; }  // NaN passes, as on the CPU
 
 template <class T>

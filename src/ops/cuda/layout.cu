@@ -108,7 +108,7 @@ __global__ void im2col_taps_kernel(const V* x, V* col, Im2colTaps g) {
 // first version decomposed every output index with three 64-bit divisions and read with a stride of
 // 4 elements: instruction-bound).
 template <class T, class I>
-__global__ void convt_scatter_kernel(const T* y, const T* bias, T* out, I B, I H, I W, I Cout) {
+__global__ void convt_scatter_kernel(const T* y, const T* bias, T* out, I B, I H, I W, I Cout, bool gelu) {
   const I n = B * H * W * Cout;
   for (I i = static_cast<I>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += static_cast<I>(gridDim.x) * blockDim.x) {
     const I co = i % Cout, m = i / Cout;
@@ -121,7 +121,8 @@ __global__ void convt_scatter_kernel(const T* y, const T* bias, T* out, I B, I H
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const int64_t o = top + (k / 2) * Wo * Cout + (k % 2) * Cout;
-      out[o] = dev::from_f<T>(dev::to_f(src[k]) + add);
+      const float v = dev::to_f(src[k]) + add;
+      out[o] = dev::from_f<T>(gelu ? dev::gelu_erf(v) : v);
     }
   }
 }
@@ -244,7 +245,7 @@ void im2col_nhwc_taps(size_t elem_size, const void* x, void* col, int64_t B, int
 }
 
 void conv_transpose2x2_scatter(DType dt, const void* y, const void* bias, void* out, int64_t B, int64_t H, int64_t W,
-                               int64_t Cout) {
+                               int64_t Cout, bool gelu) {
   const int64_t n = B * H * W * Cout;  // threads: one per input pixel and channel
   if (n == 0) return;
   dispatch_float(dt, "conv_transpose2x2", [&](auto tag) {
@@ -255,10 +256,10 @@ void conv_transpose2x2_scatter(DType dt, const void* y, const void* bias, void* 
     if (4 * n < (int64_t{1} << 31))
       convt_scatter_kernel<T, int32_t><<<dev::blocks_for(n), dev::kThreads, 0, current_stream()>>>(
           yt, bt, ot, static_cast<int32_t>(B), static_cast<int32_t>(H), static_cast<int32_t>(W),
-          static_cast<int32_t>(Cout));
+          static_cast<int32_t>(Cout), gelu);
     else
       convt_scatter_kernel<T, int64_t><<<dev::blocks_for(n), dev::kThreads, 0, current_stream()>>>(yt, bt, ot, B, H, W,
-                                                                                                 Cout);
+                                                                                                 Cout, gelu);
   });
   check_launch("conv_transpose2x2 scatter kernel");
 }
