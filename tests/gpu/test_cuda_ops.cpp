@@ -352,10 +352,11 @@ TEST_F(CudaOps, LayerNorm) {
     Shape x;
     float eps, offset;
   };
-  // C = 131 and 1: the generic kernel; multiples of 128 up to 1536: the row held in registers.
+  // C = 131, 1 and 1664: the generic kernel; multiples of 128 (4 per lane) and of 64 (2 per lane) up
+  // to 1536: the row held in registers.
   const Case cases[] = {{{5, 7, 131}, 1e-6f, 3.f}, {{64, 768}, 1e-6f, 0.f}, {{3, 256}, 1e-5f, -2.f},
                         {{9, 1}, 1e-5f, 1.f},      {{7, 384}, 1e-6f, 5.f},  {{2, 1536}, 1e-6f, -1.f},
-                        {{3, 1664}, 1e-6f, 0.5f}};
+                        {{3, 1664}, 1e-6f, 0.5f},  {{33, 64}, 1e-6f, 2.f},  {{4, 192}, 1e-6f, -3.f}};
   uint32_t seed = 600;
   for (DType dt : kDtypes)
     for (const Case& c : cases) {

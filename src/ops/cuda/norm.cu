@@ -41,33 +41,37 @@ __global__ void layer_norm_kernel(const TX* x, const TW* w, const TW* b,
   }
 }
 
-// The same LayerNorm for rows of C = 128 k channels, k <= kMaxChunks (every SAM / ViT width up to
-// 1536): each lane holds its 4 k values of the row in registers, read once with 8- or 16-byte
-// loads (the kernel above reads x three times with 2-4 byte loads: ~1.5 TB/s on an H200 at the
-// encoder's shapes). Same double-precision statistics, same fp32 normalisation per element.
+// The same LayerNorm for rows of C = 32 V k channels (V = 4, or 2 for widths like the decoder's 64),
+// k <= kMaxChunks (every SAM / ViT width up to 1536): each lane holds its V k values of the row in
+// registers, read once with 4- to 16-byte loads (the kernel above reads x three times with 2-4 byte
+// loads: ~1.5 TB/s on an H200 at the encoder's shapes). Same double-precision statistics, same fp32
+// normalisation per element.
 constexpr int kMaxChunks = 12;
 
-template <class T>
-struct alignas(4 * sizeof(T)) Vec4 {
-  T v[4];
+template <class T, int V>
+struct alignas(V * sizeof(T)) VecN {
+  T v[V];
 };
 
-template <class TX, class TW, class TY>
+template <class TX, class TW, class TY, int V>
 __global__ void layer_norm_rows_in_registers_kernel(const TX* x, const TW* w, const TW* b, TY* y, int64_t rows,
                                                     int chunks, float eps) {
+  using Vec4X = VecN<TX, V>;
+  using Vec4W = VecN<TW, V>;
+  using Vec4Y = VecN<TY, V>;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
-  const int64_t C = 128 * static_cast<int64_t>(chunks);
-  const Vec4<TX>* xr = reinterpret_cast<const Vec4<TX>*>(x + row * C);
-  float v[kMaxChunks][4];
+  const int64_t C = 32 * V * static_cast<int64_t>(chunks);
+  const Vec4X* xr = reinterpret_cast<const Vec4X*>(x + row * C);
+  float v[kMaxChunks][V];
   double s = 0.0;
 #pragma unroll
   for (int k = 0; k < kMaxChunks; ++k)
     if (k < chunks) {
-      const Vec4<TX> q = xr[k * 32 + lane];
+      const Vec4X q = xr[k * 32 + lane];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
+      for (int j = 0; j < V; ++j) {
         v[k][j] = to_f(q.v[j]);
         s += v[k][j];
       }
@@ -78,23 +82,23 @@ __global__ void layer_norm_rows_in_registers_kernel(const TX* x, const TW* w, co
   for (int k = 0; k < kMaxChunks; ++k)
     if (k < chunks)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
+      for (int j = 0; j < V; ++j) {
         const double d = static_cast<double>(v[k][j]) - mean;
         sq += d * d;
       }
   const double var = dev::warp_sum(sq) / static_cast<double>(C);
   const float rstd = static_cast<float>(1.0 / sqrt(var + static_cast<double>(eps)));
   const float meanf = static_cast<float>(mean);
-  const Vec4<TW>* wr = reinterpret_cast<const Vec4<TW>*>(w);
-  const Vec4<TW>* br = reinterpret_cast<const Vec4<TW>*>(b);
-  Vec4<TY>* yr = reinterpret_cast<Vec4<TY>*>(y + row * C);
+  const Vec4W* wr = reinterpret_cast<const Vec4W*>(w);
+  const Vec4W* br = reinterpret_cast<const Vec4W*>(b);
+  Vec4Y* yr = reinterpret_cast<Vec4Y*>(y + row * C);
 #pragma unroll
   for (int k = 0; k < kMaxChunks; ++k)
     if (k < chunks) {
-      const Vec4<TW> wq = wr[k * 32 + lane], bq = br[k * 32 + lane];
-      Vec4<TY> out;
+      const Vec4W wq = wr[k * 32 + lane], bq = br[k * 32 + lane];
+      Vec4Y out;
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
+      for (int j = 0; j < V; ++j) {
         const float n = __fmul_rn(__fsub_rn(v[k][j], meanf), rstd);
         out.v[j] = from_f<TY>(fmaf(n, to_f(wq.v[j]), to_f(bq.v[j])));
       }
@@ -124,6 +128,12 @@ __global__ void softmax_kernel(T* x, int64_t rows, int64_t n) {
 
 unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
 
+template <int V, class TX, class TW, class TY>
+void launch_rows_in_registers(const TX* x, const TW* w, const TW* b, TY* y, int64_t rows, int64_t C, float eps) {
+  layer_norm_rows_in_registers_kernel<TX, TW, TY, V><<<row_blocks(rows), dev::kThreads, 0, current_stream()>>>(
+      x, w, b, y, rows, static_cast<int>(C / (32 * V)), eps);
+}
+
 }  // namespace
 
 void layer_norm(DType xdt, const void* x, DType wdt, const void* weight, const void* bias, DType ydt, void* y,
@@ -137,17 +147,22 @@ void layer_norm(DType xdt, const void* x, DType wdt, const void* weight, const v
         using TX = decltype(xtag);
         using TW = decltype(wtag);
         using TY = decltype(ytag);
-        const bool in_registers = C % 128 == 0 && C / 128 <= kMaxChunks && aligned_to(x, 4 * sizeof(TX)) &&
-                                  aligned_to(weight, 4 * sizeof(TW)) && aligned_to(bias, 4 * sizeof(TW)) &&
-                                  aligned_to(y, 4 * sizeof(TY));
-        if (in_registers)
-          layer_norm_rows_in_registers_kernel<TX, TW, TY><<<row_blocks(rows), dev::kThreads, 0, current_stream()>>>(
-              static_cast<const TX*>(x), static_cast<const TW*>(weight), static_cast<const TW*>(bias),
-              static_cast<TY*>(y), rows, static_cast<int>(C / 128), eps);
+        // V values per lane and chunk: 4 when C is a multiple of 128, else 2 for multiples of 64.
+        const int V = C % 128 == 0 ? 4 : C % 64 == 0 ? 2 : 0;
+        const bool in_registers = V > 0 && C / (32 * V) <= kMaxChunks && aligned_to(x, V * sizeof(TX)) &&
+                                  aligned_to(weight, V * sizeof(TW)) && aligned_to(bias, V * sizeof(TW)) &&
+                                  aligned_to(y, V * sizeof(TY));
+        const auto* xt = static_cast<const TX*>(x);
+        const auto* wt = static_cast<const TW*>(weight);
+        const auto* bt = static_cast<const TW*>(bias);
+        auto* yt = static_cast<TY*>(y);
+        if (in_registers && V == 4)
+          launch_rows_in_registers<4>(xt, wt, bt, yt, rows, C, eps);
+        else if (in_registers)
+          launch_rows_in_registers<2>(xt, wt, bt, yt, rows, C, eps);
         else
-          layer_norm_kernel<TX, TW, TY><<<row_blocks(rows), dev::kThreads, 0, current_stream()>>>(
-              static_cast<const TX*>(x), static_cast<const TW*>(weight), static_cast<const TW*>(bias),
-              static_cast<TY*>(y), rows, C, eps);
+          layer_norm_kernel<TX, TW, TY><<<row_blocks(rows), dev::kThreads, 0, current_stream()>>>(xt, wt, bt, yt,
+                                                                                                  rows, C, eps);
       });
     });
   });
