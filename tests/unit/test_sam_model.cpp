@@ -133,8 +133,11 @@ TEST(SamPredictor, BatchOnDeviceStacksTheBatch) {
                           want[b].low_res_logits.nbytes()), 0) << b;
     for (int64_t k = 0; k < 3; ++k) EXPECT_EQ(got.scores.data<float>()[b * 3 + k], want[b].scores[k]);
   }
-  // Without return_logits no logits are made.
+  // Without return_logits no logits are made; no prompts: empty tensors; no image: a clear error.
   EXPECT_FALSE(p.predict_batch_on_device(prompts, false).logits.defined());
+  EXPECT_EQ(p.predict_batch_on_device({}).masks.shape(), (Shape{0, 3, 40, 70}));
+  SamPredictor unset(model);
+  EXPECT_THROW(unset.predict_batch_on_device(prompts), InvalidArgument);
 }
 
 TEST(SamPredictor, MultiImageBatchEqualsPerImage) {
