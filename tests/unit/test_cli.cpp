@@ -29,6 +29,13 @@ std::string tmp(const std::string& name) {
   return p.string();
 }
 
+// The command exits with code 1 and says `what`.
+void expect_fails_saying(const std::string& args, const std::string& what) {
+  const CliResult r = run(args);
+  EXPECT_EQ(r.code, 1) << args;
+  EXPECT_NE(r.out.find(what), std::string::npos) << r.out;
+}
+
 nlohmann::json result_json(const std::string& dir) {
   std::ifstream in(dir + "/result.json");
   return nlohmann::json::parse(in);
@@ -96,33 +103,20 @@ TEST(Cli, LowResLogitsFeedBackAsMaskInput) {
 }
 
 TEST(Cli, BadInputFailsWithAClearMessage) {
-  CliResult outside = run("segment -q --checkpoint " + kModel + " --image " + kImage + " --point 999,10 --out " + tmp("bad1"));
-  EXPECT_EQ(outside.code, 1);
-  EXPECT_NE(outside.out.find("outside the 300x500 image"), std::string::npos) << outside.out;
-  CliResult label = run("segment -q --checkpoint " + kModel + " --image " + kImage + " --point 10,10,5 --out " + tmp("bad2"));
-  EXPECT_EQ(label.code, 1);
-  EXPECT_NE(label.out.find("label"), std::string::npos) << label.out;
-  CliResult box = run("segment -q --checkpoint " + kModel + " --image " + kImage + " --box 10,10,abc,4 --out " + tmp("bad3"));
-  EXPECT_EQ(box.code, 1);
-  EXPECT_NE(box.out.find("not a number"), std::string::npos) << box.out;
+  const std::string segment = "segment -q --checkpoint " + kModel + " --image " + kImage;
+  expect_fails_saying(segment + " --point 999,10 --out " + tmp("bad1"), "outside the 300x500 image");
+  expect_fails_saying(segment + " --point 10,10,5 --out " + tmp("bad2"), "label");
+  expect_fails_saying(segment + " --box 10,10,abc,4 --out " + tmp("bad3"), "not a number");
   CliResult missing = run("segment --checkpoint " + kModel + " --image /nonexistent.png --out " + tmp("bad4"));
   EXPECT_NE(missing.code, 0);
   EXPECT_NE(missing.out.find("/nonexistent.png"), std::string::npos) << missing.out;
   const std::string junk = tmp("junk.pth");
   std::ofstream(junk) << "definitely not a checkpoint";
-  CliResult ckpt = run("segment -q --checkpoint " + junk + " --image " + kImage + " --out " + tmp("bad5"));
-  EXPECT_EQ(ckpt.code, 1);
-  EXPECT_NE(ckpt.out.find("error"), std::string::npos) << ckpt.out;
-  CliResult cuda = run("bench --device cuda --model vit_b");
-  EXPECT_EQ(cuda.code, 1);
-  EXPECT_NE(cuda.out.find("not available"), std::string::npos) << cuda.out;
+  expect_fails_saying("segment -q --checkpoint " + junk + " --image " + kImage + " --out " + tmp("bad5"), "error");
+  expect_fails_saying("bench --device cuda --model vit_b", "not available");
   // The decoder's own dtype: bf16 needs the GPU; unknown names are refused.
-  CliResult dec = run("segment -q --checkpoint " + kModel + " --image " + kImage + " --device cpu --decoder-dtype bf16 --out " + tmp("bad6"));
-  EXPECT_EQ(dec.code, 1);
-  EXPECT_NE(dec.out.find("fp32 only"), std::string::npos) << dec.out;
-  CliResult dec2 = run("segment -q --checkpoint " + kModel + " --image " + kImage + " --decoder-dtype fp16 --out " + tmp("bad7"));
-  EXPECT_EQ(dec2.code, 1);
-  EXPECT_NE(dec2.out.find("decoder dtype 'fp16'"), std::string::npos) << dec2.out;
+  expect_fails_saying(segment + " --device cpu --decoder-dtype bf16 --out " + tmp("bad6"), "fp32 only");
+  expect_fails_saying(segment + " --decoder-dtype fp16 --out " + tmp("bad7"), "decoder dtype 'fp16'");
 }
 
 TEST(Cli, FidelityCheckReportsAgreementAndFailsOnATightBar) {
@@ -147,8 +141,4 @@ TEST(Cli, FidelityCheckReportsAgreementAndFailsOnATightBar) {
   EXPECT_NE(run(args + " --min-mask-agreement 1.5").code, 0);
 }
 
-TEST(Cli, ProfileNeedsCuda) {
-  CliResult r = run("bench --device cpu --model vit_b --profile");
-  EXPECT_EQ(r.code, 1);
-  EXPECT_NE(r.out.find("--profile"), std::string::npos) << r.out;
-}
+TEST(Cli, ProfileNeedsCuda) { expect_fails_saying("bench --device cpu --model vit_b --profile", "--profile"); }
