@@ -164,10 +164,13 @@ print('%.1f img/s; global %.2f ms, windowed %.2f ms'%(d['images_per_s'],g,w))" "
 fi
 
 # Per-kernel hardware counters of the bf16 attention kernels (window, window, global of vit_b).
+# NCU_MODEL / NCU_BATCH (default vit_b, 8): the first 3 attention launches (windowed, windowed, global
+# for vit_b; all windowed for vit_h, whose first global block is the 8th).
 if has ncu; then
   timeout 240 ncu --clock-control none -k regex:flash_mma_kernel --launch-count 3 --section SpeedOfLight \
     --section Occupancy --section WarpStateStats --section LaunchStats --section MemoryWorkloadAnalysis \
-    $V bench --device cuda --model vit_b --batch 8 --dtype bf16 --iters 1 --warmup 1 --no-decoder > "$OUT/ncu.txt" 2>&1
+    $V bench --device cuda --model ${NCU_MODEL:-vit_b} --batch ${NCU_BATCH:-8} --dtype bf16 --iters 1 --warmup 1 \
+    --no-decoder > "$OUT/ncu.txt" 2>&1
   grep -E "flash_mma|Throughput|Registers Per|Achieved Occ|Theoretical Occ|Block Limit|Duration|Warp Cycles Per Issued|Hit Rate|Executed Ipc|Stall" "$OUT/ncu.txt" | head -90
 fi
 
