@@ -124,6 +124,8 @@ if has amg; then
       ${AMG_DECODER_DTYPE:+--decoder-dtype $AMG_DECODER_DTYPE} \
       > "$OUT/everything_vit_h_$img.json" 2> "$OUT/everything_vit_h_$img.err"
     add_summary "everything vit_h bf16 $img: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));m=d['median_ms'];print('total %.1f ms (encoder %.1f, decoder+filters %.1f, nms+rle %.2f, records %.2f), %d masks'%(m['total'],m['encoder'],m['decoder_and_filters'],m['nms_and_rle'],m['records'],d['masks']))" "$OUT/everything_vit_h_$img.json" 2>/dev/null || tail -c 300 "$OUT/everything_vit_h_$img.err")"
+    python3 -c "import json,sys;d=json.load(open(sys.argv[1]));r=sorted(d.get('profile_one_run',[]),key=lambda e:-e['ms']);print('amg profile %s: %.1f ms in operators'%(sys.argv[2],sum(e['ms'] for e in r)));[print('  %8.3f ms %4dx %s'%(e['ms'],e['calls'],e['op'])) for e in r[:14]]" \
+      "$OUT/everything_vit_h_$img.json" "$img" 2>/dev/null | tee -a "$OUT/profiles.txt"
   done
   [ "${AMG_QUICK:-0}" = 1 ] && amg_full=0 || amg_full=1
 fi

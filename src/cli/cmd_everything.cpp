@@ -19,6 +19,7 @@
 #include "io/overlay.h"
 #include "io/rle.h"
 #include "models/sam/sam_model.h"
+#include "ops/op_profiler.h"
 #include "vitrt/amg.h"
 #include "vitrt/image.h"
 #include "vitrt/sam.h"
@@ -107,7 +108,19 @@ void run_bench(SamAutomaticMaskGenerator& gen, const Image& image, int runs, con
         {"records", median_of(records)}}},
       {"min_total_ms", *std::min_element(total.begin(), total.end())},
       {"total_ms", total}};
-  std::printf("%s\n", result.dump(2).c_str());
+  nlohmann::json out = result;
+  if (device == "cuda") {
+    // One more run with every CUDA operator (and the generator's own kernels) timed by events:
+    // device ms per label, the largest first (ops/op_profiler.h).
+    ops::profiler::take();
+    ops::profiler::set_enabled(true);
+    gen.generate(image);
+    ops::profiler::set_enabled(false);
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& e : ops::profiler::take()) rows.push_back({{"op", e.label}, {"calls", e.calls}, {"ms", e.ms}});
+    out["profile_one_run"] = rows;
+  }
+  std::printf("%s\n", out.dump(2).c_str());
 }
 
 bool is_image_name(const fs::path& p) {

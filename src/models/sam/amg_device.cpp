@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/device_memory.h"
+#include "ops/op_profiler.h"
 #include "ops/ops.h"
 #include "vitrt/error.h"
 
@@ -142,6 +143,7 @@ void DeviceCropMasks::filter_batch(const Tensor& low_res, int first, int count, 
   const Tensor ptrs = upload(cand_ptr);
   Tensor stats_dev = device_buffer<cuda::MaskPlaneStats>(nc);
   const cuda::MaskUpscale g = upscale_geometry(low_res_, img_size_, input_h_, input_w_, crop_);
+  VITRT_PROFILE_OP("amg upscaled_mask_stats ", nc, " masks");
   cuda::upscaled_mask_stats(dtype_, static_cast<const void* const*>(ptrs.raw()), nc, g, t.mask, t.above_hi, t.above_lo,
                             static_cast<cuda::MaskPlaneStats*>(stats_dev.raw()));
   const std::vector<cuda::MaskPlaneStats> stats = download<cuda::MaskPlaneStats>(stats_dev, nc);
@@ -192,6 +194,7 @@ void DeviceCropMasks::encode_rle(std::vector<CropMask>& masks) const {
     }
     const Tensor ptrs = upload(ptr);
     Tensor words = device_buffer<uint32_t>(n * wpp);
+    VITRT_PROFILE_OP("amg mask bits + rle ", n, " masks");
     cuda::upscaled_mask_bits(dtype_, static_cast<const void* const*>(ptrs.raw()), n, g, 0.0f,
                              static_cast<uint32_t*>(words.raw()));
     Tensor col_offsets = device_buffer<int64_t>(cuda::rle_col_offsets_size(n, p));
