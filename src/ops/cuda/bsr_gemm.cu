@@ -13,6 +13,7 @@
 #include <sstream>
 #include <utility>
 
+#include "ops/cuda/elementwise.h"
 #include "ops/cuda/ptx.cuh"
 #include "ops/cuda/runtime.h"
 
@@ -38,7 +39,7 @@ using ptx::ldsm_x4_t;
 using ptx::mma_bf16;
 using ptx::smem_u32;
 
-__device__ __forceinline__ float gelu_erf(float v) { return 0.5f * v * (1.f + erff(v * 0.70710678118654752f)); }
+using dev::gelu_erf;  // ops/cuda/elementwise.h
 
 __device__ __forceinline__ float to_float(bf16 v) { return __bfloat162float(v); }
 

@@ -16,7 +16,7 @@ using dev::gstride;
 using dev::gtid;
 using dev::to_f;
 
-__device__ __forceinline__ float gelu_f(float v) { return dev::gelu_erf(v); }
+using dev::gelu_erf;
 __device__ __forceinline__ float relu_f(float v) { return v < 0.f ? 0.f : v; }  // NaN passes, as on the CPU
 
 template <class T>
@@ -31,7 +31,7 @@ __global__ void scale_kernel(T* x, int64_t n, float s) {
 
 template <class T>
 __global__ void gelu_kernel(T* x, int64_t n) {
-  for (int64_t i = gtid(); i < n; i += gstride()) x[i] = from_f<T>(gelu_f(to_f(x[i])));
+  for (int64_t i = gtid(); i < n; i += gstride()) x[i] = from_f<T>(gelu_erf(to_f(x[i])));
 }
 
 template <class T>
@@ -45,7 +45,7 @@ __global__ void bias_act_residual_kernel(T* y, int64_t rows, int64_t cols, const
   for (int64_t i = gtid(); i < n; i += gstride()) {
     float v = to_f(y[i]);
     if (bias) v += to_f(bias[i % cols]);
-    if (act == Act::GELU) v = gelu_f(v);
+    if (act == Act::GELU) v = gelu_erf(v);
     else if (act == Act::ReLU) v = relu_f(v);
     if (res) v += to_f(res[i]);
     y[i] = from_f<T>(v);
