@@ -163,6 +163,28 @@ Tensor reference_gemm(const Tensor& a, const Tensor& b, const Tensor* c, const T
   return want;
 }
 
+#ifdef VITRT_HAVE_CUDA
+// Runs cuda::gemm (or gemm_simple) on device operands laid out as `l`: A and B of dtype `dt`, C / D /
+// bias of `d_dt`; c and bias may be null. D is updated in place.
+void run_device_gemm(const GemmLayout& l, DType dt, DType d_dt, const Tensor& a, const Tensor& b, const Tensor* c,
+                     const Tensor* bias, bool relu, float alpha, Tensor& d, bool simple) {
+  cuda::GemmArgs g;
+  g.dtype = dt;
+  g.d_dtype = d_dt;
+  g.M = l.M, g.N = l.N, g.K = l.K;
+  g.a = a.raw(), g.b = b.raw(), g.trans_b = l.tb, g.d = d.raw();
+  g.c = c ? c->raw() : nullptr;
+  g.bias = bias ? bias->raw() : nullptr;
+  g.relu = relu, g.alpha = alpha;
+  g.lda = l.lda, g.ldb = l.ldb, g.ldd = l.ldd;
+  g.batch = l.batch, g.stride_a = l.sa, g.stride_b = l.sb, g.stride_d = l.sd;
+  if (simple)
+    cuda::gemm_simple(g);
+  else
+    cuda::gemm(g);
+}
+#endif
+
 const char* act_name(Activation a) {
   return a == Activation::None ? "none" : a == Activation::GELU ? "gelu" : "relu";
 }
@@ -324,22 +346,12 @@ TEST_F(CudaOps, GemmArgsAndFallback) {
               const float alpha = 0.75f;
               // Reference in double; D's padding columns keep their initial values.
               Tensor dinit = seen(randn({batch * sd}, 540), dt);
+              const GemmLayout l{batch, M, N, K, lda, ldb, ldd, sa, sb, sd, tb};
               const Tensor want = reference_gemm(a, b, with_c ? &c : nullptr, use_bias ? &bias : nullptr, relu, alpha,
-                                                 dinit, {batch, M, N, K, lda, ldb, ldd, sa, sb, sd, tb});
+                                                 dinit, l);
               Tensor ad = up(a, dt), bd = up(b, dt), cd = up(c, dt), biasd = up(bias, dt), dd = up(dinit, dt);
-              cuda::GemmArgs g;
-              g.dtype = dt;
-              g.M = M, g.N = N, g.K = K;
-              g.a = ad.raw(), g.b = bd.raw(), g.trans_b = tb, g.d = dd.raw();
-              g.c = with_c ? cd.raw() : nullptr;
-              g.bias = use_bias ? biasd.raw() : nullptr;
-              g.relu = relu, g.alpha = alpha;
-              g.lda = lda, g.ldb = ldb, g.ldd = ldd;
-              g.batch = batch, g.stride_a = sa, g.stride_b = sb, g.stride_d = sd;
-              if (simple)
-                cuda::gemm_simple(g);
-              else
-                cuda::gemm(g);
+              run_device_gemm(l, dt, dt, ad, bd, with_c ? &cd : nullptr, use_bias ? &biasd : nullptr, relu, alpha, dd,
+                              simple);
               EXPECT_TRUE(close(down(dd), want, tol(dt)))
                   << (simple ? "gemm_simple " : "gemm ") << dtype_name(dt) << " trans_b=" << tb << " batch=" << batch
                   << " C=" << with_c << " bias=" << use_bias << " relu=" << relu;
@@ -830,24 +842,13 @@ TEST_F(CudaOps, GemmBf16InF32Out) {
             Tensor c = randn({batch * sd}, 2320), bias = randn({N}, 2330);  // fp32, not rounded
             const float alpha = 0.75f;
             Tensor dinit = randn({batch * sd}, 2340);
+            const GemmLayout l{batch, M, N, K, lda, ldb, ldd, sa, sb, sd, tb};
             const Tensor want = reference_gemm(a, b, with_c ? &c : nullptr, use_bias ? &bias : nullptr, relu, alpha,
-                                               dinit, {batch, M, N, K, lda, ldb, ldd, sa, sb, sd, tb});
+                                               dinit, l);
             Tensor ad = up(a, DType::BF16), bd = up(b, DType::BF16);
             Tensor cd = up(c, DType::F32), biasd = up(bias, DType::F32), dd = up(dinit, DType::F32);
-            cuda::GemmArgs g;
-            g.dtype = DType::BF16;
-            g.d_dtype = DType::F32;
-            g.M = M, g.N = N, g.K = K;
-            g.a = ad.raw(), g.b = bd.raw(), g.trans_b = tb, g.d = dd.raw();
-            g.c = with_c ? cd.raw() : nullptr;
-            g.bias = use_bias ? biasd.raw() : nullptr;
-            g.relu = relu, g.alpha = alpha;
-            g.lda = lda, g.ldb = ldb, g.ldd = ldd;
-            g.batch = batch, g.stride_a = sa, g.stride_b = sb, g.stride_d = sd;
-            if (simple)
-              cuda::gemm_simple(g);
-            else
-              cuda::gemm(g);
+            run_device_gemm(l, DType::BF16, DType::F32, ad, bd, with_c ? &cd : nullptr, use_bias ? &biasd : nullptr,
+                            relu, alpha, dd, simple);
             EXPECT_TRUE(close(dd.to(Device::CPU), want, kTolMixed))
                 << (simple ? "gemm_simple" : "gemm") << " bf16->f32 trans_b=" << tb << " batch=" << batch
                 << " C=" << with_c << " bias=" << use_bias << " relu=" << relu;
