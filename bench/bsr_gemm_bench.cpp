@@ -242,19 +242,6 @@ nlohmann::json break_even(const std::vector<std::pair<double, double>>& sparsity
   return "> " + std::to_string(sparsity_speedup.back().first);
 }
 
-
-// A BSR view of an uploaded matrix for the raw kernel entry point.
-cuda::BsrDeviceView device_view(const BsrMatrix& w) {
-  cuda::BsrDeviceView v;
-  v.rows = w.rows, v.cols = w.cols, v.block = w.block;
-  v.row_ptr = w.cuda.row_ptr.data<int32_t>();
-  v.col_idx = w.cuda.col_idx.data<int32_t>();
-  v.values = w.cuda.values.raw();
-  v.row_order = w.cuda.row_order.data<int32_t>();
-  v.nnz = w.cuda.col_idx.numel();
-  return v;
-}
-
 // --sweep: every bf16 variant on the quick configurations.
 int run_sweep(const Options& o, const std::string& gpu) {
   const double tol = 2e-2;
@@ -277,7 +264,7 @@ int run_sweep(const Options& o, const std::string& gpu) {
         for (double s : o.sparsities) {
           const BsrMatrix host = random_bsr(N, K, b, s, DType::BF16, static_cast<uint32_t>(1000 * s) + b);
           const BsrMatrix w = bsr_to_cuda(host, DType::BF16);
-          const cuda::BsrDeviceView view = device_view(w);
+          const cuda::BsrDeviceView view = cuda::device_view(w);
           const double density = host.density();
           // Reference rows (first and last 128) from the dense GEMM on the folded weights, once.
           const Tensor w_fold = bsr_to_dense(host).to(Device::CUDA);

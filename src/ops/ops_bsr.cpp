@@ -82,13 +82,7 @@ Tensor linear_bsr_cuda(const Tensor& x, const BsrMatrix& w, const Tensor* bias, 
     residual->expect_shape(out_shape, "ops::linear_bsr residual");
   }
   Tensor y = Tensor::empty(out_shape, dt, Device::CUDA);
-  cuda::BsrDeviceView view;
-  view.rows = w.rows, view.cols = w.cols, view.block = w.block;
-  view.row_ptr = w.cuda.row_ptr.data<int32_t>();
-  view.col_idx = w.cuda.col_idx.data<int32_t>();
-  view.values = w.cuda.values.raw();
-  view.row_order = w.cuda.row_order.data<int32_t>();
-  view.nnz = w.cuda.col_idx.numel();  // the bf16 variant heuristic reads the density
+  const cuda::BsrDeviceView view = cuda::device_view(w);  // with nnz: the bf16 variant heuristic reads the density
   const bool gelu = act == Activation::GELU;
   if (dt == DType::BF16)  // variant: VITRT_BSR_TC_CONFIG or cuda::choose_bsr_tc_config
     cuda::bsr_linear_bf16(x.raw(), M, view, bias ? bias->raw() : nullptr, gelu, residual ? residual->raw() : nullptr,

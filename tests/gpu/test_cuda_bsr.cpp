@@ -199,12 +199,7 @@ TEST_F(CudaBsr, Bf16KernelWithFloatOutputMatchesCpu) {
   for (int b : {16, 32, 64}) {
     const BsrMatrix host = random_bsr(10 * b, 4 * b, b, Pattern::Ragged, DType::BF16, 31);
     const BsrMatrix dev = bsr_to_cuda(host, DType::BF16);
-    cuda::BsrDeviceView view;
-    view.rows = dev.rows, view.cols = dev.cols, view.block = dev.block;
-    view.row_ptr = dev.cuda.row_ptr.data<int32_t>();
-    view.col_idx = dev.cuda.col_idx.data<int32_t>();
-    view.values = dev.cuda.values.raw();
-    view.row_order = dev.cuda.row_order.data<int32_t>();
+    const cuda::BsrDeviceView view = cuda::device_view(dev);
     for (int64_t M : {5, 129}) {
       const Tensor x = random_tensor({M, host.cols}, DType::BF16, 41);
       const Tensor bias = random_tensor({host.rows}, DType::BF16, 42);
@@ -226,13 +221,8 @@ TEST_F(CudaBsr, Bf16KernelWithFloatOutputMatchesCpu) {
 
 #ifdef VITRT_HAVE_CUDA
 cuda::BsrDeviceView device_view(const BsrMatrix& dev, bool natural_order) {
-  cuda::BsrDeviceView view;
-  view.rows = dev.rows, view.cols = dev.cols, view.block = dev.block;
-  view.row_ptr = dev.cuda.row_ptr.data<int32_t>();
-  view.col_idx = dev.cuda.col_idx.data<int32_t>();
-  view.values = dev.cuda.values.raw();
-  view.row_order = natural_order ? nullptr : dev.cuda.row_order.data<int32_t>();
-  view.nnz = dev.cuda.col_idx.numel();
+  cuda::BsrDeviceView view = cuda::device_view(dev);
+  if (natural_order) view.row_order = nullptr;
   return view;
 }
 

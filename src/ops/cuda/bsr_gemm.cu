@@ -899,6 +899,17 @@ std::vector<BsrTcConfig> bsr_tc_variants(int block) {
 // 256-token tiles, 3 stages for the long-K (3072) shape, 2 for K = 768 (1.48x / 1.31x at 90% vs
 // 1.47x / 1.08x). Block 16 keeps 128-token tiles. The tile is shrunk until there are >= 2 items
 // per SM (132 SMs assumed) so small batches still fill the GPU.
+BsrDeviceView device_view(const BsrMatrix& w) {
+  BsrDeviceView v;
+  v.rows = w.rows, v.cols = w.cols, v.block = w.block;
+  v.row_ptr = w.cuda.row_ptr.data<int32_t>();
+  v.col_idx = w.cuda.col_idx.data<int32_t>();
+  v.values = w.cuda.values.raw();
+  v.row_order = w.cuda.row_order.data<int32_t>();
+  v.nnz = w.cuda.col_idx.numel();
+  return v;
+}
+
 BsrTcConfig choose_bsr_tc_config(int64_t M, int64_t N, int64_t K, int block, double density) {
   (void)density;
   BsrTcConfig c;  // tm128.r1.s2.w4

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "vitrt/bsr.h"
 #include "vitrt/tensor.h"
 
 namespace vitrt::cuda {
@@ -47,6 +48,8 @@ struct BsrDeviceView {
   const int32_t* row_order = nullptr;
   int64_t nnz = -1;  // stored blocks (only for the default-variant heuristic); < 0: unknown
 };
+// The view of a matrix whose device copies bsr_to_cuda made (its `cuda` part), in its row order.
+BsrDeviceView device_view(const BsrMatrix& w);
 
 // ---- bf16 kernel variants (compile-time instantiations selected at run time) ----
 //
