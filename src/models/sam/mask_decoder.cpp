@@ -40,6 +40,16 @@ Tensor repeat_batch(const Tensor& block, int64_t n) {
   return r;
 }
 
+// One entry per image [images, ...] -> one per prompt [B, ...]: entry i repeated counts[i] times.
+Tensor repeat_per_image(const Tensor& per_image, const std::vector<int64_t>& counts) {
+  std::vector<Tensor> parts;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    const int64_t img = static_cast<int64_t>(i);
+    parts.push_back(repeat_batch(per_image.slice0(img, img + 1), counts[i]));
+  }
+  return parts.size() == 1 ? parts[0] : ops::cat(parts, 0);
+}
+
 // attend() for queries [B, T, D] grouped by image (counts[i] prompts of image i in a row) whose
 // keys and values are one per image ([images, N, D]): all the tokens of an image's prompts form one
 // query sequence against that image's keys. Each query row gets exactly what it would against a
@@ -69,13 +79,7 @@ Tensor attend_keys_per_image(const DecoderAttentionW& a, int heads, const Tensor
 Tensor image_to_token_keys_per_image(const DecoderAttentionW& a, int heads, const Tensor& k, const Tensor& keys,
                                      const Tensor& k_tokens, const Tensor& v_tokens,
                                      const std::vector<int64_t>& counts) {
-  const Tensor qp_img = ops::linear(k, a.q.w, a.q.bias());
-  std::vector<Tensor> parts;
-  for (size_t i = 0; i < counts.size(); ++i) {
-    const int64_t img = static_cast<int64_t>(i);
-    parts.push_back(repeat_batch(qp_img.slice0(img, img + 1), counts[i]));
-  }
-  const Tensor qp = parts.size() == 1 ? parts[0] : ops::cat(parts, 0);
+  const Tensor qp = repeat_per_image(ops::linear(k, a.q.w, a.q.bias()), counts);
   const Tensor kp = ops::linear(k_tokens, a.k.w, a.k.bias());
   const Tensor vp = ops::linear(v_tokens, a.v.w, a.v.bias());
   Tensor out = ops::linear(ops::attention(qp, kp, vp, heads), a.out.w, a.out.bias());
@@ -253,12 +257,7 @@ void MaskDecoder::forward_kept(const Tensor& image, const Tensor& image_pe, cons
     }
     keys = ops::layer_norm(keys, l.norm4.w, l.norm4.b, kDecoderEps);
   }
-  if (keys_per_image) {  // no transformer layers (not a SAM shape): one set of keys per prompt all the same
-    std::vector<Tensor> parts;
-    for (size_t i = 0; i < counts.size(); ++i)
-      parts.push_back(repeat_batch(keys.slice0(static_cast<int64_t>(i), static_cast<int64_t>(i) + 1), counts[i]));
-    keys = parts.size() == 1 ? parts[0] : ops::cat(parts, 0);
-  }
+  if (keys_per_image) keys = repeat_per_image(keys, counts);  // no transformer layers (not a SAM shape)
   {
     Tensor q = ops::add(queries, query_pe);
     Tensor k = ops::add(keys, key_pe);
