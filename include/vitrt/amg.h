@@ -107,7 +107,6 @@ class SamAutomaticMaskGenerator {
   std::vector<std::vector<std::array<double, 2>>> grids_;  // one per crop layer
   std::function<void(const AmgProgress&)> progress_;
   AmgTimings timings_;
-  Tensor device_dense_;  // CUDA model: the no-mask dense prompt embedding on the device, built once
 };
 
 }  // namespace vitrt

@@ -292,7 +292,6 @@ TEST_F(CudaAmg, DeviceFilterEqualsHostFilterOnSameLogits) {
   const int H = image.height, W = image.width;
   int ih = 0, iw = 0;
   const Tensor features = amg::encode_image_on_device(*model, image, &ih, &iw);
-  const Tensor dense = amg::no_mask_dense_on_device(*model);
   const amg::PointGrid grid = amg::build_point_grid(10);
 
   // The whole image, and the same logits read as those of crops (uncropping, crop-edge filter).
@@ -304,7 +303,7 @@ TEST_F(CudaAmg, DeviceFilterEqualsHostFilterOnSameLogits) {
     std::vector<amg::GridPoint> pts;
     for (const auto& g : grid) pts.push_back({g[0] * crop.width(), g[1] * crop.height()});
     Tensor masks, iou;
-    amg::decode_points_on_device(*model, features, dense, ih, iw, H, W, pts, masks, iou);
+    amg::decode_points_on_device(*model, features, ih, iw, H, W, pts, masks, iou);
     const Tensor masks_host = ops::cast(masks, DType::F32).to(Device::CPU);
     const Tensor iou_host = ops::cast(iou, DType::F32).to(Device::CPU);
     const int64_t n = masks_host.size(0), M = masks_host.size(1), m = masks_host.size(2);

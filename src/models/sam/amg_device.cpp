@@ -23,13 +23,10 @@ Tensor encode_image_on_device(const SamModel& model, const Image& rgb, int* inpu
   return ops::cast(model.image_encoder.forward(in.pixels), model.decoder_dtype);  // what the decoder reads
 }
 
-Tensor no_mask_dense_on_device(const SamModel& model) { return model.no_mask_dense; }  // built at upload
-
-void decode_points_on_device(const SamModel& model, const Tensor& features, const Tensor& dense_one, int input_h,
-                             int input_w, int orig_h, int orig_w, const std::vector<GridPoint>& points_px,
-                             Tensor& masks, Tensor& iou) {
+void decode_points_on_device(const SamModel& model, const Tensor& features, int input_h, int input_w, int orig_h,
+                             int orig_w, const std::vector<GridPoint>& points_px, Tensor& masks, Tensor& iou) {
   const Tensor sparse = point_sparse_tokens(model, input_h, input_w, orig_h, orig_w, points_px);
-  model.mask_decoder.forward_shared_dense(features, model.image_pe, sparse, dense_one, masks, iou);
+  model.mask_decoder.forward_shared_dense(features, model.image_pe, sparse, model.no_mask_dense, masks, iou);
 }
 
 void sync_device() {

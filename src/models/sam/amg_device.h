@@ -21,15 +21,11 @@ namespace vitrt::amg {
 // after ResizeLongestSide.
 Tensor encode_image_on_device(const SamModel& model, const Image& rgb, int* input_h, int* input_w);
 
-// decode_points with the results left on the device in the model's dtype: all M = 4 outputs,
-// masks [n, M, m, m] and iou [n, M] (multimask outputs are 1..3). dense_one is the no-mask
-// dense embedding [g*g, out] shared by every point (no_mask_dense_on_device).
-void decode_points_on_device(const SamModel& model, const Tensor& features, const Tensor& dense_one, int input_h,
-                             int input_w, int orig_h, int orig_w, const std::vector<GridPoint>& points_px,
-                             Tensor& masks, Tensor& iou);
-// The prompt encoder's no_mask_embed broadcast over the g x g grid, [g*g, out], on the model's
-// device in its dtype (what decode_points adds to the image tokens, built once).
-Tensor no_mask_dense_on_device(const SamModel& model);
+// decode_points with the results left on the device in the decoder's dtype: all M = 4 outputs,
+// masks [n, M, m, m] and iou [n, M] (multimask outputs are 1..3). Every point shares the model's
+// no-mask dense embedding (SamModel::no_mask_dense, uploaded with the weights).
+void decode_points_on_device(const SamModel& model, const Tensor& features, int input_h, int input_w, int orig_h,
+                             int orig_w, const std::vector<GridPoint>& points_px, Tensor& masks, Tensor& iou);
 
 // Waits for the work queued on the device (stage timings); nothing without CUDA.
 void sync_device();

@@ -291,7 +291,6 @@ std::vector<MaskRecord> SamAutomaticMaskGenerator::generate(const Image& rgb) {
 
   const bool on_device = model_->device == Device::CUDA;
   SamPredictor predictor(model_);
-  if (on_device && !device_dense_.defined()) device_dense_ = amg::no_mask_dense_on_device(*model_);
   std::vector<amg::CropMask> data;
   for (size_t ci = 0; ci < crops.size(); ++ci) {
     const amg::CropBox& crop = crops[ci];
@@ -327,7 +326,7 @@ std::vector<MaskRecord> SamAutomaticMaskGenerator::generate(const Image& rgb) {
         const std::vector<amg::GridPoint> pts = batch_points(b0, b1);
         t0 = Clock::now();
         Tensor masks, iou;
-        amg::decode_points_on_device(*model_, features, device_dense_, input_h, input_w, ch, cw, pts, masks, iou);
+        amg::decode_points_on_device(*model_, features, input_h, input_w, ch, cw, pts, masks, iou);
         const Tensor iou_host = ops::cast(iou, DType::F32).to(Device::CPU);  // waits for the decoder
         timings_.decode_ms += ms_since(t0);
         t0 = Clock::now();
