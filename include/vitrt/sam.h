@@ -131,7 +131,7 @@ class SamPredictor {
  private:
   std::shared_ptr<const SamModel> model_;
   ImageEmbedding embedding_;
-  Tensor features_in_model_;  // CUDA model: embedding_.features uploaded once, in the decoder's dtype
+  Tensor features_in_model_;  // embedding_.features on the model's device in the decoder's dtype, made once
   bool has_embedding_ = false;
 };
 

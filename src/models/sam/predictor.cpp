@@ -39,10 +39,10 @@ Tensor normalise_and_pad(const Image& resized, const SamConfig& c) {
 
 bool finite(float v) { return std::isfinite(v); }
 
-// An embedding's features where and how the decoder reads them (undefined for a CPU model, which
-// reads the host tensor as it is).
+// An embedding's features where and how the decoder reads them (for a CPU model the host tensor
+// itself: no copy).
 Tensor upload_for_decoder(const SamModel& model, const Tensor& features) {
-  return model.device == Device::CPU ? Tensor() : ops::cast(features.to(model.device), model.decoder_dtype);
+  return ops::cast(features.to(model.device), model.decoder_dtype);
 }
 
 }  // namespace
@@ -265,8 +265,7 @@ std::vector<DecoderGroup> run_decoder(const SamModel& model, const std::vector<c
   if (I > 0 && first_in_model && first_in_model->defined()) in_model[0] = *first_in_model;
   auto image_in_model = [&](int64_t i) -> const Tensor& {
     Tensor& t = in_model[static_cast<size_t>(i)];
-    if (!t.defined()) t = model.device == Device::CPU ? embeddings[i]->features
-                                                      : upload_for_decoder(model, embeddings[i]->features);
+    if (!t.defined()) t = upload_for_decoder(model, embeddings[i]->features);
     return t;
   };
   std::vector<DecoderGroup> groups;
