@@ -47,20 +47,37 @@ struct BenchArgs {
   bool json = false, decoder = true, profile = false;
 };
 
+// The decoder benchmarks' image: a model-input-sized square whose embedding is `features`
+// [1, out, g, g] (float32, host).
+ImageEmbedding bench_embedding(const SamModel& model, const Tensor& features) {
+  ImageEmbedding e;
+  e.features = features;
+  e.original_height = e.input_height = e.original_width = e.input_width = model.config.img_size;
+  e.model_fingerprint = model.fingerprint;
+  return e;
+}
+
+// The k-th single-point prompt of the decoder benchmarks (bench/decoder_reference.py uses the same).
+Prompt bench_prompt(const SamConfig& cfg, int k) {
+  Prompt p;
+  p.points.push_back({float((k * 97) % cfg.img_size), float((k * 61) % cfg.img_size), 1});
+  return p;
+}
+
+std::vector<Prompt> bench_prompts(const SamConfig& cfg, int n) {
+  std::vector<Prompt> prompts;
+  for (int k = 0; k < n; ++k) prompts.push_back(bench_prompt(cfg, k));
+  return prompts;
+}
+
 nlohmann::json bench_decoder(const std::shared_ptr<SamModel>& model, const Tensor& embedding) {
   const SamConfig& cfg = model->config;
   SamPredictor predictor(model);
-  ImageEmbedding e;
-  e.features = embedding;
-  e.original_height = e.input_height = cfg.img_size;
-  e.original_width = e.input_width = cfg.img_size;
-  e.model_fingerprint = model->fingerprint;
+  const ImageEmbedding e = bench_embedding(*model, embedding);
   predictor.set_embedding(e);
   nlohmann::json dec = nlohmann::json::object();
   for (int n : {1, 16, 64}) {
-    std::vector<Prompt> prompts(n);
-    for (int i = 0; i < n; ++i)
-      prompts[i].points.push_back({float((i * 97) % cfg.img_size), float((i * 61) % cfg.img_size), 1});
+    const std::vector<Prompt> prompts = bench_prompts(cfg, n);
     std::vector<double> t;
     for (int r = 0; r < 3; ++r) {  // first call is a warm-up
       auto t0 = std::chrono::steady_clock::now();
@@ -84,10 +101,7 @@ nlohmann::json bench_decoder(const std::shared_ptr<SamModel>& model, const Tenso
     std::vector<std::vector<Prompt>> prompts(4);
     const int counts[4] = {16, 8, 24, 16};
     for (int i = 0, k = 0; i < 4; ++i)
-      for (int j = 0; j < counts[i]; ++j, ++k) {
-        prompts[i].emplace_back();
-        prompts[i].back().points.push_back({float((k * 97) % cfg.img_size), float((k * 61) % cfg.img_size), 1});
-      }
+      for (int j = 0; j < counts[i]; ++j, ++k) prompts[i].push_back(bench_prompt(cfg, k));
     std::vector<double> t;
     for (int r = 0; r < 3; ++r) {
       auto t0 = std::chrono::steady_clock::now();
@@ -228,8 +242,9 @@ void run_bench_cuda(const BenchArgs& a, const SamConfig& cfg) {
   const double peak_gib = static_cast<double>(cuda::peak_bytes_in_use() + cuda::graph_peak_bytes()) / (1ull << 30);
   const double ms_batch = median(times), ms_img = ms_batch / a.batch;
   const double gflop = sam::encoder_flops(cfg) / 1e9;
-  nlohmann::json dec = a.decoder ? bench_decoder(model, ops::cast(output.slice0(0, 1), DType::F32).to(Device::CPU))
-                                 : nlohmann::json::object();
+  const Tensor first_embedding =
+      a.decoder ? ops::cast(output.slice0(0, 1), DType::F32).to(Device::CPU) : Tensor();  // the decoder's image
+  nlohmann::json dec = a.decoder ? bench_decoder(model, first_embedding) : nlohmann::json::object();
   nlohmann::json result = {{"device", a.device}, {"gpu", cuda::device_description(0)}, {"model", a.model},
                            {"dtype", a.dtype}, {"decoder_dtype", dtype_name(model->decoder_dtype)},
                            {"batch", a.batch}, {"encoder_ms_per_batch", ms_batch},
@@ -241,14 +256,8 @@ void run_bench_cuda(const BenchArgs& a, const SamConfig& cfg) {
     result["profile"] = profile_device([&] { model->image_encoder.forward(input); });
     if (a.decoder) {  // 64 single-point prompts on one image, results left on the device
       SamPredictor predictor(model);
-      ImageEmbedding e;
-      e.features = ops::cast(output.slice0(0, 1), DType::F32).to(Device::CPU);
-      e.original_height = e.input_height = e.original_width = e.input_width = cfg.img_size;
-      e.model_fingerprint = model->fingerprint;
-      predictor.set_embedding(e);
-      std::vector<Prompt> prompts(64);
-      for (int i = 0; i < 64; ++i)
-        prompts[i].points.push_back({float((i * 97) % cfg.img_size), float((i * 61) % cfg.img_size), 1});
+      predictor.set_embedding(bench_embedding(*model, first_embedding));
+      const std::vector<Prompt> prompts = bench_prompts(cfg, 64);
       predictor.predict_batch_on_device(prompts);  // warm-up
       result["decoder_profile_64"] = profile_device([&] { predictor.predict_batch_on_device(prompts); });
     }
