@@ -88,17 +88,7 @@ Tensor block_mask(int64_t N, int64_t K, int b, Pattern pattern, uint32_t seed) {
   return mask;
 }
 
-double rel_frobenius(const Tensor& got, const Tensor& want) {
-  EXPECT_EQ(got.shape(), want.shape());
-  const Tensor g = got.to_f32(), w = want.to_f32();
-  double err = 0, ref = 0;
-  for (int64_t i = 0; i < w.numel(); ++i) {
-    const double d = static_cast<double>(g.data<float>()[i]) - w.data<float>()[i];
-    err += d * d;
-    ref += static_cast<double>(w.data<float>()[i]) * w.data<float>()[i];
-  }
-  return std::sqrt(err) / std::max(std::sqrt(ref), 1e-30);
-}
+using test::rel_frobenius;
 
 // The CPU reference on the (already dtype-rounded) host inputs, fp32 result.
 Tensor reference(const Tensor& x, const BsrMatrix& w, const Tensor* bias, ops::Activation act,

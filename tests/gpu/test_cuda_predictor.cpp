@@ -16,13 +16,7 @@ namespace {
 
 class CudaPredictor : public test::CudaTest {};
 
-double rel_err(const Tensor& got, const Tensor& want) {
-  const float* x = got.data<float>();
-  const float* y = want.data<float>();
-  double e = 0, r = 0;
-  for (int64_t k = 0; k < want.numel(); ++k) e += (x[k] - y[k]) * (x[k] - y[k]), r += y[k] * y[k];
-  return std::sqrt(e / r);
-}
+using test::rel_frobenius;
 
 // Fraction of mask pixels that differ.
 double mask_diff(const Tensor& a, const Tensor& b) {
@@ -64,7 +58,7 @@ TEST_F(CudaPredictor, MultiImageMatchesCpuPerImage) {
       for (size_t j = 0; j < want.size(); ++j) {
         SCOPED_TRACE("image " + std::to_string(i) + " prompt " + std::to_string(j));
         ASSERT_EQ(multi[i][j].masks.shape(), want[j].masks.shape());
-        EXPECT_LT(rel_err(multi[i][j].low_res_logits, want[j].low_res_logits), dt == DType::F32 ? 1e-4 : 3e-2);
+        EXPECT_LT(rel_frobenius(multi[i][j].low_res_logits, want[j].low_res_logits), dt == DType::F32 ? 1e-4 : 3e-2);
         EXPECT_LT(mask_diff(multi[i][j].masks, want[j].masks), dt == DType::F32 ? 1e-3 : 2e-2);
       }
     }
@@ -100,8 +94,8 @@ TEST_F(CudaPredictor, BatchOnDeviceMatchesHostBatch) {
     for (int64_t b = 0; b < 6; ++b) {
       SCOPED_TRACE("prompt " + std::to_string(b));
       EXPECT_EQ(mask_diff(masks.slice0(b, b + 1).reshape(host[b].masks.shape()), host[b].masks), 0.0);
-      EXPECT_LT(rel_err(low.slice0(b, b + 1).reshape(host[b].low_res_logits.shape()), host[b].low_res_logits), 1e-6);
-      EXPECT_LT(rel_err(logits.slice0(b, b + 1).reshape(host[b].logits.shape()), host[b].logits), 1e-6);
+      EXPECT_LT(rel_frobenius(low.slice0(b, b + 1).reshape(host[b].low_res_logits.shape()), host[b].low_res_logits), 1e-6);
+      EXPECT_LT(rel_frobenius(logits.slice0(b, b + 1).reshape(host[b].logits.shape()), host[b].logits), 1e-6);
       for (int64_t k = 0; k < K; ++k) EXPECT_FLOAT_EQ(scores.data<float>()[b * K + k], host[b].scores[k]);
     }
   }
@@ -125,10 +119,10 @@ TEST_F(CudaPredictor, Bf16EncoderWithFp32Decoder) {
   ImageEmbedding e = cpu.embedding();
   gpu.set_embedding(e);
   const Prediction got = gpu.predict(prompt);
-  EXPECT_LT(rel_err(got.low_res_logits, want.low_res_logits), 1e-4);
+  EXPECT_LT(rel_frobenius(got.low_res_logits, want.low_res_logits), 1e-4);
   EXPECT_LT(mask_diff(got.masks, want.masks), 1e-3);
   gpu.set_image(test::random_image(64, 64, 41));
-  EXPECT_LT(rel_err(gpu.predict(prompt).low_res_logits, want.low_res_logits), 3e-2);
+  EXPECT_LT(rel_frobenius(gpu.predict(prompt).low_res_logits, want.low_res_logits), 3e-2);
   EXPECT_THROW(cpu_model->to(Device::CPU, DType::F32, DType::BF16), InvalidArgument);
 }
 
@@ -147,7 +141,7 @@ TEST_F(CudaPredictor, EmbedImagesMatchesCpu) {
     EXPECT_EQ(got[i].input_height, p.embedding().input_height);
     EXPECT_EQ(got[i].input_width, p.embedding().input_width);
     EXPECT_FALSE(got[i].features.is_cuda());
-    EXPECT_LT(rel_err(got[i].features, p.embedding().features), 1e-4) << "image " << i;
+    EXPECT_LT(rel_frobenius(got[i].features, p.embedding().features), 1e-4) << "image " << i;
   }
 }
 
