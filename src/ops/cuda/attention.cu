@@ -923,7 +923,7 @@ MmaPlan make_plan(int relH, int relW) {
 //   hd 64 global:   1x32 39.4, 1x64 39.6, 2x64 33.2, 1x32w8 37.9, 1x64w8 43.2
 //   hd 64 windowed: 1x32 10.2, 1x64 11.9, 2x64 11.4, 1x32w8  9.8, 1x64w8 14.3
 //   hd 80 global:   1x32 77.8, 1x64 85.3, 2x64 56.5
-//   hd 80 windowed: 1x32 61.4, 1x64 69.9, 2x64 ~68 (from whole-encoder totals), 1x32w8 57.6
+//   hd 80 windowed: 1x32 61.4, 1x64 69.9, 1x32w8 57.6 (2x64 not measured per operator)
 // (MT x BN; MT = 2 reuses every K / V fragment for two m-tiles but needs ~220 registers; w8: 8-warp
 // CTAs, 128 query rows share each K / V tile.)
 // VITRT_ATTN_TILE=<tile> or <global tile>,<windowed tile> (tiles 1x32, 1x64, 2x64, 1x32w8, 1x64w8)

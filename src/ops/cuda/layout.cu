@@ -106,7 +106,7 @@ __global__ void im2col_taps_kernel(const V* x, V* col, Im2colTaps g) {
 // (contiguous: column co*4 + ky*2 + kx) and writes them to its 2x2 output block (for a fixed tap,
 // consecutive threads write consecutive channels). Index type I: 32-bit when the sizes allow (the
 // first version decomposed every output index with three 64-bit divisions and read with a stride of
-// 4 elements: instruction-bound).
+// 4 elements).
 template <class T, class I>
 __global__ void convt_scatter_kernel(const T* y, const T* bias, T* out, I B, I H, I W, I Cout, bool gelu) {
   const I n = B * H * W * Cout;
