@@ -37,9 +37,10 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b = false);
 // LayerNorm over the last dimension with affine weight/bias [C].
 // out_dtype: the output's dtype, by default x's. CPU: float32 only. CUDA: x, weight/bias (one
 // dtype for both) and the output each float32 or bfloat16, math in fp32 (e.g. float32 residual
-// stream in, bfloat16 out: the fused LayerNorm + cast of the bf16 encoder).
+// stream in, bfloat16 out: the fused LayerNorm + cast of the bf16 encoder). act: GELU applies the
+// exact GELU to the result (SAM's LayerNorm2d + GELU; one pass on the GPU); ReLU is not offered.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
-                  std::optional<DType> out_dtype = std::nullopt);
+                  std::optional<DType> out_dtype = std::nullopt, Activation act = Activation::None);
 
 // x converted to `to` (F32 <-> BF16) on its device; x itself when it already has that dtype.
 Tensor cast(const Tensor& x, DType to);

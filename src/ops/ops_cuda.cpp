@@ -45,7 +45,9 @@ Tensor linear(const Tensor&, const Tensor&, const Tensor*, Activation, const Ten
 }
 void linear_add_(Tensor&, const Tensor&, const Tensor&, const Tensor*) { no_cuda("linear_add_"); }
 Tensor matmul(const Tensor&, const Tensor&, bool) { no_cuda("matmul"); }
-Tensor layer_norm(const Tensor&, const Tensor&, const Tensor&, float, std::optional<DType>) { no_cuda("layer_norm"); }
+Tensor layer_norm(const Tensor&, const Tensor&, const Tensor&, float, std::optional<DType>, Activation) {
+  no_cuda("layer_norm");
+}
 void add_(Tensor&, const Tensor&) { no_cuda("add_"); }
 Tensor add(const Tensor&, const Tensor&) { no_cuda("add"); }
 void scale_(Tensor&, float) { no_cuda("scale_"); }
@@ -256,7 +258,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b) {
 }
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
-                  std::optional<DType> out_dtype) {
+                  std::optional<DType> out_dtype, Activation act) {
+  VITRT_CHECK(act == Activation::None || act == Activation::GELU, InvalidArgument,
+              "ops::layer_norm: only GELU may follow the LayerNorm");
   check_float(x, "layer_norm", "x");
   check_float(weight, "layer_norm", "weight");
   check_dev(bias, "layer_norm", "bias");
@@ -271,7 +275,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
   bias.expect_shape({C}, "ops::layer_norm bias");
   Tensor y = empty_like_dev(x.shape(), od);
   cuda::layer_norm(x.dtype(), x.raw(), weight.dtype(), weight.raw(), bias.raw(), od, y.raw(), C ? x.numel() / C : 0,
-                   C, eps);
+                   C, eps, act == Activation::GELU);
   return y;
 }
 

@@ -32,7 +32,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias = nullptr, Ac
 void linear_add_(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias = nullptr);
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b = false);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
-                  std::optional<DType> out_dtype = std::nullopt);
+                  std::optional<DType> out_dtype = std::nullopt, Activation act = Activation::None);
 
 void add_(Tensor& x, const Tensor& y);
 Tensor add(const Tensor& x, const Tensor& y);

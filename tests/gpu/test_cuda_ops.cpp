@@ -18,6 +18,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu_test_util.h"
@@ -365,10 +366,12 @@ TEST_F(CudaOps, LayerNorm) {
     float eps, offset;
   };
   // C = 131, 1 and 1664: the generic kernel; multiples of 128 (4 per lane) and of 64 (2 per lane) up
-  // to 1536: the row held in registers.
+  // to 1536: the row held in registers; 32, 64 and 128: 4-16 lanes per row, several rows per warp,
+  // with row counts that leave a warp's last rows past the end.
   const Case cases[] = {{{5, 7, 131}, 1e-6f, 3.f}, {{64, 768}, 1e-6f, 0.f}, {{3, 256}, 1e-5f, -2.f},
                         {{9, 1}, 1e-5f, 1.f},      {{7, 384}, 1e-6f, 5.f},  {{2, 1536}, 1e-6f, -1.f},
-                        {{3, 1664}, 1e-6f, 0.5f},  {{33, 64}, 1e-6f, 2.f},  {{4, 192}, 1e-6f, -3.f}};
+                        {{3, 1664}, 1e-6f, 0.5f},  {{33, 64}, 1e-6f, 2.f},  {{4, 192}, 1e-6f, -3.f},
+                        {{67, 32}, 1e-6f, 1.f},    {{2, 3, 128}, 1e-6f, -1.f}, {{301, 64}, 1e-6f, 0.f}};
   uint32_t seed = 600;
   for (DType dt : kDtypes)
     for (const Case& c : cases) {
@@ -377,15 +380,25 @@ TEST_F(CudaOps, LayerNorm) {
       Tensor want = ops::layer_norm(seen(x, dt), seen(w, dt), seen(b, dt), c.eps);
       Tensor got = cu::layer_norm(up(x, dt), up(w, dt), up(b, dt), c.eps);
       EXPECT_TRUE(close(down(got), want, tol(dt))) << dtype_name(dt) << " " << shape_str(c.x) << " eps " << c.eps;
+      // LayerNorm + GELU in one pass = the CPU's LayerNorm, then GELU.
+      Tensor want_gelu = ops::layer_norm(seen(x, dt), seen(w, dt), seen(b, dt), c.eps, std::nullopt, ops::Activation::GELU);
+      Tensor plain_gelu = want.clone();
+      ops::gelu_(plain_gelu);
+      ASSERT_TRUE(identical(want_gelu, plain_gelu));
+      Tensor got_gelu = cu::layer_norm(up(x, dt), up(w, dt), up(b, dt), c.eps, std::nullopt, ops::Activation::GELU);
+      EXPECT_TRUE(close(down(got_gelu), want_gelu, tol(dt))) << dtype_name(dt) << " +gelu " << shape_str(c.x);
     }
 }
 
 TEST_F(CudaOps, AddBroadcast) {
-  const Shape xs{4, 5, 6};
-  const Shape ys[] = {{4, 5, 6}, {5, 6}, {6}, {120}, {2, 60}};  // suffixes, or as many elements
+  // [4, 5, 6]: the scalar kernel where y's size is not a multiple of 16 bytes; [3, 4, 256]: 16-byte
+  // vectors (the decoder's shapes), broadcast or not.
+  const std::pair<Shape, Shape> xys[] = {{{4, 5, 6}, {4, 5, 6}}, {{4, 5, 6}, {5, 6}}, {{4, 5, 6}, {6}},
+                                         {{4, 5, 6}, {120}},     {{4, 5, 6}, {2, 60}}, {{3, 4, 256}, {4, 256}},
+                                         {{3, 4, 256}, {256}},   {{3, 4, 256}, {3, 4, 256}}};
   uint32_t seed = 700;
   for (DType dt : kDtypes)
-    for (const Shape& y_shape : ys) {
+    for (const auto& [xs, y_shape] : xys) {
       Tensor x = randn(xs, ++seed), y = randn(y_shape, ++seed);
       Tensor want = ops::add(seen(x, dt), seen(y, dt));
       Tensor xd = up(x, dt), yd = up(y, dt);
@@ -706,6 +719,8 @@ TEST_F(CudaOps, PostprocessMasksMatchPredictor) {
       {{3, 256, 256}, 1024, 683, 1024, 1000, 1500},
       {{1, 256, 256}, 1024, 1024, 394, 1300, 500},
       {{2, 64, 64}, 256, 200, 256, 77, 99},
+      {{2, 256, 256}, 1024, 1024, 1024, 1024, 1024},  // square photo: the second resize is the identity
+      {{1, 256, 256}, 1024, 1024, 768, 100, 37},      // strong downscale: rows skip past the caches
   };
   uint32_t seed = 1900;
   for (DType dt : kDtypes)
@@ -898,7 +913,8 @@ TEST_F(CudaOps, LayerNormMixedDtypes) {
     float eps, offset;
   };
   const Case cases[] = {
-      {{5, 7, 131}, 1e-6f, 3.f}, {{64, 768}, 1e-6f, 0.f}, {{4, 1280}, 1e-6f, 20.f}, {{9, 1}, 1e-5f, 1.f}};
+      {{5, 7, 131}, 1e-6f, 3.f}, {{64, 768}, 1e-6f, 0.f}, {{4, 1280}, 1e-6f, 20.f}, {{9, 1}, 1e-5f, 1.f},
+      {{9, 64}, 1e-6f, 2.f},     {{6, 32}, 1e-6f, -1.f}};
   uint32_t seed = 2500;
   for (DType xdt : kDtypes)
     for (DType wdt : kDtypes)

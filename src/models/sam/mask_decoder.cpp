@@ -267,8 +267,7 @@ void MaskDecoder::forward_kept(const Tensor& image, const Tensor& image_pe, cons
 
   // Upscale image tokens 4x: [B, g, g, D] -> [B, 4g, 4g, D/8].
   Tensor up = ops::conv_transpose2x2_nhwc(keys.reshape({B, g, g, D}), up1_w, &up1_b);
-  up = ops::layer_norm(up, up_norm.w, up_norm.b, kLayerNorm2dEps);
-  ops::gelu_(up);
+  up = ops::layer_norm(up, up_norm.w, up_norm.b, kLayerNorm2dEps, std::nullopt, ops::Activation::GELU);
   up = ops::conv_transpose2x2_nhwc(up, up2_w, &up2_b, ops::Activation::GELU);
 
   // Hypernetworks: one MLP per mask token gives the weights of a per-pixel dot product.

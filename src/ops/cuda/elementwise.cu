@@ -3,6 +3,7 @@
 #include "ops/cuda/gemm.h"
 #include "ops/cuda/runtime.h"
 
+#include <cstdint>
 #include <type_traits>
 
 namespace vitrt::cuda {
@@ -22,6 +23,26 @@ __device__ __forceinline__ float relu_f(float v) { return v < 0.f ? 0.f : v; }  
 template <class T>
 __global__ void add_kernel(const T* x, const T* y, T* out, int64_t n, int64_t ny) {
   for (int64_t i = gtid(); i < n; i += gstride()) out[i] = from_f<T>(to_f(x[i]) + to_f(y[ny == n ? i : i % ny]));
+}
+
+// 16 bytes per thread and step (8 bf16 / 4 fp32), one 64-bit modulo per vector instead of per
+// element: the decoder's k = keys + key_pe over [prompts, 4096, 256] and its residual adds ran at
+// ~1 TB/s with the scalar kernel above.
+template <class T>
+struct alignas(16) Vec16 {
+  static constexpr int kN = 16 / sizeof(T);
+  T v[kN];
+};
+
+template <class T>
+__global__ void add_vec16_kernel(const Vec16<T>* x, const Vec16<T>* y, Vec16<T>* out, int64_t nv, int64_t nyv) {
+  for (int64_t i = gtid(); i < nv; i += gstride()) {
+    const Vec16<T> a = x[i], b = y[nyv == nv ? i : i % nyv];
+    Vec16<T> o;
+#pragma unroll
+    for (int j = 0; j < Vec16<T>::kN; ++j) o.v[j] = from_f<T>(to_f(a.v[j]) + to_f(b.v[j]));
+    out[i] = o;
+  }
 }
 
 template <class T>
@@ -108,6 +129,14 @@ void add_broadcast(DType dt, const void* x, const void* y, void* out, int64_t n,
   VITRT_CHECK(ny > 0 && n % ny == 0, InvalidArgument, "cuda add: ", ny, " elements do not broadcast over ", n);
   dispatch_float(dt, "add", [&](auto tag) {
     using T = decltype(tag);
+    constexpr int V = Vec16<T>::kN;
+    auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    if (n % V == 0 && ny % V == 0 && a16(x) && a16(y) && a16(out)) {
+      add_vec16_kernel<T><<<dev::blocks_for(n / V), dev::kThreads, 0, current_stream()>>>(
+          static_cast<const Vec16<T>*>(x), static_cast<const Vec16<T>*>(y), static_cast<Vec16<T>*>(out), n / V,
+          ny / V);
+      return;
+    }
     add_kernel<T><<<dev::blocks_for(n), dev::kThreads, 0, current_stream()>>>(
         static_cast<const T*>(x), static_cast<const T*>(y), static_cast<T*>(out), n, ny);
   });

@@ -18,7 +18,7 @@ constexpr int kRowsPerBlock = dev::kThreads / 32;  // one warp per row
 // y = (x - mean) * rstd * w + b.
 template <class TX, class TW, class TY>
 __global__ void layer_norm_kernel(const TX* x, const TW* w, const TW* b,
-                                  TY* y, int64_t rows, int64_t C, float eps) {
+                                  TY* y, int64_t rows, int64_t C, float eps, bool gelu) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;  // whole warps leave together: the shuffles below see full warps
@@ -37,15 +37,18 @@ __global__ void layer_norm_kernel(const TX* x, const TW* w, const TW* b,
   const float meanf = static_cast<float>(mean);
   for (int64_t c = lane; c < C; c += 32) {
     const float n = __fmul_rn(__fsub_rn(to_f(xr[c]), meanf), rstd);
-    yr[c] = from_f<TY>(fmaf(n, to_f(w[c]), to_f(b[c])));
+    const float o = fmaf(n, to_f(w[c]), to_f(b[c]));
+    yr[c] = from_f<TY>(gelu ? dev::gelu_erf(o) : o);
   }
 }
 
-// The same LayerNorm for rows of C = 32 V k channels (V = 4, or 2 for widths like the decoder's 64),
-// k <= kMaxChunks (every SAM / ViT width up to 1536): each lane holds its V k values of the row in
-// registers, read once with 4- to 16-byte loads (the kernel above reads x three times with 2-4 byte
-// loads: ~1.5 TB/s on an H200 at the encoder's shapes). Same double-precision statistics, same fp32
-// normalisation per element.
+// The same LayerNorm with the row held in registers: LANES lanes per row (32, or 4 / 8 / 16 for short
+// rows such as the decoder's 64-channel LayerNorm2d: 32 / LANES rows per warp), each lane holding
+// V k values, k = chunks <= kMaxChunks (every SAM / ViT width up to 1536), read once with 8- to
+// 16-byte loads (the kernel above reads x three times with 2-4 byte loads: ~1.5 TB/s on an H200 at
+// the encoder's shapes; one warp per 64-channel row left 24 lanes idle and spent 20 shuffles on 64
+// values). Same double-precision statistics, same fp32 normalisation per element; `gelu` applies
+// the exact GELU to the result (LayerNorm2d then GELU in SAM's upscaling), as the CPU's two steps.
 constexpr int kMaxChunks = 12;
 
 template <class T, int V>
@@ -53,30 +56,40 @@ struct alignas(V * sizeof(T)) VecN {
   T v[V];
 };
 
-template <class TX, class TW, class TY, int V>
+template <int LANES, class T>
+__device__ __forceinline__ T group_sum(T v) {
+#pragma unroll
+  for (int o = LANES / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+template <class TX, class TW, class TY, int V, int LANES>
 __global__ void layer_norm_rows_in_registers_kernel(const TX* x, const TW* w, const TW* b, TY* y, int64_t rows,
-                                                    int chunks, float eps) {
-  using Vec4X = VecN<TX, V>;
-  using Vec4W = VecN<TW, V>;
-  using Vec4Y = VecN<TY, V>;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  const int64_t C = 32 * V * static_cast<int64_t>(chunks);
-  const Vec4X* xr = reinterpret_cast<const Vec4X*>(x + row * C);
+                                                    int chunks, float eps, bool gelu) {
+  using VecX = VecN<TX, V>;
+  using VecW = VecN<TW, V>;
+  using VecY = VecN<TY, V>;
+  constexpr int kRowsPerWarp = 32 / LANES;
+  const int lane = threadIdx.x % LANES;
+  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32) * kRowsPerWarp;
+  if (row0 >= rows) return;  // whole warps leave together: the shuffles below see full warps
+  const int64_t row = row0 + (threadIdx.x % 32) / LANES;
+  const bool valid = row < rows;  // a warp's last rows may lie past the end: computed on row0, not stored
+  const int64_t C = static_cast<int64_t>(LANES) * V * chunks;
+  const VecX* xr = reinterpret_cast<const VecX*>(x + (valid ? row : row0) * C);
   float v[kMaxChunks][V];
   double s = 0.0;
 #pragma unroll
   for (int k = 0; k < kMaxChunks; ++k)
     if (k < chunks) {
-      const Vec4X q = xr[k * 32 + lane];
+      const VecX q = xr[k * LANES + lane];
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         v[k][j] = to_f(q.v[j]);
         s += v[k][j];
       }
     }
-  const double mean = dev::warp_sum(s) / static_cast<double>(C);
+  const double mean = group_sum<LANES>(s) / static_cast<double>(C);
   double sq = 0.0;
 #pragma unroll
   for (int k = 0; k < kMaxChunks; ++k)
@@ -86,23 +99,26 @@ __global__ void layer_norm_rows_in_registers_kernel(const TX* x, const TW* w, co
         const double d = static_cast<double>(v[k][j]) - mean;
         sq += d * d;
       }
-  const double var = dev::warp_sum(sq) / static_cast<double>(C);
+  const double var = group_sum<LANES>(sq) / static_cast<double>(C);
+  if (!valid) return;
   const float rstd = static_cast<float>(1.0 / sqrt(var + static_cast<double>(eps)));
   const float meanf = static_cast<float>(mean);
-  const Vec4W* wr = reinterpret_cast<const Vec4W*>(w);
-  const Vec4W* br = reinterpret_cast<const Vec4W*>(b);
-  Vec4Y* yr = reinterpret_cast<Vec4Y*>(y + row * C);
+  const VecW* wr = reinterpret_cast<const VecW*>(w);
+  const VecW* br = reinterpret_cast<const VecW*>(b);
+  VecY* yr = reinterpret_cast<VecY*>(y + row * C);
 #pragma unroll
   for (int k = 0; k < kMaxChunks; ++k)
     if (k < chunks) {
-      const Vec4W wq = wr[k * 32 + lane], bq = br[k * 32 + lane];
-      Vec4Y out;
+      const VecW wq = wr[k * LANES + lane], bq = br[k * LANES + lane];
+      VecY out;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const float n = __fmul_rn(__fsub_rn(v[k][j], meanf), rstd);
-        out.v[j] = from_f<TY>(fmaf(n, to_f(wq.v[j]), to_f(bq.v[j])));
+        float o = fmaf(n, to_f(wq.v[j]), to_f(bq.v[j]));
+        if (gelu) o = dev::gelu_erf(o);
+        out.v[j] = from_f<TY>(o);
       }
-      yr[k * 32 + lane] = out;
+      yr[k * LANES + lane] = out;
     }
 }
 
@@ -128,16 +144,19 @@ __global__ void softmax_kernel(T* x, int64_t rows, int64_t n) {
 
 unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
 
-template <int V, class TX, class TW, class TY>
-void launch_rows_in_registers(const TX* x, const TW* w, const TW* b, TY* y, int64_t rows, int64_t C, float eps) {
-  layer_norm_rows_in_registers_kernel<TX, TW, TY, V><<<row_blocks(rows), dev::kThreads, 0, current_stream()>>>(
-      x, w, b, y, rows, static_cast<int>(C / (32 * V)), eps);
+template <int V, int LANES, class TX, class TW, class TY>
+void launch_rows_in_registers(const TX* x, const TW* w, const TW* b, TY* y, int64_t rows, int64_t C, float eps,
+                              bool gelu) {
+  const int64_t rows_per_block = int64_t{kRowsPerBlock} * (32 / LANES);
+  const auto blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+  layer_norm_rows_in_registers_kernel<TX, TW, TY, V, LANES><<<blocks, dev::kThreads, 0, current_stream()>>>(
+      x, w, b, y, rows, static_cast<int>(C / (LANES * V)), eps, gelu);
 }
 
 }  // namespace
 
 void layer_norm(DType xdt, const void* x, DType wdt, const void* weight, const void* bias, DType ydt, void* y,
-                int64_t rows, int64_t C, float eps) {
+                int64_t rows, int64_t C, float eps, bool gelu) {
   if (rows == 0 || C == 0) return;
   VITRT_CHECK(rows / kRowsPerBlock < (int64_t{1} << 31) - 1, InvalidArgument, "cuda layer_norm: too many rows");
   VITRT_CHECK(x != y || xdt == ydt, InvalidArgument, "cuda layer_norm: in place needs one dtype for x and y");
@@ -147,22 +166,32 @@ void layer_norm(DType xdt, const void* x, DType wdt, const void* weight, const v
         using TX = decltype(xtag);
         using TW = decltype(wtag);
         using TY = decltype(ytag);
-        // V values per lane and chunk: 4 when C is a multiple of 128, else 2 for multiples of 64.
-        const int V = C % 128 == 0 ? 4 : C % 64 == 0 ? 2 : 0;
-        const bool in_registers = V > 0 && C / (32 * V) <= kMaxChunks && aligned_to(x, V * sizeof(TX)) &&
-                                  aligned_to(weight, V * sizeof(TW)) && aligned_to(bias, V * sizeof(TW)) &&
-                                  aligned_to(y, V * sizeof(TY));
         const auto* xt = static_cast<const TX*>(x);
         const auto* wt = static_cast<const TW*>(weight);
         const auto* bt = static_cast<const TW*>(bias);
         auto* yt = static_cast<TY*>(y);
-        if (in_registers && V == 4)
-          launch_rows_in_registers<4>(xt, wt, bt, yt, rows, C, eps);
-        else if (in_registers)
-          launch_rows_in_registers<2>(xt, wt, bt, yt, rows, C, eps);
-        else
+        auto aligned = [&](int v) {
+          return aligned_to(x, v * sizeof(TX)) && aligned_to(weight, v * sizeof(TW)) &&
+                 aligned_to(bias, v * sizeof(TW)) && aligned_to(y, v * sizeof(TY));
+        };
+        // Short rows (C = 32, 64 or 128 of 16-byte x vectors: 4, 8 or 16 lanes, several rows per
+        // warp); else V = 4 values per lane and chunk when C is a multiple of 128, 2 for multiples of
+        // 64, one warp per row; else the generic kernel.
+        constexpr int Vs = 16 / sizeof(TX);
+        const int64_t short_lanes = C % Vs == 0 ? C / Vs : 0;
+        const int V = C % 128 == 0 ? 4 : C % 64 == 0 ? 2 : 0;
+        if ((short_lanes == 4 || short_lanes == 8 || short_lanes == 16) && aligned(Vs)) {
+          if (short_lanes == 4) launch_rows_in_registers<Vs, 4>(xt, wt, bt, yt, rows, C, eps, gelu);
+          else if (short_lanes == 8) launch_rows_in_registers<Vs, 8>(xt, wt, bt, yt, rows, C, eps, gelu);
+          else launch_rows_in_registers<Vs, 16>(xt, wt, bt, yt, rows, C, eps, gelu);
+        } else if (V == 4 && C / 128 <= kMaxChunks && aligned(4)) {
+          launch_rows_in_registers<4, 32>(xt, wt, bt, yt, rows, C, eps, gelu);
+        } else if (V == 2 && C / 64 <= kMaxChunks && aligned(2)) {
+          launch_rows_in_registers<2, 32>(xt, wt, bt, yt, rows, C, eps, gelu);
+        } else {
           layer_norm_kernel<TX, TW, TY><<<row_blocks(rows), dev::kThreads, 0, current_stream()>>>(xt, wt, bt, yt,
-                                                                                                  rows, C, eps);
+                                                                                                  rows, C, eps, gelu);
+        }
       });
     });
   });
