@@ -118,15 +118,18 @@ fi
 
 # Segment everything on the GPU (issue 5): vit_h random weights, 32x32 grid, no crops.
 # AMG_QUICK=1: only the 640x480 timing (no filters-off case, no reference run).
+# AMG_DECODER_DTYPE (old name) = one entry of AMG_DECODER_DTYPES.
 if has amg; then
-  for img in 640x480 $([ "${AMG_QUICK:-0}" = 1 ] || echo 2250x1500); do
+  # AMG_DECODER_DTYPES="bf16 fp32": the 640x480 timing once per decoder dtype (default: the model's).
+  for img in 640x480 $([ "${AMG_QUICK:-0}" = 1 ] || echo 2250x1500); do for ddt in ${AMG_DECODER_DTYPES:-${AMG_DECODER_DTYPE:-default}}; do
+    [ $img = 640x480 ] || [ $ddt = default ] || continue
     $V everything --random-weights vit_h --device cuda --dtype bf16 --random-image $img --bench 10 \
-      ${AMG_DECODER_DTYPE:+--decoder-dtype $AMG_DECODER_DTYPE} \
-      > "$OUT/everything_vit_h_$img.json" 2> "$OUT/everything_vit_h_$img.err"
-    add_summary "everything vit_h bf16 $img: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));m=d['median_ms'];print('total %.1f ms (encoder %.1f, decoder+filters %.1f, nms+rle %.2f, records %.2f), %d masks'%(m['total'],m['encoder'],m['decoder_and_filters'],m['nms_and_rle'],m['records'],d['masks']))" "$OUT/everything_vit_h_$img.json" 2>/dev/null || tail -c 300 "$OUT/everything_vit_h_$img.err")"
+      $([ $ddt = default ] || echo --decoder-dtype $ddt) \
+      > "$OUT/everything_vit_h_${img}_$ddt.json" 2> "$OUT/everything_vit_h_${img}_$ddt.err"
+    add_summary "everything vit_h bf16 (decoder $ddt) $img: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));m=d['median_ms'];print('total %.1f ms (encoder %.1f, decoder+filters %.1f, nms+rle %.2f, records %.2f), %d masks'%(m['total'],m['encoder'],m['decoder_and_filters'],m['nms_and_rle'],m['records'],d['masks']))" "$OUT/everything_vit_h_${img}_$ddt.json" 2>/dev/null || tail -c 300 "$OUT/everything_vit_h_${img}_$ddt.err")"
     python3 -c "import json,sys;d=json.load(open(sys.argv[1]));r=sorted(d.get('profile_one_run',[]),key=lambda e:-e['ms']);print('amg profile %s: %.1f ms in operators'%(sys.argv[2],sum(e['ms'] for e in r)));[print('  %8.3f ms %4dx %s'%(e['ms'],e['calls'],e['op'])) for e in r[:14]]" \
-      "$OUT/everything_vit_h_$img.json" "$img" 2>/dev/null | tee -a "$OUT/profiles.txt"
-  done
+      "$OUT/everything_vit_h_${img}_$ddt.json" "$img decoder $ddt" 2>/dev/null | tee -a "$OUT/profiles.txt"
+  done; done
   [ "${AMG_QUICK:-0}" = 1 ] && amg_full=0 || amg_full=1
 fi
 if has amg && [ $amg_full = 1 ]; then
@@ -154,14 +157,16 @@ fi
 
 # Attention tile sweep (VITRT_ATTN_TILE, see attention.cu): per-operator profile of one eager forward.
 if has attn-sweep; then
-  for m in vit_b vit_h; do for t in 1x32 1x64 2x64 1x32w8 1x64w8; do
-    VITRT_ATTN_TILE=$t $V bench --device cuda --model $m --batch 32 --dtype bf16 --iters 3 --no-decoder --profile --json \
-      > "$OUT/sweep_${m}_$t.json" 2>/dev/null
-    add_summary "attn tile $t $m bs32: $(python3 -c "
+  # SWEEP_MODELS, SWEEP_BATCH, SWEEP_ITERS, SWEEP_TILES (a tile, or <global>,<windowed>) narrow it.
+  sb=${SWEEP_BATCH:-32}
+  for m in ${SWEEP_MODELS:-vit_b vit_h}; do for t in ${SWEEP_TILES:-1x32 1x64 2x64 1x32w8 1x64w8}; do
+    VITRT_ATTN_TILE=$t $V bench --device cuda --model $m --batch $sb --dtype bf16 --iters ${SWEEP_ITERS:-3} --no-decoder \
+      --profile --json > "$OUT/sweep_${m}_b${sb}_$t.json" 2>/dev/null
+    add_summary "attn tile $t $m bs$sb: $(python3 -c "
 import json,sys
 d=json.load(open(sys.argv[1]));p=d['profile']['ops']
 g=sum(r['ms'] for r in p if 'global' in r['op']);w=sum(r['ms'] for r in p if 'windowed' in r['op'])
-print('%.1f img/s; global %.2f ms, windowed %.2f ms'%(d['images_per_s'],g,w))" "$OUT/sweep_${m}_$t.json" 2>&1 | tail -c 200)"
+print('%.1f img/s, %.2f ms/batch; eager global %.2f ms, windowed %.2f ms'%(d['images_per_s'],d['encoder_ms_per_batch'],g,w))" "$OUT/sweep_${m}_b${sb}_$t.json" 2>&1 | tail -c 200)"
   done; done
 fi
 

@@ -25,11 +25,20 @@ DecoderAttentionW take_attention(WeightReader& r, const std::string& p, int64_t 
 }
 
 // transformer.Attention: project, attend per head, project back.
-Tensor attend(const DecoderAttentionW& a, int heads, const Tensor& q, const Tensor& k, const Tensor& v) {
+Tensor attend_heads(const DecoderAttentionW& a, int heads, const Tensor& q, const Tensor& k, const Tensor& v) {
   Tensor qp = ops::linear(q, a.q.w, a.q.bias());
   Tensor kp = ops::linear(k, a.k.w, a.k.bias());
   Tensor vp = ops::linear(v, a.v.w, a.v.bias());
-  return ops::linear(ops::attention(qp, kp, vp, heads), a.out.w, a.out.bias());
+  return ops::attention(qp, kp, vp, heads);
+}
+Tensor attend(const DecoderAttentionW& a, int heads, const Tensor& q, const Tensor& k, const Tensor& v) {
+  return ops::linear(attend_heads(a, heads, q, k, v), a.out.w, a.out.bias());
+}
+// residual += attend(...), the sum in the output projection's epilogue (for the [prompts, 4096, 256]
+// keys: one pass over them less than attend() then add_).
+void attend_add_(Tensor& residual, const DecoderAttentionW& a, int heads, const Tensor& q, const Tensor& k,
+                 const Tensor& v) {
+  ops::linear_add_(residual, attend_heads(a, heads, q, k, v), a.out.w, a.out.bias());
 }
 
 // Repeats `block` [1, ...] n times along the batch (by doubling: log n copies).
@@ -253,7 +262,7 @@ void MaskDecoder::forward_kept(const Tensor& image, const Tensor& image_pe, cons
       keys = image_to_token_keys_per_image(l.cross_image_to_token, heads, k, keys, q, queries, counts);
       keys_per_image = false;  // from here on one set of keys per prompt
     } else {
-      ops::add_(keys, attend(l.cross_image_to_token, heads, k, q, queries));
+      attend_add_(keys, l.cross_image_to_token, heads, k, q, queries);
     }
     keys = ops::layer_norm(keys, l.norm4.w, l.norm4.b, kDecoderEps);
   }

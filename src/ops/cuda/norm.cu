@@ -174,16 +174,17 @@ void layer_norm(DType xdt, const void* x, DType wdt, const void* weight, const v
           return aligned_to(x, v * sizeof(TX)) && aligned_to(weight, v * sizeof(TW)) &&
                  aligned_to(bias, v * sizeof(TW)) && aligned_to(y, v * sizeof(TY));
         };
-        // Short rows (C = 32, 64 or 128 of 16-byte x vectors: 4, 8 or 16 lanes, several rows per
-        // warp); else V = 4 values per lane and chunk when C is a multiple of 128, 2 for multiples of
+        // Rows of 4-32 16-byte x vectors (bf16 C = 32 ... 256: the decoder's widths): 4-32 lanes per
+        // row, several rows per warp below 32; else V = 4 values per lane and chunk when C is a multiple of 128, 2 for multiples of
         // 64, one warp per row; else the generic kernel.
         constexpr int Vs = 16 / sizeof(TX);
         const int64_t short_lanes = C % Vs == 0 ? C / Vs : 0;
         const int V = C % 128 == 0 ? 4 : C % 64 == 0 ? 2 : 0;
-        if ((short_lanes == 4 || short_lanes == 8 || short_lanes == 16) && aligned(Vs)) {
+        if ((short_lanes == 4 || short_lanes == 8 || short_lanes == 16 || short_lanes == 32) && aligned(Vs)) {
           if (short_lanes == 4) launch_rows_in_registers<Vs, 4>(xt, wt, bt, yt, rows, C, eps, gelu);
           else if (short_lanes == 8) launch_rows_in_registers<Vs, 8>(xt, wt, bt, yt, rows, C, eps, gelu);
-          else launch_rows_in_registers<Vs, 16>(xt, wt, bt, yt, rows, C, eps, gelu);
+          else if (short_lanes == 16) launch_rows_in_registers<Vs, 16>(xt, wt, bt, yt, rows, C, eps, gelu);
+          else launch_rows_in_registers<Vs, 32>(xt, wt, bt, yt, rows, C, eps, gelu);
         } else if (V == 4 && C / 128 <= kMaxChunks && aligned(4)) {
           launch_rows_in_registers<4, 32>(xt, wt, bt, yt, rows, C, eps, gelu);
         } else if (V == 2 && C / 64 <= kMaxChunks && aligned(2)) {
