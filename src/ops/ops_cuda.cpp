@@ -9,6 +9,7 @@
 #include "ops/cpu/resize_antialias.h"
 
 #ifdef VITRT_HAVE_CUDA
+#include "ops/cuda/conv_transpose.h"
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/gemm.h"
 #include "ops/cuda/image.h"
@@ -430,6 +431,14 @@ Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bi
   Tensor out = empty_like_dev({B, 2 * H, 2 * W, Cout}, x.dtype());
   const int64_t M = B * H * W, N = Cout * 4;
   if (M == 0 || Cout == 0) return out;
+  if (x.dtype() == DType::BF16 && cuda::conv_transpose2x2_mma_supported(M, Cin, Cout, x.raw(), w.raw(), out.raw())) {
+    // One tensor-core kernel with the bias, GELU and scatter in its epilogue; the weight as
+    // [tap, Cout, Cin] rows (a 4 Cout x Cin copy per call: 128 KB for SAM's first layer).
+    const Tensor wt = permute(w, {2, 3, 1, 0});
+    cuda::conv_transpose2x2_mma(x.raw(), wt.raw(), bias ? bias->raw() : nullptr, out.raw(), B, H, W, Cin, Cout,
+                                act == Activation::GELU);
+    return out;
+  }
   // Y[M, Cout*4] = X[M, Cin] @ W[Cin, Cout*4] (the PyTorch weight as stored, column
   // co*4 + ky*2 + kx), then each row scattered into its 2x2 output block with the bias.
   Tensor y = empty_like_dev({M, N}, x.dtype());

@@ -63,7 +63,9 @@ __device__ __forceinline__ T group_sum(T v) {
   return v;
 }
 
-template <class TX, class TW, class TY, int V, int LANES>
+// MAXC: the most chunks a launch may ask for; the row array is sized by it (12 x 8 floats for
+// 1-chunk rows would cost 96 registers and halve the occupancy).
+template <class TX, class TW, class TY, int V, int LANES, int MAXC>
 __global__ void layer_norm_rows_in_registers_kernel(const TX* x, const TW* w, const TW* b, TY* y, int64_t rows,
                                                     int chunks, float eps, bool gelu) {
   using VecX = VecN<TX, V>;
@@ -77,10 +79,10 @@ __global__ void layer_norm_rows_in_registers_kernel(const TX* x, const TW* w, co
   const bool valid = row < rows;  // a warp's last rows may lie past the end: computed on row0, not stored
   const int64_t C = static_cast<int64_t>(LANES) * V * chunks;
   const VecX* xr = reinterpret_cast<const VecX*>(x + (valid ? row : row0) * C);
-  float v[kMaxChunks][V];
+  float v[MAXC][V];
   double s = 0.0;
 #pragma unroll
-  for (int k = 0; k < kMaxChunks; ++k)
+  for (int k = 0; k < MAXC; ++k)
     if (k < chunks) {
       const VecX q = xr[k * LANES + lane];
 #pragma unroll
@@ -92,7 +94,7 @@ __global__ void layer_norm_rows_in_registers_kernel(const TX* x, const TW* w, co
   const double mean = group_sum<LANES>(s) / static_cast<double>(C);
   double sq = 0.0;
 #pragma unroll
-  for (int k = 0; k < kMaxChunks; ++k)
+  for (int k = 0; k < MAXC; ++k)
     if (k < chunks)
 #pragma unroll
       for (int j = 0; j < V; ++j) {
@@ -107,7 +109,7 @@ __global__ void layer_norm_rows_in_registers_kernel(const TX* x, const TW* w, co
   const VecW* br = reinterpret_cast<const VecW*>(b);
   VecY* yr = reinterpret_cast<VecY*>(y + row * C);
 #pragma unroll
-  for (int k = 0; k < kMaxChunks; ++k)
+  for (int k = 0; k < MAXC; ++k)
     if (k < chunks) {
       const VecW wq = wr[k * LANES + lane], bq = br[k * LANES + lane];
       VecY out;
@@ -144,12 +146,12 @@ __global__ void softmax_kernel(T* x, int64_t rows, int64_t n) {
 
 unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
 
-template <int V, int LANES, class TX, class TW, class TY>
+template <int V, int LANES, int MAXC, class TX, class TW, class TY>
 void launch_rows_in_registers(const TX* x, const TW* w, const TW* b, TY* y, int64_t rows, int64_t C, float eps,
                               bool gelu) {
   const int64_t rows_per_block = int64_t{kRowsPerBlock} * (32 / LANES);
   const auto blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
-  layer_norm_rows_in_registers_kernel<TX, TW, TY, V, LANES><<<blocks, dev::kThreads, 0, current_stream()>>>(
+  layer_norm_rows_in_registers_kernel<TX, TW, TY, V, LANES, MAXC><<<blocks, dev::kThreads, 0, current_stream()>>>(
       x, w, b, y, rows, static_cast<int>(C / (LANES * V)), eps, gelu);
 }
 
@@ -181,14 +183,14 @@ void layer_norm(DType xdt, const void* x, DType wdt, const void* weight, const v
         const int64_t short_lanes = C % Vs == 0 ? C / Vs : 0;
         const int V = C % 128 == 0 ? 4 : C % 64 == 0 ? 2 : 0;
         if ((short_lanes == 4 || short_lanes == 8 || short_lanes == 16 || short_lanes == 32) && aligned(Vs)) {
-          if (short_lanes == 4) launch_rows_in_registers<Vs, 4>(xt, wt, bt, yt, rows, C, eps, gelu);
-          else if (short_lanes == 8) launch_rows_in_registers<Vs, 8>(xt, wt, bt, yt, rows, C, eps, gelu);
-          else if (short_lanes == 16) launch_rows_in_registers<Vs, 16>(xt, wt, bt, yt, rows, C, eps, gelu);
-          else launch_rows_in_registers<Vs, 32>(xt, wt, bt, yt, rows, C, eps, gelu);
+          if (short_lanes == 4) launch_rows_in_registers<Vs, 4, 1>(xt, wt, bt, yt, rows, C, eps, gelu);
+          else if (short_lanes == 8) launch_rows_in_registers<Vs, 8, 1>(xt, wt, bt, yt, rows, C, eps, gelu);
+          else if (short_lanes == 16) launch_rows_in_registers<Vs, 16, 1>(xt, wt, bt, yt, rows, C, eps, gelu);
+          else launch_rows_in_registers<Vs, 32, 1>(xt, wt, bt, yt, rows, C, eps, gelu);
         } else if (V == 4 && C / 128 <= kMaxChunks && aligned(4)) {
-          launch_rows_in_registers<4, 32>(xt, wt, bt, yt, rows, C, eps, gelu);
+          launch_rows_in_registers<4, 32, kMaxChunks>(xt, wt, bt, yt, rows, C, eps, gelu);
         } else if (V == 2 && C / 64 <= kMaxChunks && aligned(2)) {
-          launch_rows_in_registers<2, 32>(xt, wt, bt, yt, rows, C, eps, gelu);
+          launch_rows_in_registers<2, 32, kMaxChunks>(xt, wt, bt, yt, rows, C, eps, gelu);
         } else {
           layer_norm_kernel<TX, TW, TY><<<row_blocks(rows), dev::kThreads, 0, current_stream()>>>(xt, wt, bt, yt,
                                                                                                   rows, C, eps, gelu);
