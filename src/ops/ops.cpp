@@ -401,13 +401,19 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_head
   check_input(q, "attention", "q");
   check_input(k, "attention", "k");
   check_input(v, "attention", "v");
-  VITRT_CHECK(q.dim() == 3 && k.dim() == 3 && v.shape() == k.shape() && q.size(0) == k.size(0) &&
+  VITRT_CHECK(q.dim() == 3 && k.dim() == 3 && v.shape() == k.shape() && (q.size(0) == k.size(0) || q.size(0) == 1) &&
                   q.size(2) == k.size(2) && num_heads >= 1 && q.size(2) % num_heads == 0,
               InvalidArgument, "ops::attention: q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ",
               shape_str(v.shape()), " with ", num_heads, " heads do not match");
-  const int64_t B = q.size(0), Nq = q.size(1), Nk = k.size(1), D = q.size(2);
+  const int64_t B = k.size(0), Nq = q.size(1), Nk = k.size(1), D = q.size(2);
   Tensor out = Tensor::empty({B, Nq, D});
-  cpu::attention(f32(q), f32(k), f32(v), f32(out), B, Nq, Nk, D, num_heads);
+  if (q.size(0) == B) {
+    cpu::attention(f32(q), f32(k), f32(v), f32(out), B, Nq, Nk, D, num_heads);
+  } else {  // one q for every key sequence
+    for (int64_t b = 0; b < B; ++b)
+      cpu::attention(f32(q), f32(k) + b * Nk * D, f32(v) + b * Nk * D, f32(out) + b * Nq * D, 1, Nq, Nk, D,
+                     num_heads);
+  }
   return out;
 }
 

@@ -92,7 +92,8 @@ Tensor attention_relpos_windowed(const Tensor& qkv_grid, const Tensor& qkv_bias,
                                  const Tensor* rel_pos_h, const Tensor* rel_pos_w);
 
 // Plain multi-head attention: q [B, Nq, D], k [B, Nk, D], v [B, Nk, D] (already projected);
-// heads split D into num_heads chunks; softmax(q k^T / sqrt(D/heads)) v -> [B, Nq, D].
+// heads split D into num_heads chunks; softmax(q k^T / sqrt(D/heads)) v -> [B, Nq, D]. q may also
+// be [1, Nq, D]: one query sequence against each of the B key sequences (no copies of it).
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads);
 
 // F.interpolate(mode="linear", align_corners=False) along the first dim of x [L, C] -> [new_len, C].

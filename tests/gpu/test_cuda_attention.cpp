@@ -274,8 +274,9 @@ struct AttnCase {
   int heads;
 };
 
-void run_attention(const AttnCase& c, uint64_t seed) {
-  Tensor q = randn({c.B, c.Nq, c.D}, seed), k = randn({c.B, c.Nk, c.D}, seed + 1), v = randn({c.B, c.Nk, c.D}, seed + 2);
+// shared_q: q is [1, Nq, D], one query sequence against each of the B key sequences.
+void run_attention(const AttnCase& c, uint64_t seed, bool shared_q = false) {
+  Tensor q = randn({shared_q ? 1 : c.B, c.Nq, c.D}, seed), k = randn({c.B, c.Nk, c.D}, seed + 1), v = randn({c.B, c.Nk, c.D}, seed + 2);
   if (c.dt == DType::BF16) {
     q = round_bf16(q);
     k = round_bf16(k);
@@ -284,8 +285,8 @@ void run_attention(const AttnCase& c, uint64_t seed) {
   Tensor ref = ops::attention(q, k, v, c.heads);
   Tensor got = cimpl::attention(to_dev(q, c.dt), to_dev(k, c.dt), to_dev(v, c.dt), c.heads);
   char what[200];
-  std::snprintf(what, sizeof what, "attention %s B=%lld Nq=%lld Nk=%lld D=%lld heads=%d", dname(c.dt),
-                static_cast<long long>(c.B), static_cast<long long>(c.Nq), static_cast<long long>(c.Nk),
+  std::snprintf(what, sizeof what, "attention %s B=%lld%s Nq=%lld Nk=%lld D=%lld heads=%d", dname(c.dt),
+                static_cast<long long>(c.B), shared_q ? " (one q)" : "", static_cast<long long>(c.Nq), static_cast<long long>(c.Nk),
                 static_cast<long long>(c.D), c.heads);
   expect_match(got, ref, c.dt, what);
 }
@@ -386,6 +387,10 @@ TEST(CudaAttention, PlainAttention) {
     run_attention({dt, 2, 33, 70, 96, 2}, seed++);     // hd 48: CUDA-core kernel
     run_attention({dt, 1, 100, 300, 256, 4}, seed++);  // hd 64, no rel
     run_attention({dt, 1, 9, 130, 24, 3}, seed++);     // hd 8
+    // The decoder's layer 0 image-to-token attention: one image's queries for every prompt.
+    run_attention({dt, 3, 4096, 7, 128, 8}, seed++, true);
+    run_attention({dt, 5, 333, 5, 256, 8}, seed++, true);
+    run_attention({dt, 2, 50, 20, 96, 2}, seed++, true);  // CUDA-core kernel
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <tuple>
 #include <vector>
@@ -571,6 +572,13 @@ TEST(OpsCpu, AttentionPlain) {
   }
   EXPECT_THROW(ops::attention(rand_tensor({1, 2, 8}, 1), rand_tensor({1, 3, 8}, 2), rand_tensor({1, 3, 8}, 3), 3),
                InvalidArgument);
+  // One q [1, Nq, D] against B key sequences = that q repeated B times; other batch mismatches throw.
+  Tensor q1 = rand_tensor({1, 40, 32}, 104, 2.f), k3 = rand_tensor({3, 6, 32}, 105, 2.f), v3 = rand_tensor({3, 6, 32}, 106);
+  Tensor shared = ops::attention(q1, k3, v3, 4);
+  ASSERT_EQ(shared.shape(), (Shape{3, 40, 32}));
+  const Tensor repeated = ops::attention(ops::cat({q1, q1, q1}, 0), k3, v3, 4);
+  EXPECT_EQ(std::memcmp(shared.data<float>(), repeated.data<float>(), sizeof(float) * shared.numel()), 0);
+  EXPECT_THROW(ops::attention(rand_tensor({2, 40, 32}, 1), k3, v3, 4), InvalidArgument);
 }
 
 // ---------------------------------------------------------------------------------- convolutions

@@ -83,12 +83,13 @@ Tensor attend_keys_per_image(const DecoderAttentionW& a, int heads, const Tensor
 // The image-to-token attention with the image side one per image (queries from k [images, N, D],
 // residual `keys` [images, N, D]) and the token side per prompt (k_tokens, v_tokens [B, T, D]):
 // returns keys + attention for every prompt, [B, N, D]. The query projection runs once per image
-// (then repeated: the attention needs one query sequence per prompt); the per-prompt keys come out
-// of the residual add, never from copying the image's keys.
+// (one image: its queries serve every prompt's attention as they are; several: repeated per
+// prompt); the per-prompt keys come out of the residual add, never from copying the image's keys.
 Tensor image_to_token_keys_per_image(const DecoderAttentionW& a, int heads, const Tensor& k, const Tensor& keys,
                                      const Tensor& k_tokens, const Tensor& v_tokens,
                                      const std::vector<int64_t>& counts) {
-  const Tensor qp = repeat_per_image(ops::linear(k, a.q.w, a.q.bias()), counts);
+  const Tensor qp_image = ops::linear(k, a.q.w, a.q.bias());
+  const Tensor qp = counts.size() == 1 ? qp_image : repeat_per_image(qp_image, counts);
   const Tensor kp = ops::linear(k_tokens, a.k.w, a.k.bias());
   const Tensor vp = ops::linear(v_tokens, a.v.w, a.v.bias());
   Tensor out = ops::linear(ops::attention(qp, kp, vp, heads), a.out.w, a.out.bias());

@@ -56,6 +56,7 @@ struct KParams {
   long long ldq, ldk, ldv, ldo;
   int heads, hd;
   int nq, nk;
+  int q_share;
   int num_qtiles;
   float scale;       // natural units
   float scale_log2;  // scale * log2(e)
@@ -80,13 +81,15 @@ __device__ __forceinline__ int fdiv(int t, int d, float inv_d) {
 
 // Row addressing of one sequence (see AttentionArgs).
 struct SeqAddr {
-  long long q0 = 0, k0 = 0;  // dense: first q / k row of the sequence
+  long long q0 = 0, k0 = 0;  // dense: first output / k row of the sequence
+  long long qs0 = 0;         // dense: first q row it reads (q0 unless sequences share q)
   long long brow = 0;        // windowed: b * Hg
   int gy0 = 0, gx0 = 0;      // windowed: first grid cell of the window
 
   __device__ void init(const KParams& p, int s) {
     if (p.ws == 0) {
       q0 = static_cast<long long>(s) * p.nq;
+      qs0 = static_cast<long long>(s / p.q_share) * p.nq;
       k0 = static_cast<long long>(s) * p.nk;
     } else {
       const int nwin = p.nwy * p.nwx;
@@ -105,6 +108,7 @@ struct SeqAddr {
     return (brow + gy) * p.Wg + gx;
   }
   __device__ long long qrow(const KParams& p, int t) const { return p.ws == 0 ? q0 + t : win_row(p, t); }
+  __device__ long long qsrc(const KParams& p, int t) const { return p.ws == 0 ? qs0 + t : win_row(p, t); }
   __device__ long long krow(const KParams& p, int t) const { return p.ws == 0 ? k0 + t : win_row(p, t); }
   // The same with the addressing mode known at compile time (the tensor-core kernel is
   // instantiated per mode, so dense sequences carry none of the window arithmetic).
@@ -112,6 +116,11 @@ struct SeqAddr {
   __device__ long long qrow_as(const KParams& p, int t) const {
     if constexpr (WIN) return win_row(p, t);
     else return q0 + t;
+  }
+  template <bool WIN>
+  __device__ long long qsrc_as(const KParams& p, int t) const {
+    if constexpr (WIN) return win_row(p, t);
+    else return qs0 + t;
   }
   template <bool WIN>
   __device__ long long krow_as(const KParams& p, int t) const {
@@ -240,7 +249,7 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
       const bf16* src = qb;
       int bytes = 0;
       if (t < p.nq) {
-        const long long row = sa.template qrow_as<WIN>(p, t);
+        const long long row = sa.template qsrc_as<WIN>(p, t);
         src = (row >= 0 ? qb + row * p.ldq : pq) + c * 8;
         bytes = 16;
       }
@@ -667,7 +676,7 @@ __global__ void __launch_bounds__(kThreads) simt_kernel(const KParams p) {
     const int t = m0 + r;
     const T* src = nullptr;
     if (t < p.nq) {
-      const long long row = sa.qrow(p, t);
+      const long long row = sa.qsrc(p, t);
       src = row >= 0 ? qb + row * p.ldq : pq;
     }
     for (int c = lane; c < hd; c += 32) Qs[r * QST + c] = src ? to_f(src[c]) : 0.f;
@@ -1046,6 +1055,11 @@ void attention_launch(const AttentionArgs& a, cudaStream_t stream) {
   p.hd = a.head_dim;
   p.nq = static_cast<int>(a.nq);
   p.nk = static_cast<int>(a.nk);
+  VITRT_CHECK(a.q_share >= 1 && a.q_share <= a.num_seq + (a.num_seq == 0) && a.q_share < (int64_t{1} << 31) &&
+                  (a.q_share == 1 || (a.window == 0 && a.num_seq % a.q_share == 0)),
+              InvalidArgument, "cuda attention: q_share ", a.q_share, " does not divide ", a.num_seq,
+              " dense sequences");
+  p.q_share = static_cast<int>(a.q_share);
   p.scale = a.scale;
   p.scale_log2 = a.scale * kLog2e;
   if (rel) {

@@ -17,7 +17,8 @@ namespace vitrt::cuda {
 
 // One attention problem: num_seq independent sequences x heads. For sequence s, token t, the
 // q row is q + row(s, t) * ldq + head * head_dim (k, v and out likewise with their strides):
-//  - dense (window == 0): row = s * nq + t for q and out, s * nk + t for k and v;
+//  - dense (window == 0): row = s * nq + t for q and out, s * nk + t for k and v (q: (s / q_share)
+//    * nq + t, see q_share);
 //  - windowed (window > 0): the sequences are the windows (b, wy, wx) of a [B, grid_H, grid_W]
 //    token grid zero-padded up to multiples of `window` (b major, then window row, then column;
 //    num_seq = B * ceil(grid_H / window) * ceil(grid_W / window)), nq = nk = window^2, token
@@ -38,6 +39,9 @@ struct AttentionArgs {
   int64_t ldq = 0, ldk = 0, ldv = 0, ldo = 0;  // row strides, in elements
   int heads = 1, head_dim = 0;
   int64_t nq = 0, nk = 0, num_seq = 0;
+  // Dense only: consecutive sequences that read the same q rows (sequence s reads q sequence
+  // s / q_share; q holds num_seq / q_share sequences, the output num_seq). 1: one q per sequence.
+  int64_t q_share = 1;
   float scale = 1.f;
   // Relative-position tables, rows exactly 2*rel_H-1 and 2*rel_W-1, contiguous [rows, head_dim].
   // Tensor-core path (attention_uses_tensor_cores): BF16, with optional BF16 residuals *_lo

@@ -197,14 +197,14 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_head
   check_device_input(q, "attention", "q");
   check_device_input(k, "attention", "k");
   check_device_input(v, "attention", "v");
-  VITRT_CHECK(q.dim() == 3 && k.dim() == 3 && v.shape() == k.shape() && q.size(0) == k.size(0) &&
+  VITRT_CHECK(q.dim() == 3 && k.dim() == 3 && v.shape() == k.shape() && (q.size(0) == k.size(0) || q.size(0) == 1) &&
                   q.size(2) == k.size(2) && num_heads >= 1 && q.size(2) % num_heads == 0,
               InvalidArgument, "ops::attention: q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ",
               shape_str(v.shape()), " with ", num_heads, " heads do not match");
   VITRT_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(), InvalidArgument,
               "ops::attention (CUDA): q, k, v must have one dtype, got ", dtype_name(q.dtype()), ", ",
               dtype_name(k.dtype()), ", ", dtype_name(v.dtype()));
-  const int64_t B = q.size(0), Nq = q.size(1), Nk = k.size(1), D = q.size(2), hd = D / num_heads;
+  const int64_t B = k.size(0), Nq = q.size(1), Nk = k.size(1), D = q.size(2), hd = D / num_heads;
   if (B == 0 || Nq == 0 || D == 0) return Tensor::empty({B, Nq, D}, q.dtype(), Device::CUDA);
   if (Nk == 0) return Tensor::zeros({B, Nq, D}, q.dtype(), Device::CUDA);  // as the CPU op
   Tensor out = Tensor::empty({B, Nq, D}, q.dtype(), Device::CUDA);
@@ -220,6 +220,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_head
   a.nq = Nq;
   a.nk = Nk;
   a.num_seq = B;
+  a.q_share = q.size(0) == B ? 1 : B;  // [1, Nq, D]: every sequence reads the same q rows
   // As the CPU op (segment_anything divides by math.sqrt(c_per_head)).
   a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   cuda::attention_launch(a, cuda::current_stream());
