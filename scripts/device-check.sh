@@ -62,8 +62,9 @@ if has fidelity-full; then
   FID=/tmp/samfid; models=${FID_MODELS:-vit_b,vit_l,vit_h}
   python3 scripts/fidelity_full.py --out $FID --device cuda --sam-src .anchors/orig --skimage-data .anchors/images \
     --models "$models" > "$OUT/fidelity_ref.log" 2>&1 || { add_summary "fidelity references: FAILED"; tail -20 "$OUT/fidelity_ref.log"; }
-  # FID_DTYPES entries: fp32, bf16, or bf16/fp32 (bf16 encoder, fp32 mask decoder).
-  for spec in ${FID_DTYPES:-fp32 bf16 bf16/fp32}; do
+  # FID_DTYPES entries: fp32, bf16 (bf16 encoder, the default fp32 mask decoder), or <encoder>/<decoder>
+  # (bf16/bf16: the decoder in bf16 too).
+  for spec in ${FID_DTYPES:-fp32 bf16 bf16/bf16}; do
     dt=${spec%%/*}; dec=(); [[ $spec == */* ]] && dec=(--vitrt-arg=--decoder-dtype --vitrt-arg=${spec#*/})
     tol=1e-4; [ $dt = bf16 ] && tol=1e-2
     python3 scripts/fidelity_full.py --out $FID --check-only --models "$models" --sam-src .anchors/orig --vitrt "$PWD/$V" \

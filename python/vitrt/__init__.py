@@ -33,9 +33,9 @@ def load(checkpoint: str, device: str = "auto", config: Optional[str] = None, dt
     device: "auto" (the GPU when this build has the CUDA backend and one is present, else the CPU),
             "cpu" or "cuda".
     dtype: "fp32", or "bf16" on the GPU.
-    decoder_dtype: the mask decoder's own dtype (default: dtype). dtype="bf16" with decoder_dtype="fp32"
-            keeps the bf16 encoder's speed and halves the logits' error (the configuration that meets
-            the reference-agreement bar, see BENCHMARKS.md).
+    decoder_dtype: the mask decoder's own dtype (default "fp32", whatever dtype is: dtype="bf16" then keeps
+            the bf16 encoder's speed and meets the reference-agreement bar, see BENCHMARKS.md);
+            "bf16" halves the decoder's time for bulk work at a small loss of agreement.
     """
     return _vitrt._load(str(checkpoint), "" if config is None else str(config), device, dtype,
                         "" if decoder_dtype is None else decoder_dtype)

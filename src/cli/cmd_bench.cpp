@@ -214,7 +214,7 @@ void run_bench_cuda(const BenchArgs& a, const SamConfig& cfg) {
   const DType dt = a.dtype == "bf16" ? DType::BF16 : DType::F32;
   if (!a.json) note("building " + a.model + " with random weights on " + cuda::device_description(0));
   auto model = SamModel::from_state_dict(sam::random_state_dict(cfg, 1234), cfg)
-                   ->to(Device::CUDA, dt, parse_decoder_dtype(a.decoder_dtype, Device::CUDA));
+                   ->to(Device::CUDA, dt, bulk_decoder_dtype(a.decoder_dtype, Device::CUDA, dt));
   Tensor input = ops::cast(random_input(cfg, a.batch).to(Device::CUDA), dt);
 
   // Eager warm-up (GEMM plans, workspaces), then the whole encoder captured as one CUDA graph.
@@ -372,7 +372,7 @@ void add_bench(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--batch", a->batch, "Images per encoder call")->capture_default_str();
   c->add_option("--dtype", a->dtype, "fp32, or bf16 on cuda")->capture_default_str();
-  c->add_option("--decoder-dtype", a->decoder_dtype, kDecoderDtypeHelp);
+  c->add_option("--decoder-dtype", a->decoder_dtype, kBulkDecoderDtypeHelp);
   c->add_option("--iters", a->iters, "Timed iterations (median reported)")->capture_default_str();
   c->add_option("--warmup", a->warmup, "Untimed warm-up iterations")->capture_default_str();
   c->add_flag("!--no-decoder", a->decoder, "Skip the mask decoder timing");
@@ -448,7 +448,7 @@ void add_fidelity_check(CLI::App& app) {
                        {"pixels", fc.mask_pixels}});
     }
     nlohmann::json j = {{"device", a->device}, {"dtype", a->dtype},
-                        {"decoder_dtype", a->decoder_dtype.empty() ? a->dtype : a->decoder_dtype},
+                        {"decoder_dtype", a->decoder_dtype.empty() ? "fp32" : a->decoder_dtype},
                         {"resized_identical", r.resized_identical},
                         {"embedding_rel", r.embedding_rel}, {"min_mask_agreement", worst_agree},
                         {"required_mask_agreement", min_agree}, {"cases", cases}, {"pass", ok}};

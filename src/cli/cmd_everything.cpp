@@ -238,11 +238,11 @@ void run_everything(const EverythingArgs& a) {
     const SamConfig cfg = config_by_name(a.random_weights);
     model = timer.run("building " + a.random_weights + " with random weights", [&] {
       std::shared_ptr<const SamModel> m = SamModel::from_state_dict(sam::random_state_dict(cfg, 1234), cfg);
-      return device == Device::CUDA ? std::shared_ptr<const SamModel>(m->to(device, dtype, parse_decoder_dtype(a.decoder_dtype, device))) : m;
+      return device == Device::CUDA ? std::shared_ptr<const SamModel>(m->to(device, dtype, bulk_decoder_dtype(a.decoder_dtype, device, dtype))) : m;
     });
   } else {
     model = timer.run("loading checkpoint " + a.checkpoint,
-                      [&] { return load_sam(a.checkpoint, a.config, device, dtype, parse_decoder_dtype(a.decoder_dtype, device)); });
+                      [&] { return load_sam(a.checkpoint, a.config, device, dtype, bulk_decoder_dtype(a.decoder_dtype, device, dtype)); });
   }
   if (!a.quiet && a.bench == 0)
     note("model " + sam_config(*model).name + " (" + sam_fingerprint(*model) + ") on " +
@@ -389,7 +389,7 @@ void add_everything(CLI::App& app) {
   c->add_option("--out", a->out, "Output directory (created if missing)");
   c->add_option("--device", a->device, "auto (cuda if present), cpu or cuda")->capture_default_str();
   c->add_option("--dtype", a->dtype, "fp32, or bf16 on cuda")->capture_default_str();
-  c->add_option("--decoder-dtype", a->decoder_dtype, kDecoderDtypeHelp);
+  c->add_option("--decoder-dtype", a->decoder_dtype, kBulkDecoderDtypeHelp);
   c->add_option("--bench", a->bench,
                 "Time N runs of the generator on the (first) image after a warm-up; prints JSON, writes nothing")
       ->capture_default_str();

@@ -404,7 +404,7 @@ TEST_F(CudaAmg, DeviceBatchSizeDoesNotChangeResults) {
 
 // bf16 runs end to end and gives records of the right size.
 TEST_F(CudaAmg, GeneratorRunsInBf16) {
-  const std::shared_ptr<const SamModel> gpu_model = amg_model()->to(Device::CUDA, DType::BF16);
+  const std::shared_ptr<const SamModel> gpu_model = amg_model()->to(Device::CUDA, DType::BF16, DType::BF16);
   const Image image = read_image((kFix / "sam" / "images" / "landscape.png").string());
   AmgOptions o = options_from(amg_cases()["land_pps12"]["options"]);
   o.output_mode = AmgOutputMode::CocoRle;

@@ -31,7 +31,7 @@ TEST_F(CudaPredictor, MultiImageMatchesCpuPerImage) {
   auto cpu_model = test::small_model();
   for (DType dt : {DType::F32, DType::BF16}) {
     SCOPED_TRACE(dt == DType::F32 ? "fp32" : "bf16");
-    auto gpu_model = cpu_model->to(Device::CUDA, dt);
+    auto gpu_model = cpu_model->to(Device::CUDA, dt, dt);  // the decoder in dt too
     std::vector<ImageEmbedding> embs;
     const int sizes[3][2] = {{64, 64}, {48, 80}, {90, 40}};
     for (int i = 0; i < 3; ++i) {
@@ -124,6 +124,10 @@ TEST_F(CudaPredictor, Bf16EncoderWithFp32Decoder) {
   gpu.set_image(test::random_image(64, 64, 41));
   EXPECT_LT(rel_frobenius(gpu.predict(prompt).low_res_logits, want.low_res_logits), 3e-2);
   EXPECT_THROW(cpu_model->to(Device::CPU, DType::F32, DType::BF16), InvalidArgument);
+  // The default decoder is fp32 whatever the encoder's dtype (the configuration that meets the
+  // reference-agreement bar); bf16 only when asked for.
+  EXPECT_EQ(cpu_model->to(Device::CUDA, DType::BF16)->decoder_dtype, DType::F32);
+  EXPECT_EQ(cpu_model->to(Device::CUDA, DType::BF16, DType::BF16)->mask_decoder.mask_tokens.dtype(), DType::BF16);
 }
 
 TEST_F(CudaPredictor, EmbedImagesMatchesCpu) {

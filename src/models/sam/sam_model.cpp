@@ -88,7 +88,7 @@ void for_each_decoder_weight(SamModel& m, F&& f) {
 }  // namespace
 
 std::shared_ptr<SamModel> SamModel::to(Device dev, DType dt, std::optional<DType> decoder_dt) const {
-  const DType ddt = decoder_dt.value_or(dt);
+  const DType ddt = decoder_dt.value_or(DType::F32);  // see load_sam
   for (DType d : {dt, ddt})
     VITRT_CHECK(d == DType::F32 || d == DType::BF16, InvalidArgument, "SAM computes in float32 or bfloat16, not ",
                 dtype_name(d));
@@ -133,7 +133,7 @@ std::shared_ptr<const SamModel> load_sam(const std::string& checkpoint_path, con
   }
   if (!json.empty()) sam::apply_config_json(json, cfg);
   auto model = SamModel::from_state_dict(sd, cfg);
-  if (device == Device::CPU && dtype == DType::F32 && decoder_dtype.value_or(dtype) == DType::F32) return model;
+  if (device == Device::CPU && dtype == DType::F32 && decoder_dtype.value_or(DType::F32) == DType::F32) return model;
   return model->to(device, dtype, decoder_dtype);
 }
 

@@ -142,9 +142,9 @@ class SamModel {
 
   // Builds the model from a state_dict (official or Hugging Face names), strictly.
   static std::shared_ptr<SamModel> from_state_dict(const StateDict& sd, const SamConfig& cfg);
-  // A copy whose encoder and decoder weights live on `device` in `dtype` (uploaded once); the
-  // decoder in `decoder_dtype` when given (bf16 encoder + fp32 decoder: the decoder's rounding,
-  // which would double the logits' error, for a few percent of a click's time). The prompt
+  // A copy whose encoder weights live on `device` in `dtype` (uploaded once), the decoder's in
+  // `decoder_dtype`, float32 unless given (bf16 encoder + fp32 decoder: a bf16 decoder's rounding
+  // would double the logits' error and miss the agreement bar; see load_sam). The prompt
   // encoder stays on the CPU in float32: it is a few hundred multiply-adds per prompt.
   std::shared_ptr<SamModel> to(Device device, DType dtype, std::optional<DType> decoder_dtype = std::nullopt) const;
 };
