@@ -1,6 +1,9 @@
 #include "ops/cuda/interpolate.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <type_traits>
 
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/linear_taps.cuh"
@@ -63,61 +66,112 @@ __global__ void bilinear_kernel(const TI* x, int64_t N, int H, int W, int64_t pl
 // low-res plane with the first resize's taps and arithmetic -- the same fp32 values the two-pass
 // form stores in its [N, S, S] intermediate (4 MB per mask, 800 MB for 64 prompts x 3 masks), so the
 // results are bit for bit the same without it.
-// A thread owns one output column (so two upsample columns X0, X1) and walks kPostRows output rows
-// down it. Consecutive output rows read the same or the next upsample rows, and those the same
-// low-res rows, so both are cached (the two newest of each, in registers): about one upsample row
-// and a quarter of a low-res row are computed per output row, instead of four upsample values of
-// four loads each (that form took 3.5 ms for 192 masks at 1024 x 1024). Every lane of a warp works
-// on the same row, so the cache branches are uniform.
-constexpr int kPostRows = 32;
+// A thread owns kPostCols adjacent output columns (so two upsample columns X0, X1 each) and walks
+// kPostRows output rows down them. Consecutive output rows read the same or the next upsample rows,
+// and those the same low-res rows, so both are cached (the two newest of each, in registers): about
+// one upsample row and a quarter of a low-res row are computed per output row, instead of four
+// upsample values of four loads each (that form took 3.5 ms for 192 masks at 1024 x 1024). The row
+// taps and cache decisions serve all the thread's columns, and the masks go out 4 bytes at a time.
+// Every lane of a warp works on the same row, so the cache branches are uniform.
+// VITRT_POSTPROCESS_COLS=1 selects one column per thread (the form measured before, for A/B runs).
+constexpr int kPostRows = 32, kPostThreads = 64;
 
-template <class TI>
-__global__ void upscale_crop_resize_kernel(const TI* low, int64_t N, int mh, int mw, int S, int ih, int iw, float* out,
-                                           uint8_t* mask, int oh, int ow) {
-  const int x = static_cast<int>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (x >= ow) return;
+template <class TI, int C>
+__global__ void __launch_bounds__(kPostThreads) upscale_crop_resize_kernel(const TI* low, int64_t N, int mh, int mw,
+                                                                            int S, int ih, int iw, float* out,
+                                                                            uint8_t* mask, int oh, int ow) {
+  const int x0 = (static_cast<int>(blockIdx.x) * blockDim.x + threadIdx.x) * C;
+  if (x0 >= ow) return;
   const float s1v = taps::linear_scale(mh, S), s1h = taps::linear_scale(mw, S);
   const float s2v = taps::linear_scale(ih, oh), s2h = taps::linear_scale(iw, ow);
-  const taps::LinearTap<int> h2 = taps::linear_tap<int>(iw, s2h, x);
-  const taps::LinearTap<int> h1a = taps::linear_tap<int>(mw, s1h, h2.i0), h1b = taps::linear_tap<int>(mw, s1h, h2.i1);
+  taps::LinearTap<int> h2[C], h1a[C], h1b[C];
+#pragma unroll
+  for (int j = 0; j < C; ++j) {
+    const int x = min(x0 + j, ow - 1);  // columns past the edge compute column ow - 1, never stored
+    h2[j] = taps::linear_tap<int>(iw, s2h, x);
+    h1a[j] = taps::linear_tap<int>(mw, s1h, h2[j].i0);
+    h1b[j] = taps::linear_tap<int>(mw, s1h, h2[j].i1);
+  }
+  const bool full = x0 + C <= ow;
   const int y_begin = static_cast<int>(blockIdx.y) * kPostRows, y_end = min(oh, y_begin + kPostRows);
   for (int64_t p = blockIdx.z; p < N; p += gridDim.z) {
     const TI* plane = low + p * mh * mw;
-    // The first resize's width step on low-res row r at upsample columns X0 and X1.
+    // The first resize's width step on low-res row r at every column's X0 and X1.
     int h_row[2] = {-1, -1};
-    float2 h_val[2] = {};
-    auto across = [&](int r) {
-      if (r == h_row[1]) return h_val[1];
-      if (r == h_row[0]) return h_val[0];
-      const TI* row = plane + static_cast<int64_t>(r) * mw;
-      const float2 v = make_float2(lerp2(h1a.w0, to_f(row[h1a.i0]), h1a.w1, to_f(row[h1a.i1])),
-                                   lerp2(h1b.w0, to_f(row[h1b.i0]), h1b.w1, to_f(row[h1b.i1])));
-      h_row[0] = h_row[1], h_val[0] = h_val[1];
-      h_row[1] = r, h_val[1] = v;
-      return v;
+    float2 h_val[2][C];
+    auto across = [&](int r, float2 (&v)[C]) {
+      if (r == h_row[1]) {
+#pragma unroll
+        for (int j = 0; j < C; ++j) v[j] = h_val[1][j];
+      } else if (r == h_row[0]) {
+#pragma unroll
+        for (int j = 0; j < C; ++j) v[j] = h_val[0][j];
+      } else {
+        const TI* row = plane + static_cast<int64_t>(r) * mw;
+#pragma unroll
+        for (int j = 0; j < C; ++j) {
+          v[j] = make_float2(lerp2(h1a[j].w0, to_f(row[h1a[j].i0]), h1a[j].w1, to_f(row[h1a[j].i1])),
+                             lerp2(h1b[j].w0, to_f(row[h1b[j].i0]), h1b[j].w1, to_f(row[h1b[j].i1])));
+          h_val[0][j] = h_val[1][j];
+          h_val[1][j] = v[j];
+        }
+        h_row[0] = h_row[1];
+        h_row[1] = r;
+      }
     };
-    // The S x S upsample at row Y, columns X0 and X1: width inside, height outside (as the CPU).
+    // The S x S upsample at row Y, every column's X0 and X1: width inside, height outside (as the CPU).
     int u_row[2] = {-1, -1};
-    float2 u_val[2] = {};
-    auto upsampled = [&](int Y) {
-      if (Y == u_row[1]) return u_val[1];
-      if (Y == u_row[0]) return u_val[0];
-      const taps::LinearTap<int> v1 = taps::linear_tap<int>(mh, s1v, Y);
-      const float2 t = across(v1.i0), b = across(v1.i1);
-      const float2 v = make_float2(lerp2(v1.w0, t.x, v1.w1, b.x), lerp2(v1.w0, t.y, v1.w1, b.y));
-      u_row[0] = u_row[1], u_val[0] = u_val[1];
-      u_row[1] = Y, u_val[1] = v;
-      return v;
+    float2 u_val[2][C];
+    auto upsampled = [&](int Y, float2 (&v)[C]) {
+      if (Y == u_row[1]) {
+#pragma unroll
+        for (int j = 0; j < C; ++j) v[j] = u_val[1][j];
+      } else if (Y == u_row[0]) {
+#pragma unroll
+        for (int j = 0; j < C; ++j) v[j] = u_val[0][j];
+      } else {
+        const taps::LinearTap<int> v1 = taps::linear_tap<int>(mh, s1v, Y);
+        float2 t[C], b[C];
+        across(v1.i0, t);
+        across(v1.i1, b);
+#pragma unroll
+        for (int j = 0; j < C; ++j) {
+          v[j] = make_float2(lerp2(v1.w0, t[j].x, v1.w1, b[j].x), lerp2(v1.w0, t[j].y, v1.w1, b[j].y));
+          u_val[0][j] = u_val[1][j];
+          u_val[1][j] = v[j];
+        }
+        u_row[0] = u_row[1];
+        u_row[1] = Y;
+      }
     };
     for (int y = y_begin; y < y_end; ++y) {
       const taps::LinearTap<int> v2 = taps::linear_tap<int>(ih, s2v, y);
-      const float2 a = upsampled(v2.i0), b = upsampled(v2.i1);
-      const float top = lerp2(h2.w0, a.x, h2.w1, a.y);
-      const float bot = lerp2(h2.w0, b.x, h2.w1, b.y);
-      const float o = lerp2(v2.w0, top, v2.w1, bot);
-      const int64_t i = (p * oh + y) * ow + x;
-      if (out) out[i] = o;
-      if (mask) mask[i] = o > 0.f ? 1 : 0;  // SAM's mask_threshold = 0.0
+      float2 a[C], b[C];
+      upsampled(v2.i0, a);
+      upsampled(v2.i1, b);
+      float o[C];
+#pragma unroll
+      for (int j = 0; j < C; ++j) {
+        const float top = lerp2(h2[j].w0, a[j].x, h2[j].w1, a[j].y);
+        const float bot = lerp2(h2[j].w0, b[j].x, h2[j].w1, b[j].y);
+        o[j] = lerp2(v2.w0, top, v2.w1, bot);
+      }
+      const int64_t i = (p * oh + y) * ow + x0;
+      if (C == 4 && full && i % C == 0) {  // 4-byte / 16-byte aligned: one store each
+        if (out) *reinterpret_cast<float4*>(out + i) = make_float4(o[0], o[1 % C], o[2 % C], o[3 % C]);
+        if (mask) {
+          uchar4 m;
+          m.x = o[0] > 0.f, m.y = o[1 % C] > 0.f, m.z = o[2 % C] > 0.f, m.w = o[3 % C] > 0.f;  // threshold 0.0
+          *reinterpret_cast<uchar4*>(mask + i) = m;
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < C; ++j)
+          if (x0 + j < ow) {
+            if (out) out[i + j] = o[j];
+            if (mask) mask[i + j] = o[j] > 0.f ? 1 : 0;
+          }
+      }
     }
   }
 }
@@ -133,12 +187,23 @@ void upscale_crop_resize(DType in_dt, const void* low, int64_t N, int64_t mh, in
               "cuda upscale_crop_resize: sizes too large");
   dispatch_float(in_dt, "upscale_crop_resize", [&](auto tag) {
     using TI = decltype(tag);
-    const dim3 grid(static_cast<unsigned>((ow + 127) / 128), static_cast<unsigned>((oh + kPostRows - 1) / kPostRows),
-                    static_cast<unsigned>(std::min<int64_t>(N, 65535)));
-    upscale_crop_resize_kernel<TI><<<grid, 128, 0, current_stream()>>>(
-        static_cast<const TI*>(low), N, static_cast<int>(mh), static_cast<int>(mw), static_cast<int>(S),
-        static_cast<int>(input_h), static_cast<int>(input_w), logits, mask, static_cast<int>(oh),
-        static_cast<int>(ow));
+    auto launch = [&](auto cols) {
+      constexpr int C = decltype(cols)::value;
+      constexpr int64_t cols_per_block = int64_t{kPostThreads} * C;
+      const dim3 grid(static_cast<unsigned>((ow + cols_per_block - 1) / cols_per_block),
+                      static_cast<unsigned>((oh + kPostRows - 1) / kPostRows),
+                      static_cast<unsigned>(std::min<int64_t>(N, 65535)));
+      upscale_crop_resize_kernel<TI, C><<<grid, kPostThreads, 0, current_stream()>>>(
+          static_cast<const TI*>(low), N, static_cast<int>(mh), static_cast<int>(mw), static_cast<int>(S),
+          static_cast<int>(input_h), static_cast<int>(input_w), logits, mask, static_cast<int>(oh),
+          static_cast<int>(ow));
+    };
+    static const bool one_column = [] {
+      const char* e = std::getenv("VITRT_POSTPROCESS_COLS");
+      return e && std::string(e) == "1";
+    }();
+    if (one_column) launch(std::integral_constant<int, 1>{});
+    else launch(std::integral_constant<int, 4>{});
   });
   check_launch("upscale_crop_resize kernel");
 }
