@@ -432,8 +432,8 @@ Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bi
   const int64_t M = B * H * W, N = Cout * 4;
   if (M == 0 || Cout == 0) return out;
   if (x.dtype() == DType::BF16 && cuda::conv_transpose2x2_mma_supported(M, Cin, Cout, x.raw(), w.raw(), out.raw())) {
-    // One tensor-core kernel with the bias, GELU and scatter in its epilogue; the weight as
-    // [tap, Cout, Cin] rows (a 4 Cout x Cin copy per call: 128 KB for SAM's first layer).
+    // One tensor-core kernel with the bias, GELU and scatter in its epilogue (Cin = 64: SAM's
+    // second upscaling layer); the weight as [tap, Cout, Cin] rows (a 16 KB copy per call).
     const Tensor wt = permute(w, {2, 3, 1, 0});
     cuda::conv_transpose2x2_mma(x.raw(), wt.raw(), bias ? bias->raw() : nullptr, out.raw(), B, H, W, Cin, Cout,
                                 act == Activation::GELU);

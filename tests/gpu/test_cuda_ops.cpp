@@ -555,13 +555,15 @@ TEST_F(CudaOps, ConvTranspose2x2) {
     bool bias, gelu;
   };
   // The GELU is fused into the GPU's scatter (the mask decoder's second upscaling layer). bf16 with
-  // Cin a multiple of 64 and Cout 32 / 64 / 128: the tensor-core kernel (SAM's 256 -> 64 -> 32),
-  // with pixel counts that leave its last 64-pixel tile partly empty and rows that end mid-tile.
+  // Cin = 64 and Cout 32 / 64 / 128: the tensor-core kernel (SAM's 64 -> 32), with pixel counts
+  // that leave its last 64-pixel tile partly empty, rows that end mid-tile, and enough tiles for
+  // each CTA to walk several (the double-buffered loop).
   const Case cases[] = {{{2, 5, 7, 6}, 9, true, false},    {{2, 5, 7, 6}, 9, false, false},
                         {{1, 16, 16, 64}, 32, true, false}, {{3, 6, 5, 16}, 8, true, true},
                         {{2, 16, 16, 64}, 32, true, true},  {{3, 5, 7, 64}, 32, true, true},
-                        {{2, 9, 6, 256}, 64, true, false},  {{1, 4, 5, 128}, 128, false, false},
-                        {{1, 3, 70, 64}, 32, true, true}};
+                        {{2, 9, 6, 64}, 64, true, false},   {{1, 4, 5, 64}, 128, false, false},
+                        {{1, 3, 70, 64}, 32, true, true},   {{2, 9, 6, 256}, 64, true, false},
+                        {{9, 128, 128, 64}, 32, true, true}};
   uint32_t seed = 1400;
   for (DType dt : kDtypes)
     for (const Case& c : cases) {
