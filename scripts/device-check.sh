@@ -175,12 +175,15 @@ fi
 # Per-kernel hardware counters of the bf16 attention kernels (window, window, global of vit_b).
 # NCU_MODEL / NCU_BATCH (default vit_b, 8): the first 3 attention launches (windowed, windowed, global
 # for vit_b; all windowed for vit_h, whose first global block is the 8th).
+# NCU_KERNELS: a kernel-name regex (default the attention kernel); NCU_DECODER=1 also runs the decoder
+# benchmarks (e.g. NCU_KERNELS="conv_transpose2x2_mma|upscale_crop_resize|layer_norm_rows" NCU_DECODER=1).
 if has ncu; then
-  timeout 240 ncu --clock-control none -k regex:flash_mma_kernel --launch-count 3 --section SpeedOfLight \
-    --section Occupancy --section WarpStateStats --section LaunchStats --section MemoryWorkloadAnalysis \
+  timeout 240 ncu --clock-control none -k "regex:${NCU_KERNELS:-flash_mma_kernel}" --launch-count ${NCU_COUNT:-3} \
+    --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
+    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
     $V bench --device cuda --model ${NCU_MODEL:-vit_b} --batch ${NCU_BATCH:-8} --dtype bf16 --iters 1 --warmup 1 \
-    --no-decoder > "$OUT/ncu.txt" 2>&1
-  grep -E "flash_mma|Throughput|Registers Per|Achieved Occ|Theoretical Occ|Block Limit|Duration|Warp Cycles Per Issued|Hit Rate|Executed Ipc|Stall" "$OUT/ncu.txt" | head -90
+    $([ "${NCU_DECODER:-0}" = 1 ] || echo --no-decoder) > "$OUT/ncu.txt" 2>&1
+  grep -E "^  [a-z_].*\(|Throughput|Registers Per|Achieved Occ|Theoretical Occ|Block Limit|Duration|Warp Cycles Per Issued|Hit Rate|Executed Ipc|Stall|Issue Slots" "$OUT/ncu.txt" | head -120
 fi
 
 # segment-anything-fast's batched decoder path (predict_torch with N prompts), same points as vitrt bench.
