@@ -56,9 +56,9 @@ class SamModel;
 // `config_path`) for custom sizes. Missing, extra or mis-shaped tensors: CheckpointError naming them.
 // `device`/`dtype`: where the encoder and decoder run (CUDA: float32 or bfloat16; CPU: float32);
 // `decoder_dtype`: the mask decoder's own dtype, float32 by default whatever `dtype` is: a bf16
-// encoder with the fp32 decoder meets the reference-agreement bar (>= 99.5% of mask pixels) at
-// ~1 ms per click, a bf16 decoder misses it (99.4-99.5%) but runs segment-everything ~2.6x faster
-// (BENCHMARKS.md), which is what `vitrt everything` picks by default.
+// encoder with the fp32 decoder meets the reference-agreement bar (>= 99.5% of mask pixels) with
+// no measurable cost per click, a bf16 decoder misses it (99.4-99.5%) but runs segment-everything
+// ~2.6x faster (BENCHMARKS.md), which is what `vitrt everything` picks by default.
 std::shared_ptr<const SamModel> load_sam(const std::string& checkpoint_path,
                                          const std::string& config_path = "", Device device = Device::CPU,
                                          DType dtype = DType::F32, std::optional<DType> decoder_dtype = std::nullopt);
