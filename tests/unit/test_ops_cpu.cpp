@@ -205,7 +205,13 @@ TEST(OpsCpu, LayerNorm) {
         ref[r * C + c] = (cf(x)[r * C + c] - mean) / std::sqrt(var + eps) * cf(w)[c] + cf(b)[c];
     }
     expect_close(ops::layer_norm(x, w, b, eps), ref, 1e-5, 1e-5, "layer_norm C=" + std::to_string(C));
+    // With the GELU after it (SAM's LayerNorm2d + GELU): 0.5 y (1 + erf(y / sqrt 2)).
+    for (double& v : ref) v = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+    expect_close(ops::layer_norm(x, w, b, eps, std::nullopt, ops::Activation::GELU), ref, 1e-5, 1e-5,
+                 "layer_norm + gelu C=" + std::to_string(C));
   }
+  Tensor x = rand_tensor({2, 8}, 34), w = rand_tensor({8}, 35), b = rand_tensor({8}, 36);
+  EXPECT_THROW(ops::layer_norm(x, w, b, 1e-6f, std::nullopt, ops::Activation::ReLU), InvalidArgument);
 }
 
 TEST(OpsCpu, SoftmaxLastDim) {
