@@ -38,7 +38,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b = false);
 // out_dtype: the output's dtype, by default x's. CPU: float32 only. CUDA: x, weight/bias (one
 // dtype for both) and the output each float32 or bfloat16, math in fp32 (e.g. float32 residual
 // stream in, bfloat16 out: the fused LayerNorm + cast of the bf16 encoder). act: GELU applies the
-// exact GELU to the result (SAM's LayerNorm2d + GELU; one pass on the GPU); ReLU is not offered.
+// erf GELU to the result (SAM's LayerNorm2d + GELU; one pass on the GPU); ReLU is not offered.
+// CUDA kernels that store a GELU in bf16 use a branch-free erf within 5e-7 (ops/cuda/fast_erf.h).
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
                   std::optional<DType> out_dtype = std::nullopt, Activation act = Activation::None);
 
@@ -50,7 +51,7 @@ Tensor cast(const Tensor& x, DType to);
 void add_(Tensor& x, const Tensor& y);
 Tensor add(const Tensor& x, const Tensor& y);
 void scale_(Tensor& x, float s);
-void gelu_(Tensor& x);  // exact: 0.5 x (1 + erf(x / sqrt 2))
+void gelu_(Tensor& x);  // 0.5 x (1 + erf(x / sqrt 2)); CUDA bf16: the erf of ops/cuda/fast_erf.h
 void relu_(Tensor& x);
 void softmax_lastdim_(Tensor& x);
 

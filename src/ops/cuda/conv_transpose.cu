@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(kThreadsCT) conv_transpose2x2_mma_kernel(ConvT
         for (int h = 0; h < 2; ++h) {
           const int r = wm * 32 + mt * 16 + lane / 4 + h * 8;
           float v0 = acc[mt][nt][2 * h] + bias_lo[nt], v1 = acc[mt][nt][2 * h + 1] + bias_hi[nt];
-          if (p.gelu) v0 = dev::gelu_erf(v0), v1 = dev::gelu_erf(v1);
+          if (p.gelu) v0 = dev::gelu_for<bf16>(v0), v1 = dev::gelu_for<bf16>(v1);
           *reinterpret_cast<__nv_bfloat162*>(Ds + r * kLdD + c) = __floats2bfloat162_rn(v0, v1);
         }
       }

@@ -1,5 +1,5 @@
 // ConvTranspose2d(kernel 2, stride 2) on NHWC bf16 tensors as one tensor-core kernel: the GEMM of
-// the input pixels with the taps' weights, bias, exact GELU and the scatter into the 2x upsampled
+// the input pixels with the taps' weights, bias, erf GELU and the scatter into the 2x upsampled
 // output in its epilogue (conv_transpose.cu). Launched on cuda::current_stream().
 #pragma once
 #include <cstdint>
@@ -12,7 +12,7 @@ namespace vitrt::cuda {
 bool conv_transpose2x2_mma_supported(int64_t M, int64_t Cin, int64_t Cout, const void* x, const void* wt,
                                      const void* out);
 // x [B, H, W, Cin] bf16, wt [4 Cout, Cin] bf16 = the PyTorch weight [Cin, Cout, 2, 2] permuted to
-// (ky, kx, co, ci), bias [Cout] bf16 or null -> out [B, 2H, 2W, Cout] bf16; `gelu`: exact GELU on
+// (ky, kx, co, ci), bias [Cout] bf16 or null -> out [B, 2H, 2W, Cout] bf16; `gelu`: erf GELU (fast_erf.h) on
 // the fp32 sum before the one rounding to bf16.
 void conv_transpose2x2_mma(const void* x, const void* wt, const void* bias, void* out, int64_t B, int64_t H, int64_t W,
                            int64_t Cin, int64_t Cout, bool gelu);

@@ -52,7 +52,7 @@ __global__ void scale_kernel(T* x, int64_t n, float s) {
 
 template <class T>
 __global__ void gelu_kernel(T* x, int64_t n) {
-  for (int64_t i = gtid(); i < n; i += gstride()) x[i] = from_f<T>(gelu_erf(to_f(x[i])));
+  for (int64_t i = gtid(); i < n; i += gstride()) x[i] = from_f<T>(dev::gelu_for<T>(to_f(x[i])));
 }
 
 template <class T>

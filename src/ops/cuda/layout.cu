@@ -122,7 +122,7 @@ __global__ void convt_scatter_kernel(const T* y, const T* bias, T* out, I B, I H
     for (int k = 0; k < 4; ++k) {
       const int64_t o = top + (k / 2) * Wo * Cout + (k % 2) * Cout;
       const float v = dev::to_f(src[k]) + add;
-      out[o] = dev::from_f<T>(gelu ? dev::gelu_erf(v) : v);
+      out[o] = dev::from_f<T>(gelu ? dev::gelu_for<T>(v) : v);
     }
   }
 }

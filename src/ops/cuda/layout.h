@@ -36,7 +36,7 @@ void im2col_nhwc_taps(size_t elem_size, const void* x, void* col, int64_t B, int
                       int64_t kh, int64_t kw, int64_t stride, int64_t pad, int64_t Ho, int64_t Wo);
 // ConvTranspose2d(k=2, s=2) scatter: y [B*H*W, Cout*4] (column co*4 + ky*2 + kx, the GEMM of x
 // with the PyTorch weight [Cin, Cout, 2, 2]) -> out [B, 2H, 2W, Cout] + bias[Cout] (bias may be null),
-// then the exact GELU when `gelu` (on the fp32 sum, before the store's rounding).
+// then the erf GELU when `gelu` (on the fp32 sum, before the store's rounding; bf16: fast_erf.h's erf).
 void conv_transpose2x2_scatter(DType dt, const void* y, const void* bias, void* out, int64_t B, int64_t H, int64_t W,
                                int64_t Cout, bool gelu = false);
 

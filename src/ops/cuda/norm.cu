@@ -38,7 +38,7 @@ __global__ void layer_norm_kernel(const TX* x, const TW* w, const TW* b,
   for (int64_t c = lane; c < C; c += 32) {
     const float n = __fmul_rn(__fsub_rn(to_f(xr[c]), meanf), rstd);
     const float o = fmaf(n, to_f(w[c]), to_f(b[c]));
-    yr[c] = from_f<TY>(gelu ? dev::gelu_erf(o) : o);
+    yr[c] = from_f<TY>(gelu ? dev::gelu_for<TY>(o) : o);
   }
 }
 
@@ -48,7 +48,7 @@ __global__ void layer_norm_kernel(const TX* x, const TW* w, const TW* b,
 // 16-byte loads (the kernel above reads x three times with 2-4 byte loads: ~1.5 TB/s on an H200 at
 // the encoder's shapes; one warp per 64-channel row left 24 lanes idle and spent 20 shuffles on 64
 // values). Same double-precision statistics, same fp32 normalisation per element; `gelu` applies
-// the exact GELU to the result (LayerNorm2d then GELU in SAM's upscaling), as the CPU's two steps.
+// the erf GELU to the result (LayerNorm2d then GELU in SAM's upscaling; dev::gelu_for picks the erf).
 constexpr int kMaxChunks = 12;
 
 template <class T, int V>
@@ -117,7 +117,7 @@ __global__ void layer_norm_rows_in_registers_kernel(const TX* x, const TW* w, co
       for (int j = 0; j < V; ++j) {
         const float n = __fmul_rn(__fsub_rn(v[k][j], meanf), rstd);
         float o = fmaf(n, to_f(wq.v[j]), to_f(bq.v[j]));
-        if (gelu) o = dev::gelu_erf(o);
+        if (gelu) o = dev::gelu_for<TY>(o);
         out.v[j] = from_f<TY>(o);
       }
       yr[k * LANES + lane] = out;
