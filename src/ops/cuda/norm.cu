@@ -47,8 +47,9 @@ __global__ void layer_norm_kernel(const TX* x, const TW* w, const TW* b,
 // V k values, k = chunks <= kMaxChunks (every SAM / ViT width up to 1536), read once with 8- to
 // 16-byte loads (the kernel above reads x three times with 2-4 byte loads: ~1.5 TB/s on an H200 at
 // the encoder's shapes; one warp per 64-channel row, 2 values per lane, spent 20 shuffles on 64
-// values: 0.63 ms for the decoder's 1M rows, 0.15 ms with 8 lanes per row and the GELU fused). Same double-precision statistics, same fp32 normalisation per element; `gelu` applies
-// the erf GELU to the result (LayerNorm2d then GELU in SAM's upscaling; dev::gelu_for picks the erf).
+// values: 0.63 ms for the decoder's 1M rows, 0.15 ms with 8 lanes per row and the GELU fused).
+// Same double-precision statistics, same fp32 normalisation per element; `gelu` applies the erf
+// GELU to the result (LayerNorm2d then GELU in SAM's upscaling; dev::gelu_for picks the erf).
 constexpr int kMaxChunks = 12;
 
 template <class T, int V>
