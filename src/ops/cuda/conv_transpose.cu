@@ -25,8 +25,10 @@ using bf16 = __nv_bfloat16;
 // intermediate plus a scatter pass (three passes over ~2x the output's bytes, and the bias added
 // after the GEMM's bf16 rounding: here the fp32 sum is rounded once). H200, 64 prompts (1M pixels):
 // cuBLASLt + scatter 0.50 ms, a first version reloading the weights per tile without overlap 0.40,
-// this one 0.37 ms (~1.1 TB/s of input + output): the loads were not the limit; it has not been
-// profiled yet (ncu is the next step).
+// the version with the loads overlapped 0.37 ms (~1.1 TB/s of input + output): the loads were not
+// the limit. Its PTX showed the epilogue dominating: erff's ~25 instructions and branches per output
+// and ~6 runtime integer divisions per 16-byte store. Both are gone since (fast_erf.h's erf, Cout a
+// template argument, tile coordinates once per tile): not yet measured on the GPU.
 // Wider inputs (the first layer, 256 -> 64) stay on cuBLASLt + scatter, which measured faster than
 // that first version there.
 constexpr int kBM = 64, kBN = 128, kK = 64, kThreadsCT = 128, kCtasPerSm = 4;
@@ -44,7 +46,11 @@ struct ConvTArgs {
   bool gelu;
 };
 
-__global__ void __launch_bounds__(kThreadsCT) conv_transpose2x2_mma_kernel(ConvTArgs p) {
+// COUT a template argument: the output addressing divides by it and by the taps per CTA (~6 integer
+// divisions per 16-byte chunk when they were runtime values); tiles inside one image row (W a multiple
+// of 64, as SAM's 128) take their pixels' coordinates from the tile's first pixel.
+template <int COUT>
+__global__ void __launch_bounds__(kThreadsCT, kCtasPerSm) conv_transpose2x2_mma_kernel(ConvTArgs p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* Bs = reinterpret_cast<bf16*>(smem_raw);
   bf16* As = Bs + kSmemB;  // two buffers of kSmemA
@@ -72,16 +78,9 @@ __global__ void __launch_bounds__(kThreadsCT) conv_transpose2x2_mma_kernel(ConvT
   load_a(tile, As);
   ptx::cp_async_commit();
 
-  // Per-thread epilogue constants: bias of the thread's 16 column pairs.
-  float bias_lo[8], bias_hi[8];
-#pragma unroll
-  for (int nt = 0; nt < 8; ++nt) {
-    const int co = (n0 + wn * 64 + nt * 8 + (lane % 4) * 2) % p.Cout;
-    bias_lo[nt] = p.bias ? dev::to_f(p.bias[co]) : 0.f;
-    bias_hi[nt] = p.bias ? dev::to_f(p.bias[co + 1]) : 0.f;
-  }
-  const int CC = p.Cout / 8, taps = kBN / p.Cout, KX = taps < 2 ? taps : 2, t0 = n0 / p.Cout;
-  const int HW = p.H * p.W;
+  constexpr int CC = COUT / 8, TAPS = kBN / COUT, KX = TAPS < 2 ? TAPS : 2;
+  const int t0 = n0 / COUT, HW = p.H * p.W;
+  const bool row_tiles = p.W % kBM == 0;
 
   for (int buf = 0; tile < p.num_tiles; tile += gridDim.x, buf ^= 1) {
     const int next = tile + gridDim.x;
@@ -121,10 +120,12 @@ __global__ void __launch_bounds__(kThreadsCT) conv_transpose2x2_mma_kernel(ConvT
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) {
         const int c = wn * 64 + nt * 8 + (lane % 4) * 2;
+        const int co = (n0 + c) % COUT;  // the bias from L1 each tile: 16 registers fewer held
+        const float bias_lo = p.bias ? dev::to_f(p.bias[co]) : 0.f, bias_hi = p.bias ? dev::to_f(p.bias[co + 1]) : 0.f;
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int r = wm * 32 + mt * 16 + lane / 4 + h * 8;
-          float v0 = acc[mt][nt][2 * h] + bias_lo[nt], v1 = acc[mt][nt][2 * h + 1] + bias_hi[nt];
+          float v0 = acc[mt][nt][2 * h] + bias_lo, v1 = acc[mt][nt][2 * h + 1] + bias_hi;
           if (p.gelu) v0 = dev::gelu_for<bf16>(v0), v1 = dev::gelu_for<bf16>(v1);
           *reinterpret_cast<__nv_bfloat162*>(Ds + r * kLdD + c) = __floats2bfloat162_rn(v0, v1);
         }
@@ -133,16 +134,22 @@ __global__ void __launch_bounds__(kThreadsCT) conv_transpose2x2_mma_kernel(ConvT
 
     // 16-byte chunks in output order: channel chunk fastest, then kx, then the pixel, then ky.
     const int m0 = tile * kBM;
+    const int b0 = m0 / HW, rem0 = m0 - b0 * HW, iy0 = rem0 / p.W, ix0 = rem0 - iy0 * p.W;
+#pragma unroll 2
     for (int q = tid; q < kBM * kBN / 8; q += kThreadsCT) {
       const int cc = q % CC, q1 = q / CC;
       const int kx_l = q1 % KX, r = (q1 / KX) % kBM, ky_l = q1 / (KX * kBM);
       const int m = m0 + r;
       if (m >= p.M) continue;
       const int tap_l = ky_l * KX + kx_l, tap = t0 + tap_l, ky = tap / 2, kx = tap % 2;
-      const int b = m / HW, rem = m - b * HW, iy = rem / p.W, ix = rem - iy * p.W;
-      const int64_t o =
-          ((static_cast<int64_t>(b) * 2 * p.H + 2 * iy + ky) * (2 * p.W) + 2 * ix + kx) * p.Cout + cc * 8;
-      *reinterpret_cast<uint4*>(p.out + o) = *reinterpret_cast<const uint4*>(Ds + r * kLdD + tap_l * p.Cout + cc * 8);
+      int b = b0, iy = iy0, ix = ix0 + r;
+      if (!row_tiles) {
+        b = m / HW;
+        const int rem = m - b * HW;
+        iy = rem / p.W, ix = rem - iy * p.W;
+      }
+      const int64_t o = ((static_cast<int64_t>(b) * 2 * p.H + 2 * iy + ky) * (2 * p.W) + 2 * ix + kx) * COUT + cc * 8;
+      *reinterpret_cast<uint4*>(p.out + o) = *reinterpret_cast<const uint4*>(Ds + r * kLdD + tap_l * COUT + cc * 8);
     }
     __syncthreads();  // Ds and this tile's A buffer are free for the next tiles
   }
@@ -154,8 +161,8 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 bool conv_transpose2x2_mma_supported(int64_t M, int64_t Cin, int64_t Cout, const void* x, const void* wt,
                                      const void* out) {
-  return M > 0 && M < (int64_t{1} << 31) - kBM && Cin == kK && Cout % 8 == 0 && kBN % Cout == 0 &&
-         (4 * Cout) % kBN == 0 && aligned16(x) && aligned16(wt) && aligned16(out);
+  return M > 0 && M < (int64_t{1} << 31) - kBM && Cin == kK && (Cout == 32 || Cout == 64 || Cout == 128) &&
+         aligned16(x) && aligned16(wt) && aligned16(out);
 }
 
 void conv_transpose2x2_mma(const void* x, const void* wt, const void* bias, void* out, int64_t B, int64_t H, int64_t W,
@@ -166,10 +173,12 @@ void conv_transpose2x2_mma(const void* x, const void* wt, const void* bias, void
               "cuda conv_transpose2x2_mma: unsupported sizes or alignment (Cin ", Cin, ", Cout ", Cout, ")");
   VITRT_CHECK(H * W < (int64_t{1} << 31) && 2 * W < (int64_t{1} << 31), InvalidArgument,
               "cuda conv_transpose2x2_mma: sizes too large");
+  auto kernel = Cout == 32 ? conv_transpose2x2_mma_kernel<32>
+                : Cout == 64 ? conv_transpose2x2_mma_kernel<64> : conv_transpose2x2_mma_kernel<128>;
   static const bool smem_ok = [] {
-    check(cudaFuncSetAttribute(conv_transpose2x2_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(kSmemBytes)),
-          "cudaFuncSetAttribute(conv_transpose2x2 smem)");
+    for (auto k : {conv_transpose2x2_mma_kernel<32>, conv_transpose2x2_mma_kernel<64>, conv_transpose2x2_mma_kernel<128>})
+      check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes)),
+            "cudaFuncSetAttribute(conv_transpose2x2 smem)");
     return true;
   }();
   (void)smem_ok;
@@ -185,7 +194,7 @@ void conv_transpose2x2_mma(const void* x, const void* wt, const void* bias, void
   const int64_t col_blocks = 4 * Cout / kBN;
   const int64_t ctas = std::max<int64_t>(1, int64_t{kCtasPerSm} * sm_count() / col_blocks);
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(p.num_tiles, ctas)), static_cast<unsigned>(col_blocks));
-  conv_transpose2x2_mma_kernel<<<grid, kThreadsCT, kSmemBytes, current_stream()>>>(p);
+  kernel<<<grid, kThreadsCT, kSmemBytes, current_stream()>>>(p);
   check_launch("conv_transpose2x2 mma kernel");
 }
 
