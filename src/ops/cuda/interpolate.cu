@@ -1,9 +1,6 @@
 #include "ops/cuda/interpolate.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <string>
-#include <type_traits>
 
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/linear_taps.cuh"
@@ -70,16 +67,36 @@ __global__ void bilinear_kernel(const TI* x, int64_t N, int H, int W, int64_t pl
 // kPostRows output rows down them. Consecutive output rows read the same or the next upsample rows,
 // and those the same low-res rows, so both are cached (the two newest of each, in registers): about
 // one upsample row and a quarter of a low-res row are computed per output row, instead of four
-// upsample values of four loads each (that form took 3.5 ms for 192 masks at 1024 x 1024). The row
-// taps and cache decisions serve all the thread's columns, and the masks go out 4 bytes at a time.
-// Every lane of a warp works on the same row, so the cache branches are uniform.
-// VITRT_POSTPROCESS_COLS=1 selects one column per thread (the form measured before, for A/B runs).
-constexpr int kPostRows = 32, kPostThreads = 64;
+// upsample values of four loads each (that form took 3.5 ms for 192 masks at 1024 x 1024; one column
+// per thread 0.76 ms, four 0.53 ms). The row taps and cache decisions serve all the thread's columns,
+// and the masks go out 4 bytes at a time. Every lane of a warp works on the same row, so the cache
+// branches are uniform.
+constexpr int kPostRows = 32, kPostCols = 4, kPostThreads = 64;
 
-template <class TI, int C>
+// The values of the two newest rows computed, per column: X0 and X1 of each of the kPostCols columns.
+struct TwoRowCache {
+  int row[2] = {-1, -1};
+  float2 val[2][kPostCols];
+  // v = the values of row r when cached.
+  __device__ __forceinline__ bool get(int r, float2 (&v)[kPostCols]) const {
+    if (r != row[1] && r != row[0]) return false;
+    const bool newest = r == row[1];  // a select, not an index: the arrays stay in registers
+#pragma unroll
+    for (int j = 0; j < kPostCols; ++j) v[j] = newest ? val[1][j] : val[0][j];
+    return true;
+  }
+  __device__ __forceinline__ void put(int r, const float2 (&v)[kPostCols]) {
+#pragma unroll
+    for (int j = 0; j < kPostCols; ++j) val[0][j] = val[1][j], val[1][j] = v[j];
+    row[0] = row[1], row[1] = r;
+  }
+};
+
+template <class TI>
 __global__ void __launch_bounds__(kPostThreads) upscale_crop_resize_kernel(const TI* low, int64_t N, int mh, int mw,
                                                                             int S, int ih, int iw, float* out,
                                                                             uint8_t* mask, int oh, int ow) {
+  constexpr int C = kPostCols;
   const int x0 = (static_cast<int>(blockIdx.x) * blockDim.x + threadIdx.x) * C;
   if (x0 >= ow) return;
   const float s1v = taps::linear_scale(mh, S), s1h = taps::linear_scale(mw, S);
@@ -97,52 +114,28 @@ __global__ void __launch_bounds__(kPostThreads) upscale_crop_resize_kernel(const
   for (int64_t p = blockIdx.z; p < N; p += gridDim.z) {
     const TI* plane = low + p * mh * mw;
     // The first resize's width step on low-res row r at every column's X0 and X1.
-    int h_row[2] = {-1, -1};
-    float2 h_val[2][C];
+    TwoRowCache lowres_rows;
     auto across = [&](int r, float2 (&v)[C]) {
-      if (r == h_row[1]) {
+      if (lowres_rows.get(r, v)) return;
+      const TI* row = plane + static_cast<int64_t>(r) * mw;
 #pragma unroll
-        for (int j = 0; j < C; ++j) v[j] = h_val[1][j];
-      } else if (r == h_row[0]) {
-#pragma unroll
-        for (int j = 0; j < C; ++j) v[j] = h_val[0][j];
-      } else {
-        const TI* row = plane + static_cast<int64_t>(r) * mw;
-#pragma unroll
-        for (int j = 0; j < C; ++j) {
-          v[j] = make_float2(lerp2(h1a[j].w0, to_f(row[h1a[j].i0]), h1a[j].w1, to_f(row[h1a[j].i1])),
-                             lerp2(h1b[j].w0, to_f(row[h1b[j].i0]), h1b[j].w1, to_f(row[h1b[j].i1])));
-          h_val[0][j] = h_val[1][j];
-          h_val[1][j] = v[j];
-        }
-        h_row[0] = h_row[1];
-        h_row[1] = r;
-      }
+      for (int j = 0; j < C; ++j)
+        v[j] = make_float2(lerp2(h1a[j].w0, to_f(row[h1a[j].i0]), h1a[j].w1, to_f(row[h1a[j].i1])),
+                           lerp2(h1b[j].w0, to_f(row[h1b[j].i0]), h1b[j].w1, to_f(row[h1b[j].i1])));
+      lowres_rows.put(r, v);
     };
     // The S x S upsample at row Y, every column's X0 and X1: width inside, height outside (as the CPU).
-    int u_row[2] = {-1, -1};
-    float2 u_val[2][C];
+    TwoRowCache upsample_rows;
     auto upsampled = [&](int Y, float2 (&v)[C]) {
-      if (Y == u_row[1]) {
+      if (upsample_rows.get(Y, v)) return;
+      const taps::LinearTap<int> v1 = taps::linear_tap<int>(mh, s1v, Y);
+      float2 t[C], b[C];
+      across(v1.i0, t);
+      across(v1.i1, b);
 #pragma unroll
-        for (int j = 0; j < C; ++j) v[j] = u_val[1][j];
-      } else if (Y == u_row[0]) {
-#pragma unroll
-        for (int j = 0; j < C; ++j) v[j] = u_val[0][j];
-      } else {
-        const taps::LinearTap<int> v1 = taps::linear_tap<int>(mh, s1v, Y);
-        float2 t[C], b[C];
-        across(v1.i0, t);
-        across(v1.i1, b);
-#pragma unroll
-        for (int j = 0; j < C; ++j) {
-          v[j] = make_float2(lerp2(v1.w0, t[j].x, v1.w1, b[j].x), lerp2(v1.w0, t[j].y, v1.w1, b[j].y));
-          u_val[0][j] = u_val[1][j];
-          u_val[1][j] = v[j];
-        }
-        u_row[0] = u_row[1];
-        u_row[1] = Y;
-      }
+      for (int j = 0; j < C; ++j)
+        v[j] = make_float2(lerp2(v1.w0, t[j].x, v1.w1, b[j].x), lerp2(v1.w0, t[j].y, v1.w1, b[j].y));
+      upsample_rows.put(Y, v);
     };
     for (int y = y_begin; y < y_end; ++y) {
       const taps::LinearTap<int> v2 = taps::linear_tap<int>(ih, s2v, y);
@@ -157,11 +150,11 @@ __global__ void __launch_bounds__(kPostThreads) upscale_crop_resize_kernel(const
         o[j] = lerp2(v2.w0, top, v2.w1, bot);
       }
       const int64_t i = (p * oh + y) * ow + x0;
-      if (C == 4 && full && i % C == 0) {  // 4-byte / 16-byte aligned: one store each
-        if (out) *reinterpret_cast<float4*>(out + i) = make_float4(o[0], o[1 % C], o[2 % C], o[3 % C]);
+      if (full && i % C == 0) {  // 4-byte / 16-byte aligned: one store each
+        if (out) *reinterpret_cast<float4*>(out + i) = make_float4(o[0], o[1], o[2], o[3]);
         if (mask) {
           uchar4 m;
-          m.x = o[0] > 0.f, m.y = o[1 % C] > 0.f, m.z = o[2 % C] > 0.f, m.w = o[3 % C] > 0.f;  // threshold 0.0
+          m.x = o[0] > 0.f, m.y = o[1] > 0.f, m.z = o[2] > 0.f, m.w = o[3] > 0.f;  // SAM's threshold 0.0
           *reinterpret_cast<uchar4*>(mask + i) = m;
         }
       } else {
@@ -187,23 +180,14 @@ void upscale_crop_resize(DType in_dt, const void* low, int64_t N, int64_t mh, in
               "cuda upscale_crop_resize: sizes too large");
   dispatch_float(in_dt, "upscale_crop_resize", [&](auto tag) {
     using TI = decltype(tag);
-    auto launch = [&](auto cols) {
-      constexpr int C = decltype(cols)::value;
-      constexpr int64_t cols_per_block = int64_t{kPostThreads} * C;
-      const dim3 grid(static_cast<unsigned>((ow + cols_per_block - 1) / cols_per_block),
-                      static_cast<unsigned>((oh + kPostRows - 1) / kPostRows),
-                      static_cast<unsigned>(std::min<int64_t>(N, 65535)));
-      upscale_crop_resize_kernel<TI, C><<<grid, kPostThreads, 0, current_stream()>>>(
-          static_cast<const TI*>(low), N, static_cast<int>(mh), static_cast<int>(mw), static_cast<int>(S),
-          static_cast<int>(input_h), static_cast<int>(input_w), logits, mask, static_cast<int>(oh),
-          static_cast<int>(ow));
-    };
-    static const bool one_column = [] {
-      const char* e = std::getenv("VITRT_POSTPROCESS_COLS");
-      return e && std::string(e) == "1";
-    }();
-    if (one_column) launch(std::integral_constant<int, 1>{});
-    else launch(std::integral_constant<int, 4>{});
+    constexpr int64_t cols_per_block = int64_t{kPostThreads} * kPostCols;
+    const dim3 grid(static_cast<unsigned>((ow + cols_per_block - 1) / cols_per_block),
+                    static_cast<unsigned>((oh + kPostRows - 1) / kPostRows),
+                    static_cast<unsigned>(std::min<int64_t>(N, 65535)));
+    upscale_crop_resize_kernel<TI><<<grid, kPostThreads, 0, current_stream()>>>(
+        static_cast<const TI*>(low), N, static_cast<int>(mh), static_cast<int>(mw), static_cast<int>(S),
+        static_cast<int>(input_h), static_cast<int>(input_w), logits, mask, static_cast<int>(oh),
+        static_cast<int>(ow));
   });
   check_launch("upscale_crop_resize kernel");
 }
