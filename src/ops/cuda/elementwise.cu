@@ -29,10 +29,7 @@ __global__ void add_kernel(const T* x, const T* y, T* out, int64_t n, int64_t ny
 // element: the decoder's k = keys + key_pe over [prompts, 4096, 256] and its residual adds ran at
 // ~1 TB/s with the scalar kernel above.
 template <class T>
-struct alignas(16) Vec16 {
-  static constexpr int kN = 16 / sizeof(T);
-  T v[kN];
-};
+using Vec16 = dev::VecN<T, 16 / sizeof(T)>;
 
 template <class T>
 __global__ void add_vec16_kernel(const Vec16<T>* x, const Vec16<T>* y, Vec16<T>* out, int64_t nv, int64_t nyv) {
@@ -40,7 +37,7 @@ __global__ void add_vec16_kernel(const Vec16<T>* x, const Vec16<T>* y, Vec16<T>*
     const Vec16<T> a = x[i], b = y[nyv == nv ? i : i % nyv];
     Vec16<T> o;
 #pragma unroll
-    for (int j = 0; j < Vec16<T>::kN; ++j) o.v[j] = from_f<T>(to_f(a.v[j]) + to_f(b.v[j]));
+    for (int j = 0; j < 16 / static_cast<int>(sizeof(T)); ++j) o.v[j] = from_f<T>(to_f(a.v[j]) + to_f(b.v[j]));
     out[i] = o;
   }
 }
@@ -129,7 +126,7 @@ void add_broadcast(DType dt, const void* x, const void* y, void* out, int64_t n,
   VITRT_CHECK(ny > 0 && n % ny == 0, InvalidArgument, "cuda add: ", ny, " elements do not broadcast over ", n);
   dispatch_float(dt, "add", [&](auto tag) {
     using T = decltype(tag);
-    constexpr int V = Vec16<T>::kN;
+    constexpr int V = 16 / sizeof(T);
     auto a16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     if (n % V == 0 && ny % V == 0 && a16(x) && a16(y) && a16(out)) {
       add_vec16_kernel<T><<<dev::blocks_for(n / V), dev::kThreads, 0, current_stream()>>>(

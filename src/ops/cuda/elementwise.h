@@ -69,12 +69,23 @@ inline unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(b, int64_t{1} << 20)));
 }
 
-template <class T>
-__device__ __forceinline__ T warp_sum(T v) {
+// Sum over groups of LANES adjacent lanes (a power of two <= 32), every lane getting its group's sum.
+template <int LANES, class T>
+__device__ __forceinline__ T group_sum(T v) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  for (int o = LANES / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
+template <class T>
+__device__ __forceinline__ T warp_sum(T v) {
+  return group_sum<32>(v);
+}
+
+// V elements of T loaded or stored as one vector (V * sizeof(T) = 8 or 16 bytes).
+template <class T, int V>
+struct alignas(V * sizeof(T)) VecN {
+  T v[V];
+};
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));

@@ -52,17 +52,8 @@ __global__ void layer_norm_kernel(const TX* x, const TW* w, const TW* b,
 // GELU to the result (LayerNorm2d then GELU in SAM's upscaling; dev::gelu_for picks the erf).
 constexpr int kMaxChunks = 12;
 
-template <class T, int V>
-struct alignas(V * sizeof(T)) VecN {
-  T v[V];
-};
-
-template <int LANES, class T>
-__device__ __forceinline__ T group_sum(T v) {
-#pragma unroll
-  for (int o = LANES / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+using dev::group_sum;
+using dev::VecN;
 
 // MAXC: the most chunks a launch may ask for; the row array is sized by it (12 x 8 floats for
 // 1-chunk rows would cost 96 registers and halve the occupancy).
