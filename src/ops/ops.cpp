@@ -133,13 +133,13 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b) {
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
                   std::optional<DType> out_dtype, Activation act) {
-  VITRT_CHECK(act == Activation::None || act == Activation::GELU, InvalidArgument,
-              "ops::layer_norm: only GELU may follow the LayerNorm");
   if (x.is_cuda()) {
     VITRT_PROFILE_OP("layer_norm ", x.numel() / std::max<int64_t>(1, x.size(-1)), "x", x.size(-1),
                      out_dtype && *out_dtype != x.dtype() ? " +cast" : "", act == Activation::GELU ? " +gelu" : "");
     return cuda_impl::layer_norm(x, weight, bias, eps, out_dtype, act);
   }
+  VITRT_CHECK(act == Activation::None || act == Activation::GELU, InvalidArgument,
+              "ops::layer_norm: only GELU may follow the LayerNorm");
   check_out_f32(out_dtype, "layer_norm");
   check_input(x, "layer_norm", "x");
   check_input(weight, "layer_norm", "weight");
