@@ -89,6 +89,12 @@ if has bench; then
     $V bench --device cuda --model $1 --batch $2 --dtype bf16 --iters ${BENCH_ITERS:-10} --profile --json > "$OUT/bench_${1}_b$2.json" 2> "$OUT/bench_${1}_b$2.err"
     python3 -c "import json,sys;d=json.load(open(sys.argv[1]));p=d['profile'];print('profile %s: eager %.2f ms'%(sys.argv[2],p['eager_forward_ms']));[print('  %5.1f%% %8.3f ms %4dx %s'%(100*r['share'],r['ms'],r['calls'],r['op'])) for r in p['ops'][:12]];p=d.get('decoder_profile_64');p and print('decoder profile %s, 64 prompts on the device: %.2f ms'%(sys.argv[2],p['eager_forward_ms']));p and [print('  %5.1f%% %8.3f ms %4dx %s'%(100*r['share'],r['ms'],r['calls'],r['op'])) for r in p['ops'][:14]]" "$OUT/bench_${1}_b$2.json" "$1 bs$2" 2>/dev/null | tee -a "$OUT/profiles.txt"
     add_summary "vitrt $1 bs$2 bf16: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('%.1f img/s, %.2f ms/batch, %.1f TFLOP/s, peak %.2f GiB, dec ms/prompt %s'%(d['images_per_s'],d['encoder_ms_per_batch'],d['encoder_tflops'],d['peak_device_gib'],d['decoder_ms_per_prompt']))" "$OUT/bench_${1}_b$2.json" 2>/dev/null || tail -c 400 "$OUT/bench_${1}_b$2.err")"
+    # BENCH_AB_ENV="VAR=value": the same encoder timing again with that setting (an A/B in one run).
+    if [ -n "${BENCH_AB_ENV:-}" ]; then
+      env "$BENCH_AB_ENV" $V bench --device cuda --model $1 --batch $2 --dtype bf16 --iters ${BENCH_ITERS:-10} --no-decoder --json \
+        > "$OUT/bench_${1}_b$2_ab.json" 2> "$OUT/bench_${1}_b$2_ab.err"
+      add_summary "vitrt $1 bs$2 bf16 with $BENCH_AB_ENV: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('%.1f img/s, %.2f ms/batch, peak %.2f GiB'%(d['images_per_s'],d['encoder_ms_per_batch'],d['peak_device_gib']))" "$OUT/bench_${1}_b$2_ab.json" 2>/dev/null || tail -c 400 "$OUT/bench_${1}_b$2_ab.err")"
+    fi
   done
 fi
 

@@ -34,6 +34,7 @@
 #include <type_traits>
 
 #include "ops/cuda/attention.h"
+#include "ops/cuda/attention_kernel.cuh"
 #include "ops/cuda/ptx.cuh"
 #include "ops/cuda/runtime.h"
 
@@ -41,43 +42,7 @@ namespace vitrt::cuda {
 namespace {
 
 using bf16 = __nv_bfloat16;
-
-constexpr float kLog2e = 1.4426950408889634f;
-
-// Kernel parameters (by value).
-struct KParams {
-  const void* q;
-  const void* k;
-  const void* v;
-  const void* pad_q;
-  const void* pad_k;
-  const void* pad_v;
-  void* out;
-  long long ldq, ldk, ldv, ldo;
-  int heads, hd;
-  int nq, nk;
-  int q_share;
-  int num_qtiles;
-  float scale;       // natural units
-  float scale_log2;  // scale * log2(e)
-  const void* th;    // rel_pos_h rows [2*relH-1, hd]
-  const void* tw;    // rel_pos_w rows [2*relW-1, hd]
-  const void* th_lo;
-  const void* tw_lo;
-  int relH, relW;
-  float inv_relW;
-  int ws, Hg, Wg, nwy, nwx;
-  float inv_ws;
-};
-
-// Exact t / d for 0 <= t < 2^22, d >= 1, from a float reciprocal plus one correction step.
-__device__ __forceinline__ int fdiv(int t, int d, float inv_d) {
-  int q = __float2int_rz((static_cast<float>(t) + 0.5f) * inv_d);
-  const int r = t - q * d;
-  if (r < 0) --q;
-  else if (r >= d) ++q;
-  return q;
-}
+using namespace attn;  // KParams, fdiv, ex2, pack_bf16, kLog2e (attention_kernel.cuh)
 
 // Row addressing of one sequence (see AttentionArgs).
 struct SeqAddr {
@@ -137,16 +102,6 @@ using ptx::ldsm_x4;
 using ptx::ldsm_x4_t;
 using ptx::mma_bf16;
 using ptx::smem_u32;
-
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
-  return *reinterpret_cast<unsigned*>(&v);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Tensor-core flash kernel
@@ -1095,6 +1050,15 @@ void attention_launch(const AttentionArgs& a, cudaStream_t stream) {
   if (tc && rel)
     for (const void* ptr : std::initializer_list<const void*>{p.th, p.tw, p.th_lo, p.tw_lo})
       VITRT_CHECK(aligned16(ptr), InvalidArgument, "cuda attention: rel-pos tables must be 16-byte aligned");
+  if (tc && rel && a.window == 0) {  // Hopper: the wgmma kernel for global attention (attention_wgmma.cu)
+    if (const size_t smem = wgmma_relpos_plan(p, optin_smem_limit()); smem > 0) {
+      p.num_qtiles = static_cast<int>((a.nq + kWgmmaBM - 1) / kWgmmaBM);
+      const long long blocks = static_cast<long long>(p.num_qtiles) * a.heads * a.num_seq;
+      VITRT_CHECK(blocks <= INT_MAX, InvalidArgument, "cuda attention: problem too large (", blocks, " blocks)");
+      wgmma_relpos_launch(p, static_cast<int>(blocks), smem, stream);
+      return;
+    }
+  }
   const int bm = tc ? plan.bm : sBM;
   p.num_qtiles = static_cast<int>((a.nq + bm - 1) / bm);
   const long long blocks = static_cast<long long>(p.num_qtiles) * a.heads * a.num_seq;

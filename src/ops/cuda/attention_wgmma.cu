@@ -1,0 +1,424 @@
+// Hopper flash attention for SAM's global blocks: wgmma (sm_90a) with the decomposed rel-pos bias.
+//
+// Covers the encoder's global attention: dense sequences of rel_H x 64 tokens (the 64 x 64 grid of
+// every SAM model at 1024 px), head_dim 64 or 80, BF16. Everything else (windows, other grids, the
+// decoder's attention, sm_80) runs the mma.sync kernel of attention.cu, which this one mirrors:
+//  - a CTA of 3 warpgroups owns 192 query rows of one (sequence, head), 64 per warpgroup;
+//  - one key tile is BN = 64 keys = one key row kh of the grid, so the rel_w bias of a query row
+//    is the same for every tile: each thread keeps its share of it in registers (the score
+//    accumulators' layout) for the whole loop, and S starts from it; rel_h is one float per row
+//    and tile, read from shared memory;
+//  - S = Q K^T and O += P V are wgmma.mma_async m64nNk16 with the A operand in registers (Q
+//    fragments loaded once; P converted from the S accumulators as in FlashAttention-2/3) and
+//    K / V read from shared memory through descriptors. K and V tiles share one no-swizzle
+//    core-matrix layout (8 rows x 16 bytes contiguous, [row/8][chunk][row%8]): K is the K-major B
+//    operand of Q K^T, V the MN-major (transposed) B operand of P V, so V needs no transpose;
+//  - K / V tiles come through a 3-stage cp.async ring (one __syncthreads per tile);
+//  - the rel-pos prologue is the mma.sync kernel's: G = Q T^T over all table rows on the tensor
+//    cores, scattered into rel_h / rel_w buffers in shared memory (aliasing the Q staging).
+// Softmax in the log2 domain with the row maxima and sums per thread quad, as attention.cu.
+#include <cuda_bf16.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "ops/cuda/attention_kernel.cuh"
+#include "ops/cuda/ptx.cuh"
+#include "ops/cuda/runtime.h"
+#include "ops/cuda/wgmma.cuh"
+
+namespace vitrt::cuda::attn {
+namespace {
+
+using bf16 = __nv_bfloat16;
+using ptx::cp_async16;
+using ptx::cp_async_commit;
+using ptx::cp_async_wait;
+using ptx::ldsm_x4;
+using ptx::mma_bf16;
+
+template <int HD_>
+struct WgCfg {
+  static constexpr int HD = HD_;
+  static constexpr int WGS = 3, THREADS = 128 * WGS;
+  static constexpr int BM = 64 * WGS;  // query rows per CTA
+  static constexpr int BN = 64;        // keys per tile = rel_W: one key row of the grid
+  static constexpr int STAGES = 3;
+  static constexpr int CPR = HD / 8;   // 16-byte chunks per row
+  static constexpr int KS = HD / 16;   // k16 steps of Q K^T
+  static constexpr int NT8 = BN / 8;   // n8 tiles of S per warp
+  static constexpr int PK = BN / 16;   // k16 steps of P V
+  static constexpr int NRG = BM / 16;  // m16 row groups (one per warp)
+  static constexpr int SW = NRG * 32 + 8, SH = NRG * 16 + 8;  // bias layouts as attention.cu's
+  static constexpr int LDS = HD + 8;   // padded rows: Q staging, tables, output staging
+  static constexpr int tile_elems = BN * HD;
+  static constexpr int kv_elems = STAGES * 2 * tile_elems;
+  static_assert(BM == kWgmmaBM, "attention_kernel.cuh's kWgmmaBM");
+  static_assert(kv_elems >= BM * LDS, "the output staging fits the K/V ring");
+  static_assert(kv_elems >= 4 * BN * LDS, "the prologue's table chunk fits the K/V ring");
+  static_assert(HD == 64 || HD == 80, "wgmma shapes exist for n64 / n80 only (wgmma.cuh)");
+};
+
+// [Q staging | rel_w, rel_h buffers (aliased)] [K/V ring]
+template <class C>
+__host__ __device__ inline size_t wg_region_a(int relH) {
+  const size_t q = static_cast<size_t>(C::BM) * C::LDS * sizeof(bf16);
+  const size_t b = (static_cast<size_t>(C::BN / 2) * C::SW + static_cast<size_t>(relH) * C::SH) * sizeof(float);
+  return ((q > b ? q : b) + 127) / 128 * 128;
+}
+template <class C>
+size_t wg_smem_bytes(int relH) {
+  return wg_region_a<C>(relH) + static_cast<size_t>(C::kv_elems) * sizeof(bf16);
+}
+
+// Offset (elements) of 16-byte chunk c of row r in a K / V tile: [r/8][c][r%8][8 elements].
+template <class C>
+__device__ __forceinline__ int core_offset(int r, int c) {
+  return ((r >> 3) * C::CPR + c) * 64 + (r & 7) * 8;
+}
+
+// d[64 x N] += a * b with N = 64 (S, or O for head_dim 64) or 80 (O for head_dim 80).
+template <int N>
+__device__ __forceinline__ void mma_rs(float (&d)[N / 2], const unsigned (&a)[4], uint64_t desc, bool trans_b) {
+#if VITRT_WGMMA_ENABLED
+  if constexpr (N == 64) {
+    if (trans_b) wgmma::wgmma_m64n64k16_rs<1>(d, a, desc);
+    else wgmma::wgmma_m64n64k16_rs<0>(d, a, desc);
+  } else {
+    if (trans_b) wgmma::wgmma_m64n80k16_rs<1>(d, a, desc);
+    else wgmma::wgmma_m64n80k16_rs<0>(d, a, desc);
+  }
+#else
+  (void)d, (void)a, (void)desc, (void)trans_b;
+#endif
+}
+
+template <int HD>
+__global__ void __launch_bounds__(WgCfg<HD>::THREADS, 1) flash_wgmma_relpos_kernel(const KParams p) {
+#if VITRT_WGMMA_ENABLED
+  using C = WgCfg<HD>;
+  constexpr int THREADS = C::THREADS, BM = C::BM, BN = C::BN, CPR = C::CPR, KS = C::KS, NT8 = C::NT8;
+  constexpr int LDS = C::LDS, SW = C::SW, SH = C::SH, STAGES = C::STAGES, TE = C::tile_elems;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const size_t region_a = wg_region_a<C>(p.relH);
+  bf16* Qs = reinterpret_cast<bf16*>(smem_raw);
+  float* BWs = reinterpret_cast<float*>(smem_raw);  // aliases Qs once the Q fragments are in registers
+  float* BHs = BWs + (BN / 2) * SW;
+  bf16* KV = reinterpret_cast<bf16*>(smem_raw + region_a);
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, tq = lane & 3;
+  const int tile = blockIdx.x % p.num_qtiles;
+  const int sh = blockIdx.x / p.num_qtiles;
+  const int h = sh % p.heads, s = sh / p.heads;
+  const int m0 = tile * BM;
+  const long long q0 = static_cast<long long>(s) * p.nq, k0 = static_cast<long long>(s) * p.nk;
+  const bf16* qb = static_cast<const bf16*>(p.q) + h * HD;
+  const bf16* kb = static_cast<const bf16*>(p.k) + h * HD;
+  const bf16* vb = static_cast<const bf16*>(p.v) + h * HD;
+
+  // ---- Q tile -> Qs (rows past nq zero-filled)
+  for (int i = tid; i < BM * CPR; i += THREADS) {
+    const int r = i / CPR, c = i - r * CPR, t = m0 + r;
+    const bool in = t < p.nq;
+    cp_async16(Qs + r * LDS + c * 8, in ? qb + (q0 + t) * p.ldq + c * 8 : qb, in ? 16 : 0);
+  }
+  cp_async_commit();
+
+  // K / V tile kt -> ring slot. Lanes cover 16 rows x 2 chunks (each 32-byte sector of global
+  // memory whole; each 8-lane phase writes one contiguous 128-byte core matrix: no bank conflicts).
+  auto issue_kv = [&](int kt, int slot) {
+    bf16* Ks = KV + slot * 2 * TE;
+    bf16* Vs = Ks + TE;
+    const long long r0 = k0 + static_cast<long long>(kt) * BN;
+    for (int i = tid; i < BN * CPR; i += THREADS) {
+      const int rest = i >> 5, ln = i & 31;
+      const int r = (ln & 7) + ((ln >> 4) << 3) + (rest % (BN / 16)) * 16;
+      const int c = ((ln >> 3) & 1) + 2 * (rest / (BN / 16));
+      const int off = core_offset<C>(r, c);
+      cp_async16(Ks + off, kb + (r0 + r) * p.ldk + c * 8, 16);
+      cp_async16(Vs + off, vb + (r0 + r) * p.ldv + c * 8, 16);
+    }
+  };
+
+  // ---- rel-pos prologue (as attention.cu's, one m16 tile per warp): G = Q T^T over the
+  // 2H-1 + 2W-1 table rows, scattered into BH / BW, which overwrite Qs.
+  unsigned qf[KS][4];
+  {
+    const int relH = p.relH, relW = p.relW;
+    const int Lh = 2 * relH - 1, Lw = 2 * relW - 1, Lt = Lh + Lw;
+    const bool lo = p.th_lo != nullptr;
+    const int chunk = lo ? 2 * BN : 4 * BN;  // table rows per pass (hi, + lo behind them)
+    const float inv_scale = 1.f / p.scale;
+    const bf16* th = static_cast<const bf16*>(p.th);
+    const bf16* tw = static_cast<const bf16*>(p.tw);
+    const bf16* thl = static_cast<const bf16*>(p.th_lo);
+    const bf16* twl = static_cast<const bf16*>(p.tw_lo);
+    int qih[2], qiw[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int i = m0 + warp * 16 + hh * 8 + g;
+      const int ii = i < p.nq ? i : 0;
+      qih[hh] = fdiv(ii, relW, p.inv_relW);
+      qiw[hh] = ii - qih[hh] * relW;
+    }
+    auto put = [&](int hh, int t, float val) {
+      if (t < Lh) {
+        const int kh = qih[hh] + relH - 1 - t;
+        if (kh >= 0 && kh < relH) BHs[kh * SH + warp * 16 + g * 2 + hh] = val * kLog2e;
+      } else if (t < Lt) {
+        const int kw = qiw[hh] + relW - 1 - (t - Lh);
+        if (kw >= 0 && kw < relW) BWs[(kw >> 1) * SW + warp * 32 + g * 4 + hh * 2 + (kw & 1)] = val * inv_scale;
+      }
+    };
+    for (int c0 = 0; c0 < Lt; c0 += chunk) {
+      const int n = min(chunk, Lt - c0), n16 = (n + 15) & ~15;
+      if (c0 > 0) __syncthreads();  // previous chunk fully consumed
+      for (int i = tid; i < n16 * CPR; i += THREADS) {
+        const int r = i / CPR, c = i - r * CPR, t = c0 + r;
+        const bf16 *src = th, *srcl = thl;
+        int bytes = 0;
+        if (t < Lt) {
+          const long long row = t < Lh ? t : t - Lh;
+          src = (t < Lh ? th : tw) + row * HD + c * 8;
+          if (lo) srcl = (t < Lh ? thl : twl) + row * HD + c * 8;
+          bytes = 16;
+        }
+        cp_async16(KV + r * LDS + c * 8, src, bytes);
+        if (lo) cp_async16(KV + (chunk + r) * LDS + c * 8, srcl, bytes);
+      }
+      cp_async_commit();
+      cp_async_wait<0>();
+      __syncthreads();
+      if (c0 == 0) {
+        const int row = warp * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+        const int col = (lane >> 4) << 3;
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) ldsm_x4(qf[ks][0], qf[ks][1], qf[ks][2], qf[ks][3], Qs + row * LDS + ks * 16 + col);
+        __syncthreads();  // every warp holds its Q fragments: BH / BW may overwrite Qs
+      }
+      for (int pr = 0; pr < n16 / 16; ++pr) {
+        float acc[2][4] = {};
+        const int brow = pr * 16 + (lane & 7) + ((lane >> 4) << 3);
+        const int bcol = ((lane >> 3) & 1) << 3;
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) {
+          unsigned b0, b1, b2, b3;
+          ldsm_x4(b0, b1, b2, b3, KV + brow * LDS + ks * 16 + bcol);
+          mma_bf16(acc[0], qf[ks], b0, b1);
+          mma_bf16(acc[1], qf[ks], b2, b3);
+          if (lo) {
+            ldsm_x4(b0, b1, b2, b3, KV + (chunk + brow) * LDS + ks * 16 + bcol);
+            mma_bf16(acc[0], qf[ks], b0, b1);
+            mma_bf16(acc[1], qf[ks], b2, b3);
+          }
+        }
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int t = c0 + pr * 16 + hf * 8 + 2 * tq + e;
+            put(0, t, acc[hf][e]);
+            put(1, t, acc[hf][2 + e]);
+          }
+      }
+    }
+    __syncthreads();  // BH / BW complete; the table buffer is free for K / V
+  }
+
+  // This thread's share of rel_w / scale in the score accumulators' layout (tile-independent).
+  float bw[NT8 * 4];
+#pragma unroll
+  for (int nt = 0; nt < NT8; ++nt) {
+    const float4 w4 = *reinterpret_cast<const float4*>(BWs + (nt * 4 + tq) * SW + warp * 32 + g * 4);
+    bw[nt * 4 + 0] = w4.x;
+    bw[nt * 4 + 1] = w4.y;
+    bw[nt * 4 + 2] = w4.z;
+    bw[nt * 4 + 3] = w4.w;
+  }
+  const float* bh_row = BHs + warp * 16 + g * 2;  // + kh * SH: (rel_h row g, row g + 8) * log2e
+
+  const int nkt = p.nk / BN;
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; ++st) {
+    if (st < nkt) issue_kv(st, st);
+    cp_async_commit();
+  }
+
+  float o[HD / 2];
+#pragma unroll
+  for (int i = 0; i < HD / 2; ++i) o[i] = 0.f;
+  float mrow0 = -INFINITY, mrow1 = -INFINITY, lrow0 = 0.f, lrow1 = 0.f;
+  constexpr uint32_t kChunkBytes = 128, kRowGroupBytes = CPR * 128;
+
+  for (int kt = 0; kt < nkt; ++kt) {
+    cp_async_wait<STAGES - 2>();      // this thread's copies of tile kt have landed
+    wgmma::fence_proxy_async_smem();  // ... and are visible to wgmma
+    __syncthreads();                  // everyone's; and every warpgroup is done with tile kt - 1
+    {
+      const int nxt = kt + STAGES - 1;
+      if (nxt < nkt) issue_kv(nxt, nxt % STAGES);
+      cp_async_commit();
+    }
+    const bf16* Ks = KV + (kt % STAGES) * 2 * TE;
+    const bf16* Vs = Ks + TE;
+
+    // S = rel_w / scale + Q K^T
+    float sc[NT8 * 4];
+#pragma unroll
+    for (int i = 0; i < NT8 * 4; ++i) sc[i] = bw[i];
+    wgmma::fence_operands(sc);
+    wgmma::fence();
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks)
+      mma_rs<64>(sc, qf[ks], wgmma::make_smem_desc(Ks + ks * 2 * 64, kChunkBytes, kRowGroupBytes), false);
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::fence_operands(sc);
+
+    // Scale, + rel_h, online softmax (log2 domain).
+    const float2 bh = *reinterpret_cast<const float2*>(bh_row + kt * SH);
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < NT8; ++nt) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float v0 = fmaf(sc[nt * 4 + e], p.scale_log2, bh.x);
+        const float v1 = fmaf(sc[nt * 4 + 2 + e], p.scale_log2, bh.y);
+        sc[nt * 4 + e] = v0;
+        sc[nt * 4 + 2 + e] = v1;
+        mx0 = fmaxf(mx0, v0);
+        mx1 = fmaxf(mx1, v1);
+      }
+    }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mn0 = fmaxf(mrow0, mx0), mn1 = fmaxf(mrow1, mx1);
+    const float al0 = ex2(mrow0 - mn0), al1 = ex2(mrow1 - mn1);  // ex2(-inf) = 0 on the first tile
+    mrow0 = mn0;
+    mrow1 = mn1;
+    float ls0 = 0.f, ls1 = 0.f;
+#pragma unroll
+    for (int nt = 0; nt < NT8; ++nt) {
+      sc[nt * 4 + 0] = ex2(sc[nt * 4 + 0] - mn0);
+      sc[nt * 4 + 1] = ex2(sc[nt * 4 + 1] - mn0);
+      sc[nt * 4 + 2] = ex2(sc[nt * 4 + 2] - mn1);
+      sc[nt * 4 + 3] = ex2(sc[nt * 4 + 3] - mn1);
+      ls0 += sc[nt * 4 + 0] + sc[nt * 4 + 1];
+      ls1 += sc[nt * 4 + 2] + sc[nt * 4 + 3];
+    }
+    lrow0 = lrow0 * al0 + ls0;
+    lrow1 = lrow1 * al1 + ls1;
+#pragma unroll
+    for (int d = 0; d < HD / 8; ++d) {
+      o[d * 4 + 0] *= al0;
+      o[d * 4 + 1] *= al0;
+      o[d * 4 + 2] *= al1;
+      o[d * 4 + 3] *= al1;
+    }
+
+    // O += P V (P: the S accumulators as bf16 A fragments, two n8 tiles per k16 step)
+    unsigned pa[C::PK][4];
+#pragma unroll
+    for (int c = 0; c < C::PK; ++c) {
+      pa[c][0] = pack_bf16(sc[(2 * c) * 4 + 0], sc[(2 * c) * 4 + 1]);
+      pa[c][1] = pack_bf16(sc[(2 * c) * 4 + 2], sc[(2 * c) * 4 + 3]);
+      pa[c][2] = pack_bf16(sc[(2 * c + 1) * 4 + 0], sc[(2 * c + 1) * 4 + 1]);
+      pa[c][3] = pack_bf16(sc[(2 * c + 1) * 4 + 2], sc[(2 * c + 1) * 4 + 3]);
+    }
+    wgmma::fence_operands(o);
+    wgmma::fence();
+#pragma unroll
+    for (int c = 0; c < C::PK; ++c)
+      mma_rs<HD>(o, pa[c], wgmma::make_smem_desc(Vs + c * 2 * CPR * 64, kRowGroupBytes, kChunkBytes), true);
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::fence_operands(o);
+  }
+
+  // ---- epilogue: normalise, stage each warp's 16 rows in the (now free) K/V ring, 16-byte stores.
+  __syncthreads();  // every warpgroup is done with the ring
+  lrow0 += __shfl_xor_sync(0xffffffffu, lrow0, 1);
+  lrow0 += __shfl_xor_sync(0xffffffffu, lrow0, 2);
+  lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 1);
+  lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 2);
+  const float inv0 = lrow0 > 0.f ? 1.f / lrow0 : 0.f, inv1 = lrow1 > 0.f ? 1.f / lrow1 : 0.f;
+  bf16* St = KV;
+  const int r0 = warp * 16 + g, r1 = r0 + 8;
+#pragma unroll
+  for (int d = 0; d < HD / 8; ++d) {
+    *reinterpret_cast<unsigned*>(St + r0 * LDS + d * 8 + 2 * tq) = pack_bf16(o[d * 4 + 0] * inv0, o[d * 4 + 1] * inv0);
+    *reinterpret_cast<unsigned*>(St + r1 * LDS + d * 8 + 2 * tq) = pack_bf16(o[d * 4 + 2] * inv1, o[d * 4 + 3] * inv1);
+  }
+  __syncwarp();
+  bf16* ob = static_cast<bf16*>(p.out) + h * HD;
+  for (int i = lane; i < 16 * CPR; i += 32) {
+    const int r = i / CPR, c = i - r * CPR, t = m0 + warp * 16 + r;
+    if (t < p.nq)
+      *reinterpret_cast<uint4*>(ob + (q0 + t) * p.ldo + c * 8) =
+          *reinterpret_cast<const uint4*>(St + (warp * 16 + r) * LDS + c * 8);
+  }
+#else
+  using C = WgCfg<HD>;  // (referenced so that the sm_80 pass does not warn about unused members)
+  static_assert(C::CPR > 0 && C::KS > 0 && C::NT8 > 0 && C::PK > 0, "");
+  (void)p;
+  __trap();  // never launched: wgmma_relpos_plan only accepts sm_90 devices
+#endif
+}
+
+template <int HD>
+void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
+  static std::atomic<size_t> configured{0};
+  if (smem > configured.load()) {
+    check(cudaFuncSetAttribute(flash_wgmma_relpos_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(smem)),
+          "cudaFuncSetAttribute(wgmma attention smem)");
+    configured.store(smem);
+  }
+  flash_wgmma_relpos_kernel<HD><<<blocks, WgCfg<HD>::THREADS, smem, stream>>>(p);
+  check(cudaGetLastError(), "flash_wgmma_relpos_kernel launch");
+}
+
+// sm_90 (the sm_90a code this file compiles to runs on compute capability 9.0 only).
+bool device_is_sm90() {
+  static const bool v = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
+    return major == 9 && minor == 0;
+  }();
+  return v;
+}
+
+// VITRT_ATTN_WGMMA=0 turns the kernel off (the mma.sync kernel then runs): for A/B benchmarks on
+// the GPU machine. Read once per process.
+bool enabled_by_env() {
+  static const bool v = [] {
+    const char* e = std::getenv("VITRT_ATTN_WGMMA");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return v;
+}
+
+}  // namespace
+
+size_t wgmma_relpos_plan(const KParams& p, int optin_smem_limit) {
+  if (!enabled_by_env() || !device_is_sm90()) return 0;
+  if (p.ws != 0 || p.q_share != 1 || (p.hd != 64 && p.hd != 80)) return 0;
+  if (p.th == nullptr || p.relW != 64 || p.relH < 1 || p.nq != p.relH * p.relW || p.nk != p.nq) return 0;
+  if ((p.th_lo == nullptr) != (p.tw_lo == nullptr)) return 0;
+  const size_t smem = p.hd == 64 ? wg_smem_bytes<WgCfg<64>>(p.relH) : wg_smem_bytes<WgCfg<80>>(p.relH);
+  return smem <= static_cast<size_t>(optin_smem_limit) ? smem : 0;
+}
+
+void wgmma_relpos_launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
+  if (p.hd == 64) launch<64>(p, blocks, smem, stream);
+  else launch<80>(p, blocks, smem, stream);
+}
+
+}  // namespace vitrt::cuda::attn
