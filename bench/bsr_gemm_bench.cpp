@@ -206,17 +206,6 @@ double time_ms(F&& fn, const Options& o) {
   return t[t.size() / 2];
 }
 
-double rel_frobenius(const Tensor& got, const Tensor& want) {
-  const Tensor g = ops::cast(got, DType::F32).to(Device::CPU), w = ops::cast(want, DType::F32).to(Device::CPU);
-  double err = 0, ref = 0;
-  for (int64_t i = 0; i < w.numel(); ++i) {
-    const double e = static_cast<double>(g.data<float>()[i]) - w.data<float>()[i];
-    err += e * e;
-    ref += static_cast<double>(w.data<float>()[i]) * w.data<float>()[i];
-  }
-  return std::sqrt(err) / std::max(std::sqrt(ref), 1e-30);
-}
-
 // The BSR result's first and last rows against the dense GEMM on the folded weights.
 double check_rows(const Tensor& x, const Tensor& y_bsr, const BsrMatrix& host) {
   const Tensor w_fold = bsr_to_dense(host).to(Device::CUDA);
@@ -224,7 +213,7 @@ double check_rows(const Tensor& x, const Tensor& y_bsr, const BsrMatrix& host) {
   double worst = 0;
   for (int64_t begin : {int64_t{0}, M - rows}) {
     const Tensor want = ops::linear(x.slice0(begin, begin + rows), w_fold);
-    worst = std::max(worst, rel_frobenius(y_bsr.slice0(begin, begin + rows), want));
+    worst = std::max(worst, ops::relative_error(y_bsr.slice0(begin, begin + rows), want));
   }
   return worst;
 }
@@ -299,7 +288,7 @@ int run_sweep(const Options& o, const std::string& gpu) {
               };
               call();
               cuda::synchronize();
-              err = std::max(rel_frobenius(y.slice0(0, nrows), want_lo), rel_frobenius(y.slice0(M - nrows, M), want_hi));
+              err = std::max(ops::relative_error(y.slice0(0, nrows), want_lo), ops::relative_error(y.slice0(M - nrows, M), want_hi));
               ok = err <= tol;  // NaN fails too
               ms = time_ms(call, o);
             } catch (const std::exception& e) {

@@ -4,9 +4,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cmath>
-
+#include "ops/ops.h"
 #include "vitrt/tensor.h"
 
 #ifdef VITRT_HAVE_CUDA
@@ -31,17 +29,10 @@ class CudaTest : public ::testing::Test {
   }
 };
 
-// ||got - want|| / ||want|| (Frobenius) of two host tensors of any floating dtype and one shape.
+// ||got - want|| / ||want|| (Frobenius, ops::relative_error) of two tensors of one shape.
 inline double rel_frobenius(const Tensor& got, const Tensor& want) {
   EXPECT_EQ(got.shape(), want.shape());
-  const Tensor g = got.to_f32(), w = want.to_f32();
-  double err = 0, ref = 0;
-  for (int64_t i = 0; i < w.numel(); ++i) {
-    const double d = static_cast<double>(g.data<float>()[i]) - w.data<float>()[i];
-    err += d * d;
-    ref += static_cast<double>(w.data<float>()[i]) * w.data<float>()[i];
-  }
-  return std::sqrt(err) / std::max(std::sqrt(ref), 1e-30);
+  return ops::relative_error(got, want);
 }
 
 }  // namespace vitrt::test

@@ -46,6 +46,11 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, flo
 // x converted to `to` (F32 <-> BF16) on its device; x itself when it already has that dtype.
 Tensor cast(const Tensor& x, DType to);
 
+// ||got - ref||_F / ||ref||_F in double precision (||got - ref||_F when ref is all zeros), for any
+// floating dtypes and devices (compared on the host in fp32); the element counts must match.
+// Fidelity reports, tests and benchmarks share it.
+double relative_error(const Tensor& got, const Tensor& ref);
+
 // Element-wise, in place. add_: y is broadcast over x's leading dims (y's shape must equal a
 // suffix of x's shape, or y.numel() == x.numel()).
 void add_(Tensor& x, const Tensor& y);

@@ -1,5 +1,7 @@
 // ops::cast: to float32 from any floating dtype, or to bfloat16 (round to nearest even), on the
-// tensor's device.
+// tensor's device; and ops::relative_error, which compares through it.
+#include <cmath>
+
 #include "ops/op_profiler.h"
 #include "ops/ops.h"
 #include "ops/ops_cuda.h"
@@ -21,6 +23,19 @@ Tensor cast(const Tensor& x, DType to) {
   uint16_t* o = out.data<uint16_t>();
   for (int64_t i = 0, n = x.numel(); i < n; ++i) o[i] = f32_to_bf16(s[i]);
   return out;
+}
+
+double relative_error(const Tensor& got, const Tensor& ref) {
+  VITRT_CHECK(got.numel() == ref.numel(), InvalidArgument, "relative_error: shapes ", shape_str(got.shape()), " and ",
+              shape_str(ref.shape()), " differ");
+  const Tensor a = cast(got, DType::F32).to(Device::CPU), b = cast(ref, DType::F32).to(Device::CPU);
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double d = static_cast<double>(a.data<float>()[i]) - b.data<float>()[i];
+    num += d * d;
+    den += static_cast<double>(b.data<float>()[i]) * b.data<float>()[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
 }  // namespace vitrt::ops

@@ -4,21 +4,9 @@
 #include <cstring>
 
 #include "ops/cpu/resize_antialias.h"
+#include "ops/ops.h"
 
 namespace vitrt::sam {
-
-double relative_error(const Tensor& got, const Tensor& ref) {
-  VITRT_CHECK(got.numel() == ref.numel(), InvalidArgument, "relative_error: shapes ", shape_str(got.shape()), " and ",
-              shape_str(ref.shape()), " differ");
-  Tensor a = got.to_f32(), b = ref.to_f32();
-  double num = 0, den = 0;
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    const double d = static_cast<double>(a.data<float>()[i]) - b.data<float>()[i];
-    num += d * d;
-    den += static_cast<double>(b.data<float>()[i]) * b.data<float>()[i];
-  }
-  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
 
 uint64_t fnv1a64(const uint8_t* data, size_t n) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -49,7 +37,7 @@ FidelityReport compare_with_reference(SamPredictor& predictor, const Image& imag
   }
 
   predictor.set_image(image);
-  rep.embedding_rel = relative_error(predictor.embedding().features, ref_at(reference, "embedding"));
+  rep.embedding_rel = ops::relative_error(predictor.embedding().features, ref_at(reference, "embedding"));
 
   for (const auto& [key, value] : reference) {
     const std::string suffix = ".multimask";
@@ -73,9 +61,9 @@ FidelityReport compare_with_reference(SamPredictor& predictor, const Image& imag
 
     FidelityCase fc;
     fc.name = name;
-    fc.iou_rel = relative_error(Tensor::from_vector(pred.scores, {static_cast<int64_t>(pred.scores.size())}),
+    fc.iou_rel = ops::relative_error(Tensor::from_vector(pred.scores, {static_cast<int64_t>(pred.scores.size())}),
                                 ref_at(reference, name + ".iou"));
-    fc.low_res_rel = relative_error(pred.low_res_logits, ref_at(reference, name + ".low_res"));
+    fc.low_res_rel = ops::relative_error(pred.low_res_logits, ref_at(reference, name + ".low_res"));
     const Tensor& masks = ref_at(reference, name + ".masks_packed");
     const Tensor& near = ref_at(reference, name + ".near_zero_packed");
     const int64_t K = pred.masks.size(0), n = pred.masks.numel() / K;

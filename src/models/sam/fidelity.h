@@ -24,7 +24,6 @@ struct FidelityReport {
   std::vector<FidelityCase> cases;
 };
 
-double relative_error(const Tensor& got, const Tensor& ref);  // ||got - ref||_F / ||ref||_F
 uint64_t fnv1a64(const uint8_t* data, size_t n);
 
 // Runs `predictor` on `image` and every prompt case stored in `reference`.
