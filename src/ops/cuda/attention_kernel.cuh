@@ -58,7 +58,7 @@ __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
 // rel_H x 64 grid, head_dim 64 or 80, BF16, dense sequences (no window, no q sharing).
 // wgmma_relpos_plan: dynamic shared memory bytes for `p`, or 0 when the kernel does not cover it
 // (then the mma.sync kernel runs). wgmma_relpos_launch: one launch of p.num_qtiles * heads * seqs CTAs.
-constexpr int kWgmmaBM = 192;  // query rows per CTA (3 warpgroups x 64)
+constexpr int kWgmmaBM = 128;  // query rows per CTA (2 consumer warpgroups x 64)
 size_t wgmma_relpos_plan(const KParams& p, int optin_smem_limit);
 void wgmma_relpos_launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream);
 

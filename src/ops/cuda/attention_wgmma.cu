@@ -2,18 +2,24 @@
 //
 // Covers the encoder's global attention: dense sequences of rel_H x 64 tokens (the 64 x 64 grid of
 // every SAM model at 1024 px), head_dim 64 or 80, BF16. Everything else (windows, other grids, the
-// decoder's attention, sm_80) runs the mma.sync kernel of attention.cu, which this one mirrors:
-//  - a CTA of 3 warpgroups owns 192 query rows of one (sequence, head), 64 per warpgroup;
-//  - one key tile is BN = 64 keys = one key row kh of the grid, so the rel_w bias of a query row
-//    is the same for every tile: each thread keeps its share of it in registers (the score
-//    accumulators' layout) for the whole loop, and S starts from it; rel_h is one float per row
-//    and tile, read from shared memory;
-//  - S = Q K^T and O += P V are wgmma.mma_async m64nNk16 with the A operand in registers (Q
-//    fragments loaded once; P converted from the S accumulators as in FlashAttention-2/3) and
-//    K / V read from shared memory through descriptors. K and V tiles share one no-swizzle
-//    core-matrix layout (8 rows x 16 bytes contiguous, [row/8][chunk][row%8]): K is the K-major B
-//    operand of Q K^T, V the MN-major (transposed) B operand of P V, so V needs no transpose;
-//  - K / V tiles come through a 3-stage cp.async ring (one __syncthreads per tile);
+// decoder's attention, sm_80) runs the mma.sync kernel of attention.cu, which this one mirrors.
+// FlashAttention-3's structure, without TMA:
+//  - a CTA is two consumer warpgroups (64 query rows each, 128 per CTA) and one producer
+//    warpgroup, which hands most of its registers to the consumers (setmaxnreg);
+//  - the producers stream K / V tiles (BN = 64 keys) into a 4-slot shared-memory ring with cp.async,
+//    each slot guarded by two mbarriers (full: its copies landed; empty: both warpgroups are done
+//    with it), so the warpgroups never meet at a CTA barrier and drift apart freely;
+//  - inside a warpgroup, Q K^T of the next tile runs on the tensor cores while the softmax of the
+//    current one runs on the ALUs (two score buffers), and P V runs while the next tile's scores are
+//    awaited;
+//  - S = Q K^T and O += P V are wgmma.mma_async m64nNk16 with the A operand in registers (Q fragments
+//    loaded once; P converted from the S accumulators) and K / V read from shared memory through
+//    descriptors. K and V share one no-swizzle core-matrix layout (8 rows x 16 bytes contiguous,
+//    [row/8][chunk][row%8]): K is the K-major B operand of Q K^T, V the MN-major (transposed) B operand
+//    of P V, so V needs no transpose;
+//  - one key tile is one key row kh of the grid, so a query row's rel_w bias is the same for every
+//    tile: each thread keeps its share in registers (the score accumulators' layout) and S starts
+//    from it; rel_h is one float per row and tile, read from shared memory;
 //  - the rel-pos prologue is the mma.sync kernel's: G = Q T^T over all table rows on the tensor
 //    cores, scattered into rel_h / rel_w buffers in shared memory (aliasing the Q staging).
 // Softmax in the log2 domain with the row maxima and sums per thread quad, as attention.cu.
@@ -42,15 +48,21 @@ using ptx::mma_bf16;
 template <int HD_>
 struct WgCfg {
   static constexpr int HD = HD_;
-  static constexpr int WGS = 3, THREADS = 128 * WGS;
-  static constexpr int BM = 64 * WGS;  // query rows per CTA
+  static constexpr int CONSUMER_WARPS = 8;                  // two warpgroups
+  static constexpr int PRODUCERS = 128;                      // + one producer warpgroup
+  static constexpr int THREADS = 32 * CONSUMER_WARPS + PRODUCERS;
+  // Registers per thread after setmaxnreg: the producers give theirs to the consumers (the
+  // launch's 65536 / 384 = 168 each would make the consumers spill their accumulators).
+  static constexpr int PRODUCER_REGS = 48, CONSUMER_REGS = 232;
+  static_assert(PRODUCERS * PRODUCER_REGS + 32 * CONSUMER_WARPS * CONSUMER_REGS <= 65536, "register file");
+  static constexpr int BM = 16 * CONSUMER_WARPS;           // query rows per CTA
   static constexpr int BN = 64;        // keys per tile = rel_W: one key row of the grid
-  static constexpr int STAGES = 3;
+  static constexpr int STAGES = 4;     // K / V ring slots
   static constexpr int CPR = HD / 8;   // 16-byte chunks per row
   static constexpr int KS = HD / 16;   // k16 steps of Q K^T
   static constexpr int NT8 = BN / 8;   // n8 tiles of S per warp
   static constexpr int PK = BN / 16;   // k16 steps of P V
-  static constexpr int NRG = BM / 16;  // m16 row groups (one per warp)
+  static constexpr int NRG = BM / 16;  // m16 row groups (one per consumer warp)
   static constexpr int SW = NRG * 32 + 8, SH = NRG * 16 + 8;  // bias layouts as attention.cu's
   static constexpr int LDS = HD + 8;   // padded rows: Q staging, tables, output staging
   static constexpr int tile_elems = BN * HD;
@@ -61,7 +73,7 @@ struct WgCfg {
   static_assert(HD == 64 || HD == 80, "wgmma shapes exist for n64 / n80 only (wgmma.cuh)");
 };
 
-// [Q staging | rel_w, rel_h buffers (aliased)] [K/V ring]
+// [Q staging | rel_w, rel_h buffers (aliased)] [K/V ring] [mbarriers: full[STAGES], empty[STAGES]]
 template <class C>
 __host__ __device__ inline size_t wg_region_a(int relH) {
   const size_t q = static_cast<size_t>(C::BM) * C::LDS * sizeof(bf16);
@@ -70,7 +82,7 @@ __host__ __device__ inline size_t wg_region_a(int relH) {
 }
 template <class C>
 size_t wg_smem_bytes(int relH) {
-  return wg_region_a<C>(relH) + static_cast<size_t>(C::kv_elems) * sizeof(bf16);
+  return wg_region_a<C>(relH) + static_cast<size_t>(C::kv_elems) * sizeof(bf16) + 2 * C::STAGES * sizeof(uint64_t);
 }
 
 // Offset (elements) of 16-byte chunk c of row r in a K / V tile: [r/8][c][r%8][8 elements].
@@ -78,6 +90,47 @@ template <class C>
 __device__ __forceinline__ int core_offset(int r, int c) {
   return ((r >> 3) * C::CPR + c) * 64 + (r & 7) * 8;
 }
+
+#if VITRT_WGMMA_ENABLED
+// mbarriers in shared memory.
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(ptx::smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(ptx::smem_u32(bar))
+               : "memory");
+}
+// Blocks until the phase of parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(ptx::smem_u32(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// One arrival on `bar` once every cp.async this thread issued before has landed.
+__device__ __forceinline__ void cp_async_mbar_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(ptx::smem_u32(bar)) : "memory");
+}
+// Moves registers between warpgroups: every warp of the warpgroup executes it.
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+}
+// Barrier of the consumer warps only (named barrier 1; the producers may have exited).
+template <int N>
+__device__ __forceinline__ void consumer_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(N) : "memory");
+}
+
+#endif
 
 // d[64 x N] += a * b with N = 64 (S, or O for head_dim 64) or 80 (O for head_dim 80).
 template <int N>
@@ -101,23 +154,32 @@ __global__ void __launch_bounds__(WgCfg<HD>::THREADS, 1) flash_wgmma_relpos_kern
   using C = WgCfg<HD>;
   constexpr int THREADS = C::THREADS, BM = C::BM, BN = C::BN, CPR = C::CPR, KS = C::KS, NT8 = C::NT8;
   constexpr int LDS = C::LDS, SW = C::SW, SH = C::SH, STAGES = C::STAGES, TE = C::tile_elems;
+  constexpr int CONSUMERS = 32 * C::CONSUMER_WARPS;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const size_t region_a = wg_region_a<C>(p.relH);
   bf16* Qs = reinterpret_cast<bf16*>(smem_raw);
   float* BWs = reinterpret_cast<float*>(smem_raw);  // aliases Qs once the Q fragments are in registers
   float* BHs = BWs + (BN / 2) * SW;
   bf16* KV = reinterpret_cast<bf16*>(smem_raw + region_a);
+  uint64_t* full = reinterpret_cast<uint64_t*>(KV + C::kv_elems);
+  uint64_t* empty = full + STAGES;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
+  const bool consumer = warp < C::CONSUMER_WARPS;
   const int tile = blockIdx.x % p.num_qtiles;
   const int sh = blockIdx.x / p.num_qtiles;
   const int h = sh % p.heads, s = sh / p.heads;
   const int m0 = tile * BM;
   const long long q0 = static_cast<long long>(s) * p.nq, k0 = static_cast<long long>(s) * p.nk;
   const bf16* qb = static_cast<const bf16*>(p.q) + h * HD;
-  const bf16* kb = static_cast<const bf16*>(p.k) + h * HD;
-  const bf16* vb = static_cast<const bf16*>(p.v) + h * HD;
+
+  if (tid == 0) {
+    for (int i = 0; i < STAGES; ++i) {
+      mbar_init(&full[i], C::PRODUCERS);           // every producer thread, once its copies land
+      mbar_init(&empty[i], C::CONSUMER_WARPS);     // one arrival per consumer warp
+    }
+  }
 
   // ---- Q tile -> Qs (rows past nq zero-filled)
   for (int i = tid; i < BM * CPR; i += THREADS) {
@@ -127,24 +189,8 @@ __global__ void __launch_bounds__(WgCfg<HD>::THREADS, 1) flash_wgmma_relpos_kern
   }
   cp_async_commit();
 
-  // K / V tile kt -> ring slot. Lanes cover 16 rows x 2 chunks (each 32-byte sector of global
-  // memory whole; each 8-lane phase writes one contiguous 128-byte core matrix: no bank conflicts).
-  auto issue_kv = [&](int kt, int slot) {
-    bf16* Ks = KV + slot * 2 * TE;
-    bf16* Vs = Ks + TE;
-    const long long r0 = k0 + static_cast<long long>(kt) * BN;
-    for (int i = tid; i < BN * CPR; i += THREADS) {
-      const int rest = i >> 5, ln = i & 31;
-      const int r = (ln & 7) + ((ln >> 4) << 3) + (rest % (BN / 16)) * 16;
-      const int c = ((ln >> 3) & 1) + 2 * (rest / (BN / 16));
-      const int off = core_offset<C>(r, c);
-      cp_async16(Ks + off, kb + (r0 + r) * p.ldk + c * 8, 16);
-      cp_async16(Vs + off, vb + (r0 + r) * p.ldv + c * 8, 16);
-    }
-  };
-
-  // ---- rel-pos prologue (as attention.cu's, one m16 tile per warp): G = Q T^T over the
-  // 2H-1 + 2W-1 table rows, scattered into BH / BW, which overwrite Qs.
+  // ---- rel-pos prologue (as attention.cu's, one m16 tile per consumer warp): G = Q T^T over the
+  // 2H-1 + 2W-1 table rows, scattered into BH / BW, which overwrite Qs. Every thread helps load.
   unsigned qf[KS][4];
   {
     const int relH = p.relH, relW = p.relW;
@@ -193,41 +239,79 @@ __global__ void __launch_bounds__(WgCfg<HD>::THREADS, 1) flash_wgmma_relpos_kern
       cp_async_wait<0>();
       __syncthreads();
       if (c0 == 0) {
-        const int row = warp * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-        const int col = (lane >> 4) << 3;
+        if (consumer) {
+          const int row = warp * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+          const int col = (lane >> 4) << 3;
 #pragma unroll
-        for (int ks = 0; ks < KS; ++ks) ldsm_x4(qf[ks][0], qf[ks][1], qf[ks][2], qf[ks][3], Qs + row * LDS + ks * 16 + col);
+          for (int ks = 0; ks < KS; ++ks)
+            ldsm_x4(qf[ks][0], qf[ks][1], qf[ks][2], qf[ks][3], Qs + row * LDS + ks * 16 + col);
+        }
         __syncthreads();  // every warp holds its Q fragments: BH / BW may overwrite Qs
       }
-      for (int pr = 0; pr < n16 / 16; ++pr) {
-        float acc[2][4] = {};
-        const int brow = pr * 16 + (lane & 7) + ((lane >> 4) << 3);
-        const int bcol = ((lane >> 3) & 1) << 3;
+      if (consumer) {
+        for (int pr = 0; pr < n16 / 16; ++pr) {
+          float acc[2][4] = {};
+          const int brow = pr * 16 + (lane & 7) + ((lane >> 4) << 3);
+          const int bcol = ((lane >> 3) & 1) << 3;
 #pragma unroll
-        for (int ks = 0; ks < KS; ++ks) {
-          unsigned b0, b1, b2, b3;
-          ldsm_x4(b0, b1, b2, b3, KV + brow * LDS + ks * 16 + bcol);
-          mma_bf16(acc[0], qf[ks], b0, b1);
-          mma_bf16(acc[1], qf[ks], b2, b3);
-          if (lo) {
-            ldsm_x4(b0, b1, b2, b3, KV + (chunk + brow) * LDS + ks * 16 + bcol);
+          for (int ks = 0; ks < KS; ++ks) {
+            unsigned b0, b1, b2, b3;
+            ldsm_x4(b0, b1, b2, b3, KV + brow * LDS + ks * 16 + bcol);
             mma_bf16(acc[0], qf[ks], b0, b1);
             mma_bf16(acc[1], qf[ks], b2, b3);
+            if (lo) {
+              ldsm_x4(b0, b1, b2, b3, KV + (chunk + brow) * LDS + ks * 16 + bcol);
+              mma_bf16(acc[0], qf[ks], b0, b1);
+              mma_bf16(acc[1], qf[ks], b2, b3);
+            }
           }
+#pragma unroll
+          for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int t = c0 + pr * 16 + hf * 8 + 2 * tq + e;
+              put(0, t, acc[hf][e]);
+              put(1, t, acc[hf][2 + e]);
+            }
         }
-#pragma unroll
-        for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int t = c0 + pr * 16 + hf * 8 + 2 * tq + e;
-            put(0, t, acc[hf][e]);
-            put(1, t, acc[hf][2 + e]);
-          }
       }
     }
-    __syncthreads();  // BH / BW complete; the table buffer is free for K / V
+    __syncthreads();  // BH / BW complete; the table buffer is free for K / V; mbarriers initialised
   }
 
+  const int nkt = p.nk / BN;
+
+  // ---- producers: K / V tiles into the ring. Each warp covers 16 rows x 2 chunks per step (each
+  // 32-byte sector of global memory whole; each 8-lane phase writes one contiguous 128-byte core
+  // matrix: no bank conflicts).
+  if (!consumer) {
+    setmaxnreg_dec<C::PRODUCER_REGS>();
+    const bf16* kb = static_cast<const bf16*>(p.k) + h * HD;
+    const bf16* vb = static_cast<const bf16*>(p.v) + h * HD;
+    const int pw = warp - C::CONSUMER_WARPS;
+    const int rl = (lane & 7) + ((lane >> 4) << 3), cl = (lane >> 3) & 1;
+    constexpr int STEPS = BN * CPR / 32;  // 32-chunk steps per tile (16 or 20), spread over the warps
+    for (int kt = 0; kt < nkt; ++kt) {
+      const int slot = kt % STAGES, round = kt / STAGES;
+      if (round > 0) mbar_wait(&empty[slot], (round - 1) & 1);
+      bf16* Ks = KV + slot * 2 * TE;
+      bf16* Vs = Ks + TE;
+      const long long r0 = k0 + static_cast<long long>(kt) * BN;
+#pragma unroll
+      for (int st = pw; st < STEPS; st += C::PRODUCERS / 32) {
+        const int r = rl + (st % (BN / 16)) * 16, c = cl + 2 * (st / (BN / 16));
+        const int off = core_offset<C>(r, c);
+        cp_async16(Ks + off, kb + (r0 + r) * p.ldk + c * 8, 16);
+        cp_async16(Vs + off, vb + (r0 + r) * p.ldv + c * 8, 16);
+      }
+      cp_async_mbar_arrive(&full[slot]);
+    }
+    cp_async_wait<0>();
+    return;
+  }
+  setmaxnreg_inc<C::CONSUMER_REGS>();
+
+  // ---- consumers
   // This thread's share of rel_w / scale in the score accumulators' layout (tile-independent).
   float bw[NT8 * 4];
 #pragma unroll
@@ -240,45 +324,47 @@ __global__ void __launch_bounds__(WgCfg<HD>::THREADS, 1) flash_wgmma_relpos_kern
   }
   const float* bh_row = BHs + warp * 16 + g * 2;  // + kh * SH: (rel_h row g, row g + 8) * log2e
 
-  const int nkt = p.nk / BN;
-#pragma unroll
-  for (int st = 0; st < STAGES - 1; ++st) {
-    if (st < nkt) issue_kv(st, st);
-    cp_async_commit();
-  }
-
   float o[HD / 2];
 #pragma unroll
   for (int i = 0; i < HD / 2; ++i) o[i] = 0.f;
   float mrow0 = -INFINITY, mrow1 = -INFINITY, lrow0 = 0.f, lrow1 = 0.f;
   constexpr uint32_t kChunkBytes = 128, kRowGroupBytes = CPR * 128;
+  auto slot_k = [&](int kt) { return KV + (kt % STAGES) * 2 * TE; };
 
-  for (int kt = 0; kt < nkt; ++kt) {
-    cp_async_wait<STAGES - 2>();      // this thread's copies of tile kt have landed
-    wgmma::fence_proxy_async_smem();  // ... and are visible to wgmma
-    __syncthreads();                  // everyone's; and every warpgroup is done with tile kt - 1
-    {
-      const int nxt = kt + STAGES - 1;
-      if (nxt < nkt) issue_kv(nxt, nxt % STAGES);
-      cp_async_commit();
-    }
-    const bf16* Ks = KV + (kt % STAGES) * 2 * TE;
-    const bf16* Vs = Ks + TE;
-
-    // S = rel_w / scale + Q K^T
-    float sc[NT8 * 4];
+  // S = rel_w / scale + Q K^T for tile kt, issued asynchronously (one wgmma group). Called with no
+  // wgmma in flight: the MOVs that seed S define a wgmma input, which must not happen while other
+  // wgmmas run (ptxas would serialise every wgmma of the kernel).
+  auto issue_qk = [&](float(&sc)[NT8 * 4], int kt) {
+    mbar_wait(&full[kt % STAGES], (kt / STAGES) & 1);
+    wgmma::fence_proxy_async_smem();  // the producer's cp.async writes -> wgmma's reads
 #pragma unroll
     for (int i = 0; i < NT8 * 4; ++i) sc[i] = bw[i];
     wgmma::fence_operands(sc);
     wgmma::fence();
+    const bf16* Ks = slot_k(kt);
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks)
       mma_rs<64>(sc, qf[ks], wgmma::make_smem_desc(Ks + ks * 2 * 64, kChunkBytes, kRowGroupBytes), false);
     wgmma::commit();
-    wgmma::wait<0>();
-    wgmma::fence_operands(sc);
-
-    // Scale, + rel_h, online softmax (log2 domain).
+  };
+  // O += P V for tile kt, issued asynchronously.
+  auto issue_pv = [&](const unsigned(&pa)[C::PK][4], int kt) {
+    wgmma::fence_operands(o);
+    wgmma::fence();
+    const bf16* Vs = slot_k(kt) + TE;
+#pragma unroll
+    for (int c = 0; c < C::PK; ++c)
+      mma_rs<HD>(o, pa[c], wgmma::make_smem_desc(Vs + c * 2 * CPR * 64, kRowGroupBytes, kChunkBytes), true);
+    wgmma::commit();
+  };
+  // This warp is done with tile kt's slot (its Q K^T and P V have completed).
+  auto release = [&](int kt) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[kt % STAGES]);
+  };
+  float al0 = 1.f, al1 = 1.f;  // O's rescaling for the tile whose P is pending
+  // Scale, + rel_h, online softmax (log2 domain) of tile kt's scores in place.
+  auto softmax = [&](float(&sc)[NT8 * 4], int kt) {
     const float2 bh = *reinterpret_cast<const float2*>(bh_row + kt * SH);
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
@@ -298,7 +384,8 @@ __global__ void __launch_bounds__(WgCfg<HD>::THREADS, 1) flash_wgmma_relpos_kern
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
     const float mn0 = fmaxf(mrow0, mx0), mn1 = fmaxf(mrow1, mx1);
-    const float al0 = ex2(mrow0 - mn0), al1 = ex2(mrow1 - mn1);  // ex2(-inf) = 0 on the first tile
+    al0 = ex2(mrow0 - mn0);  // ex2(-inf) = 0 on the first tile
+    al1 = ex2(mrow1 - mn1);
     mrow0 = mn0;
     mrow1 = mn1;
     float ls0 = 0.f, ls1 = 0.f;
@@ -313,16 +400,9 @@ __global__ void __launch_bounds__(WgCfg<HD>::THREADS, 1) flash_wgmma_relpos_kern
     }
     lrow0 = lrow0 * al0 + ls0;
     lrow1 = lrow1 * al1 + ls1;
-#pragma unroll
-    for (int d = 0; d < HD / 8; ++d) {
-      o[d * 4 + 0] *= al0;
-      o[d * 4 + 1] *= al0;
-      o[d * 4 + 2] *= al1;
-      o[d * 4 + 3] *= al1;
-    }
-
-    // O += P V (P: the S accumulators as bf16 A fragments, two n8 tiles per k16 step)
-    unsigned pa[C::PK][4];
+  };
+  // P as bf16 A fragments, two n8 tiles of S per k16 step.
+  auto to_p = [&](const float(&sc)[NT8 * 4], unsigned(&pa)[C::PK][4]) {
 #pragma unroll
     for (int c = 0; c < C::PK; ++c) {
       pa[c][0] = pack_bf16(sc[(2 * c) * 4 + 0], sc[(2 * c) * 4 + 1]);
@@ -330,18 +410,45 @@ __global__ void __launch_bounds__(WgCfg<HD>::THREADS, 1) flash_wgmma_relpos_kern
       pa[c][2] = pack_bf16(sc[(2 * c + 1) * 4 + 0], sc[(2 * c + 1) * 4 + 1]);
       pa[c][3] = pack_bf16(sc[(2 * c + 1) * 4 + 2], sc[(2 * c + 1) * 4 + 3]);
     }
-    wgmma::fence_operands(o);
-    wgmma::fence();
+  };
+  auto rescale_o = [&]() {
 #pragma unroll
-    for (int c = 0; c < C::PK; ++c)
-      mma_rs<HD>(o, pa[c], wgmma::make_smem_desc(Vs + c * 2 * CPR * 64, kRowGroupBytes, kChunkBytes), true);
-    wgmma::commit();
+    for (int d = 0; d < HD / 8; ++d) {
+      o[d * 4 + 0] *= al0;
+      o[d * 4 + 1] *= al0;
+      o[d * 4 + 2] *= al1;
+      o[d * 4 + 3] *= al1;
+    }
+  };
+
+  // FlashAttention-3's intra-warpgroup order: Q K^T of tile kt and P V of tile kt - 1 are issued
+  // back to back; the softmax of tile kt runs while P V is on the tensor cores.
+  float sc[NT8 * 4];
+  unsigned pa[C::PK][4];
+  issue_qk(sc, 0);
+  wgmma::wait<0>();
+  wgmma::fence_operands(sc);
+  softmax(sc, 0);
+  to_p(sc, pa);
+  for (int kt = 1; kt < nkt; ++kt) {
+    issue_qk(sc, kt);
+    rescale_o();  // by tile kt - 1's factor, before its P V
+    issue_pv(pa, kt - 1);
+    wgmma::wait<1>();  // Q K^T of tile kt (P V of tile kt - 1 may still run)
+    wgmma::fence_operands(sc);
+    softmax(sc, kt);
     wgmma::wait<0>();
     wgmma::fence_operands(o);
+    release(kt - 1);
+    to_p(sc, pa);
   }
+  rescale_o();
+  issue_pv(pa, nkt - 1);
+  wgmma::wait<0>();
+  wgmma::fence_operands(o);
 
   // ---- epilogue: normalise, stage each warp's 16 rows in the (now free) K/V ring, 16-byte stores.
-  __syncthreads();  // every warpgroup is done with the ring
+  consumer_sync<CONSUMERS>();  // both warpgroups are done with the ring (the producer is idle)
   lrow0 += __shfl_xor_sync(0xffffffffu, lrow0, 1);
   lrow0 += __shfl_xor_sync(0xffffffffu, lrow0, 2);
   lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 1);
