@@ -37,9 +37,17 @@ cmake --build build-dev -j"$(nproc)" -- -k > "$OUT/build.log" 2>&1 || grep -E "e
 add_summary "build: ok in $(( $(date +%s) - t0 )) s"
 V=build-dev/bin/vitrt
 
+# ATTN_GATE=1: the wgmma attention kernel's own tests first, under a short time limit; if they fail
+# (or hang) the rest of the call runs with VITRT_ATTN_WGMMA=0, so one bad kernel does not cost the call.
+if [ "${ATTN_GATE:-0}" = 1 ]; then
+  timeout 90 build-dev/tests/test_cuda_attention --gtest_filter='CudaAttention.RelposGlobal*' > "$OUT/attn-gate.log" 2>&1
+  gate=$?; [ $gate = 0 ] || export VITRT_ATTN_WGMMA=0
+  add_summary "attention gate (global-attention tests): rc=$gate$([ $gate = 0 ] || echo ', VITRT_ATTN_WGMMA=0 from here on')"
+fi
+
 if has tests; then
   # TEST_EXCLUDE: a ctest -E regex (e.g. cuda_attention_tile to skip the tile-override repeats).
-  (cd build-dev && ctest -L gpu ${TEST_EXCLUDE:+-E "$TEST_EXCLUDE"} --output-on-failure --timeout 300) > "$OUT/gpu-tests.log" 2>&1
+  (cd build-dev && ctest -L gpu ${TEST_EXCLUDE:+-E "$TEST_EXCLUDE"} --output-on-failure --timeout ${TEST_TIMEOUT:-300}) > "$OUT/gpu-tests.log" 2>&1
   add_summary "gpu tests: $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log" | tail -1)"
   grep -E "TFLOP|FAILED|Failure" "$OUT/gpu-tests.log" | head -40
   for dt in fp32 bf16; do

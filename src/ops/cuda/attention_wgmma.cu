@@ -52,9 +52,12 @@ struct WgCfg {
   static constexpr int PRODUCERS = 128;                      // + one producer warpgroup
   static constexpr int THREADS = 32 * CONSUMER_WARPS + PRODUCERS;
   // Registers per thread after setmaxnreg: the producers give theirs to the consumers (the
-  // launch's 65536 / 384 = 168 each would make the consumers spill their accumulators).
-  static constexpr int PRODUCER_REGS = 48, CONSUMER_REGS = 232;
-  static_assert(PRODUCERS * PRODUCER_REGS + 32 * CONSUMER_WARPS * CONSUMER_REGS <= 65536, "register file");
+  // launch's 65536 / 384 = 168 each would make the consumers spill their accumulators). The CTA
+  // keeps what it was launched with (THREADS x 168): setmaxnreg.inc waits for registers freed by
+  // .dec, so a total above that would hang the consumers for ever.
+  static constexpr int LAUNCH_REGS = 168, PRODUCER_REGS = 56, CONSUMER_REGS = 224;
+  static_assert(PRODUCERS * PRODUCER_REGS + 32 * CONSUMER_WARPS * CONSUMER_REGS <= THREADS * LAUNCH_REGS,
+                "setmaxnreg must redistribute the launch's registers, not ask for more");
   static constexpr int BM = 16 * CONSUMER_WARPS;           // query rows per CTA
   static constexpr int BN = 64;        // keys per tile = rel_W: one key row of the grid
   static constexpr int STAGES = 4;     // K / V ring slots
