@@ -3,9 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <random>
+#include <utility>
 
+#include "models/sam/automatic_mask_generator.h"
+#include "models/sam/decoder_graph.h"
 #include "sam_test_util.h"
 
 using namespace vitrt;
@@ -241,6 +246,58 @@ TEST(SamPredictor, NoPromptAtAllStillDecodes) {  // the reference allows it (emp
   p.set_image(test::random_image(40, 40));
   Prediction r = p.predict(Prompt{});
   EXPECT_EQ(r.masks.shape(), (Shape{3, 40, 40}));
+}
+
+TEST(MaskDecoder, SharedDenseReturnsTheRequestedMaskPlanes) {
+  // forward_shared_dense(first_mask, num_masks) gives planes first .. first + num - 1 of the full
+  // result, bit for bit; on the CPU the CUDA-graph cache is never touched.
+  const auto model = test::small_model();
+  const SamConfig& c = model->config;
+  Tensor features = Tensor::empty({1, c.out_chans, c.grid_size(), c.grid_size()});
+  std::mt19937 rng(4);
+  std::normal_distribution<float> nd;
+  for (int64_t i = 0; i < features.numel(); ++i) features.data<float>()[i] = nd(rng);
+  const Tensor sparse = amg::point_sparse_tokens(*model, 96, 128, 60, 80, {{5.0, 7.0}, {40.0, 30.0}, {70.0, 2.0}});
+  const sam::MaskDecoder& dec = model->mask_decoder;
+  Tensor all, iou_all;
+  dec.forward_shared_dense(features, model->image_pe, sparse, model->no_mask_dense, all, iou_all);
+  const int64_t n = 3, M = all.size(1), m = all.size(2);
+  ASSERT_EQ(all.shape(), (Shape{n, 4, m, m}));
+  for (auto [first, count] : {std::pair<int64_t, int64_t>{1, 3}, {0, 1}, {2, 2}, {0, 4}}) {
+    Tensor part, iou;
+    dec.forward_shared_dense(features, model->image_pe, sparse, model->no_mask_dense, part, iou, nullptr, first,
+                             count);
+    ASSERT_EQ(part.shape(), (Shape{n, count, m, m}));
+    EXPECT_TRUE(same(iou, iou_all));
+    for (int64_t b = 0; b < n; ++b)
+      EXPECT_EQ(std::memcmp(part.data<float>() + b * count * m * m, all.data<float>() + (b * M + first) * m * m,
+                            sizeof(float) * count * m * m),
+                0)
+          << "planes " << first << "+" << count << " of prompt " << b;
+  }
+  Tensor x, y;
+  EXPECT_THROW(dec.forward_shared_dense(features, model->image_pe, sparse, model->no_mask_dense, x, y, nullptr, 3, 2),
+               InvalidArgument);
+  EXPECT_THROW(dec.forward_shared_dense(features, model->image_pe, sparse, model->no_mask_dense, x, y, nullptr, -1),
+               InvalidArgument);
+  const sam::DecoderGraphCache::Stats s = dec.graphs->stats();
+  EXPECT_EQ(s.eager_runs + s.captures + s.replays, 0);
+  EXPECT_EQ(s.entries, 0u);
+}
+
+TEST(MaskDecoder, ModelCopiesStartWithTheirOwnGraphCache) {
+  // A graph has its model's weight addresses baked in: SamModel::to() (a copy whose weights are
+  // then replaced) must not share the cache. VITRT_DECODER_GRAPH=0 is read when a model is made.
+  const auto model = test::small_model();
+  const auto copy = model->to(Device::CPU, DType::F32);
+  EXPECT_NE(&*copy->mask_decoder.graphs, &*model->mask_decoder.graphs);
+  EXPECT_TRUE(copy->mask_decoder.graphs->enabled());
+  ASSERT_EQ(setenv("VITRT_DECODER_GRAPH", "0", 1), 0);
+  const auto off = model->to(Device::CPU, DType::F32);
+  ASSERT_EQ(unsetenv("VITRT_DECODER_GRAPH"), 0);
+  EXPECT_FALSE(off->mask_decoder.graphs->enabled());
+  off->mask_decoder.graphs->set_enabled(true);
+  EXPECT_TRUE(off->mask_decoder.graphs->enabled());
 }
 
 TEST(SamFlops, MatchesTheReferenceCount) {

@@ -3,8 +3,11 @@
 // tokens, one hypernetwork MLP per mask token, and the IoU head.
 #include <cstring>
 
+#include "core/device_memory.h"
+#include "models/sam/decoder_graph.h"
 #include "models/sam/sam_model.h"
 #include "models/sam/weights.h"
+#include "ops/op_profiler.h"
 #include "ops/ops.h"
 
 namespace vitrt::sam {
@@ -153,46 +156,13 @@ void MaskDecoder::load(WeightReader& r, const SamConfig& c) {
   iou_head = take_mlp(r, p + "iou_prediction_head", D, c.iou_head_hidden_dim, M, c.iou_head_depth);
 }
 
-void MaskDecoder::forward(const Tensor& image, const Tensor& image_pe, const Tensor& sparse, const Tensor& dense,
-                          Tensor& masks_out, Tensor& iou_out, const std::vector<int64_t>* prompts_per_image) const {
-  Tensor masks, iou;
-  forward_kept(image, image_pe, sparse, dense, /*dense_shared=*/false, prompts_per_image, masks, iou);
-  const int64_t g = cfg.grid_size();
-  masks_out = ops::cast(masks, DType::F32).to(Device::CPU).reshape({masks.size(0), masks.size(1), 4 * g, 4 * g});
-  iou_out = ops::cast(iou, DType::F32).to(Device::CPU);
-}
-
-void MaskDecoder::forward_shared_dense(const Tensor& image, const Tensor& image_pe, const Tensor& sparse,
-                                       const Tensor& dense_one, Tensor& masks, Tensor& iou,
-                                       const std::vector<int64_t>* prompts_per_image) const {
-  forward_kept(image, image_pe, sparse, dense_one, /*dense_shared=*/true, prompts_per_image, masks, iou);
-  const int64_t g = cfg.grid_size();
-  masks = masks.reshape({masks.size(0), masks.size(1), 4 * g, 4 * g});
-}
-
-void MaskDecoder::forward_kept(const Tensor& image, const Tensor& image_pe, const Tensor& sparse, const Tensor& dense,
-                               bool dense_shared, const std::vector<int64_t>* prompts_per_image, Tensor& masks_out,
-                               Tensor& iou_out) const {
-  // Device-agnostic: image, image_pe and the weights may live on the GPU; sparse and dense come
-  // from the (CPU, float32) prompt encoder and are moved next to the weights here.
-  const Device dev = mask_tokens.device();
-  const DType dt = mask_tokens.dtype();
-  const int64_t D = cfg.out_chans, g = cfg.grid_size(), HW = g * g, M = output_tokens_host.size(0);
-  const int64_t B = sparse.size(0), n_sparse = sparse.size(1), T = M + n_sparse;
-
-  // tokens = [iou_token, mask_tokens, sparse prompt tokens] per batch entry (built on the host).
-  Tensor tokens_host = Tensor::empty({B, T, D});
-  for (int64_t b = 0; b < B; ++b) {
-    float* t = tokens_host.data<float>() + b * T * D;
-    std::memcpy(t, output_tokens_host.data<float>(), sizeof(float) * M * D);
-    std::memcpy(t + M * D, sparse.data<float>() + b * n_sparse * D, sizeof(float) * n_sparse * D);
-  }
-  auto to_model = [&](const Tensor& host) { return ops::cast(host.to(dev), dt); };
-  const Tensor query_pe = to_model(tokens_host);
-  // src = image embedding (as tokens) + dense prompt embedding; pos_src = image_pe (broadcast).
+namespace {
+// The prompt counts per image of a batch of B prompts on image [I, ...] (null: all on one image),
+// checked.
+std::vector<int64_t> checked_prompt_counts(const Tensor& image, int64_t B,
+                                           const std::vector<int64_t>* prompts_per_image) {
   const int64_t I = image.size(0);
-  const std::vector<int64_t> one_image{B};
-  const std::vector<int64_t>& per_image = prompts_per_image ? *prompts_per_image : one_image;
+  std::vector<int64_t> per_image = prompts_per_image ? *prompts_per_image : std::vector<int64_t>{B};
   VITRT_CHECK(static_cast<int64_t>(per_image.size()) == I, InvalidArgument, "mask decoder: ", I,
               " image embeddings but prompt counts for ", per_image.size());
   int64_t total = 0;
@@ -201,6 +171,111 @@ void MaskDecoder::forward_kept(const Tensor& image, const Tensor& image_pe, cons
     total += n;
   }
   VITRT_CHECK(total == B, InvalidArgument, "mask decoder: prompt counts sum to ", total, ", the batch holds ", B);
+  return per_image;
+}
+
+// x copied on its device in stream order. (Tensor::clone() waits for the device, which is not
+// allowed while a CUDA graph is being captured.)
+Tensor copy_in_stream_order(const Tensor& x) {
+  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
+  devmem::copy_rows(y.raw(), x.nbytes(), x.raw(), x.nbytes(), x.nbytes(), 1, x.device());
+  return y;
+}
+}  // namespace
+
+void MaskDecoder::forward(const Tensor& image, const Tensor& image_pe, const Tensor& sparse, const Tensor& dense,
+                          Tensor& masks_out, Tensor& iou_out, const std::vector<int64_t>* prompts_per_image) const {
+  Tensor masks, iou;
+  const std::vector<int64_t> per_image = checked_prompt_counts(image, sparse.size(0), prompts_per_image);
+  forward_kept(image, image_pe, sparse, dense, /*dense_shared=*/false, per_image, masks, iou);
+  const int64_t g = cfg.grid_size();
+  masks_out = ops::cast(masks, DType::F32).to(Device::CPU).reshape({masks.size(0), masks.size(1), 4 * g, 4 * g});
+  iou_out = ops::cast(iou, DType::F32).to(Device::CPU);
+}
+
+void MaskDecoder::forward_shared_dense(const Tensor& image, const Tensor& image_pe, const Tensor& sparse,
+                                       const Tensor& dense_one, Tensor& masks, Tensor& iou,
+                                       const std::vector<int64_t>* prompts_per_image, int64_t first_mask,
+                                       int64_t num_masks) const {
+  const int64_t num_mask_tokens = mask_tokens.size(0), g = cfg.grid_size();
+  if (num_masks < 0) num_masks = num_mask_tokens - first_mask;
+  VITRT_CHECK(first_mask >= 0 && num_masks >= 1 && first_mask + num_masks <= num_mask_tokens, InvalidArgument,
+              "mask decoder: mask outputs ", first_mask, " .. ", first_mask + num_masks - 1,
+              " requested, the model has ", num_mask_tokens);
+  const int64_t B = sparse.size(0);
+  const std::vector<int64_t> per_image = checked_prompt_counts(image, B, prompts_per_image);
+  const Device dev = mask_tokens.device();
+  const DType dt = mask_tokens.dtype();
+  auto in_model = [&](const Tensor& t) { return t.device() == dev && t.dtype() == dt; };
+  // The graphed path reads image_pe and dense_one in place and needs every input on the device
+  // (an upload cannot sit in a graph); the op profiler times eager launches only.
+  if (dev == Device::CUDA && graphs->enabled() && !ops::profiler::enabled() && B > 0 && in_model(image) &&
+      in_model(image_pe) && in_model(dense_one)) {
+    DecoderGraphCall call;
+    call.shape.batch = B;
+    call.shape.tokens = output_tokens_host.size(0) + sparse.size(1);
+    call.shape.first_mask = first_mask;
+    call.shape.num_masks = num_masks;
+    call.shape.image_pe = image_pe.raw();
+    call.shape.dense = dense_one.raw();
+    for (int64_t i = 0; i < image.size(0); ++i) {
+      if (per_image[i] == 0) continue;  // an image without prompts is not decoded
+      call.shape.prompts_per_image.push_back(per_image[i]);
+      call.images.push_back(image.slice0(i, i + 1));
+    }
+    call.tokens_host = prompt_tokens_host(sparse);
+    call.dtype = dt;
+    call.num_mask_tokens = num_mask_tokens;
+    call.plane = 16 * g * g;
+    graphs->run(
+        call,
+        [&](const Tensor& image_in, const Tensor& tokens_in, Tensor& masks_all, Tensor& iou_all) {
+          forward_device(image_in, image_pe, tokens_in, dense_one, /*dense_shared=*/true,
+                         call.shape.prompts_per_image, masks_all, iou_all);
+        },
+        masks, iou);
+  } else {
+    Tensor masks_all;
+    forward_kept(image, image_pe, sparse, dense_one, /*dense_shared=*/true, per_image, masks_all, iou);
+    masks = num_masks == num_mask_tokens ? masks_all : ops::narrow(masks_all, 1, first_mask, num_masks);
+  }
+  masks = masks.reshape({B, num_masks, 4 * g, 4 * g});
+}
+
+Tensor MaskDecoder::prompt_tokens_host(const Tensor& sparse) const {
+  const int64_t D = cfg.out_chans, M = output_tokens_host.size(0);
+  const int64_t B = sparse.size(0), n_sparse = sparse.size(1), T = M + n_sparse;
+  Tensor tokens = Tensor::empty({B, T, D});
+  for (int64_t b = 0; b < B; ++b) {
+    float* t = tokens.data<float>() + b * T * D;
+    std::memcpy(t, output_tokens_host.data<float>(), sizeof(float) * M * D);
+    std::memcpy(t + M * D, sparse.data<float>() + b * n_sparse * D, sizeof(float) * n_sparse * D);
+  }
+  return tokens;
+}
+
+void MaskDecoder::forward_kept(const Tensor& image, const Tensor& image_pe, const Tensor& sparse, const Tensor& dense,
+                               bool dense_shared, const std::vector<int64_t>& prompts_per_image, Tensor& masks_out,
+                               Tensor& iou_out) const {
+  // Device-agnostic: image, image_pe and the weights may live on the GPU; sparse and dense come
+  // from the (CPU, float32) prompt encoder and are moved next to the weights here.
+  const Device dev = mask_tokens.device();
+  const DType dt = mask_tokens.dtype();
+  auto to_model = [&](const Tensor& host) { return ops::cast(host.to(dev), dt); };
+  forward_device(image, image_pe, to_model(prompt_tokens_host(sparse)), to_model(dense), dense_shared,
+                 prompts_per_image, masks_out, iou_out);
+}
+
+void MaskDecoder::forward_device(const Tensor& image, const Tensor& image_pe, const Tensor& tokens,
+                                 const Tensor& dense, bool dense_shared, const std::vector<int64_t>& per_image,
+                                 Tensor& masks_out, Tensor& iou_out) const {
+  const DType dt = mask_tokens.dtype();
+  const int64_t D = cfg.out_chans, g = cfg.grid_size(), HW = g * g, M = output_tokens_host.size(0);
+  const int64_t B = tokens.size(0);
+  // tokens = [iou_token, mask_tokens, sparse prompt tokens] per batch entry.
+  const Tensor query_pe = ops::cast(tokens, dt);
+  // src = image embedding (as tokens) + dense prompt embedding; pos_src = image_pe (broadcast).
+  const int64_t I = image.size(0);
   // [I, HW, D]: each image's embedding as tokens.
   Tensor image_tokens = ops::permute(image.reshape({I, D, HW}), {0, 2, 1});
   Tensor keys;
@@ -211,7 +286,7 @@ void MaskDecoder::forward_kept(const Tensor& image, const Tensor& image_pe, cons
   std::vector<int64_t> counts;
   if (dense_shared) {
     // The same element-wise sums as below, once per image.
-    const Tensor dense_model = to_model(dense).reshape({1, HW, D});
+    const Tensor dense_model = dense.reshape({1, HW, D});
     std::vector<Tensor> parts;
     for (int64_t i = 0; i < I; ++i) {
       if (per_image[i] == 0) continue;
@@ -220,7 +295,7 @@ void MaskDecoder::forward_kept(const Tensor& image, const Tensor& image_pe, cons
     }
     keys = parts.size() == 1 ? parts[0] : ops::cat(parts, 0);
   } else {
-    keys = to_model(dense);
+    keys = dense;
     if (I == 1) {
       ops::add_(keys, image_tokens.reshape({HW, D}));
     } else {
@@ -235,7 +310,7 @@ void MaskDecoder::forward_kept(const Tensor& image, const Tensor& image_pe, cons
 
   // TwoWayTransformer.
   const int heads = cfg.decoder_heads;
-  Tensor queries = query_pe.clone();  // query_pe must stay the original tokens
+  Tensor queries = copy_in_stream_order(query_pe);  // query_pe must stay the original tokens
   for (size_t i = 0; i < layers.size(); ++i) {
     const DecoderLayerW& l = layers[i];
     if (i == 0) {  // skip_first_layer_pe: the first self-attention replaces the queries

@@ -291,10 +291,13 @@ std::vector<DecoderGroup> run_decoder(const SamModel& model, const std::vector<c
       std::memcpy(sp.data<float>() + b * n_tokens * D, sparse[i][j].raw(), sizeof(float) * n_tokens * D);
       any_mask_input |= dense[i][j].defined();
     }
-    Tensor masks;
     if (!any_mask_input) {
-      model.mask_decoder.forward_shared_dense(image, model.image_pe, sp, model.no_mask_dense, masks, g.iou, &g.counts);
+      // The K returned masks of every prompt, [B, K, m4, m4], left on the model's device (on the
+      // GPU a replayed CUDA graph when the shape was seen before: decoder_graph.h).
+      model.mask_decoder.forward_shared_dense(image, model.image_pe, sp, model.no_mask_dense, g.low_res, g.iou,
+                                              &g.counts, first, K);
     } else {
+      Tensor masks;
       Tensor de = Tensor::empty({B, HW, D});
       for (int64_t b = 0; b < B; ++b) {
         const auto [i, j] = g.members[b];
@@ -303,11 +306,11 @@ std::vector<DecoderGroup> run_decoder(const SamModel& model, const std::vector<c
         std::memcpy(de.data<float>() + b * HW * D, d.raw(), sizeof(float) * HW * D);
       }
       model.mask_decoder.forward(image, model.image_pe, sp, de, masks, g.iou, &g.counts);
+      // forward(), the mask-input path, returns all masks on the host: the K returned ones are
+      // moved back for the GPU's post-processing.
+      g.low_res = (K == masks.size(1) ? masks : ops::narrow(masks, 1, first, K)).to(model.device);
+      g.iou = g.iou.to(model.device);
     }
-    // The K returned masks of every prompt, [B, K, m4, m4], where the decoder left them.
-    // (forward(), the mask-input path, returns them on the host: moved back for the GPU's post-processing.)
-    g.low_res = (K == masks.size(1) ? masks : ops::narrow(masks, 1, first, K)).to(model.device);
-    g.iou = g.iou.to(model.device);
     if (!on_gpu) continue;
     for (size_t gi = 0, b0 = 0; gi < g.images.size(); b0 += g.counts[gi], ++gi) {
       const ImageEmbedding& e = *embeddings[g.images[gi]];

@@ -2,6 +2,7 @@
 // mask decoder, as plain structs of weights with forward functions that follow the reference
 // (segment_anything/modeling) step by step. Internal header; the public API is vitrt/sam.h.
 #pragma once
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -82,6 +83,25 @@ struct DecoderLayerW {
   LinearW lin1, lin2;
 };
 
+class DecoderGraphCache;  // decoder_graph.h
+
+// Owns a MaskDecoder's cache of CUDA graphs (decoder_graph.h). A copy starts with an empty cache:
+// a graph has its model's weight addresses baked in, and SamModel::to() copies a model before it
+// replaces the weights.
+class DecoderGraphs {
+ public:
+  DecoderGraphs();
+  DecoderGraphs(const DecoderGraphs&);
+  DecoderGraphs& operator=(const DecoderGraphs&);
+  ~DecoderGraphs();
+  // The cache is internally synchronised, so a const decoder may use it.
+  DecoderGraphCache* operator->() const { return cache_.get(); }
+  DecoderGraphCache& operator*() const { return *cache_; }
+
+ private:
+  std::unique_ptr<DecoderGraphCache> cache_;
+};
+
 struct MaskDecoder {
   SamConfig cfg;
   std::vector<DecoderLayerW> layers;
@@ -93,6 +113,8 @@ struct MaskDecoder {
   NormW up_norm;
   std::vector<std::vector<LinearW>> hyper_mlps;  // M+1 MLPs of 3 layers
   std::vector<LinearW> iou_head;
+  // forward_shared_dense's GPU work replayed as CUDA graphs, one per shape and stream.
+  DecoderGraphs graphs;
 
   void load(WeightReader& r, const SamConfig& c);
   // image: [1, out, g, g] and image_pe: [g*g, out] on the weights' device and dtype; sparse
@@ -107,17 +129,33 @@ struct MaskDecoder {
   // forward() for a batch whose prompts share one dense embedding, dense_one [g*g, out] (float32 on
   // the CPU, or already on the weights' device in their dtype; not modified) -- the automatic
   // mask generator's grid: single points, no mask input -- with the results
-  // left where the weights are, in their dtype: masks [B, M+1, 4g, 4g], iou [B, M+1]. The
+  // left where the weights are, in their dtype: masks [B, num_masks, 4g, 4g] (mask outputs
+  // first_mask .. first_mask + num_masks - 1; all M+1 by default), iou [B, M+1]. The
   // [B, g*g, out] dense tensor is never built on the host nor uploaded.
+  //
+  // On the GPU this replays a CUDA graph of the decoder's device work when one exists for the
+  // call's shape (decoder_graph.h: the first call of a shape runs eagerly, the second captures);
+  // the results are fresh tensors either way, never memory the graph reuses.
   void forward_shared_dense(const Tensor& image, const Tensor& image_pe, const Tensor& sparse,
                             const Tensor& dense_one, Tensor& masks, Tensor& iou,
-                            const std::vector<int64_t>* prompts_per_image = nullptr) const;
+                            const std::vector<int64_t>* prompts_per_image = nullptr, int64_t first_mask = 0,
+                            int64_t num_masks = -1) const;
 
  private:
+  // [B, T, out] float32 on the CPU: each prompt's tokens, [iou_token, mask_tokens, its sparse tokens].
+  Tensor prompt_tokens_host(const Tensor& sparse) const;
   // Both: masks [B, M+1, (4g)^2] and iou [B, M+1] on the weights' device and dtype.
   void forward_kept(const Tensor& image, const Tensor& image_pe, const Tensor& sparse, const Tensor& dense,
-                    bool dense_shared, const std::vector<int64_t>* prompts_per_image, Tensor& masks,
+                    bool dense_shared, const std::vector<int64_t>& prompts_per_image, Tensor& masks,
                     Tensor& iou) const;
+  // The decoder's device work, everything after the inputs are on the weights' device: no host
+  // data, no uploads, no synchronisation, so that it can be captured as a CUDA graph. tokens
+  // [B, T, out] (float32 or the weights' dtype), dense [g*g, out] (dense_shared) or [B, g*g, out]
+  // in the weights' dtype (the per-prompt one is summed into in place), image [I, out, g, g],
+  // image_pe [g*g, out] in the weights' dtype; prompts_per_image: I validated counts summing to B.
+  void forward_device(const Tensor& image, const Tensor& image_pe, const Tensor& tokens, const Tensor& dense,
+                      bool dense_shared, const std::vector<int64_t>& prompts_per_image, Tensor& masks,
+                      Tensor& iou) const;
 };
 
 }  // namespace vitrt::sam
