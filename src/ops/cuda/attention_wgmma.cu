@@ -45,9 +45,12 @@ using ptx::cp_async_wait;
 using ptx::ldsm_x4;
 using ptx::mma_bf16;
 
-template <int HD_>
+template <int HD_, int BN_>
 struct WgCfg {
   static constexpr int HD = HD_;
+  static constexpr int RELW = 64;      // the grid's width: one key row
+  static constexpr int BN = BN_;       // keys per tile: one (64) or two (128) key rows of the grid
+  static constexpr int KH = BN / RELW;  // key rows per tile
   static constexpr int CONSUMER_WARPS = 8;                  // two warpgroups
   static constexpr int PRODUCERS = 128;                      // + one producer warpgroup
   static constexpr int THREADS = 32 * CONSUMER_WARPS + PRODUCERS;
@@ -59,11 +62,11 @@ struct WgCfg {
   static_assert(PRODUCERS * PRODUCER_REGS + 32 * CONSUMER_WARPS * CONSUMER_REGS <= THREADS * LAUNCH_REGS,
                 "setmaxnreg must redistribute the launch's registers, not ask for more");
   static constexpr int BM = 16 * CONSUMER_WARPS;           // query rows per CTA
-  static constexpr int BN = 64;        // keys per tile = rel_W: one key row of the grid
-  static constexpr int STAGES = 4;     // K / V ring slots
+  static constexpr int STAGES = BN == 128 && HD == 80 ? 3 : 4;  // K / V ring slots (shared memory)
   static constexpr int CPR = HD / 8;   // 16-byte chunks per row
   static constexpr int KS = HD / 16;   // k16 steps of Q K^T
   static constexpr int NT8 = BN / 8;   // n8 tiles of S per warp
+  static constexpr int NW8 = RELW / 8;  // n8 tiles of one key row (the rel_w registers)
   static constexpr int PK = BN / 16;   // k16 steps of P V
   static constexpr int NRG = BM / 16;  // m16 row groups (one per consumer warp)
   static constexpr int SW = NRG * 32 + 8, SH = NRG * 16 + 8;  // bias layouts as attention.cu's
@@ -72,7 +75,8 @@ struct WgCfg {
   static constexpr int kv_elems = STAGES * 2 * tile_elems;
   static_assert(BM == kWgmmaBM, "attention_kernel.cuh's kWgmmaBM");
   static_assert(kv_elems >= BM * LDS, "the output staging fits the K/V ring");
-  static_assert(kv_elems >= 4 * BN * LDS, "the prologue's table chunk fits the K/V ring");
+  static_assert(kv_elems >= 4 * RELW * LDS, "the prologue's table chunk fits the K/V ring");
+  static_assert(BN == 64 || BN == 128, "wgmma.cuh has the n64 / n128 shapes for S");
   static_assert(HD == 64 || HD == 80, "wgmma shapes exist for n64 / n80 only (wgmma.cuh)");
 };
 
@@ -80,7 +84,7 @@ struct WgCfg {
 template <class C>
 __host__ __device__ inline size_t wg_region_a(int relH) {
   const size_t q = static_cast<size_t>(C::BM) * C::LDS * sizeof(bf16);
-  const size_t b = (static_cast<size_t>(C::BN / 2) * C::SW + static_cast<size_t>(relH) * C::SH) * sizeof(float);
+  const size_t b = (static_cast<size_t>(C::RELW / 2) * C::SW + static_cast<size_t>(relH) * C::SH) * sizeof(float);
   return ((q > b ? q : b) + 127) / 128 * 128;
 }
 template <class C>
@@ -135,13 +139,16 @@ __device__ __forceinline__ void consumer_sync() {
 
 #endif
 
-// d[64 x N] += a * b with N = 64 (S, or O for head_dim 64) or 80 (O for head_dim 80).
+// d[64 x N] += a * b with N = 64 (S, or O for head_dim 64), 80 (O for head_dim 80) or 128 (S).
 template <int N>
 __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const unsigned (&a)[4], uint64_t desc, bool trans_b) {
 #if VITRT_WGMMA_ENABLED
   if constexpr (N == 64) {
     if (trans_b) wgmma::wgmma_m64n64k16_rs<1>(d, a, desc);
     else wgmma::wgmma_m64n64k16_rs<0>(d, a, desc);
+  } else if constexpr (N == 128) {
+    (void)trans_b;
+    wgmma::wgmma_m64n128k16_rs<0>(d, a, desc);  // S only (K-major)
   } else {
     if (trans_b) wgmma::wgmma_m64n80k16_rs<1>(d, a, desc);
     else wgmma::wgmma_m64n80k16_rs<0>(d, a, desc);
@@ -151,10 +158,10 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const unsigned (&a)[4]
 #endif
 }
 
-template <int HD>
-__global__ void __launch_bounds__(WgCfg<HD>::THREADS, 1) flash_wgmma_relpos_kernel(const KParams p) {
+template <int HD, int BN_>
+__global__ void __launch_bounds__(WgCfg<HD, BN_>::THREADS, 1) flash_wgmma_relpos_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
-  using C = WgCfg<HD>;
+  using C = WgCfg<HD, BN_>;
   constexpr int THREADS = C::THREADS, BM = C::BM, BN = C::BN, CPR = C::CPR, KS = C::KS, NT8 = C::NT8;
   constexpr int LDS = C::LDS, SW = C::SW, SH = C::SH, STAGES = C::STAGES, TE = C::tile_elems;
   constexpr int CONSUMERS = 32 * C::CONSUMER_WARPS;
@@ -162,7 +169,7 @@ __global__ void __launch_bounds__(WgCfg<HD>::THREADS, 1) flash_wgmma_relpos_kern
   const size_t region_a = wg_region_a<C>(p.relH);
   bf16* Qs = reinterpret_cast<bf16*>(smem_raw);
   float* BWs = reinterpret_cast<float*>(smem_raw);  // aliases Qs once the Q fragments are in registers
-  float* BHs = BWs + (BN / 2) * SW;
+  float* BHs = BWs + (C::RELW / 2) * SW;
   bf16* KV = reinterpret_cast<bf16*>(smem_raw + region_a);
   uint64_t* full = reinterpret_cast<uint64_t*>(KV + C::kv_elems);
   uint64_t* empty = full + STAGES;
@@ -199,7 +206,7 @@ __global__ void __launch_bounds__(WgCfg<HD>::THREADS, 1) flash_wgmma_relpos_kern
     const int relH = p.relH, relW = p.relW;
     const int Lh = 2 * relH - 1, Lw = 2 * relW - 1, Lt = Lh + Lw;
     const bool lo = p.th_lo != nullptr;
-    const int chunk = lo ? 2 * BN : 4 * BN;  // table rows per pass (hi, + lo behind them)
+    const int chunk = lo ? 2 * C::RELW : 4 * C::RELW;  // table rows per pass (hi, + lo behind them)
     const float inv_scale = 1.f / p.scale;
     const bf16* th = static_cast<const bf16*>(p.th);
     const bf16* tw = static_cast<const bf16*>(p.tw);
@@ -316,9 +323,9 @@ __global__ void __launch_bounds__(WgCfg<HD>::THREADS, 1) flash_wgmma_relpos_kern
 
   // ---- consumers
   // This thread's share of rel_w / scale in the score accumulators' layout (tile-independent).
-  float bw[NT8 * 4];
+  float bw[C::NW8 * 4];
 #pragma unroll
-  for (int nt = 0; nt < NT8; ++nt) {
+  for (int nt = 0; nt < C::NW8; ++nt) {
     const float4 w4 = *reinterpret_cast<const float4*>(BWs + (nt * 4 + tq) * SW + warp * 32 + g * 4);
     bw[nt * 4 + 0] = w4.x;
     bw[nt * 4 + 1] = w4.y;
@@ -326,6 +333,7 @@ __global__ void __launch_bounds__(WgCfg<HD>::THREADS, 1) flash_wgmma_relpos_kern
     bw[nt * 4 + 3] = w4.w;
   }
   const float* bh_row = BHs + warp * 16 + g * 2;  // + kh * SH: (rel_h row g, row g + 8) * log2e
+  static_assert(NT8 % C::NW8 == 0, "a tile is whole key rows");
 
   float o[HD / 2];
 #pragma unroll
@@ -341,13 +349,13 @@ __global__ void __launch_bounds__(WgCfg<HD>::THREADS, 1) flash_wgmma_relpos_kern
     mbar_wait(&full[kt % STAGES], (kt / STAGES) & 1);
     wgmma::fence_proxy_async_smem();  // the producer's cp.async writes -> wgmma's reads
 #pragma unroll
-    for (int i = 0; i < NT8 * 4; ++i) sc[i] = bw[i];
+    for (int i = 0; i < NT8 * 4; ++i) sc[i] = bw[i % (C::NW8 * 4)];  // every key row of the tile
     wgmma::fence_operands(sc);
     wgmma::fence();
     const bf16* Ks = slot_k(kt);
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks)
-      mma_rs<64>(sc, qf[ks], wgmma::make_smem_desc(Ks + ks * 2 * 64, kChunkBytes, kRowGroupBytes), false);
+      mma_rs<BN>(sc, qf[ks], wgmma::make_smem_desc(Ks + ks * 2 * 64, kChunkBytes, kRowGroupBytes), false);
     wgmma::commit();
   };
   // O += P V for tile kt, issued asynchronously.
@@ -368,10 +376,13 @@ __global__ void __launch_bounds__(WgCfg<HD>::THREADS, 1) flash_wgmma_relpos_kern
   float al0 = 1.f, al1 = 1.f;  // O's rescaling for the tile whose P is pending
   // Scale, + rel_h, online softmax (log2 domain) of tile kt's scores in place.
   auto softmax = [&](float(&sc)[NT8 * 4], int kt) {
-    const float2 bh = *reinterpret_cast<const float2*>(bh_row + kt * SH);
+    float2 bhk[C::KH];  // rel_h of the tile's key rows kh = kt * KH + j
+#pragma unroll
+    for (int j = 0; j < C::KH; ++j) bhk[j] = *reinterpret_cast<const float2*>(bh_row + (kt * C::KH + j) * SH);
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
     for (int nt = 0; nt < NT8; ++nt) {
+      const float2 bh = bhk[nt / C::NW8];
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const float v0 = fmaf(sc[nt * 4 + e], p.scale_log2, bh.x);
@@ -473,23 +484,23 @@ __global__ void __launch_bounds__(WgCfg<HD>::THREADS, 1) flash_wgmma_relpos_kern
           *reinterpret_cast<const uint4*>(St + (warp * 16 + r) * LDS + c * 8);
   }
 #else
-  using C = WgCfg<HD>;  // (referenced so that the sm_80 pass does not warn about unused members)
-  static_assert(C::CPR > 0 && C::KS > 0 && C::NT8 > 0 && C::PK > 0, "");
+  using C = WgCfg<HD, BN_>;  // (referenced so that the sm_80 pass does not warn about unused members)
+  static_assert(C::CPR > 0 && C::KS > 0 && C::NT8 > 0 && C::PK > 0 && C::KH > 0 && C::NW8 > 0, "");
   (void)p;
   __trap();  // never launched: wgmma_relpos_plan only accepts sm_90 devices
 #endif
 }
 
-template <int HD>
+template <int HD, int BN>
 void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
   static std::atomic<size_t> configured{0};
   if (smem > configured.load()) {
-    check(cudaFuncSetAttribute(flash_wgmma_relpos_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    check(cudaFuncSetAttribute(flash_wgmma_relpos_kernel<HD, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(smem)),
           "cudaFuncSetAttribute(wgmma attention smem)");
     configured.store(smem);
   }
-  flash_wgmma_relpos_kernel<HD><<<blocks, WgCfg<HD>::THREADS, smem, stream>>>(p);
+  flash_wgmma_relpos_kernel<HD, BN><<<blocks, WgCfg<HD, BN>::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_wgmma_relpos_kernel launch");
 }
 
@@ -505,30 +516,41 @@ bool device_is_sm90() {
   return v;
 }
 
-// VITRT_ATTN_WGMMA=0 turns the kernel off (the mma.sync kernel then runs): for A/B benchmarks on
-// the GPU machine. Read once per process.
-bool enabled_by_env() {
-  static const bool v = [] {
+// Keys per tile, from VITRT_ATTN_WGMMA (read once per process; for A/B benchmarks on the GPU
+// machine): unset -> 64 (the measured default); "0" -> 0, the kernel off (the mma.sync kernel
+// runs); "bn128" -> 128, two key rows per tile (half the per-tile waits, reductions and O
+// rescaling per key, twice the score registers). Anything else is the default.
+int tile_keys_from_env() {
+  static const int v = [] {
     const char* e = std::getenv("VITRT_ATTN_WGMMA");
-    return !(e && std::strcmp(e, "0") == 0);
+    if (e && std::strcmp(e, "0") == 0) return 0;
+    if (e && std::strcmp(e, "bn128") == 0) return 128;
+    return 64;
   }();
   return v;
+}
+
+template <int HD>
+size_t smem_for(int bn, int relH) {
+  return bn == 128 ? wg_smem_bytes<WgCfg<HD, 128>>(relH) : wg_smem_bytes<WgCfg<HD, 64>>(relH);
 }
 
 }  // namespace
 
 size_t wgmma_relpos_plan(const KParams& p, int optin_smem_limit) {
-  if (!enabled_by_env() || !device_is_sm90()) return 0;
+  const int bn = tile_keys_from_env();
+  if (bn == 0 || !device_is_sm90()) return 0;
   if (p.ws != 0 || p.q_share != 1 || (p.hd != 64 && p.hd != 80)) return 0;
   if (p.th == nullptr || p.relW != 64 || p.relH < 1 || p.nq != p.relH * p.relW || p.nk != p.nq) return 0;
-  if ((p.th_lo == nullptr) != (p.tw_lo == nullptr)) return 0;
-  const size_t smem = p.hd == 64 ? wg_smem_bytes<WgCfg<64>>(p.relH) : wg_smem_bytes<WgCfg<80>>(p.relH);
+  if (p.nk % bn != 0 || (p.th_lo == nullptr) != (p.tw_lo == nullptr)) return 0;
+  const size_t smem = p.hd == 64 ? smem_for<64>(bn, p.relH) : smem_for<80>(bn, p.relH);
   return smem <= static_cast<size_t>(optin_smem_limit) ? smem : 0;
 }
 
 void wgmma_relpos_launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
-  if (p.hd == 64) launch<64>(p, blocks, smem, stream);
-  else launch<80>(p, blocks, smem, stream);
+  const bool wide = tile_keys_from_env() == 128;  // wgmma_relpos_plan accepted this problem with it
+  if (p.hd == 64) wide ? launch<64, 128>(p, blocks, smem, stream) : launch<64, 64>(p, blocks, smem, stream);
+  else wide ? launch<80, 128>(p, blocks, smem, stream) : launch<80, 64>(p, blocks, smem, stream);
 }
 
 }  // namespace vitrt::cuda::attn
