@@ -267,106 +267,10 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
     }
   };
 
-  // ---- rel-pos prologue: G = Q T^T over all 2H-1 + 2W-1 table rows on the tensor cores,
-  // scattered into BH / BW (which overwrite Qs: the Q fragments are in registers by then).
-  if constexpr (REL) {
-    const int relH = p.relH, relW = p.relW;
-    const int Lh = 2 * relH - 1, Lw = 2 * relW - 1, Lt = Lh + Lw;
-    const bool lo = p.th_lo != nullptr;
-    const int chunk = lo ? 2 * BN : 4 * BN;  // table rows per pass (hi, + lo behind them)
-    const float inv_scale = 1.f / p.scale;
-    const bf16* th = static_cast<const bf16*>(p.th);
-    const bf16* tw = static_cast<const bf16*>(p.tw);
-    const bf16* thl = static_cast<const bf16*>(p.th_lo);
-    const bf16* twl = static_cast<const bf16*>(p.tw_lo);
-    // Grid positions of this thread's query rows (mt, hh): local row (warp*MT + mt)*16 + hh*8 + g;
-    // rows past nq use position 0 (finite, unused).
-    int qih[MT][2], qiw[MT][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int i = m0 + (warp * MT + mt) * 16 + hh * 8 + g;
-        const int ii = i < p.nq ? i : 0;
-        qih[mt][hh] = fdiv(ii, relW, p.inv_relW);
-        qiw[mt][hh] = ii - qih[mt][hh] * relW;
-      }
-    auto put = [&](int rg, int hh, int ih, int iw, int t, float val) {
-      if (t < Lh) {
-        const int kh = ih + relH - 1 - t;
-        if (kh >= 0 && kh < relH) BHs[kh * SH + rg * 16 + g * 2 + hh] = val * kLog2e;
-      } else if (t < Lt) {
-        const int kw = iw + relW - 1 - (t - Lh);
-        if (kw >= 0 && kw < relW) BWs[(kw >> 1) * SW + rg * 32 + g * 4 + hh * 2 + (kw & 1)] = val * inv_scale;
-      }
-    };
-    for (int c0 = 0; c0 < Lt; c0 += chunk) {
-      const int n = min(chunk, Lt - c0), n16 = (n + 15) & ~15;
-      if (c0 > 0) __syncthreads();  // previous chunk fully consumed
-      for (int i = tid; i < n16 * CPR; i += kThreads) {
-        const int r = i / CPR, c = i - r * CPR, t = c0 + r;
-        const bf16 *src = th, *srcl = thl;
-        int bytes = 0;
-        if (t < Lt) {
-          if (t < Lh) {
-            src = th + static_cast<long long>(t) * HD + c * 8;
-            if (lo) srcl = thl + static_cast<long long>(t) * HD + c * 8;
-          } else {
-            src = tw + static_cast<long long>(t - Lh) * HD + c * 8;
-            if (lo) srcl = twl + static_cast<long long>(t - Lh) * HD + c * 8;
-          }
-          bytes = 16;
-        }
-        cp_async16(KV + r * LDS + c * 8, src, bytes);
-        if (lo) cp_async16(KV + (chunk + r) * LDS + c * 8, srcl, bytes);
-      }
-      cp_async_commit();
-      cp_async_wait<0>();
-      __syncthreads();
-      if (c0 == 0) {
-        load_qf();
-        __syncthreads();  // every warp holds its Q fragments: BH / BW may overwrite Qs
-      }
-      for (int pr = 0; pr < n16 / 16; ++pr) {
-        float acc[MT][2][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) acc[mt][0][e] = acc[mt][1][e] = 0.f;
-        const int brow = pr * 16 + (lane & 7) + ((lane >> 4) << 3);
-        const int bcol = ((lane >> 3) & 1) << 3;
-#pragma unroll
-        for (int ks = 0; ks < KS; ++ks) {
-          unsigned b0, b1, b2, b3;
-          ldsm_x4(b0, b1, b2, b3, KV + brow * LDS + ks * 16 + bcol);
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            mma_bf16(acc[mt][0], qf[mt][ks], b0, b1);
-            mma_bf16(acc[mt][1], qf[mt][ks], b2, b3);
-          }
-          if (lo) {
-            ldsm_x4(b0, b1, b2, b3, KV + (chunk + brow) * LDS + ks * 16 + bcol);
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt) {
-              mma_bf16(acc[mt][0], qf[mt][ks], b0, b1);
-              mma_bf16(acc[mt][1], qf[mt][ks], b2, b3);
-            }
-          }
-        }
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int t = c0 + pr * 16 + hf * 8 + 2 * tq + e;
-              put(warp * MT + mt, 0, qih[mt][0], qiw[mt][0], t, acc[mt][hf][e]);
-              put(warp * MT + mt, 1, qih[mt][1], qiw[mt][1], t, acc[mt][hf][2 + e]);
-            }
-      }
-    }
-    __syncthreads();  // BH / BW complete; table buffer free for K/V
-  }
+  // ---- rel-pos prologue (attention_kernel.cuh): BH / BW, which overwrite Qs once every warp
+  // holds its Q fragments.
+  if constexpr (REL)
+    relpos_prologue<HD, MT, kThreads>(p, m0, true, KV, p.th_lo ? 2 * BN : 4 * BN, BWs, BHs, SW, SH, qf, load_qf);
 
   const int nkt = (p.nk + BN - 1) / BN;
   if (nkt > 0) issue_kv(0, 0);
@@ -472,10 +376,8 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
             }
           }
         }
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        mx0 = quad_max(mx0);
+        mx1 = quad_max(mx1);
         const float mn0 = fmaxf(mrow[mt][0], mx0), mn1 = fmaxf(mrow[mt][1], mx1);
         const float mu0 = mn0 == -INFINITY ? 0.f : mn0, mu1 = mn1 == -INFINITY ? 0.f : mn1;
         const float al0 = ex2(mrow[mt][0] - mu0), al1 = ex2(mrow[mt][1] - mu1);
@@ -545,10 +447,8 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
     float l0 = lrow[mt][0], l1 = lrow[mt][1];
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    l0 = quad_sum(l0);
+    l1 = quad_sum(l1);
     const float inv0 = l0 > 0.f ? 1.f / l0 : 0.f, inv1 = l1 > 0.f ? 1.f / l1 : 0.f;
     const int r0 = warp * 16 * MT + mt * 16 + g, r1 = r0 + 8;
 #pragma unroll

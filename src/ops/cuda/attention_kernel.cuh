@@ -5,6 +5,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "ops/cuda/ptx.cuh"
+
 namespace vitrt::cuda::attn {
 
 constexpr float kLog2e = 1.4426950408889634f;
@@ -49,9 +51,136 @@ __device__ __forceinline__ float ex2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
+// Maximum / sum over the 4 lanes of a quad (the threads that share an accumulator row).
+__device__ __forceinline__ float quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+__device__ __forceinline__ float quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
 __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
   return *reinterpret_cast<unsigned*>(&v);
+}
+
+// The rel-pos prologue of the tensor-core kernels (attention.cu's mma.sync kernel and the wgmma
+// kernel): G = Q T^T over all 2H-1 + 2W-1 table rows on the tensor cores (mma.sync, hi + lo BF16
+// parts for tables that were F32), scattered into shared-memory bias buffers laid out like the
+// score accumulators, for m16 row group rg, lane (g, tq), h = 0 / 1 for rows g / g + 8:
+//   BH[kh*SH + rg*16 + g*2 + h] = rel_h[row rg*16 + h*8 + g][kh] * log2e
+//   BW[(kw/2)*SW + rg*32 + g*4 + h*2 + (kw&1)] = rel_w[row rg*16 + h*8 + g][kw] / scale
+// (see attention.cu for how the kernels read them). Warps with rows (has_rows) own MT m16 tiles,
+// row groups rg = warp*MT + mt, query rows m0 + rg*16 + ...; rows past nq use grid position 0
+// (finite, unused). The tables stream through `tables` in passes of `chunk` rows of HD + 8
+// elements (+ `chunk` more rows for the lo parts). load_qf() fills qf from the Q staging once the
+// first pass has landed (so the Q tile's cp.async group must be committed before the call); BH / BW
+// may alias the Q staging, as every warp holds its fragments before the first scatter. Every
+// thread of the CTA (THREADS) calls it; it ends with a __syncthreads (`tables` is free again).
+template <int HD, int MT, int THREADS, class LoadQf>
+__device__ __forceinline__ void relpos_prologue(const KParams& p, int m0, bool has_rows, __nv_bfloat16* tables,
+                                                int chunk, float* BWs, float* BHs, int SW, int SH,
+                                                unsigned (&qf)[MT][HD / 16][4], LoadQf&& load_qf) {
+  using bf16 = __nv_bfloat16;
+  constexpr int LDS = HD + 8, CPR = HD / 8, KS = HD / 16;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, tq = lane & 3;
+  const int relH = p.relH, relW = p.relW;
+  const int Lh = 2 * relH - 1, Lw = 2 * relW - 1, Lt = Lh + Lw;
+  const bool lo = p.th_lo != nullptr;
+  const float inv_scale = 1.f / p.scale;
+  const bf16* th = static_cast<const bf16*>(p.th);
+  const bf16* tw = static_cast<const bf16*>(p.tw);
+  const bf16* thl = static_cast<const bf16*>(p.th_lo);
+  const bf16* twl = static_cast<const bf16*>(p.tw_lo);
+  // Grid positions of this thread's query rows (mt, hh): local row (warp*MT + mt)*16 + hh*8 + g.
+  int qih[MT][2], qiw[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int i = m0 + (warp * MT + mt) * 16 + hh * 8 + g;
+      const int ii = i < p.nq ? i : 0;
+      qih[mt][hh] = fdiv(ii, relW, p.inv_relW);
+      qiw[mt][hh] = ii - qih[mt][hh] * relW;
+    }
+  auto put = [&](int rg, int hh, int ih, int iw, int t, float val) {
+    if (t < Lh) {
+      const int kh = ih + relH - 1 - t;
+      if (kh >= 0 && kh < relH) BHs[kh * SH + rg * 16 + g * 2 + hh] = val * kLog2e;
+    } else if (t < Lt) {
+      const int kw = iw + relW - 1 - (t - Lh);
+      if (kw >= 0 && kw < relW) BWs[(kw >> 1) * SW + rg * 32 + g * 4 + hh * 2 + (kw & 1)] = val * inv_scale;
+    }
+  };
+  for (int c0 = 0; c0 < Lt; c0 += chunk) {
+    const int n = min(chunk, Lt - c0), n16 = (n + 15) & ~15;
+    if (c0 > 0) __syncthreads();  // previous chunk fully consumed
+    for (int i = tid; i < n16 * CPR; i += THREADS) {
+      const int r = i / CPR, c = i - r * CPR, t = c0 + r;
+      const bf16 *src = th, *srcl = thl;
+      int bytes = 0;
+      if (t < Lt) {
+        if (t < Lh) {
+          src = th + static_cast<long long>(t) * HD + c * 8;
+          if (lo) srcl = thl + static_cast<long long>(t) * HD + c * 8;
+        } else {
+          src = tw + static_cast<long long>(t - Lh) * HD + c * 8;
+          if (lo) srcl = twl + static_cast<long long>(t - Lh) * HD + c * 8;
+        }
+        bytes = 16;
+      }
+      ptx::cp_async16(tables + r * LDS + c * 8, src, bytes);
+      if (lo) ptx::cp_async16(tables + (chunk + r) * LDS + c * 8, srcl, bytes);
+    }
+    ptx::cp_async_commit();
+    ptx::cp_async_wait<0>();
+    __syncthreads();
+    if (c0 == 0) {
+      if (has_rows) load_qf();
+      __syncthreads();  // every warp holds its Q fragments: BH / BW may overwrite the Q staging
+    }
+    if (!has_rows) continue;
+    for (int pr = 0; pr < n16 / 16; ++pr) {
+      float acc[MT][2][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mt][0][e] = acc[mt][1][e] = 0.f;
+      const int brow = pr * 16 + (lane & 7) + ((lane >> 4) << 3);
+      const int bcol = ((lane >> 3) & 1) << 3;
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks) {
+        unsigned b0, b1, b2, b3;
+        ptx::ldsm_x4(b0, b1, b2, b3, tables + brow * LDS + ks * 16 + bcol);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          ptx::mma_bf16(acc[mt][0], qf[mt][ks], b0, b1);
+          ptx::mma_bf16(acc[mt][1], qf[mt][ks], b2, b3);
+        }
+        if (lo) {
+          ptx::ldsm_x4(b0, b1, b2, b3, tables + (chunk + brow) * LDS + ks * 16 + bcol);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            ptx::mma_bf16(acc[mt][0], qf[mt][ks], b0, b1);
+            ptx::mma_bf16(acc[mt][1], qf[mt][ks], b2, b3);
+          }
+        }
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int t = c0 + pr * 16 + hf * 8 + 2 * tq + e;
+            put(warp * MT + mt, 0, qih[mt][0], qiw[mt][0], t, acc[mt][hf][e]);
+            put(warp * MT + mt, 1, qih[mt][1], qiw[mt][1], t, acc[mt][hf][2 + e]);
+          }
+    }
+  }
+  __syncthreads();  // BH / BW complete; `tables` is free
 }
 
 // The Hopper kernel (attention_wgmma.cu): global attention with decomposed rel-pos on an

@@ -199,95 +199,19 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_>::THREADS, 1) flash_wgmma_relpos
   }
   cp_async_commit();
 
-  // ---- rel-pos prologue (as attention.cu's, one m16 tile per consumer warp): G = Q T^T over the
-  // 2H-1 + 2W-1 table rows, scattered into BH / BW, which overwrite Qs. Every thread helps load.
-  unsigned qf[KS][4];
-  {
-    const int relH = p.relH, relW = p.relW;
-    const int Lh = 2 * relH - 1, Lw = 2 * relW - 1, Lt = Lh + Lw;
-    const bool lo = p.th_lo != nullptr;
-    const int chunk = lo ? 2 * C::RELW : 4 * C::RELW;  // table rows per pass (hi, + lo behind them)
-    const float inv_scale = 1.f / p.scale;
-    const bf16* th = static_cast<const bf16*>(p.th);
-    const bf16* tw = static_cast<const bf16*>(p.tw);
-    const bf16* thl = static_cast<const bf16*>(p.th_lo);
-    const bf16* twl = static_cast<const bf16*>(p.tw_lo);
-    int qih[2], qiw[2];
+  // ---- rel-pos prologue (attention_kernel.cuh; one m16 tile per consumer warp, every thread helps
+  // load): BH / BW, which overwrite Qs once the Q fragments are in registers. Its closing barrier
+  // also publishes the mbarriers' initialisation.
+  unsigned qf[1][KS][4];
+  relpos_prologue<HD, 1, THREADS>(p, m0, consumer, KV, p.th_lo ? 2 * C::RELW : 4 * C::RELW, BWs, BHs, SW, SH, qf,
+                                  [&] {
+                                    const int row = warp * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+                                    const int col = (lane >> 4) << 3;
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const int i = m0 + warp * 16 + hh * 8 + g;
-      const int ii = i < p.nq ? i : 0;
-      qih[hh] = fdiv(ii, relW, p.inv_relW);
-      qiw[hh] = ii - qih[hh] * relW;
-    }
-    auto put = [&](int hh, int t, float val) {
-      if (t < Lh) {
-        const int kh = qih[hh] + relH - 1 - t;
-        if (kh >= 0 && kh < relH) BHs[kh * SH + warp * 16 + g * 2 + hh] = val * kLog2e;
-      } else if (t < Lt) {
-        const int kw = qiw[hh] + relW - 1 - (t - Lh);
-        if (kw >= 0 && kw < relW) BWs[(kw >> 1) * SW + warp * 32 + g * 4 + hh * 2 + (kw & 1)] = val * inv_scale;
-      }
-    };
-    for (int c0 = 0; c0 < Lt; c0 += chunk) {
-      const int n = min(chunk, Lt - c0), n16 = (n + 15) & ~15;
-      if (c0 > 0) __syncthreads();  // previous chunk fully consumed
-      for (int i = tid; i < n16 * CPR; i += THREADS) {
-        const int r = i / CPR, c = i - r * CPR, t = c0 + r;
-        const bf16 *src = th, *srcl = thl;
-        int bytes = 0;
-        if (t < Lt) {
-          const long long row = t < Lh ? t : t - Lh;
-          src = (t < Lh ? th : tw) + row * HD + c * 8;
-          if (lo) srcl = (t < Lh ? thl : twl) + row * HD + c * 8;
-          bytes = 16;
-        }
-        cp_async16(KV + r * LDS + c * 8, src, bytes);
-        if (lo) cp_async16(KV + (chunk + r) * LDS + c * 8, srcl, bytes);
-      }
-      cp_async_commit();
-      cp_async_wait<0>();
-      __syncthreads();
-      if (c0 == 0) {
-        if (consumer) {
-          const int row = warp * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
-          const int col = (lane >> 4) << 3;
-#pragma unroll
-          for (int ks = 0; ks < KS; ++ks)
-            ldsm_x4(qf[ks][0], qf[ks][1], qf[ks][2], qf[ks][3], Qs + row * LDS + ks * 16 + col);
-        }
-        __syncthreads();  // every warp holds its Q fragments: BH / BW may overwrite Qs
-      }
-      if (consumer) {
-        for (int pr = 0; pr < n16 / 16; ++pr) {
-          float acc[2][4] = {};
-          const int brow = pr * 16 + (lane & 7) + ((lane >> 4) << 3);
-          const int bcol = ((lane >> 3) & 1) << 3;
-#pragma unroll
-          for (int ks = 0; ks < KS; ++ks) {
-            unsigned b0, b1, b2, b3;
-            ldsm_x4(b0, b1, b2, b3, KV + brow * LDS + ks * 16 + bcol);
-            mma_bf16(acc[0], qf[ks], b0, b1);
-            mma_bf16(acc[1], qf[ks], b2, b3);
-            if (lo) {
-              ldsm_x4(b0, b1, b2, b3, KV + (chunk + brow) * LDS + ks * 16 + bcol);
-              mma_bf16(acc[0], qf[ks], b0, b1);
-              mma_bf16(acc[1], qf[ks], b2, b3);
-            }
-          }
-#pragma unroll
-          for (int hf = 0; hf < 2; ++hf)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int t = c0 + pr * 16 + hf * 8 + 2 * tq + e;
-              put(0, t, acc[hf][e]);
-              put(1, t, acc[hf][2 + e]);
-            }
-        }
-      }
-    }
-    __syncthreads();  // BH / BW complete; the table buffer is free for K / V; mbarriers initialised
-  }
+                                    for (int ks = 0; ks < KS; ++ks)
+                                      ldsm_x4(qf[0][ks][0], qf[0][ks][1], qf[0][ks][2], qf[0][ks][3],
+                                              Qs + row * LDS + ks * 16 + col);
+                                  });
 
   const int nkt = p.nk / BN;
 
@@ -355,7 +279,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_>::THREADS, 1) flash_wgmma_relpos
     const bf16* Ks = slot_k(kt);
 #pragma unroll
     for (int ks = 0; ks < KS; ++ks)
-      mma_rs<BN>(sc, qf[ks], wgmma::make_smem_desc(Ks + ks * 2 * 64, kChunkBytes, kRowGroupBytes), false);
+      mma_rs<BN>(sc, qf[0][ks], wgmma::make_smem_desc(Ks + ks * 2 * 64, kChunkBytes, kRowGroupBytes), false);
     wgmma::commit();
   };
   // O += P V for tile kt, issued asynchronously.
@@ -393,10 +317,8 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_>::THREADS, 1) flash_wgmma_relpos
         mx1 = fmaxf(mx1, v1);
       }
     }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    mx0 = quad_max(mx0);
+    mx1 = quad_max(mx1);
     const float mn0 = fmaxf(mrow0, mx0), mn1 = fmaxf(mrow1, mx1);
     al0 = ex2(mrow0 - mn0);  // ex2(-inf) = 0 on the first tile
     al1 = ex2(mrow1 - mn1);
@@ -463,10 +385,8 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_>::THREADS, 1) flash_wgmma_relpos
 
   // ---- epilogue: normalise, stage each warp's 16 rows in the (now free) K/V ring, 16-byte stores.
   consumer_sync<CONSUMERS>();  // both warpgroups are done with the ring (the producer is idle)
-  lrow0 += __shfl_xor_sync(0xffffffffu, lrow0, 1);
-  lrow0 += __shfl_xor_sync(0xffffffffu, lrow0, 2);
-  lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 1);
-  lrow1 += __shfl_xor_sync(0xffffffffu, lrow1, 2);
+  lrow0 = quad_sum(lrow0);
+  lrow1 = quad_sum(lrow1);
   const float inv0 = lrow0 > 0.f ? 1.f / lrow0 : 0.f, inv1 = lrow1 > 0.f ? 1.f / lrow1 : 0.f;
   bf16* St = KV;
   const int r0 = warp * 16 + g, r1 = r0 + 8;
