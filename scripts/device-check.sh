@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, run every GPU test, the GPU fidelity checks and the benchmarks,
 # then print a short table. Logs go to $OUT (or ./device-out). Usage:
-#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [server] [attn-sweep] [ncu] [decoder-ref] [compare] [anchors] [anchors-compiled]
+#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [server] [attn-sweep] [attn-ab] [ncu] [decoder-ref] [compare] [anchors] [anchors-compiled]
 #   (default: tests bench)
 # The GPU machine has no internet: Debian packages travel as .deb files in .deps/ (see
 # scripts/fetch-device-deps.sh) and are unpacked into /tmp/deps; segment-anything(-fast) for the
@@ -183,6 +183,20 @@ import json,sys
 d=json.load(open(sys.argv[1]));p=d['profile']['ops']
 g=sum(r['ms'] for r in p if 'global' in r['op']);w=sum(r['ms'] for r in p if 'windowed' in r['op'])
 print('%.1f img/s, %.2f ms/batch; eager global %.2f ms, windowed %.2f ms'%(d['images_per_s'],d['encoder_ms_per_batch'],g,w))" "$OUT/sweep_${m}_b${sb}_$t.json" 2>&1 | tail -c 200)"
+  done; done
+fi
+
+# The Hopper global-attention kernel's variants (VITRT_ATTN_WGMMA) on the encoder at batch 32: img/s
+# and the global blocks' attention time from one eager profile each. ATTN_AB_VARIANTS / ATTN_AB_MODELS.
+if has attn-ab; then
+  for m in ${ATTN_AB_MODELS:-vit_b vit_h}; do for v in ${ATTN_AB_VARIANTS:-default bn128 lockstep 0}; do
+    VITRT_ATTN_WGMMA=$([ $v = default ] || echo $v) timeout 120 $V bench --device cuda --model $m --batch 32 --dtype bf16 \
+      --iters ${BENCH_ITERS:-5} --no-decoder --profile --json > "$OUT/attn_ab_${m}_$v.json" 2> "$OUT/attn_ab_${m}_$v.err"
+    add_summary "attention variant $v, $m bs32: $(python3 -c "
+import json,sys
+d=json.load(open(sys.argv[1]));p=d['profile']['ops']
+g=sum(r['ms'] for r in p if 'global' in r['op']);w=sum(r['ms'] for r in p if 'windowed' in r['op'])
+print('%.1f img/s; eager global %.2f ms, windowed %.2f ms'%(d['images_per_s'],g,w))" "$OUT/attn_ab_${m}_$v.json" 2>&1 | tail -c 200)"
   done; done
 fi
 

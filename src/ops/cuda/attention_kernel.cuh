@@ -185,10 +185,16 @@ __device__ __forceinline__ void relpos_prologue(const KParams& p, int m0, bool h
 
 // The Hopper kernel (attention_wgmma.cu): global attention with decomposed rel-pos on an
 // rel_H x 64 grid, head_dim 64 or 80, BF16, dense sequences (no window, no q sharing).
-// wgmma_relpos_plan: dynamic shared memory bytes for `p`, or 0 when the kernel does not cover it
-// (then the mma.sync kernel runs). wgmma_relpos_launch: one launch of p.num_qtiles * heads * seqs CTAs.
-constexpr int kWgmmaBM = 128;  // query rows per CTA (2 consumer warpgroups x 64)
-size_t wgmma_relpos_plan(const KParams& p, int optin_smem_limit);
-void wgmma_relpos_launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream);
+// wgmma_relpos_plan: the variant (VITRT_ATTN_WGMMA), its dynamic shared memory and query rows per
+// CTA for `p`, or a plan with smem == 0 when the kernel does not cover it (then the mma.sync kernel
+// runs). wgmma_relpos_launch: one launch of p.num_qtiles * heads * seqs CTAs (num_qtiles from bm).
+enum class WgmmaVariant { Off, Keys64, Keys128, Lockstep };
+struct WgmmaPlan {
+  WgmmaVariant variant = WgmmaVariant::Off;
+  size_t smem = 0;
+  int bm = 0;
+};
+WgmmaPlan wgmma_relpos_plan(const KParams& p, int optin_smem_limit);
+void wgmma_relpos_launch(const WgmmaPlan& plan, const KParams& p, int blocks, cudaStream_t stream);
 
 }  // namespace vitrt::cuda::attn

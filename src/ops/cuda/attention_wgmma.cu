@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "ops/cuda/attention_kernel.cuh"
 #include "ops/cuda/ptx.cuh"
@@ -45,24 +46,29 @@ using ptx::cp_async_wait;
 using ptx::ldsm_x4;
 using ptx::mma_bf16;
 
-template <int HD_, int BN_>
+// LOCK selects the schedule: false (the default), warp-specialised as described at the top; true,
+// the first version kept for A/B runs (VITRT_ATTN_WGMMA=lockstep): three warpgroups of 64 rows that
+// all load K / V with cp.async and meet at a CTA barrier every key tile (measured better for head
+// dim 64 in one run, worse for 80: BENCHMARKS.md, calls J and L).
+template <int HD_, int BN_, bool LOCK_ = false>
 struct WgCfg {
   static constexpr int HD = HD_;
+  static constexpr bool LOCK = LOCK_;
   static constexpr int RELW = 64;      // the grid's width: one key row
   static constexpr int BN = BN_;       // keys per tile: one (64) or two (128) key rows of the grid
   static constexpr int KH = BN / RELW;  // key rows per tile
-  static constexpr int CONSUMER_WARPS = 8;                  // two warpgroups
-  static constexpr int PRODUCERS = 128;                      // + one producer warpgroup
+  static constexpr int CONSUMER_WARPS = LOCK ? 12 : 8;      // three / two warpgroups
+  static constexpr int PRODUCERS = LOCK ? 0 : 128;           // + one producer warpgroup
   static constexpr int THREADS = 32 * CONSUMER_WARPS + PRODUCERS;
   // Registers per thread after setmaxnreg: the producers give theirs to the consumers (the
   // launch's 65536 / 384 = 168 each would make the consumers spill their accumulators). The CTA
   // keeps what it was launched with (THREADS x 168): setmaxnreg.inc waits for registers freed by
   // .dec, so a total above that would hang the consumers for ever.
   static constexpr int LAUNCH_REGS = 168, PRODUCER_REGS = 56, CONSUMER_REGS = 224;
-  static_assert(PRODUCERS * PRODUCER_REGS + 32 * CONSUMER_WARPS * CONSUMER_REGS <= THREADS * LAUNCH_REGS,
+  static_assert(LOCK || PRODUCERS * PRODUCER_REGS + 32 * CONSUMER_WARPS * CONSUMER_REGS <= THREADS * LAUNCH_REGS,
                 "setmaxnreg must redistribute the launch's registers, not ask for more");
   static constexpr int BM = 16 * CONSUMER_WARPS;           // query rows per CTA
-  static constexpr int STAGES = BN == 128 && HD == 80 ? 3 : 4;  // K / V ring slots (shared memory)
+  static constexpr int STAGES = LOCK || (BN == 128 && HD == 80) ? 3 : 4;  // K / V ring slots (shared memory)
   static constexpr int CPR = HD / 8;   // 16-byte chunks per row
   static constexpr int KS = HD / 16;   // k16 steps of Q K^T
   static constexpr int NT8 = BN / 8;   // n8 tiles of S per warp
@@ -73,7 +79,7 @@ struct WgCfg {
   static constexpr int LDS = HD + 8;   // padded rows: Q staging, tables, output staging
   static constexpr int tile_elems = BN * HD;
   static constexpr int kv_elems = STAGES * 2 * tile_elems;
-  static_assert(BM == kWgmmaBM, "attention_kernel.cuh's kWgmmaBM");
+  static_assert(!LOCK || BN == 64, "the lockstep schedule is kept in its measured form only");
   static_assert(kv_elems >= BM * LDS, "the output staging fits the K/V ring");
   static_assert(kv_elems >= 4 * RELW * LDS, "the prologue's table chunk fits the K/V ring");
   static_assert(BN == 64 || BN == 128, "wgmma.cuh has the n64 / n128 shapes for S");
@@ -158,10 +164,10 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const unsigned (&a)[4]
 #endif
 }
 
-template <int HD, int BN_>
-__global__ void __launch_bounds__(WgCfg<HD, BN_>::THREADS, 1) flash_wgmma_relpos_kernel(const KParams p) {
+template <int HD, int BN_, bool LOCK>
+__global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK>::THREADS, 1) flash_wgmma_relpos_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
-  using C = WgCfg<HD, BN_>;
+  using C = WgCfg<HD, BN_, LOCK>;
   constexpr int THREADS = C::THREADS, BM = C::BM, BN = C::BN, CPR = C::CPR, KS = C::KS, NT8 = C::NT8;
   constexpr int LDS = C::LDS, SW = C::SW, SH = C::SH, STAGES = C::STAGES, TE = C::tile_elems;
   constexpr int CONSUMERS = 32 * C::CONSUMER_WARPS;
@@ -218,7 +224,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_>::THREADS, 1) flash_wgmma_relpos
   // ---- producers: K / V tiles into the ring. Each warp covers 16 rows x 2 chunks per step (each
   // 32-byte sector of global memory whole; each 8-lane phase writes one contiguous 128-byte core
   // matrix: no bank conflicts).
-  if (!consumer) {
+  if (!LOCK && !consumer) {
     setmaxnreg_dec<C::PRODUCER_REGS>();
     const bf16* kb = static_cast<const bf16*>(p.k) + h * HD;
     const bf16* vb = static_cast<const bf16*>(p.v) + h * HD;
@@ -243,7 +249,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_>::THREADS, 1) flash_wgmma_relpos
     cp_async_wait<0>();
     return;
   }
-  setmaxnreg_inc<C::CONSUMER_REGS>();
+  if constexpr (!LOCK) setmaxnreg_inc<C::CONSUMER_REGS>();
 
   // ---- consumers
   // This thread's share of rel_w / scale in the score accumulators' layout (tile-independent).
@@ -270,8 +276,10 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_>::THREADS, 1) flash_wgmma_relpos
   // wgmma in flight: the MOVs that seed S define a wgmma input, which must not happen while other
   // wgmmas run (ptxas would serialise every wgmma of the kernel).
   auto issue_qk = [&](float(&sc)[NT8 * 4], int kt) {
-    mbar_wait(&full[kt % STAGES], (kt / STAGES) & 1);
-    wgmma::fence_proxy_async_smem();  // the producer's cp.async writes -> wgmma's reads
+    if constexpr (!LOCK) {
+      mbar_wait(&full[kt % STAGES], (kt / STAGES) & 1);
+      wgmma::fence_proxy_async_smem();  // the producer's cp.async writes -> wgmma's reads
+    }
 #pragma unroll
     for (int i = 0; i < NT8 * 4; ++i) sc[i] = bw[i % (C::NW8 * 4)];  // every key row of the tile
     wgmma::fence_operands(sc);
@@ -357,10 +365,51 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_>::THREADS, 1) flash_wgmma_relpos
     }
   };
 
-  // FlashAttention-3's intra-warpgroup order: Q K^T of tile kt and P V of tile kt - 1 are issued
-  // back to back; the softmax of tile kt runs while P V is on the tensor cores.
   float sc[NT8 * 4];
   unsigned pa[C::PK][4];
+  if constexpr (LOCK) {
+    // Every thread loads its share of each K / V tile (same lane mapping as the producers); the
+    // CTA barrier of tile kt also tells that every warpgroup is done with tile kt - 1, whose slot
+    // is refilled right after it.
+    auto issue_kv = [&](int kt) {
+      bf16* Ks = slot_k(kt);
+      bf16* Vs = Ks + TE;
+      const bf16* kb = static_cast<const bf16*>(p.k) + h * HD;
+      const bf16* vb = static_cast<const bf16*>(p.v) + h * HD;
+      const long long r0 = k0 + static_cast<long long>(kt) * BN;
+      for (int i = tid; i < BN * CPR; i += THREADS) {
+        const int rest = i >> 5, ln = i & 31;
+        const int r = (ln & 7) + ((ln >> 4) << 3) + (rest % (BN / 16)) * 16;
+        const int c = ((ln >> 3) & 1) + 2 * (rest / (BN / 16));
+        const int off = core_offset<C>(r, c);
+        cp_async16(Ks + off, kb + (r0 + r) * p.ldk + c * 8, 16);
+        cp_async16(Vs + off, vb + (r0 + r) * p.ldv + c * 8, 16);
+      }
+    };
+#pragma unroll
+    for (int st = 0; st < STAGES - 1; ++st) {
+      if (st < nkt) issue_kv(st);
+      cp_async_commit();
+    }
+    for (int kt = 0; kt < nkt; ++kt) {
+      cp_async_wait<STAGES - 2>();      // this thread's copies of tile kt have landed
+      wgmma::fence_proxy_async_smem();  // ... and are visible to wgmma
+      __syncthreads();                  // everyone's; and every warpgroup is done with tile kt - 1
+      if (kt + STAGES - 1 < nkt) issue_kv(kt + STAGES - 1);
+      cp_async_commit();
+      issue_qk(sc, kt);
+      wgmma::wait<0>();
+      wgmma::fence_operands(sc);
+      softmax(sc, kt);
+      rescale_o();
+      to_p(sc, pa);
+      issue_pv(pa, kt);
+      wgmma::wait<0>();
+      wgmma::fence_operands(o);
+    }
+  } else {
+  // FlashAttention-3's intra-warpgroup order: Q K^T of tile kt and P V of tile kt - 1 are issued
+  // back to back; the softmax of tile kt runs while P V is on the tensor cores.
   issue_qk(sc, 0);
   wgmma::wait<0>();
   wgmma::fence_operands(sc);
@@ -382,9 +431,10 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_>::THREADS, 1) flash_wgmma_relpos
   issue_pv(pa, nkt - 1);
   wgmma::wait<0>();
   wgmma::fence_operands(o);
+  }
 
   // ---- epilogue: normalise, stage each warp's 16 rows in the (now free) K/V ring, 16-byte stores.
-  consumer_sync<CONSUMERS>();  // both warpgroups are done with the ring (the producer is idle)
+  consumer_sync<CONSUMERS>();  // every consumer warpgroup is done with the ring (the producers are idle)
   lrow0 = quad_sum(lrow0);
   lrow1 = quad_sum(lrow1);
   const float inv0 = lrow0 > 0.f ? 1.f / lrow0 : 0.f, inv1 = lrow1 > 0.f ? 1.f / lrow1 : 0.f;
@@ -404,23 +454,23 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_>::THREADS, 1) flash_wgmma_relpos
           *reinterpret_cast<const uint4*>(St + (warp * 16 + r) * LDS + c * 8);
   }
 #else
-  using C = WgCfg<HD, BN_>;  // (referenced so that the sm_80 pass does not warn about unused members)
+  using C = WgCfg<HD, BN_, LOCK>;  // (referenced so that the sm_80 pass does not warn about unused members)
   static_assert(C::CPR > 0 && C::KS > 0 && C::NT8 > 0 && C::PK > 0 && C::KH > 0 && C::NW8 > 0, "");
   (void)p;
   __trap();  // never launched: wgmma_relpos_plan only accepts sm_90 devices
 #endif
 }
 
-template <int HD, int BN>
+template <int HD, int BN, bool LOCK>
 void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
   static std::atomic<size_t> configured{0};
   if (smem > configured.load()) {
-    check(cudaFuncSetAttribute(flash_wgmma_relpos_kernel<HD, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    check(cudaFuncSetAttribute(flash_wgmma_relpos_kernel<HD, BN, LOCK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                static_cast<int>(smem)),
           "cudaFuncSetAttribute(wgmma attention smem)");
     configured.store(smem);
   }
-  flash_wgmma_relpos_kernel<HD, BN><<<blocks, WgCfg<HD, BN>::THREADS, smem, stream>>>(p);
+  flash_wgmma_relpos_kernel<HD, BN, LOCK><<<blocks, WgCfg<HD, BN, LOCK>::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_wgmma_relpos_kernel launch");
 }
 
@@ -436,41 +486,63 @@ bool device_is_sm90() {
   return v;
 }
 
-// Keys per tile, from VITRT_ATTN_WGMMA (read once per process; for A/B benchmarks on the GPU
-// machine): unset -> 64 (the measured default); "0" -> 0, the kernel off (the mma.sync kernel
-// runs); "bn128" -> 128, two key rows per tile (half the per-tile waits, reductions and O
-// rescaling per key, twice the score registers). Anything else is the default.
-int tile_keys_from_env() {
-  static const int v = [] {
+// The variant, from VITRT_ATTN_WGMMA (read once per process; for A/B runs on the GPU machine):
+// unset -> the warp-specialised kernel with 64-key tiles (the measured default); "0" -> off (the
+// mma.sync kernel runs); "bn128" -> 128-key tiles, two key rows (half the per-tile waits,
+// reductions and O rescaling per key, twice the score registers); "lockstep" -> the first,
+// lockstep schedule. Anything else is the default.
+WgmmaVariant variant_from_env() {
+  static const WgmmaVariant v = [] {
     const char* e = std::getenv("VITRT_ATTN_WGMMA");
-    if (e && std::strcmp(e, "0") == 0) return 0;
-    if (e && std::strcmp(e, "bn128") == 0) return 128;
-    return 64;
+    const std::string s = e ? e : "";
+    if (s == "0") return WgmmaVariant::Off;
+    if (s == "bn128") return WgmmaVariant::Keys128;
+    if (s == "lockstep") return WgmmaVariant::Lockstep;
+    return WgmmaVariant::Keys64;
   }();
   return v;
 }
 
 template <int HD>
-size_t smem_for(int bn, int relH) {
-  return bn == 128 ? wg_smem_bytes<WgCfg<HD, 128>>(relH) : wg_smem_bytes<WgCfg<HD, 64>>(relH);
+WgmmaPlan plan_for(WgmmaVariant v, int relH) {
+  WgmmaPlan pl;
+  pl.variant = v;
+  switch (v) {
+    case WgmmaVariant::Keys64: pl.smem = wg_smem_bytes<WgCfg<HD, 64>>(relH), pl.bm = WgCfg<HD, 64>::BM; break;
+    case WgmmaVariant::Keys128: pl.smem = wg_smem_bytes<WgCfg<HD, 128>>(relH), pl.bm = WgCfg<HD, 128>::BM; break;
+    case WgmmaVariant::Lockstep:
+      pl.smem = wg_smem_bytes<WgCfg<HD, 64, true>>(relH), pl.bm = WgCfg<HD, 64, true>::BM;
+      break;
+    case WgmmaVariant::Off: break;
+  }
+  return pl;
+}
+
+template <int HD>
+void launch_variant(const WgmmaPlan& pl, const KParams& p, int blocks, cudaStream_t stream) {
+  switch (pl.variant) {
+    case WgmmaVariant::Keys64: launch<HD, 64, false>(p, blocks, pl.smem, stream); break;
+    case WgmmaVariant::Keys128: launch<HD, 128, false>(p, blocks, pl.smem, stream); break;
+    case WgmmaVariant::Lockstep: launch<HD, 64, true>(p, blocks, pl.smem, stream); break;
+    case WgmmaVariant::Off: throw Error("wgmma attention: launched without a plan");
+  }
 }
 
 }  // namespace
 
-size_t wgmma_relpos_plan(const KParams& p, int optin_smem_limit) {
-  const int bn = tile_keys_from_env();
-  if (bn == 0 || !device_is_sm90()) return 0;
-  if (p.ws != 0 || p.q_share != 1 || (p.hd != 64 && p.hd != 80)) return 0;
-  if (p.th == nullptr || p.relW != 64 || p.relH < 1 || p.nq != p.relH * p.relW || p.nk != p.nq) return 0;
-  if (p.nk % bn != 0 || (p.th_lo == nullptr) != (p.tw_lo == nullptr)) return 0;
-  const size_t smem = p.hd == 64 ? smem_for<64>(bn, p.relH) : smem_for<80>(bn, p.relH);
-  return smem <= static_cast<size_t>(optin_smem_limit) ? smem : 0;
+WgmmaPlan wgmma_relpos_plan(const KParams& p, int optin_smem_limit) {
+  const WgmmaVariant v = variant_from_env();
+  if (v == WgmmaVariant::Off || !device_is_sm90()) return {};
+  if (p.ws != 0 || p.q_share != 1 || (p.hd != 64 && p.hd != 80)) return {};
+  if (p.th == nullptr || p.relW != 64 || p.relH < 1 || p.nq != p.relH * p.relW || p.nk != p.nq) return {};
+  if (p.nk % (v == WgmmaVariant::Keys128 ? 128 : 64) != 0 || (p.th_lo == nullptr) != (p.tw_lo == nullptr)) return {};
+  const WgmmaPlan pl = p.hd == 64 ? plan_for<64>(v, p.relH) : plan_for<80>(v, p.relH);
+  return pl.smem <= static_cast<size_t>(optin_smem_limit) ? pl : WgmmaPlan{};
 }
 
-void wgmma_relpos_launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
-  const bool wide = tile_keys_from_env() == 128;  // wgmma_relpos_plan accepted this problem with it
-  if (p.hd == 64) wide ? launch<64, 128>(p, blocks, smem, stream) : launch<64, 64>(p, blocks, smem, stream);
-  else wide ? launch<80, 128>(p, blocks, smem, stream) : launch<80, 64>(p, blocks, smem, stream);
+void wgmma_relpos_launch(const WgmmaPlan& plan, const KParams& p, int blocks, cudaStream_t stream) {
+  if (p.hd == 64) launch_variant<64>(plan, p, blocks, stream);
+  else launch_variant<80>(plan, p, blocks, stream);
 }
 
 }  // namespace vitrt::cuda::attn
