@@ -9,9 +9,8 @@
 //  - the producers stream K / V tiles (BN = 64 keys) into a 4-slot shared-memory ring with cp.async,
 //    each slot guarded by two mbarriers (full: its copies landed; empty: both warpgroups are done
 //    with it), so the warpgroups never meet at a CTA barrier and drift apart freely;
-//  - inside a warpgroup, Q K^T of the next tile runs on the tensor cores while the softmax of the
-//    current one runs on the ALUs (two score buffers), and P V runs while the next tile's scores are
-//    awaited;
+//  - inside a warpgroup, Q K^T of tile kt and P V of tile kt - 1 are issued back to back, and the
+//    softmax of tile kt runs on the ALUs while P V is on the tensor cores;
 //  - S = Q K^T and O += P V are wgmma.mma_async m64nNk16 with the A operand in registers (Q fragments
 //    loaded once; P converted from the S accumulators) and K / V read from shared memory through
 //    descriptors. K and V share one no-swizzle core-matrix layout (8 rows x 16 bytes contiguous,
@@ -23,6 +22,8 @@
 //  - the rel-pos prologue is the mma.sync kernel's: G = Q T^T over all table rows on the tensor
 //    cores, scattered into rel_h / rel_w buffers in shared memory (aliasing the Q staging).
 // Softmax in the log2 domain with the row maxima and sums per thread quad, as attention.cu.
+// Variants for A/B runs (VITRT_ATTN_WGMMA, see variant_from_env): 128-key tiles, and the first,
+// lockstep schedule (WgCfg::LOCK).
 #include <cuda_bf16.h>
 
 #include <atomic>
