@@ -13,56 +13,14 @@
 namespace vitrt::cpu {
 namespace {
 
-// 32 bits minus 8 for the pixel value minus 2 of headroom for filters with negative lobes.
-constexpr int kPrecisionBits = 32 - 8 - 2;
-
-// Per output position: the first source index, how many source taps, and their weights
-// (ksize slots each, fixed point).
-struct Coefficients {
-  int ksize = 0;
-  std::vector<int> first;
-  std::vector<int> count;
-  std::vector<int32_t> weights;
-};
+constexpr int kPrecisionBits = kResizePrecisionBits;
+using Coefficients = ResizeCoefficients;
 
 double triangle(double x) {
   x = std::fabs(x);
   return x < 1.0 ? 1.0 - x : 0.0;
 }
 
-Coefficients precompute(int in_size, int out_size) {
-  // Pillow passes the box edges as float; for a whole-image resize in0 = 0 and in1 = in_size.
-  const double scale = static_cast<double>(static_cast<float>(in_size)) / out_size;
-  const double filter_scale = std::max(scale, 1.0);
-  const double support = 1.0 * filter_scale;  // bilinear support is 1
-  Coefficients c;
-  c.ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
-  c.first.resize(out_size);
-  c.count.resize(out_size);
-  c.weights.assign(static_cast<size_t>(out_size) * c.ksize, 0);
-  std::vector<double> k(c.ksize);
-  const double inv_filter_scale = 1.0 / filter_scale;  // multiplied, not divided, like Pillow
-  for (int xx = 0; xx < out_size; ++xx) {
-    const double center = (xx + 0.5) * scale;
-    // Truncating casts, as in C: "+ 0.5" rounds the positive values, negatives clamp to 0.
-    const int xmin = std::max(static_cast<int>(center - support + 0.5), 0);
-    const int xmax = std::min(static_cast<int>(center + support + 0.5), in_size) - xmin;
-    double sum = 0.0;
-    for (int x = 0; x < xmax; ++x) {
-      k[x] = triangle((x + xmin - center + 0.5) * inv_filter_scale);
-      sum += k[x];
-    }
-    int32_t* w = &c.weights[static_cast<size_t>(xx) * c.ksize];
-    for (int x = 0; x < xmax; ++x) {
-      const double v = sum != 0.0 ? k[x] / sum : k[x];
-      w[x] = static_cast<int32_t>(v < 0 ? -0.5 + v * (1 << kPrecisionBits)
-                                        : 0.5 + v * (1 << kPrecisionBits));
-    }
-    c.first[xx] = xmin;
-    c.count[xx] = xmax;
-  }
-  return c;
-}
 
 inline uint8_t clip8(int32_t v) {
   v >>= kPrecisionBits;  // arithmetic shift, like Pillow's lookup-table index
@@ -111,6 +69,40 @@ void vertical_pass(const uint8_t* in, int w, int first_row, int cn, const Coeffi
 
 }  // namespace
 
+ResizeCoefficients resize_coefficients(int in_size, int out_size) {
+  // Pillow passes the box edges as float; for a whole-image resize in0 = 0 and in1 = in_size.
+  const double scale = static_cast<double>(static_cast<float>(in_size)) / out_size;
+  const double filter_scale = std::max(scale, 1.0);
+  const double support = 1.0 * filter_scale;  // bilinear support is 1
+  Coefficients c;
+  c.ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
+  c.first.resize(out_size);
+  c.count.resize(out_size);
+  c.weights.assign(static_cast<size_t>(out_size) * c.ksize, 0);
+  std::vector<double> k(c.ksize);
+  const double inv_filter_scale = 1.0 / filter_scale;  // multiplied, not divided, like Pillow
+  for (int xx = 0; xx < out_size; ++xx) {
+    const double center = (xx + 0.5) * scale;
+    // Truncating casts, as in C: "+ 0.5" rounds the positive values, negatives clamp to 0.
+    const int xmin = std::max(static_cast<int>(center - support + 0.5), 0);
+    const int xmax = std::min(static_cast<int>(center + support + 0.5), in_size) - xmin;
+    double sum = 0.0;
+    for (int x = 0; x < xmax; ++x) {
+      k[x] = triangle((x + xmin - center + 0.5) * inv_filter_scale);
+      sum += k[x];
+    }
+    int32_t* w = &c.weights[static_cast<size_t>(xx) * c.ksize];
+    for (int x = 0; x < xmax; ++x) {
+      const double v = sum != 0.0 ? k[x] / sum : k[x];
+      w[x] = static_cast<int32_t>(v < 0 ? -0.5 + v * (1 << kPrecisionBits)
+                                        : 0.5 + v * (1 << kPrecisionBits));
+    }
+    c.first[xx] = xmin;
+    c.count[xx] = xmax;
+  }
+  return c;
+}
+
 void resize_bilinear_antialias_u8(const uint8_t* src, int src_w, int src_h, int channels,
                                   uint8_t* dst, int dst_w, int dst_h) {
   VITRT_CHECK(src_w > 0 && src_h > 0 && dst_w > 0 && dst_h > 0, InvalidArgument,
@@ -124,11 +116,11 @@ void resize_bilinear_antialias_u8(const uint8_t* src, int src_w, int src_h, int 
     std::copy(src, src + static_cast<size_t>(src_w) * src_h * cn, dst);
     return;
   }
-  if (!need_h) return vertical_pass(src, src_w, 0, cn, precompute(src_h, dst_h), dst);
-  if (!need_v) return horizontal_pass(src, src_w, src_h, cn, precompute(src_w, dst_w), dst);
+  if (!need_h) return vertical_pass(src, src_w, 0, cn, resize_coefficients(src_h, dst_h), dst);
+  if (!need_v) return horizontal_pass(src, src_w, src_h, cn, resize_coefficients(src_w, dst_w), dst);
 
-  const Coefficients horiz = precompute(src_w, dst_w);
-  const Coefficients vert = precompute(src_h, dst_h);
+  const Coefficients horiz = resize_coefficients(src_w, dst_w);
+  const Coefficients vert = resize_coefficients(src_h, dst_h);
   std::vector<uint8_t> temp;
   // Pillow 13 runs the vertical pass first when the height shrinks, by more than twice as many
   // pixels as the width does (earlier Pillow always went horizontal first). The order changes

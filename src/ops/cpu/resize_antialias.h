@@ -7,7 +7,25 @@
 
 #include "vitrt/image.h"
 
+#include <vector>
+
 namespace vitrt::cpu {
+
+// Pillow's fixed point: 32 bits minus 8 for the pixel value minus 2 of headroom for filters with
+// negative lobes.
+constexpr int kResizePrecisionBits = 32 - 8 - 2;
+
+// Per output position along one axis: the first source index, how many source taps, and their
+// weights (ksize slots each, fixed point), computed as Pillow does (double, normalised per output
+// pixel, rounded half away from zero). The CUDA resize (ops/cuda/image.cu) uploads these same
+// coefficients, so both backends resample with identical weights.
+struct ResizeCoefficients {
+  int ksize = 0;
+  std::vector<int> first;
+  std::vector<int> count;
+  std::vector<int32_t> weights;
+};
+ResizeCoefficients resize_coefficients(int in_size, int out_size);
 
 // src: src_h x src_w x channels interleaved, dst: dst_h x dst_w x channels. Channels (1..4) are
 // filtered independently (Pillow's L / RGB / RGBX / CMYK paths; Pillow premultiplies RGBA first,

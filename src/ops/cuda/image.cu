@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/device_memory.h"
+#include "ops/cpu/resize_antialias.h"
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/runtime.h"
 
@@ -14,57 +15,10 @@ namespace {
 using dev::gstride;
 using dev::gtid;
 
-// ---- Host: coefficients, copied from ops/cpu/resize_antialias.cpp (keep the two identical) ----
-// None of these double expressions is a multiply-add whose contraction into an FMA could change
-// the result (the only one, 0.5 + v * 2^22, multiplies by a power of two, exactly), so the CPU
-// build (-march=x86-64-v3, FMA contraction on) and this host code agree bit for bit.
-
-constexpr int kPrecisionBits = 32 - 8 - 2;
+// ---- Host: Pillow's coefficients, from the CPU implementation itself (the same weights) ----
+constexpr int kPrecisionBits = cpu::kResizePrecisionBits;
 constexpr int32_t kHalf = 1 << (kPrecisionBits - 1);
-
-// Per output position: first source index, tap count, and ksize fixed-point weights.
-struct Coefficients {
-  int ksize = 0;
-  std::vector<int> first;
-  std::vector<int> count;
-  std::vector<int32_t> weights;
-};
-
-double triangle(double x) {
-  x = std::fabs(x);
-  return x < 1.0 ? 1.0 - x : 0.0;
-}
-
-Coefficients precompute(int in_size, int out_size) {
-  const double scale = static_cast<double>(static_cast<float>(in_size)) / out_size;
-  const double filter_scale = std::max(scale, 1.0);
-  const double support = 1.0 * filter_scale;
-  Coefficients c;
-  c.ksize = static_cast<int>(std::ceil(support)) * 2 + 1;
-  c.first.resize(out_size);
-  c.count.resize(out_size);
-  c.weights.assign(static_cast<size_t>(out_size) * c.ksize, 0);
-  std::vector<double> k(c.ksize);
-  const double inv_filter_scale = 1.0 / filter_scale;
-  for (int xx = 0; xx < out_size; ++xx) {
-    const double center = (xx + 0.5) * scale;
-    const int xmin = std::max(static_cast<int>(center - support + 0.5), 0);
-    const int xmax = std::min(static_cast<int>(center + support + 0.5), in_size) - xmin;
-    double sum = 0.0;
-    for (int x = 0; x < xmax; ++x) {
-      k[x] = triangle((x + xmin - center + 0.5) * inv_filter_scale);
-      sum += k[x];
-    }
-    int32_t* w = &c.weights[static_cast<size_t>(xx) * c.ksize];
-    for (int x = 0; x < xmax; ++x) {
-      const double v = sum != 0.0 ? k[x] / sum : k[x];
-      w[x] = static_cast<int32_t>(v < 0 ? -0.5 + v * (1 << kPrecisionBits) : 0.5 + v * (1 << kPrecisionBits));
-    }
-    c.first[xx] = xmin;
-    c.count[xx] = xmax;
-  }
-  return c;
-}
+using Coefficients = cpu::ResizeCoefficients;
 
 // Coefficients on the device: one int32 buffer [first | count | weights].
 struct DeviceCoefficients {
@@ -189,17 +143,17 @@ void resize_antialias_u8(const uint8_t* src, int src_w, int src_h, int channels,
     return;
   }
   if (!need_h) {
-    const DeviceCoefficients vert = upload(precompute(src_h, dst_h));
+    const DeviceCoefficients vert = upload(cpu::resize_coefficients(src_h, dst_h));
     vertical_pass(src, src_w, 0, cn, vert, dst_h, dst);
     return;
   }
   if (!need_v) {
-    const DeviceCoefficients horiz = upload(precompute(src_w, dst_w));
+    const DeviceCoefficients horiz = upload(cpu::resize_coefficients(src_w, dst_w));
     horizontal_pass(src, src_w, src_h, cn, horiz, dst, dst_w);
     return;
   }
-  const Coefficients horiz_h = precompute(src_w, dst_w);
-  const Coefficients vert_h = precompute(src_h, dst_h);
+  const Coefficients horiz_h = cpu::resize_coefficients(src_w, dst_w);
+  const Coefficients vert_h = cpu::resize_coefficients(src_h, dst_h);
   const DeviceCoefficients horiz = upload(horiz_h);
   const DeviceCoefficients vert = upload(vert_h);
   // Pass order and intermediate rows exactly as the CPU (Pillow 13) code: vertical first when
