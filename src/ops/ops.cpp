@@ -106,6 +106,20 @@ void linear_add_(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias
   std::memcpy(y.raw(), sum.raw(), sum.nbytes());
 }
 
+MatmulShape matmul_shape(const Tensor& a, const Tensor& b, bool transpose_b) {
+  VITRT_CHECK((a.dim() == 2 || a.dim() == 3) && (b.dim() == 2 || b.dim() == 3) && b.dim() <= a.dim(),
+              InvalidArgument, "ops::matmul: unsupported ranks ", shape_str(a.shape()), " x ", shape_str(b.shape()));
+  MatmulShape s;
+  s.batch = a.dim() == 3 ? a.size(0) : 1;
+  s.M = a.size(-2), s.K = a.size(-1);
+  const int64_t bK = transpose_b ? b.size(-1) : b.size(-2);
+  s.N = transpose_b ? b.size(-2) : b.size(-1);
+  VITRT_CHECK(bK == s.K && (b.dim() == 2 || b.size(0) == s.batch), InvalidArgument, "ops::matmul: ",
+              shape_str(a.shape()), " x ", shape_str(b.shape()), transpose_b ? "^T" : "", " do not match");
+  s.out = a.dim() == 3 ? Shape{s.batch, s.M, s.N} : Shape{s.M, s.N};
+  return s;
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b) {
   if (a.is_cuda()) {
     VITRT_PROFILE_OP("matmul ", shape_str(a.shape()), "x", shape_str(b.shape()));
@@ -113,14 +127,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b) {
   }
   check_input(a, "matmul", "a");
   check_input(b, "matmul", "b");
-  VITRT_CHECK((a.dim() == 2 || a.dim() == 3) && (b.dim() == 2 || b.dim() == 3) && b.dim() <= a.dim(),
-              InvalidArgument, "ops::matmul: unsupported ranks ", shape_str(a.shape()), " x ", shape_str(b.shape()));
-  const int64_t batch = a.dim() == 3 ? a.size(0) : 1;
-  const int64_t M = a.size(-2), K = a.size(-1);
-  const int64_t bK = transpose_b ? b.size(-1) : b.size(-2), N = transpose_b ? b.size(-2) : b.size(-1);
-  VITRT_CHECK(bK == K && (b.dim() == 2 || b.size(0) == batch), InvalidArgument, "ops::matmul: ",
-              shape_str(a.shape()), " x ", shape_str(b.shape()), transpose_b ? "^T" : "", " do not match");
-  Shape out_shape = a.dim() == 3 ? Shape{batch, M, N} : Shape{M, N};
+  const auto [batch, M, N, K, out_shape] = matmul_shape(a, b, transpose_b);
   Tensor c = Tensor::empty(out_shape);
   if (b.dim() == 2) {
     // One b for the whole batch: a single [batch*M, K] x [K, N] product.

@@ -33,6 +33,14 @@ void linear_add_(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias
 // Batched c[b] = a[b] @ b[b]: a [B, M, K], b [B, K, N] -> [B, M, N]. 2-D inputs are batch 1.
 // If transpose_b, b is [B, N, K].
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b = false);
+// The problem matmul(a, b, transpose_b) describes: a [batch, M, K] (or [M, K]) times b [K, N] (b^T:
+// [N, K]), b 2-D or batched like a; out is [batch, M, N] (or [M, N]). Throws InvalidArgument for
+// ranks or sizes that do not match. Shared by the CPU and CUDA implementations.
+struct MatmulShape {
+  int64_t batch = 1, M = 0, N = 0, K = 0;
+  Shape out;
+};
+MatmulShape matmul_shape(const Tensor& a, const Tensor& b, bool transpose_b);
 
 // LayerNorm over the last dimension with affine weight/bias [C].
 // out_dtype: the output's dtype, by default x's. CPU: float32 only. CUDA: x, weight/bias (one

@@ -229,14 +229,7 @@ void linear_add_(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b) {
   check_float(a, "matmul", "a");
   check_like(b, a, "matmul", "b");
-  VITRT_CHECK((a.dim() == 2 || a.dim() == 3) && (b.dim() == 2 || b.dim() == 3) && b.dim() <= a.dim(),
-              InvalidArgument, "ops::matmul: unsupported ranks ", shape_str(a.shape()), " x ", shape_str(b.shape()));
-  const int64_t batch = a.dim() == 3 ? a.size(0) : 1;
-  const int64_t M = a.size(-2), K = a.size(-1);
-  const int64_t bK = transpose_b ? b.size(-1) : b.size(-2), N = transpose_b ? b.size(-2) : b.size(-1);
-  VITRT_CHECK(bK == K && (b.dim() == 2 || b.size(0) == batch), InvalidArgument, "ops::matmul: ",
-              shape_str(a.shape()), " x ", shape_str(b.shape()), transpose_b ? "^T" : "", " do not match");
-  Shape out_shape = a.dim() == 3 ? Shape{batch, M, N} : Shape{M, N};
+  const auto [batch, M, N, K, out_shape] = ops::matmul_shape(a, b, transpose_b);
   Tensor c = empty_like_dev(out_shape, a.dtype());
   if (batch == 0 || M == 0 || N == 0) return c;
   if (K == 0) {
