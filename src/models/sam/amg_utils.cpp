@@ -6,24 +6,13 @@
 #include <cstdlib>
 #include <numeric>
 
+#include "core/rounding.h"
 #include "vitrt/error.h"
 
 namespace vitrt::amg {
 
 namespace {
 
-// Keeps the compiler from contracting a product into a following add (GCC forms FMAs across
-// statements on FMA targets), so that each operation rounds as in the reference's code.
-template <class T>
-inline T rounded(T v) {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-  asm("" : "+x"(v));
-#else
-  volatile T t = v;
-  v = t;
-#endif
-  return v;
-}
 
 // C's (int) cast of a double as x86 performs it (cvttsd2si): NaN and out-of-range values give
 // INT_MIN. pycocotools relies on it for degenerate polygon edges (0 / 0 slopes).

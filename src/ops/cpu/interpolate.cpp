@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "core/rounding.h"
+
 namespace vitrt::cpu {
 namespace {
 
@@ -13,17 +15,6 @@ struct Taps {
   float w0, w1;
 };
 
-// Keeps the compiler from fusing a product into a following add (GCC contracts a*b+c into an
-// FMA across statements at -O2 on FMA targets, which changes the rounding).
-inline float rounded(float v) {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-  asm("" : "+x"(v));
-#else
-  volatile float t = v;
-  v = t;
-#endif
-  return v;
-}
 
 // PyTorch (align_corners=False, output size given): scale = float(in) / out;
 // src = scale * (dst + 0.5f) - 0.5f, clamped at 0; i0 = (int) src; i1 = i0 + (i0 < in - 1);
