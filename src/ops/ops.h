@@ -138,5 +138,8 @@ namespace vitrt::ops {
 
 // x.narrow(dim, start, length).contiguous(): a copy on x's device (any dtype).
 Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length);
+// A copy of x on its device, stream-ordered on the GPU (unlike Tensor::clone, which waits for the
+// device, it may sit inside a CUDA graph capture).
+Tensor copy(const Tensor& x);
 
 }  // namespace vitrt::ops

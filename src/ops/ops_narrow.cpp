@@ -1,4 +1,5 @@
-// ops::narrow: one strided row copy (outer rows of `length * inner` elements) on either device.
+// ops::narrow: one strided row copy (outer rows of `length * inner` elements) on either device;
+// ops::copy, the whole tensor as one row.
 #include "core/device_memory.h"
 #include "ops/ops.h"
 
@@ -21,6 +22,13 @@ Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length) {
   const size_t row = static_cast<size_t>(length * inner) * es;
   devmem::copy_rows(out.raw(), row, static_cast<const char*>(x.raw()) + static_cast<size_t>(start * inner) * es,
                     static_cast<size_t>(x.size(dim) * inner) * es, row, static_cast<size_t>(outer), x.device());
+  return out;
+}
+
+Tensor copy(const Tensor& x) {
+  VITRT_CHECK(x.defined(), InvalidArgument, "ops::copy: undefined tensor");
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (x.nbytes()) devmem::copy_rows(out.raw(), x.nbytes(), x.raw(), x.nbytes(), x.nbytes(), 1, x.device());
   return out;
 }
 

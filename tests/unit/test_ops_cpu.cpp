@@ -343,6 +343,19 @@ TEST(OpsCpu, NarrowEveryDim) {
   EXPECT_THROW(ops::narrow(x, 0, -1, 1), InvalidArgument);
 }
 
+TEST(OpsCpu, CopyIsADeepCopy) {
+  Tensor x = rand_tensor({3, 4, 5}, 71);
+  Tensor y = ops::copy(x);
+  ASSERT_EQ(y.shape(), x.shape());
+  EXPECT_NE(y.raw(), x.raw());
+  EXPECT_EQ(std::memcmp(y.raw(), x.raw(), x.nbytes()), 0);
+  const float before = cf(x)[7];
+  y.data<float>()[7] = before + 1.f;
+  EXPECT_EQ(cf(x)[7], before);  // the source is untouched
+  EXPECT_EQ(ops::copy(Tensor::empty({0, 3})).shape(), (Shape{0, 3}));
+  EXPECT_THROW(ops::copy(Tensor()), InvalidArgument);
+}
+
 TEST(OpsCpu, PermuteGeneral) {
   const Shape s{3, 4, 5, 6};
   Tensor x = rand_tensor(s, 61);

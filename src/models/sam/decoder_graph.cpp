@@ -8,6 +8,7 @@
 
 #include "core/device_memory.h"
 #include "models/sam/sam_model.h"
+#include "ops/ops.h"
 #include "vitrt/error.h"
 
 #ifdef VITRT_HAVE_CUDA
@@ -59,18 +60,6 @@ void DecoderGraphCache::run(const DecoderGraphCall&, const DeviceWork&, Tensor&,
 }
 
 #else
-
-namespace {
-
-// A fresh device copy of x, in stream order (the caller's result: the entry's buffer is
-// overwritten by the next call).
-Tensor fresh_copy(const Tensor& x) {
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), Device::CUDA);
-  devmem::copy_rows(y.raw(), x.nbytes(), x.raw(), x.nbytes(), x.nbytes(), 1, Device::CUDA);
-  return y;
-}
-
-}  // namespace
 
 struct DecoderGraphCache::Entry {
   std::mutex mu;  // one call at a time (an entry belongs to one stream; this also covers misuse)
@@ -216,8 +205,9 @@ void DecoderGraphCache::run(const DecoderGraphCall& call, const DeviceWork& work
     if (mode == Mode::Capture) ++stats_.captures;
     if (mode != Mode::Eager) ++stats_.replays;
   }
-  masks_out = fresh_copy(e.masks);
-  iou_out = fresh_copy(e.iou);
+  // Fresh copies for the caller: the entry's buffers are overwritten by the next call.
+  masks_out = ops::copy(e.masks);
+  iou_out = ops::copy(e.iou);
 }
 
 #endif  // VITRT_HAVE_CUDA

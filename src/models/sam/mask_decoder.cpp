@@ -3,7 +3,6 @@
 // tokens, one hypernetwork MLP per mask token, and the IoU head.
 #include <cstring>
 
-#include "core/device_memory.h"
 #include "models/sam/decoder_graph.h"
 #include "models/sam/sam_model.h"
 #include "models/sam/weights.h"
@@ -173,14 +172,6 @@ std::vector<int64_t> checked_prompt_counts(const Tensor& image, int64_t B,
   VITRT_CHECK(total == B, InvalidArgument, "mask decoder: prompt counts sum to ", total, ", the batch holds ", B);
   return per_image;
 }
-
-// x copied on its device in stream order. (Tensor::clone() waits for the device, which is not
-// allowed while a CUDA graph is being captured.)
-Tensor copy_in_stream_order(const Tensor& x) {
-  Tensor y = Tensor::empty(x.shape(), x.dtype(), x.device());
-  devmem::copy_rows(y.raw(), x.nbytes(), x.raw(), x.nbytes(), x.nbytes(), 1, x.device());
-  return y;
-}
 }  // namespace
 
 void MaskDecoder::forward(const Tensor& image, const Tensor& image_pe, const Tensor& sparse, const Tensor& dense,
@@ -310,7 +301,7 @@ void MaskDecoder::forward_device(const Tensor& image, const Tensor& image_pe, co
 
   // TwoWayTransformer.
   const int heads = cfg.decoder_heads;
-  Tensor queries = copy_in_stream_order(query_pe);  // query_pe must stay the original tokens
+  Tensor queries = ops::copy(query_pe);  // query_pe must stay the original tokens (stream-ordered: capturable)
   for (size_t i = 0; i < layers.size(); ++i) {
     const DecoderLayerW& l = layers[i];
     if (i == 0) {  // skip_first_layer_pe: the first self-attention replaces the queries
