@@ -731,27 +731,6 @@ int grid_for(long long n) { return static_cast<int>(std::min<long long>((n + 255
 // ---------------------------------------------------------------------------------------------
 // Launch plumbing
 
-int max_optin_smem() {
-  int dev = 0, v = 0;
-  check(cudaGetDevice(&dev), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "cudaDeviceGetAttribute");
-  return v;
-}
-
-// Raises the kernel's dynamic shared-memory limit when needed (once per size increase).
-template <class Kernel>
-void ensure_smem(Kernel kernel, size_t bytes, std::atomic<int>& configured, const char* name) {
-  if (bytes <= 48 * 1024 || static_cast<int>(bytes) <= configured.load()) return;
-  const int limit = max_optin_smem();
-  VITRT_CHECK(bytes <= static_cast<size_t>(limit), InvalidArgument, "cuda attention (", name, "): needs ", bytes,
-              " bytes of shared memory, the device allows ", limit, " (rel-pos grid too large)");
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
-        "cudaFuncSetAttribute(attention smem)");
-  int cur = configured.load();
-  while (static_cast<int>(bytes) > cur && !configured.compare_exchange_weak(cur, static_cast<int>(bytes))) {
-  }
-}
-
 template <class Cfg, bool REL, bool WIN>
 void launch_mma_as(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
   static std::atomic<int> configured{0};

@@ -1,11 +1,16 @@
 // Internals shared by the attention kernels (attention.cu: mma.sync and CUDA-core kernels;
-// attention_wgmma.cu: the Hopper wgmma kernel for global attention with rel-pos). Device code and
-// the kernel parameter block; include from .cu files only.
+// attention_wgmma.cu: the Hopper wgmma kernel for global attention with rel-pos): the kernel
+// parameter block, device helpers, the rel-pos prologue and the shared-memory limit of a launch;
+// include from .cu files only.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstddef>
+
 #include "ops/cuda/ptx.cuh"
+#include "ops/cuda/runtime.h"
 
 namespace vitrt::cuda::attn {
 
@@ -63,6 +68,29 @@ __device__ __forceinline__ float quad_sum(float x) {
 __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
   return *reinterpret_cast<unsigned*>(&v);
+}
+
+// The device's opt-in limit of dynamic shared memory per CTA (bytes).
+inline int max_optin_smem() {
+  int dev = 0, v = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "cudaDeviceGetAttribute");
+  return v;
+}
+
+// Raises an attention kernel's dynamic shared-memory limit when needed (once per size increase;
+// `configured` is the kernel's own high-water mark).
+template <class Kernel>
+void ensure_smem(Kernel kernel, size_t bytes, std::atomic<int>& configured, const char* name) {
+  if (bytes <= 48 * 1024 || static_cast<int>(bytes) <= configured.load()) return;
+  const int limit = max_optin_smem();
+  VITRT_CHECK(bytes <= static_cast<size_t>(limit), InvalidArgument, "cuda attention (", name, "): needs ", bytes,
+              " bytes of shared memory, the device allows ", limit, " (rel-pos grid too large)");
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+        "cudaFuncSetAttribute(attention smem)");
+  int cur = configured.load();
+  while (static_cast<int>(bytes) > cur && !configured.compare_exchange_weak(cur, static_cast<int>(bytes))) {
+  }
 }
 
 // The rel-pos prologue of the tensor-core kernels (attention.cu's mma.sync kernel and the wgmma

@@ -105,6 +105,20 @@ __device__ __forceinline__ int core_offset(int r, int c) {
   return ((r >> 3) * C::CPR + c) * 64 + (r & 7) * 8;
 }
 
+// Chunk 32 * step + ln (ln < 32, step < BN * CPR / 32) of the K / V tiles whose first key row is
+// r0: one 16-byte chunk of K and of V into the core-matrix layout. The 32 chunks of a step cover
+// 16 rows x 2 chunks (each 32-byte sector of global memory whole; each 8-lane phase writes one
+// contiguous 128-byte core matrix: no bank conflicts).
+template <class C>
+__device__ __forceinline__ void copy_kv_chunk(int step, int ln, bf16* Ks, bf16* Vs, const bf16* kb, const bf16* vb,
+                                              long long r0, const KParams& p) {
+  const int r = (ln & 7) + ((ln >> 4) << 3) + (step % (C::BN / 16)) * 16;
+  const int c = ((ln >> 3) & 1) + 2 * (step / (C::BN / 16));
+  const int off = core_offset<C>(r, c);
+  cp_async16(Ks + off, kb + (r0 + r) * p.ldk + c * 8, 16);
+  cp_async16(Vs + off, vb + (r0 + r) * p.ldv + c * 8, 16);
+}
+
 #if VITRT_WGMMA_ENABLED
 // mbarriers in shared memory.
 __device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
@@ -190,6 +204,8 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK>::THREADS, 1) flash_wgmma_
   const int m0 = tile * BM;
   const long long q0 = static_cast<long long>(s) * p.nq, k0 = static_cast<long long>(s) * p.nk;
   const bf16* qb = static_cast<const bf16*>(p.q) + h * HD;
+  const bf16* kb = static_cast<const bf16*>(p.k) + h * HD;
+  const bf16* vb = static_cast<const bf16*>(p.v) + h * HD;
 
   if (tid == 0) {
     for (int i = 0; i < STAGES; ++i) {
@@ -222,15 +238,10 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK>::THREADS, 1) flash_wgmma_
 
   const int nkt = p.nk / BN;
 
-  // ---- producers: K / V tiles into the ring. Each warp covers 16 rows x 2 chunks per step (each
-  // 32-byte sector of global memory whole; each 8-lane phase writes one contiguous 128-byte core
-  // matrix: no bank conflicts).
+  // ---- producers: K / V tiles into the ring, 32 chunks per warp and step.
   if (!LOCK && !consumer) {
     setmaxnreg_dec<C::PRODUCER_REGS>();
-    const bf16* kb = static_cast<const bf16*>(p.k) + h * HD;
-    const bf16* vb = static_cast<const bf16*>(p.v) + h * HD;
     const int pw = warp - C::CONSUMER_WARPS;
-    const int rl = (lane & 7) + ((lane >> 4) << 3), cl = (lane >> 3) & 1;
     constexpr int STEPS = BN * CPR / 32;  // 32-chunk steps per tile (16 or 20), spread over the warps
     for (int kt = 0; kt < nkt; ++kt) {
       const int slot = kt % STAGES, round = kt / STAGES;
@@ -239,12 +250,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK>::THREADS, 1) flash_wgmma_
       bf16* Vs = Ks + TE;
       const long long r0 = k0 + static_cast<long long>(kt) * BN;
 #pragma unroll
-      for (int st = pw; st < STEPS; st += C::PRODUCERS / 32) {
-        const int r = rl + (st % (BN / 16)) * 16, c = cl + 2 * (st / (BN / 16));
-        const int off = core_offset<C>(r, c);
-        cp_async16(Ks + off, kb + (r0 + r) * p.ldk + c * 8, 16);
-        cp_async16(Vs + off, vb + (r0 + r) * p.ldv + c * 8, 16);
-      }
+      for (int st = pw; st < STEPS; st += C::PRODUCERS / 32) copy_kv_chunk<C>(st, lane, Ks, Vs, kb, vb, r0, p);
       cp_async_mbar_arrive(&full[slot]);
     }
     cp_async_wait<0>();
@@ -374,18 +380,8 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK>::THREADS, 1) flash_wgmma_
     // is refilled right after it.
     auto issue_kv = [&](int kt) {
       bf16* Ks = slot_k(kt);
-      bf16* Vs = Ks + TE;
-      const bf16* kb = static_cast<const bf16*>(p.k) + h * HD;
-      const bf16* vb = static_cast<const bf16*>(p.v) + h * HD;
       const long long r0 = k0 + static_cast<long long>(kt) * BN;
-      for (int i = tid; i < BN * CPR; i += THREADS) {
-        const int rest = i >> 5, ln = i & 31;
-        const int r = (ln & 7) + ((ln >> 4) << 3) + (rest % (BN / 16)) * 16;
-        const int c = ((ln >> 3) & 1) + 2 * (rest / (BN / 16));
-        const int off = core_offset<C>(r, c);
-        cp_async16(Ks + off, kb + (r0 + r) * p.ldk + c * 8, 16);
-        cp_async16(Vs + off, vb + (r0 + r) * p.ldv + c * 8, 16);
-      }
+      for (int i = tid; i < BN * CPR; i += THREADS) copy_kv_chunk<C>(i >> 5, i & 31, Ks, Ks + TE, kb, vb, r0, p);
     };
 #pragma unroll
     for (int st = 0; st < STAGES - 1; ++st) {
@@ -409,29 +405,29 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK>::THREADS, 1) flash_wgmma_
       wgmma::fence_operands(o);
     }
   } else {
-  // FlashAttention-3's intra-warpgroup order: Q K^T of tile kt and P V of tile kt - 1 are issued
-  // back to back; the softmax of tile kt runs while P V is on the tensor cores.
-  issue_qk(sc, 0);
-  wgmma::wait<0>();
-  wgmma::fence_operands(sc);
-  softmax(sc, 0);
-  to_p(sc, pa);
-  for (int kt = 1; kt < nkt; ++kt) {
-    issue_qk(sc, kt);
-    rescale_o();  // by tile kt - 1's factor, before its P V
-    issue_pv(pa, kt - 1);
-    wgmma::wait<1>();  // Q K^T of tile kt (P V of tile kt - 1 may still run)
+    // FlashAttention-3's intra-warpgroup order: Q K^T of tile kt and P V of tile kt - 1 are issued
+    // back to back; the softmax of tile kt runs while P V is on the tensor cores.
+    issue_qk(sc, 0);
+    wgmma::wait<0>();
     wgmma::fence_operands(sc);
-    softmax(sc, kt);
+    softmax(sc, 0);
+    to_p(sc, pa);
+    for (int kt = 1; kt < nkt; ++kt) {
+      issue_qk(sc, kt);
+      rescale_o();  // by tile kt - 1's factor, before its P V
+      issue_pv(pa, kt - 1);
+      wgmma::wait<1>();  // Q K^T of tile kt (P V of tile kt - 1 may still run)
+      wgmma::fence_operands(sc);
+      softmax(sc, kt);
+      wgmma::wait<0>();
+      wgmma::fence_operands(o);
+      release(kt - 1);
+      to_p(sc, pa);
+    }
+    rescale_o();
+    issue_pv(pa, nkt - 1);
     wgmma::wait<0>();
     wgmma::fence_operands(o);
-    release(kt - 1);
-    to_p(sc, pa);
-  }
-  rescale_o();
-  issue_pv(pa, nkt - 1);
-  wgmma::wait<0>();
-  wgmma::fence_operands(o);
   }
 
   // ---- epilogue: normalise, stage each warp's 16 rows in the (now free) K/V ring, 16-byte stores.
@@ -464,13 +460,8 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK>::THREADS, 1) flash_wgmma_
 
 template <int HD, int BN, bool LOCK>
 void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
-  static std::atomic<size_t> configured{0};
-  if (smem > configured.load()) {
-    check(cudaFuncSetAttribute(flash_wgmma_relpos_kernel<HD, BN, LOCK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(smem)),
-          "cudaFuncSetAttribute(wgmma attention smem)");
-    configured.store(smem);
-  }
+  static std::atomic<int> configured{0};
+  ensure_smem(flash_wgmma_relpos_kernel<HD, BN, LOCK>, smem, configured, "bf16 wgmma");
   flash_wgmma_relpos_kernel<HD, BN, LOCK><<<blocks, WgCfg<HD, BN, LOCK>::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_wgmma_relpos_kernel launch");
 }
