@@ -208,10 +208,11 @@ fi
 if has ncu; then
   timeout 240 ncu --clock-control none -k "regex:${NCU_KERNELS:-flash_mma_kernel}" --launch-count ${NCU_COUNT:-3} \
     --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
-    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section SchedulerStats \
+    --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
     $V bench --device cuda --model ${NCU_MODEL:-vit_b} --batch ${NCU_BATCH:-8} --dtype bf16 --iters 1 --warmup 1 \
     $([ "${NCU_DECODER:-0}" = 1 ] || echo --no-decoder) > "$OUT/ncu.txt" 2>&1
-  grep -E "^  [a-z_].*\(|Throughput|Registers Per|Achieved Occ|Theoretical Occ|Block Limit|Duration|Warp Cycles Per Issued|Hit Rate|Executed Ipc|Stall|Issue Slots" "$OUT/ncu.txt" | head -120
+  grep -E "^  [a-z_].*\(|Throughput|Registers Per|Achieved Occ|Theoretical Occ|Block Limit|Duration|Warp Cycles Per Issued|Hit Rate|Executed Ipc|Stall|Issue Slots|Eligible|stalled_.* +[0-9.]+[1-9]" "$OUT/ncu.txt" | head -160
 fi
 
 # segment-anything-fast's batched decoder path (predict_torch with N prompts), same points as vitrt bench.
