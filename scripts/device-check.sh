@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, run every GPU test, the GPU fidelity checks and the benchmarks,
 # then print a short table. Logs go to $OUT (or ./device-out). Usage:
-#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [server] [attn-sweep] [attn-ab] [ncu] [decoder-ref] [compare] [anchors] [anchors-compiled]
+#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [server] [attn-sweep] [attn-ab] [ncu] [ncu-src] [decoder-ref] [compare] [anchors] [anchors-compiled]
 #   (default: tests bench)
 # The GPU machine has no internet: Debian packages travel as .deb files in .deps/ (see
 # scripts/fetch-device-deps.sh) and are unpacked into /tmp/deps; segment-anything(-fast) for the
@@ -213,6 +213,18 @@ if has ncu; then
     $V bench --device cuda --model ${NCU_MODEL:-vit_b} --batch ${NCU_BATCH:-8} --dtype bf16 --iters 1 --warmup 1 \
     $([ "${NCU_DECODER:-0}" = 1 ] || echo --no-decoder) > "$OUT/ncu.txt" 2>&1
   grep -E "^  [a-z_].*\(|Throughput|Registers Per|Achieved Occ|Theoretical Occ|Block Limit|Duration|Warp Cycles Per Issued|Hit Rate|Executed Ipc|Stall|Issue Slots|Eligible|stalled_.* +[0-9.]+[1-9]" "$OUT/ncu.txt" | head -160
+fi
+
+# Per-SASS-instruction warp-stall samples of one kernel launch (NCU_KERNELS, NCU_MODEL, NCU_BATCH):
+# the report is kept ($OUT/ncu_src.ncu-rep) and its source page printed as CSV; the summary lists the
+# instructions with the most samples.
+if has ncu-src; then
+  timeout 240 ncu --clock-control none -k "regex:${NCU_KERNELS:-flash_mma_kernel}" --launch-count 1 \
+    --section SourceCounters --section WarpStateStats -f -o "$OUT/ncu_src" \
+    $V bench --device cuda --model ${NCU_MODEL:-vit_b} --batch ${NCU_BATCH:-8} --dtype bf16 --iters 1 --warmup 1 \
+    --no-decoder > "$OUT/ncu_src.log" 2>&1
+  timeout 120 ncu --import "$OUT/ncu_src.ncu-rep" --page source --print-source sass --csv > "$OUT/ncu_source.csv" 2>&1
+  add_summary "ncu source page: $(wc -l < "$OUT/ncu_source.csv") lines (ncu_source.csv)"
 fi
 
 # segment-anything-fast's batched decoder path (predict_torch with N prompts), same points as vitrt bench.

@@ -7,8 +7,9 @@
 //  - a CTA is two consumer warpgroups (64 query rows each, 128 per CTA) and one producer
 //    warpgroup, which hands most of its registers to the consumers (setmaxnreg);
 //  - the producers stream K / V tiles (BN = 64 keys) into a 4-slot shared-memory ring with cp.async,
-//    each slot guarded by two mbarriers (full: its copies landed; empty: both warpgroups are done
-//    with it), so the warpgroups never meet at a CTA barrier and drift apart freely;
+//    each slot guarded by two mbarriers (full: its copies landed and were fenced for the async proxy
+//    by the producers; empty: both warpgroups are done with it), so the warpgroups never meet at a
+//    CTA barrier and drift apart freely;
 //  - inside a warpgroup, Q K^T of tile kt and P V of tile kt - 1 are issued back to back, and the
 //    softmax of tile kt runs on the ALUs while P V is on the tensor cores;
 //  - S = Q K^T and O += P V are wgmma.mma_async m64nNk16 with the A operand in registers (Q fragments
@@ -18,7 +19,9 @@
 //    of P V, so V needs no transpose;
 //  - one key tile is one key row kh of the grid, so a query row's rel_w bias is the same for every
 //    tile: each thread keeps its share in registers (the score accumulators' layout) and S starts
-//    from it; rel_h is one float per row and tile, read from shared memory;
+//    from it; rel_h is one float per row and tile, read from shared memory, and folds with the
+//    scale and the running maximum into one FFMA per score; O is only rescaled when a row's
+//    reference maximum moves by more than 2^8 (lazy rescaling, as FlashAttention-4);
 //  - the rel-pos prologue is the mma.sync kernel's: G = Q T^T over all table rows on the tensor
 //    cores, scattered into rel_h / rel_w buffers in shared memory (aliasing the Q staging).
 // Softmax in the log2 domain with the row maxima and sums per thread quad, as attention.cu.
@@ -139,10 +142,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
         : "memory");
   } while (!done);
 }
-// One arrival on `bar` once every cp.async this thread issued before has landed.
-__device__ __forceinline__ void cp_async_mbar_arrive(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(ptx::smem_u32(bar)) : "memory");
-}
 // Moves registers between warpgroups: every warp of the warpgroup executes it.
 template <int N>
 __device__ __forceinline__ void setmaxnreg_dec() {
@@ -159,6 +158,25 @@ __device__ __forceinline__ void consumer_sync() {
 }
 
 #endif
+
+// An optimisation barrier for scalars (see wgmma::fence_operands for arrays).
+// op over t[0 .. N) as a balanced tree (N a power of two), in place; returns the result.
+template <int N, class Op>
+__device__ __forceinline__ float tree_reduce(float (&t)[N], Op op) {
+  if constexpr (N > 1) {
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) t[i] = op(t[i], t[i + N / 2]);
+    return tree_reduce<N / 2>(reinterpret_cast<float(&)[N / 2]>(t), op);
+  } else {
+    return t[0];
+  }
+}
+
+__device__ __forceinline__ void pin1(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+template <class... T>
+__device__ __forceinline__ void pin(T&... x) {
+  (pin1(x), ...);
+}
 
 // d[64 x N] += a * b with N = 64 (S, or O for head_dim 64), 80 (O for head_dim 80) or 128 (S).
 template <int N>
@@ -249,11 +267,24 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK>::THREADS, 1) flash_wgmma_
       bf16* Ks = KV + slot * 2 * TE;
       bf16* Vs = Ks + TE;
       const long long r0 = k0 + static_cast<long long>(kt) * BN;
+      constexpr int PW = LOCK ? 1 : C::PRODUCERS / 32;  // (the lockstep schedule has no producers)
+      static_assert(STEPS % PW == 0, "every producer warp copies the same number of steps");
 #pragma unroll
-      for (int st = pw; st < STEPS; st += C::PRODUCERS / 32) copy_kv_chunk<C>(st, lane, Ks, Vs, kb, vb, r0, p);
-      cp_async_mbar_arrive(&full[slot]);
+      for (int i = 0; i < STEPS / PW; ++i) copy_kv_chunk<C>(pw + i * PW, lane, Ks, Vs, kb, vb, r0, p);
+      cp_async_commit();
+      // Tile kt - 1 is published once this thread's copies of it have landed (two tiles in
+      // flight per thread): its own proxy fence (generic cp.async writes -> wgmma's async-proxy
+      // reads), then the arrival. The consumers then only wait on the mbarrier; a fence on their
+      // side (MEMBAR + FENCE.VIEW.ASYNC) would sit on the critical path of every tile.
+      if (kt > 0) {
+        cp_async_wait<1>();
+        wgmma::fence_proxy_async_smem();
+        mbar_arrive(&full[(kt - 1) % STAGES]);
+      }
     }
     cp_async_wait<0>();
+    wgmma::fence_proxy_async_smem();
+    mbar_arrive(&full[(nkt - 1) % STAGES]);
     return;
   }
   if constexpr (!LOCK) setmaxnreg_inc<C::CONSUMER_REGS>();
@@ -278,33 +309,33 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK>::THREADS, 1) flash_wgmma_
   float mrow0 = -INFINITY, mrow1 = -INFINITY, lrow0 = 0.f, lrow1 = 0.f;
   constexpr uint32_t kChunkBytes = 128, kRowGroupBytes = CPR * 128;
   auto slot_k = [&](int kt) { return KV + (kt % STAGES) * 2 * TE; };
+  // Shared-memory descriptors of slot 0's K and V tiles, built once: a tile's step is the base plus
+  // a byte offset >> 4 in the address field (bits 0-13; shared addresses < 256 KiB never carry out).
+  const uint64_t kdesc0 = wgmma::make_smem_desc(KV, kChunkBytes, kRowGroupBytes);
+  const uint64_t vdesc0 = wgmma::make_smem_desc(KV + TE, kRowGroupBytes, kChunkBytes);
+  auto slot_desc16 = [&](int kt) { return static_cast<uint64_t>((kt % STAGES) * (2 * TE * 2 / 16)); };
 
   // S = rel_w / scale + Q K^T for tile kt, issued asynchronously (one wgmma group). Called with no
   // wgmma in flight: the MOVs that seed S define a wgmma input, which must not happen while other
   // wgmmas run (ptxas would serialise every wgmma of the kernel).
   auto issue_qk = [&](float(&sc)[NT8 * 4], int kt) {
-    if constexpr (!LOCK) {
-      mbar_wait(&full[kt % STAGES], (kt / STAGES) & 1);
-      wgmma::fence_proxy_async_smem();  // the producer's cp.async writes -> wgmma's reads
-    }
+    if constexpr (!LOCK) mbar_wait(&full[kt % STAGES], (kt / STAGES) & 1);  // fenced by the producers
 #pragma unroll
     for (int i = 0; i < NT8 * 4; ++i) sc[i] = bw[i % (C::NW8 * 4)];  // every key row of the tile
     wgmma::fence_operands(sc);
     wgmma::fence();
-    const bf16* Ks = slot_k(kt);
+    const uint64_t d = kdesc0 + slot_desc16(kt);
 #pragma unroll
-    for (int ks = 0; ks < KS; ++ks)
-      mma_rs<BN>(sc, qf[0][ks], wgmma::make_smem_desc(Ks + ks * 2 * 64, kChunkBytes, kRowGroupBytes), false);
+    for (int ks = 0; ks < KS; ++ks) mma_rs<BN>(sc, qf[0][ks], d + ks * (2 * 64 * 2 / 16), false);
     wgmma::commit();
   };
   // O += P V for tile kt, issued asynchronously.
   auto issue_pv = [&](const unsigned(&pa)[C::PK][4], int kt) {
     wgmma::fence_operands(o);
     wgmma::fence();
-    const bf16* Vs = slot_k(kt) + TE;
+    const uint64_t d = vdesc0 + slot_desc16(kt);
 #pragma unroll
-    for (int c = 0; c < C::PK; ++c)
-      mma_rs<HD>(o, pa[c], wgmma::make_smem_desc(Vs + c * 2 * CPR * 64, kRowGroupBytes, kChunkBytes), true);
+    for (int c = 0; c < C::PK; ++c) mma_rs<HD>(o, pa[c], d + c * (2 * CPR * 64 * 2 / 16), true);
     wgmma::commit();
   };
   // This warp is done with tile kt's slot (its Q K^T and P V have completed).
@@ -312,45 +343,54 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK>::THREADS, 1) flash_wgmma_
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[kt % STAGES]);
   };
-  float al0 = 1.f, al1 = 1.f;  // O's rescaling for the tile whose P is pending
-  // Scale, + rel_h, online softmax (log2 domain) of tile kt's scores in place.
+  // O's rescaling factors for the tile whose P was computed last (exactly 1 when its reference
+  // maximum did not move).
+  float al0 = 1.f, al1 = 1.f;
+  // Online softmax (log2 domain) of tile kt's raw scores in place: p = 2^(s * scale + rel_h - m).
+  // S already holds rel_w / scale (seeded), and rel_h is constant along a key row, so a key row's
+  // maximum is max(s) * scale + rel_h: the scale, the bias and the subtraction of m fold into one
+  // FFMA per score. The reference maximum m only moves when the row maximum exceeds it by more
+  // than kSlack (FlashAttention-4's lazy rescaling): the result is the same quantity, p stays
+  // below 2^kSlack, and most tiles then skip O's rescaling (see rescale_if_needed).
+  constexpr float kSlack = 8.f;
   auto softmax = [&](float(&sc)[NT8 * 4], int kt) {
     float2 bhk[C::KH];  // rel_h of the tile's key rows kh = kt * KH + j
 #pragma unroll
     for (int j = 0; j < C::KH; ++j) bhk[j] = *reinterpret_cast<const float2*>(bh_row + (kt * C::KH + j) * SH);
+    constexpr int RW = C::NW8;  // n8 tiles per key row
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-    for (int nt = 0; nt < NT8; ++nt) {
-      const float2 bh = bhk[nt / C::NW8];
+    for (int j = 0; j < C::KH; ++j) {
+      float t0[RW], t1[RW];  // row maxima as trees (log2(RW) + 1 dependent steps, not 2 * RW)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float v0 = fmaf(sc[nt * 4 + e], p.scale_log2, bh.x);
-        const float v1 = fmaf(sc[nt * 4 + 2 + e], p.scale_log2, bh.y);
-        sc[nt * 4 + e] = v0;
-        sc[nt * 4 + 2 + e] = v1;
-        mx0 = fmaxf(mx0, v0);
-        mx1 = fmaxf(mx1, v1);
+      for (int n = 0; n < RW; ++n) {
+        t0[n] = fmaxf(sc[(j * RW + n) * 4 + 0], sc[(j * RW + n) * 4 + 1]);
+        t1[n] = fmaxf(sc[(j * RW + n) * 4 + 2], sc[(j * RW + n) * 4 + 3]);
       }
+      mx0 = fmaxf(mx0, fmaf(tree_reduce<RW>(t0, [](float a, float b) { return fmaxf(a, b); }), p.scale_log2, bhk[j].x));
+      mx1 = fmaxf(mx1, fmaf(tree_reduce<RW>(t1, [](float a, float b) { return fmaxf(a, b); }), p.scale_log2, bhk[j].y));
     }
     mx0 = quad_max(mx0);
     mx1 = quad_max(mx1);
-    const float mn0 = fmaxf(mrow0, mx0), mn1 = fmaxf(mrow1, mx1);
-    al0 = ex2(mrow0 - mn0);  // ex2(-inf) = 0 on the first tile
+    // -inf + kSlack = -inf: the first tile always sets m.
+    const float mn0 = mx0 > mrow0 + kSlack ? mx0 : mrow0, mn1 = mx1 > mrow1 + kSlack ? mx1 : mrow1;
+    al0 = ex2(mrow0 - mn0);  // ex2(-inf) = 0 on the first tile, ex2(0) = 1 when m stays
     al1 = ex2(mrow1 - mn1);
     mrow0 = mn0;
     mrow1 = mn1;
-    float ls0 = 0.f, ls1 = 0.f;
+    float t0[NT8], t1[NT8];
 #pragma unroll
     for (int nt = 0; nt < NT8; ++nt) {
-      sc[nt * 4 + 0] = ex2(sc[nt * 4 + 0] - mn0);
-      sc[nt * 4 + 1] = ex2(sc[nt * 4 + 1] - mn0);
-      sc[nt * 4 + 2] = ex2(sc[nt * 4 + 2] - mn1);
-      sc[nt * 4 + 3] = ex2(sc[nt * 4 + 3] - mn1);
-      ls0 += sc[nt * 4 + 0] + sc[nt * 4 + 1];
-      ls1 += sc[nt * 4 + 2] + sc[nt * 4 + 3];
+      const float c0 = bhk[nt / RW].x - mn0, c1 = bhk[nt / RW].y - mn1;
+      sc[nt * 4 + 0] = ex2(fmaf(sc[nt * 4 + 0], p.scale_log2, c0));
+      sc[nt * 4 + 1] = ex2(fmaf(sc[nt * 4 + 1], p.scale_log2, c0));
+      sc[nt * 4 + 2] = ex2(fmaf(sc[nt * 4 + 2], p.scale_log2, c1));
+      sc[nt * 4 + 3] = ex2(fmaf(sc[nt * 4 + 3], p.scale_log2, c1));
+      t0[nt] = sc[nt * 4 + 0] + sc[nt * 4 + 1];
+      t1[nt] = sc[nt * 4 + 2] + sc[nt * 4 + 3];
     }
-    lrow0 = lrow0 * al0 + ls0;
-    lrow1 = lrow1 * al1 + ls1;
+    lrow0 = lrow0 * al0 + tree_reduce<NT8>(t0, [](float a, float b) { return a + b; });
+    lrow1 = lrow1 * al1 + tree_reduce<NT8>(t1, [](float a, float b) { return a + b; });
   };
   // P as bf16 A fragments, two n8 tiles of S per k16 step.
   auto to_p = [&](const float(&sc)[NT8 * 4], unsigned(&pa)[C::PK][4]) {
@@ -362,13 +402,17 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK>::THREADS, 1) flash_wgmma_
       pa[c][3] = pack_bf16(sc[(2 * c + 1) * 4 + 2], sc[(2 * c + 1) * 4 + 3]);
     }
   };
-  auto rescale_o = [&]() {
+  // O *= the last softmax's factors, skipped when the whole warp's are 1 (warp-uniform branch;
+  // only ever taken with no wgmma in flight, which ptxas would otherwise serialise).
+  auto rescale_if_needed = [&]() {
+    if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
 #pragma unroll
-    for (int d = 0; d < HD / 8; ++d) {
-      o[d * 4 + 0] *= al0;
-      o[d * 4 + 1] *= al0;
-      o[d * 4 + 2] *= al1;
-      o[d * 4 + 3] *= al1;
+      for (int d = 0; d < HD / 8; ++d) {
+        o[d * 4 + 0] *= al0;
+        o[d * 4 + 1] *= al0;
+        o[d * 4 + 2] *= al1;
+        o[d * 4 + 3] *= al1;
+      }
     }
   };
 
@@ -398,7 +442,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK>::THREADS, 1) flash_wgmma_
       wgmma::wait<0>();
       wgmma::fence_operands(sc);
       softmax(sc, kt);
-      rescale_o();
+      rescale_if_needed();
       to_p(sc, pa);
       issue_pv(pa, kt);
       wgmma::wait<0>();
@@ -406,25 +450,28 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK>::THREADS, 1) flash_wgmma_
     }
   } else {
     // FlashAttention-3's intra-warpgroup order: Q K^T of tile kt and P V of tile kt - 1 are issued
-    // back to back; the softmax of tile kt runs while P V is on the tensor cores.
+    // back to back; the softmax of tile kt runs while P V is on the tensor cores. O is rescaled
+    // for tile kt after P V of tile kt - 1 has retired (nothing in flight), before P V of tile kt.
     issue_qk(sc, 0);
     wgmma::wait<0>();
     wgmma::fence_operands(sc);
     softmax(sc, 0);
-    to_p(sc, pa);
+    to_p(sc, pa);  // (O is still zero: no rescaling)
     for (int kt = 1; kt < nkt; ++kt) {
       issue_qk(sc, kt);
-      rescale_o();  // by tile kt - 1's factor, before its P V
       issue_pv(pa, kt - 1);
       wgmma::wait<1>();  // Q K^T of tile kt (P V of tile kt - 1 may still run)
       wgmma::fence_operands(sc);
       softmax(sc, kt);
+      wgmma::fence_operands(sc);
+      pin(lrow0, lrow1, al0, al1);
       wgmma::wait<0>();
       wgmma::fence_operands(o);
+      wgmma::fence_operands(pa);  // P of tile kt - 1 stays live (its registers reserved) until here
       release(kt - 1);
       to_p(sc, pa);
+      rescale_if_needed();
     }
-    rescale_o();
     issue_pv(pa, nkt - 1);
     wgmma::wait<0>();
     wgmma::fence_operands(o);

@@ -42,6 +42,17 @@ __device__ __forceinline__ void fence_operands(float (&r)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
 }
+// The same for register A operands (packed bf16 pairs). Fencing them after the wait that retires
+// their wgmma also keeps them live until then: once the wgmma instruction is their last use, the
+// register allocator may hand their registers to other values, and ptxas then has to put the wait
+// before the first such write, wherever that falls (seen hoisting wait<0> above a whole softmax).
+template <int M, int N>
+__device__ __forceinline__ void fence_operands(unsigned (&r)[M][N]) {
+#pragma unroll
+  for (int i = 0; i < M; ++i)
+#pragma unroll
+    for (int j = 0; j < N; ++j) asm volatile("" : "+r"(r[i][j])::"memory");
+}
 
 #if VITRT_WGMMA_ENABLED
 // d[64 x N] += a[64 x 16] * b[16 x N]; a in registers (per warp the m16n8k16 A fragment of its 16
