@@ -93,6 +93,27 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias, Activation a
   return y;
 }
 
+Tensor linear_broadcast_add(const Tensor& x, const Tensor& w, const Tensor& c) {
+  VITRT_CHECK(x.dim() == 3 && w.dim() == 2 && w.size(1) == x.size(2), InvalidArgument,
+              "ops::linear_broadcast_add: x ", shape_str(x.shape()), " and weight ", shape_str(w.shape()),
+              " (expected [B, T, K] and [N, K])");
+  c.expect_shape({x.size(1), w.size(0)}, "ops::linear_broadcast_add c");
+  VITRT_CHECK(x.size(2) > 0, InvalidArgument, "ops::linear_broadcast_add: empty inner dimension (K = 0)");
+  if (x.is_cuda()) {
+    VITRT_PROFILE_OP("linear ", x.size(0), "x[", x.size(1), "x", w.size(0), "x", w.size(1), "] +c");
+    return cuda_impl::linear_broadcast_add(x, w, c);
+  }
+  check_input(x, "linear_broadcast_add", "x");
+  check_input(w, "linear_broadcast_add", "weight");
+  check_input(c, "linear_broadcast_add", "c");
+  const int64_t B = x.size(0), T = x.size(1), K = x.size(2), N = w.size(0);
+  Tensor y = Tensor::empty({B, T, N});
+  for (int64_t b = 0; b < B; ++b)
+    cpu::gemm_epilogue(f32(x) + b * T * K, f32(w), true, f32(y) + b * T * N, T, N, K, nullptr, cpu::Act::None,
+                       f32(c));
+  return y;
+}
+
 void linear_add_(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias) {
   if (x.is_cuda()) {
     VITRT_PROFILE_OP("linear ", x.numel() / std::max<int64_t>(1, x.size(-1)), "x", w.size(0), "x", w.size(1),

@@ -25,6 +25,12 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias = nullptr,
               Activation act = Activation::None, const Tensor* residual = nullptr,
               std::optional<DType> out_dtype = std::nullopt);
 
+// y[b, t, :] = x[b, t, :] @ w[N, K]^T + c[t, :]: x [B, T, K], c [T, N] of y's dtype (x's), added
+// to every one of the B products by the GEMM itself (no [B, T, N] broadcast pass). For a
+// projection of (x + e) with e shared by the batch: linear(x + e, w, b) = linear_broadcast_add(x, w,
+// linear(e, w, b)), without ever forming x + e.
+Tensor linear_broadcast_add(const Tensor& x, const Tensor& w, const Tensor& c);
+
 // y += x[..., K] @ w[N, K]^T + bias[N], in place: the residual add of a block without a second
 // residual-sized buffer. y may be a view (e.g. slice0 of a token range). y's dtype as linear's
 // out_dtype (CUDA: x's, or float32 for a bfloat16 x; CPU: float32).

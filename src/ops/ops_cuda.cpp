@@ -45,6 +45,7 @@ Tensor linear(const Tensor&, const Tensor&, const Tensor*, Activation, const Ten
   no_cuda("linear");
 }
 void linear_add_(Tensor&, const Tensor&, const Tensor&, const Tensor*) { no_cuda("linear_add_"); }
+Tensor linear_broadcast_add(const Tensor&, const Tensor&, const Tensor&) { no_cuda("linear_broadcast_add"); }
 Tensor matmul(const Tensor&, const Tensor&, bool) { no_cuda("matmul"); }
 Tensor layer_norm(const Tensor&, const Tensor&, const Tensor&, float, std::optional<DType>, Activation) {
   no_cuda("layer_norm");
@@ -224,6 +225,29 @@ void linear_add_(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias
   // C = D = y: cuBLASLt's in-place form (beta = 1 on the same matrix).
   gemm_epilogue(x.dtype(), od, x.raw(), w.raw(), true, y.raw(), M, N, K, bias ? b.raw() : nullptr, Activation::None,
                 y.raw());
+}
+
+Tensor linear_broadcast_add(const Tensor& x, const Tensor& w, const Tensor& c) {
+  check_float(x, "linear_broadcast_add", "x");
+  check_like(w, x, "linear_broadcast_add", "weight");
+  check_like(c, x, "linear_broadcast_add", "c");
+  VITRT_CHECK(x.dim() == 3 && w.dim() == 2 && w.size(1) == x.size(2) && x.size(2) > 0, InvalidArgument,
+              "ops::linear_broadcast_add: x ", shape_str(x.shape()), " and weight ", shape_str(w.shape()),
+              " (expected [B, T, K] and [N, K], K > 0)");
+  c.expect_shape({x.size(1), w.size(0)}, "ops::linear_broadcast_add c");
+  const int64_t B = x.size(0), T = x.size(1), K = x.size(2), N = w.size(0);
+  Tensor y = empty_like_dev({B, T, N}, x.dtype());
+  if (B == 0 || T == 0 || N == 0) return y;
+  // One strided-batch GEMM: A advances T rows per product, the weight and C (batch stride 0) are
+  // shared.
+  cuda::GemmArgs g;
+  g.dtype = x.dtype();
+  g.M = T, g.N = N, g.K = K;
+  g.a = x.raw(), g.b = w.raw(), g.trans_b = true, g.d = y.raw(), g.c = c.raw();
+  g.batch = B;
+  g.stride_a = T * K, g.stride_b = 0, g.stride_d = T * N, g.stride_c = 0;
+  cuda::gemm(g);
+  return y;
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b) {

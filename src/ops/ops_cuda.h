@@ -30,6 +30,7 @@ Tensor cast(const Tensor& x, DType to);
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias = nullptr, Activation act = Activation::None,
               const Tensor* residual = nullptr, std::optional<DType> out_dtype = std::nullopt);
 void linear_add_(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias = nullptr);
+Tensor linear_broadcast_add(const Tensor& x, const Tensor& w, const Tensor& c);
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b = false);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
                   std::optional<DType> out_dtype = std::nullopt, Activation act = Activation::None);

@@ -279,6 +279,25 @@ TEST_F(CudaOps, LinearAddInPlace) {
                InvalidArgument);
 }
 
+TEST_F(CudaOps, LinearBroadcastAddMatchesCpu) {
+  // One strided-batch GEMM with C's batch stride 0 (cuBLASLt's own C layout), against the CPU op;
+  // B = 1 and a decoder-like shape (many rows per product, N = 128).
+  uint32_t seed = 950;
+  struct Case { int64_t B, T, K, N; };
+  for (DType dt : kDtypes)
+    for (const Case& k : {Case{5, 37, 48, 40}, Case{1, 16, 32, 24}, Case{8, 4096, 256, 128}}) {
+      Tensor x = randn({k.B, k.T, k.K}, ++seed), w = randn({k.N, k.K}, ++seed, 1.f / std::sqrt(float(k.K)));
+      Tensor c = randn({k.T, k.N}, ++seed);
+      Tensor want = ops::linear_broadcast_add(seen(x, dt), seen(w, dt), seen(c, dt));
+      Tensor got = cu::linear_broadcast_add(up(x, dt), up(w, dt), up(c, dt));
+      EXPECT_EQ(got.dtype(), dt);
+      EXPECT_TRUE(close(down(got), want, tol(dt))) << dtype_name(dt) << " B=" << k.B << " T=" << k.T;
+    }
+  EXPECT_THROW(cu::linear_broadcast_add(up(randn({2, 4, 8}, 1), DType::F32), up(randn({6, 8}, 2), DType::F32),
+                                        up(randn({5, 6}, 3), DType::F32)),
+               InvalidArgument);
+}
+
 TEST_F(CudaOps, LinearLargeAndRepeatable) {
   // A SAM-sized MLP layer (tensor-core path), run twice: cached plans give identical bytes.
   for (DType dt : kDtypes) {

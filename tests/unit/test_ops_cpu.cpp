@@ -123,6 +123,28 @@ TEST(OpsCpu, LinearAddInPlaceEqualsLinearWithResidual) {
   EXPECT_THROW(ops::linear_add_(rows, x, w, &b), InvalidArgument);  // 30 rows into 25
 }
 
+TEST(OpsCpu, LinearBroadcastAddEqualsLinearOfTheSum) {
+  // linear_broadcast_add(x, w, linear(e, w, b)) = linear(x + e, w, b) up to the reassociation.
+  const int64_t B = 3, T = 20, K = 16, N = 12;
+  Tensor x = rand_tensor({B, T, K}, 81), e = rand_tensor({T, K}, 82), w = rand_tensor({N, K}, 83);
+  Tensor b = rand_tensor({N}, 84);
+  Tensor c = ops::linear(e, w, &b);
+  Tensor got = ops::linear_broadcast_add(x, w, c);
+  ASSERT_EQ(got.shape(), (vitrt::Shape{B, T, N}));
+  Tensor sum = x.clone();
+  for (int64_t i = 0; i < B * T * K; ++i) const_cast<float*>(cf(sum))[i] += cf(e)[i % (T * K)];
+  const Tensor want = ops::linear(sum, w, &b);
+  expect_close(got, std::vector<float>(cf(want), cf(want) + want.numel()), 1e-5, 1e-5, "linear_broadcast_add");
+  // Each product is exactly linear(x[b]) + c (the same epilogue), not only close.
+  for (int64_t bi = 0; bi < B; ++bi) {
+    Tensor one = ops::linear(x.slice0(bi, bi + 1).reshape({T, K}), w, nullptr, ops::Activation::None, &c);
+    for (int64_t i = 0; i < T * N; ++i) ASSERT_EQ(cf(got)[bi * T * N + i], cf(one)[i]) << bi << " " << i;
+  }
+  EXPECT_THROW(ops::linear_broadcast_add(x, w, rand_tensor({T + 1, N}, 85)), InvalidArgument);
+  EXPECT_THROW(ops::linear_broadcast_add(x.reshape({B * T, K}), w, c), InvalidArgument);
+  EXPECT_THROW(ops::linear_broadcast_add(x, rand_tensor({N, K + 1}, 86), c), InvalidArgument);
+}
+
 TEST(OpsCpu, LinearRejectsBadShapes) {
   Tensor x = rand_tensor({4, 5}, 1), w = rand_tensor({3, 6}, 2), b = rand_tensor({4}, 3);
   EXPECT_THROW(ops::linear(x, w), InvalidArgument);

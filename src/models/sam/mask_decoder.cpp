@@ -36,11 +36,12 @@ Tensor attend_heads(const DecoderAttentionW& a, int heads, const Tensor& q, cons
 Tensor attend(const DecoderAttentionW& a, int heads, const Tensor& q, const Tensor& k, const Tensor& v) {
   return ops::linear(attend_heads(a, heads, q, k, v), a.out.w, a.out.bias());
 }
-// residual += attend(...), the sum in the output projection's epilogue (for the [prompts, 4096, 256]
-// keys: one pass over them less than attend() then add_).
-void attend_add_(Tensor& residual, const DecoderAttentionW& a, int heads, const Tensor& q, const Tensor& k,
-                 const Tensor& v) {
-  ops::linear_add_(residual, attend_heads(a, heads, q, k, v), a.out.w, a.out.bias());
+// The projections of the per-prompt image side of an attention whose input is keys + key_pe
+// (keys [B, HW, D], key_pe [HW, D], shared): (keys + key_pe) W^T + b = keys W^T + (key_pe W^T + b),
+// the second term once per call and added by the GEMM (ops::linear_broadcast_add), so that the
+// [B, HW, D] sum keys + key_pe is never formed (a read and a write of it per use).
+Tensor project_with_pe(const LinearW& l, const Tensor& keys, const Tensor& key_pe) {
+  return ops::linear_broadcast_add(keys, l.w, ops::linear(key_pe, l.w, l.bias()));
 }
 
 // Repeats `block` [1, ...] n times along the batch (by doubling: log n copies).
@@ -65,12 +66,12 @@ Tensor repeat_per_image(const Tensor& per_image, const std::vector<int64_t>& cou
 // keys and values are one per image ([images, N, D]): all the tokens of an image's prompts form one
 // query sequence against that image's keys. Each query row gets exactly what it would against a
 // copy of the keys per prompt, without the copies and with the k / v projections once per image.
-Tensor attend_keys_per_image(const DecoderAttentionW& a, int heads, const Tensor& q, const Tensor& k,
-                             const Tensor& v, const std::vector<int64_t>& counts) {
+Tensor attend_keys_per_image(const DecoderAttentionW& a, int heads, const Tensor& q, const Tensor& keys,
+                             const Tensor& key_pe, const std::vector<int64_t>& counts) {
   const int64_t T = q.size(1);
   const Tensor qp = ops::linear(q, a.q.w, a.q.bias());
-  const Tensor kp = ops::linear(k, a.k.w, a.k.bias());
-  const Tensor vp = ops::linear(v, a.v.w, a.v.bias());
+  const Tensor kp = project_with_pe(a.k, keys, key_pe);
+  const Tensor vp = ops::linear(keys, a.v.w, a.v.bias());
   const int64_t inner = qp.size(2);
   std::vector<Tensor> outs;
   for (size_t i = 0, b0 = 0; i < counts.size(); b0 += counts[i], ++i) {
@@ -82,15 +83,15 @@ Tensor attend_keys_per_image(const DecoderAttentionW& a, int heads, const Tensor
   return ops::linear(outs.size() == 1 ? outs[0] : ops::cat(outs, 0), a.out.w, a.out.bias());
 }
 
-// The image-to-token attention with the image side one per image (queries from k [images, N, D],
-// residual `keys` [images, N, D]) and the token side per prompt (k_tokens, v_tokens [B, T, D]):
+// The image-to-token attention with the image side one per image (queries from keys + key_pe,
+// keys [images, N, D] also the residual) and the token side per prompt (k_tokens, v_tokens [B, T, D]):
 // returns keys + attention for every prompt, [B, N, D]. The query projection runs once per image
 // (one image: its queries serve every prompt's attention as they are; several: repeated per
 // prompt); the per-prompt keys come out of the residual add, never from copying the image's keys.
-Tensor image_to_token_keys_per_image(const DecoderAttentionW& a, int heads, const Tensor& k, const Tensor& keys,
+Tensor image_to_token_keys_per_image(const DecoderAttentionW& a, int heads, const Tensor& keys, const Tensor& key_pe,
                                      const Tensor& k_tokens, const Tensor& v_tokens,
                                      const std::vector<int64_t>& counts) {
-  const Tensor qp_image = ops::linear(k, a.q.w, a.q.bias());
+  const Tensor qp_image = project_with_pe(a.q, keys, key_pe);
   const Tensor qp = counts.size() == 1 ? qp_image : repeat_per_image(qp_image, counts);
   const Tensor kp = ops::linear(k_tokens, a.k.w, a.k.bias());
   const Tensor vp = ops::linear(v_tokens, a.v.w, a.v.bias());
@@ -314,10 +315,17 @@ void MaskDecoder::forward_device(const Tensor& image, const Tensor& image_pe, co
     queries = ops::layer_norm(queries, l.norm1.w, l.norm1.b, kDecoderEps);
 
     Tensor q = ops::add(queries, query_pe);
-    // keys + key_pe serves both cross attentions of the layer: keys only change after the second.
-    const Tensor k = ops::add(keys, key_pe);
-    ops::add_(queries, keys_per_image ? attend_keys_per_image(l.cross_token_to_image, heads, q, k, keys, counts)
-                                      : attend(l.cross_token_to_image, heads, q, k, keys));
+    // keys + key_pe feeds both cross attentions of the layer (keys only change after the second);
+    // the projections take key_pe's share through their GEMM (project_with_pe), never forming it.
+    if (keys_per_image) {
+      ops::add_(queries, attend_keys_per_image(l.cross_token_to_image, heads, q, keys, key_pe, counts));
+    } else {
+      const DecoderAttentionW& a = l.cross_token_to_image;
+      const Tensor kp = project_with_pe(a.k, keys, key_pe);
+      const Tensor vp = ops::linear(keys, a.v.w, a.v.bias());
+      const Tensor qp = ops::linear(q, a.q.w, a.q.bias());
+      ops::add_(queries, ops::linear(ops::attention(qp, kp, vp, heads), a.out.w, a.out.bias()));
+    }
     queries = ops::layer_norm(queries, l.norm2.w, l.norm2.b, kDecoderEps);
 
     Tensor hidden = ops::linear(queries, l.lin1.w, l.lin1.bias(), ops::Activation::ReLU);
@@ -326,18 +334,24 @@ void MaskDecoder::forward_device(const Tensor& image, const Tensor& image_pe, co
 
     q = ops::add(queries, query_pe);
     if (keys_per_image) {
-      keys = image_to_token_keys_per_image(l.cross_image_to_token, heads, k, keys, q, queries, counts);
+      keys = image_to_token_keys_per_image(l.cross_image_to_token, heads, keys, key_pe, q, queries, counts);
       keys_per_image = false;  // from here on one set of keys per prompt
     } else {
-      attend_add_(keys, l.cross_image_to_token, heads, k, q, queries);
+      const DecoderAttentionW& a = l.cross_image_to_token;
+      const Tensor qp = project_with_pe(a.q, keys, key_pe);
+      const Tensor kp = ops::linear(q, a.k.w, a.k.bias());
+      const Tensor vp = ops::linear(queries, a.v.w, a.v.bias());
+      ops::linear_add_(keys, ops::attention(qp, kp, vp, heads), a.out.w, a.out.bias());
     }
     keys = ops::layer_norm(keys, l.norm4.w, l.norm4.b, kDecoderEps);
   }
   if (keys_per_image) keys = repeat_per_image(keys, counts);  // no transformer layers (not a SAM shape)
   {
     Tensor q = ops::add(queries, query_pe);
-    Tensor k = ops::add(keys, key_pe);
-    ops::add_(queries, attend(final_attn, heads, q, k, keys));
+    const Tensor kp = project_with_pe(final_attn.k, keys, key_pe);
+    const Tensor vp = ops::linear(keys, final_attn.v.w, final_attn.v.bias());
+    const Tensor qp = ops::linear(q, final_attn.q.w, final_attn.q.bias());
+    ops::add_(queries, ops::linear(ops::attention(qp, kp, vp, heads), final_attn.out.w, final_attn.out.bias()));
     queries = ops::layer_norm(queries, norm_final.w, norm_final.b, kDecoderEps);
   }
 

@@ -75,7 +75,7 @@ __global__ void bias_act_residual_kernel(T* y, int64_t rows, int64_t cols, const
 // C, D and bias TD (T itself, or float for bf16 inputs with an fp32 output).
 constexpr int kTile = 16;
 struct SimpleGemm {
-  int64_t M, N, K, lda, ldb, ldd, sa, sb, sd;
+  int64_t M, N, K, lda, ldb, ldd, sa, sb, sd, sc;
   bool trans_b, relu, gelu_tanh;
   float alpha;
 };
@@ -90,7 +90,7 @@ __global__ void gemm_simple_kernel(const T* a, const T* b, const TD* c, const TD
   a += z * p.sa;
   b += z * p.sb;
   d += z * p.sd;
-  if (c) c += z * p.sd;
+  if (c) c += z * p.sc;
   float acc = 0.f;
   for (int64_t k0 = 0; k0 < p.K; k0 += kTile) {
     // As[ty][tx] = A[m, k0 + tx]; Bs[ty][tx] = B(k0 + ty, n) = op(B)[k, n].
@@ -190,6 +190,7 @@ void gemm_simple(const GemmArgs& g) {
   p.ldd = g.ldd ? g.ldd : g.N;
   const bool batched = g.batch > 1;
   p.sa = batched ? g.stride_a : 0, p.sb = batched ? g.stride_b : 0, p.sd = batched ? g.stride_d : 0;
+  p.sc = batched ? (g.stride_c < 0 ? g.stride_d : g.stride_c) : 0;
   p.trans_b = g.trans_b, p.relu = g.relu, p.gelu_tanh = g.gelu_tanh, p.alpha = g.alpha;
   const int64_t gx = (g.N + kTile - 1) / kTile, gy = (g.M + kTile - 1) / kTile;
   VITRT_CHECK(gx <= INT32_MAX && gy <= 65535 && g.batch <= 65535, InvalidArgument,

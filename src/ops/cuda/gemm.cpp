@@ -46,11 +46,11 @@ uint32_t alignment(const void* p, int64_t ld_bytes, int64_t stride_bytes) {
 struct Key {
   int device;
   int dtype, d_dtype;  // A/B, and C/D/bias
-  int64_t M, N, K, lda, ldb, ldd, batch, sa, sb, sd;
+  int64_t M, N, K, lda, ldb, ldd, batch, sa, sb, sd, sc;
   bool trans_b, has_c, has_bias, relu, gelu;
   uint32_t al_a, al_b, al_c, al_d, al_bias;
   auto tie() const {
-    return std::tie(device, dtype, d_dtype, M, N, K, lda, ldb, ldd, batch, sa, sb, sd, trans_b, has_c, has_bias, relu,
+    return std::tie(device, dtype, d_dtype, M, N, K, lda, ldb, ldd, batch, sa, sb, sd, sc, trans_b, has_c, has_bias, relu,
                     gelu, al_a, al_b, al_c, al_d, al_bias);
   }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
@@ -60,6 +60,8 @@ struct Plan {
   bool fallback = false;  // cuBLASLt offered nothing: run gemm_simple
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;  // cuBLASLt's A, B, C/D
+  cublasLtMatrixLayout_t lc = nullptr;  // C's own, when its batch stride differs from D's
+  cublasLtMatrixLayout_t c_layout() const { return lc ? lc : ld; }
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;
 };
@@ -127,6 +129,7 @@ Plan make_plan(State& st, const Key& k, const GemmArgs& g, cudaDataType t, cudaD
     p.la = make_layout(t, g.N, g.K, k.ldb, g.batch, g.stride_b);
   p.lb = make_layout(t, g.K, g.M, k.lda, g.batch, g.stride_a);
   p.ld = make_layout(td, g.N, g.M, k.ldd, g.batch, g.stride_d);
+  if (k.has_c && k.sc != k.sd) p.lc = make_layout(td, g.N, g.M, k.ldd, g.batch, k.sc);
 
   cublasLtMatmulPreference_t pref = nullptr;
   LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
@@ -144,7 +147,7 @@ Plan make_plan(State& st, const Key& k, const GemmArgs& g, cudaDataType t, cudaD
   cublasLtMatmulHeuristicResult_t res[8] = {};
   int found = 0;
   const cublasStatus_t hs =
-      cublasLtMatmulAlgoGetHeuristic(st.handle, p.desc, p.la, p.lb, p.ld, p.ld, pref, 8, res, &found);
+      cublasLtMatmulAlgoGetHeuristic(st.handle, p.desc, p.la, p.lb, p.c_layout(), p.ld, pref, 8, res, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   int pick = -1;
   if (hs == CUBLAS_STATUS_SUCCESS)
@@ -157,6 +160,7 @@ Plan make_plan(State& st, const Key& k, const GemmArgs& g, cudaDataType t, cudaD
     cublasLtMatrixLayoutDestroy(p.la);
     cublasLtMatrixLayoutDestroy(p.lb);
     cublasLtMatrixLayoutDestroy(p.ld);
+    if (p.lc) cublasLtMatrixLayoutDestroy(p.lc);
     cublasLtMatmulDescDestroy(p.desc);
     Plan f;
     f.fallback = true;
@@ -207,11 +211,12 @@ void gemm(const GemmArgs& g) {
   k.batch = g.batch;
   const bool batched = g.batch > 1;
   k.sa = batched ? g.stride_a : 0, k.sb = batched ? g.stride_b : 0, k.sd = batched ? g.stride_d : 0;
+  k.sc = g.c && batched ? (g.stride_c < 0 ? g.stride_d : g.stride_c) : k.sd;
   k.trans_b = g.trans_b, k.has_c = g.c != nullptr, k.has_bias = g.bias != nullptr, k.relu = g.relu, k.gelu = g.gelu_tanh;
   k.al_a = alignment(g.a, k.lda * es, k.sa * es);
   k.al_b = alignment(g.b, k.ldb * es, k.sb * es);
   k.al_d = alignment(g.d, k.ldd * esd, k.sd * esd);
-  k.al_c = g.c ? alignment(g.c, k.ldd * esd, k.sd * esd) : k.al_d;
+  k.al_c = g.c ? alignment(g.c, k.ldd * esd, k.sc * esd) : k.al_d;
   k.al_bias = g.bias ? alignment(g.bias, 0, 0) : 0;
 
   State& st = state();
@@ -241,7 +246,7 @@ void gemm(const GemmArgs& g) {
     LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
   const float alpha = g.alpha, beta = g.c ? 1.f : 0.f;
   const void* c = g.c ? g.c : g.d;  // beta = 0: C is not read, but must be a valid pointer
-  const cublasStatus_t s = cublasLtMatmul(st.handle, p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, c, p.ld, g.d, p.ld,
+  const cublasStatus_t s = cublasLtMatmul(st.handle, p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, c, p.c_layout(), g.d, p.ld,
                                           &p.algo, ws, p.workspace, stream);
   if (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE) {
     // Refused before anything was enqueued: this shape runs on the simple kernel from now on.

@@ -44,9 +44,10 @@ struct GemmArgs {
   // Row strides in elements; 0 means packed (K for a, K or N for b, N for c/d).
   int64_t lda = 0, ldb = 0, ldd = 0;
   // Strided batch: `batch` products, operand b advanced by stride_* elements each time
-  // (stride_b = 0 shares one B across the batch). C uses stride_d.
+  // (stride_b = 0 shares one B across the batch). C uses stride_c, or stride_d when it is
+  // negative (stride_c = 0 adds one C to every product of the batch).
   int64_t batch = 1;
-  int64_t stride_a = 0, stride_b = 0, stride_d = 0;
+  int64_t stride_a = 0, stride_b = 0, stride_d = 0, stride_c = -1;
 };
 
 // Enqueues the product on cuda::current_stream(). Throws InvalidArgument on bad arguments and
