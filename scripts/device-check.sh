@@ -215,15 +215,18 @@ if has ncu; then
   grep -E "^  [a-z_].*\(|Throughput|Registers Per|Achieved Occ|Theoretical Occ|Block Limit|Duration|Warp Cycles Per Issued|Hit Rate|Executed Ipc|Stall|Issue Slots|Eligible|stalled_.* +[0-9.]+[1-9]" "$OUT/ncu.txt" | head -160
 fi
 
-# Per-SASS-instruction warp-stall samples of one kernel launch (NCU_KERNELS, NCU_MODEL, NCU_BATCH):
+# Per-SASS-instruction warp-stall samples of one kernel launch (NCU_SRC_KERNELS / NCU_SRC_MODEL, by
+# default NCU_KERNELS / NCU_MODEL; NCU_BATCH):
 # the report is kept ($OUT/ncu_src.ncu-rep) and its source page printed as CSV; the summary lists the
 # instructions with the most samples.
 if has ncu-src; then
-  timeout 240 ncu --clock-control none -k "regex:${NCU_KERNELS:-flash_mma_kernel}" --launch-count 1 \
-    --section SourceCounters --section WarpStateStats -f -o "$OUT/ncu_src" \
-    $V bench --device cuda --model ${NCU_MODEL:-vit_b} --batch ${NCU_BATCH:-8} --dtype bf16 --iters 1 --warmup 1 \
+  timeout 240 ncu --clock-control none -k "regex:${NCU_SRC_KERNELS:-${NCU_KERNELS:-flash_mma_kernel}}" --launch-count 1 \
+    --section SourceCounters --section WarpStateStats --section SpeedOfLight --section Occupancy --section LaunchStats \
+    --section SchedulerStats -f -o "$OUT/ncu_src" \
+    $V bench --device cuda --model ${NCU_SRC_MODEL:-${NCU_MODEL:-vit_b}} --batch ${NCU_BATCH:-8} --dtype bf16 --iters 1 --warmup 1 \
     --no-decoder > "$OUT/ncu_src.log" 2>&1
   timeout 120 ncu --import "$OUT/ncu_src.ncu-rep" --page source --print-source sass --csv > "$OUT/ncu_source.csv" 2>&1
+  timeout 60 ncu --import "$OUT/ncu_src.ncu-rep" --page details > "$OUT/ncu_src_details.txt" 2>&1
   add_summary "ncu source page: $(wc -l < "$OUT/ncu_source.csv") lines (ncu_source.csv)"
 fi
 
