@@ -333,6 +333,21 @@ Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int str
   return out;
 }
 
+Tensor conv_transpose2x2_dot(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, const Tensor& vecs) {
+  VITRT_CHECK(x.dim() == 4 && w.dim() == 4 && vecs.dim() == 3 && vecs.size(0) == x.size(0) && vecs.size(2) == w.size(1),
+              InvalidArgument, "ops::conv_transpose2x2_dot: x ", shape_str(x.shape()), ", weight ", shape_str(w.shape()),
+              " and vectors ", shape_str(vecs.shape()), " do not match ([B, H, W, Cin], [Cin, Cout, 2, 2], [B, V, Cout])");
+  if (x.is_cuda()) {
+    VITRT_PROFILE_OP("conv_transpose2x2 ", shape_str(x.shape()), " -> ", w.size(1), act == Activation::GELU ? " +gelu" : "",
+                     " . ", shape_str(vecs.shape()));
+    Tensor fused = cuda_impl::conv_transpose2x2_dot(x, w, bias, act, vecs);
+    if (fused.defined()) return fused;
+  }
+  const int64_t B = x.size(0), P = 4 * x.size(1) * x.size(2);
+  const Tensor up = conv_transpose2x2_nhwc(x, w, bias, act);
+  return matmul(vecs, up.reshape({B, P, w.size(1)}), /*transpose_b=*/true);
+}
+
 Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act) {
   if (x.is_cuda()) {
     VITRT_PROFILE_OP("conv_transpose2x2 ", shape_str(x.shape()), " -> ", w.size(1), act == Activation::GELU ? " +gelu" : "");

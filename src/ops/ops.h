@@ -87,6 +87,12 @@ Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int str
 // ConvTranspose2d with kernel 2, stride 2, NHWC: x [B, H, W, Cin], w [Cin, Cout, 2, 2]
 // (PyTorch layout), bias [Cout] -> [B, 2H, 2W, Cout]; then `act` (None or GELU), fused on the GPU.
 Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act = Activation::None);
+// matmul(vecs, conv_transpose2x2_nhwc(x, w, bias, act).reshape({B, 4HW, Cout}), transpose_b = true):
+// x [B, H, W, Cin], vecs [B, V, Cout] -> [B, V, 4HW], each output pixel's channels dotted with each of
+// its image's V vectors (SAM's masks = hyper_in @ upscaled). On the GPU in bf16 for SAM's shape
+// (Cin 64, Cout 32, V 4, W a multiple of 64) one kernel, without writing the upscaled tensor;
+// otherwise the two operators.
+Tensor conv_transpose2x2_dot(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, const Tensor& vecs);
 
 // SAM window partition: x [B, H, W, C] zero-padded at bottom/right to multiples of ws, cut into
 // [B * nh * nw, ws, ws, C] (window order: b, then row of windows, then column).

@@ -46,6 +46,9 @@ Tensor linear(const Tensor&, const Tensor&, const Tensor*, Activation, const Ten
 }
 void linear_add_(Tensor&, const Tensor&, const Tensor&, const Tensor*) { no_cuda("linear_add_"); }
 Tensor linear_broadcast_add(const Tensor&, const Tensor&, const Tensor&) { no_cuda("linear_broadcast_add"); }
+Tensor conv_transpose2x2_dot(const Tensor&, const Tensor&, const Tensor*, Activation, const Tensor&) {
+  no_cuda("conv_transpose2x2_dot");
+}
 Tensor matmul(const Tensor&, const Tensor&, bool) { no_cuda("matmul"); }
 Tensor layer_norm(const Tensor&, const Tensor&, const Tensor&, float, std::optional<DType>, Activation) {
   no_cuda("layer_norm");
@@ -463,6 +466,24 @@ Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bi
                 nullptr);
   cuda::conv_transpose2x2_scatter(x.dtype(), y.raw(), bias ? bias->raw() : nullptr, out.raw(), B, H, W, Cout,
                                   act == Activation::GELU);
+  return out;
+}
+
+Tensor conv_transpose2x2_dot(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, const Tensor& vecs) {
+  check_float(x, "conv_transpose2x2_dot", "x");
+  check_like(w, x, "conv_transpose2x2_dot", "weight");
+  check_like(vecs, x, "conv_transpose2x2_dot", "vectors");
+  if (bias) check_like(*bias, x, "conv_transpose2x2_dot", "bias");
+  const int64_t B = x.size(0), H = x.size(1), W = x.size(2), Cin = x.size(3), Cout = w.size(1), V = vecs.size(1);
+  if (x.dtype() != DType::BF16 || (act != Activation::None && act != Activation::GELU) || w.size(0) != Cin ||
+      w.size(2) != 2 || w.size(3) != 2 || (bias && bias->numel() != Cout))
+    return Tensor();
+  Tensor out = empty_like_dev({B, V, 4 * H * W}, x.dtype());
+  const Tensor wt = permute(w, {2, 3, 1, 0});  // [tap, Cout, Cin] rows, as conv_transpose2x2_mma
+  if (!cuda::conv_transpose2x2_dot_supported(B, H, W, Cin, Cout, V, x.raw(), wt.raw(), vecs.raw(), out.raw()))
+    return Tensor();
+  cuda::conv_transpose2x2_gelu_dot(x.raw(), wt.raw(), bias ? bias->raw() : nullptr, vecs.raw(), out.raw(), B, H, W,
+                                   act == Activation::GELU);
   return out;
 }
 

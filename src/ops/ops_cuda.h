@@ -31,6 +31,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor* bias = nullptr, Ac
               const Tensor* residual = nullptr, std::optional<DType> out_dtype = std::nullopt);
 void linear_add_(Tensor& y, const Tensor& x, const Tensor& w, const Tensor* bias = nullptr);
 Tensor linear_broadcast_add(const Tensor& x, const Tensor& w, const Tensor& c);
+// The fused kernel of ops::conv_transpose2x2_dot where it applies; an undefined tensor otherwise
+// (the caller then composes the two operators).
+Tensor conv_transpose2x2_dot(const Tensor& x, const Tensor& w, const Tensor* bias, Activation act, const Tensor& vecs);
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b = false);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
                   std::optional<DType> out_dtype = std::nullopt, Activation act = Activation::None);

@@ -597,6 +597,39 @@ TEST_F(CudaOps, ConvTranspose2x2) {
     }
 }
 
+TEST_F(CudaOps, ConvTranspose2x2DotMatchesUpscaleThenMatmul) {
+  // SAM's second upscaling fused with masks = hyper @ upscaled (bf16, Cin 64 -> Cout 32, 4 vectors
+  // per image): against the CPU composition with the upscaled tensor rounded to bf16 as the unfused
+  // GPU path stores it. Shapes: SAM's 128 x 128, several images (the vectors change per tile),
+  // no bias / no GELU; W not a multiple of 64 and F32 take the two-operator path (same op, same answer).
+  struct Case {
+    Shape x;
+    bool bias, gelu, fused;
+  };
+  const Case cases[] = {{{3, 8, 64, 64}, true, true, true},    {{2, 4, 128, 64}, false, true, true},
+                        {{2, 4, 128, 64}, true, false, true},  {{5, 128, 128, 64}, true, true, true},
+                        {{2, 3, 70, 64}, true, true, false}};
+  uint32_t seed = 1450;
+  for (DType dt : kDtypes)
+    for (const Case& c : cases) {
+      const int64_t B = c.x[0];
+      const auto act = c.gelu ? ops::Activation::GELU : ops::Activation::None;
+      Tensor x = randn(c.x, ++seed), w = randn({64, 32, 2, 2}, ++seed, 0.15f), b = randn({32}, ++seed, 0.3f);
+      Tensor v = randn({B, 4, 32}, ++seed, 0.2f);
+      Tensor bs = seen(b, dt), bd = up(b, dt);
+      const Tensor upscaled = seen(ops::conv_transpose2x2_nhwc(seen(x, dt), seen(w, dt), c.bias ? &bs : nullptr, act), dt);
+      const Tensor want = ops::matmul(seen(v, dt), upscaled.reshape({B, 4 * c.x[1] * c.x[2], 32}), true);
+      const Tensor xd = up(x, dt), wd = up(w, dt), vd = up(v, dt);
+      Tensor got = ops::conv_transpose2x2_dot(xd, wd, c.bias ? &bd : nullptr, act, vd);
+      ASSERT_EQ(got.shape(), want.shape());
+      EXPECT_TRUE(close(down(got), want, tol(dt))) << dtype_name(dt) << " x " << shape_str(c.x) << " bias " << c.bias
+                                                    << " gelu " << c.gelu;
+      EXPECT_EQ(cu::conv_transpose2x2_dot(xd, wd, c.bias ? &bd : nullptr, act, vd).defined(),
+                c.fused && dt == DType::BF16)
+          << "which path: " << shape_str(c.x) << " " << dtype_name(dt);
+    }
+}
+
 TEST_F(CudaOps, InterpolateLinearRows) {
   struct Case {
     Shape x;

@@ -355,19 +355,21 @@ void MaskDecoder::forward_device(const Tensor& image, const Tensor& image_pe, co
     queries = ops::layer_norm(queries, norm_final.w, norm_final.b, kDecoderEps);
   }
 
-  // Upscale image tokens 4x: [B, g, g, D] -> [B, 4g, 4g, D/8].
+  // Upscale image tokens 4x: [B, g, g, D] -> [B, 2g, 2g, D/4] here, the second layer (-> [B, 4g, 4g,
+  // D/8]) together with the masks below.
   Tensor up = ops::conv_transpose2x2_nhwc(keys.reshape({B, g, g, D}), up1_w, &up1_b);
   up = ops::layer_norm(up, up_norm.w, up_norm.b, kLayerNorm2dEps, std::nullopt, ops::Activation::GELU);
-  up = ops::conv_transpose2x2_nhwc(up, up2_w, &up2_b, ops::Activation::GELU);
 
   // Hypernetworks: one MLP per mask token gives the weights of a per-pixel dot product.
-  const int64_t C8 = D / 8, P = 16 * HW;
+  const int64_t C8 = D / 8;
   Tensor by_token = ops::permute(queries, {1, 0, 2});  // [T, B, D]: token rows are contiguous per batch
   std::vector<Tensor> hyper_rows;
   for (int64_t m = 0; m + 1 < M; ++m)
     hyper_rows.push_back(mlp(hyper_mlps[m], by_token.slice0(1 + m, 2 + m).reshape({B, D})).reshape({B, 1, C8}));
   Tensor hyper = ops::cat(hyper_rows, 1);  // [B, M-1, C8]
-  Tensor masks = ops::matmul(hyper, up.reshape({B, P, C8}), /*transpose_b=*/true);
+  // masks = hyper @ GELU(second upscaling)^T per prompt: [B, M-1, 16 HW], the upscaled embedding
+  // itself never stored on the GPU (ops::conv_transpose2x2_dot).
+  Tensor masks = ops::conv_transpose2x2_dot(up, up2_w, &up2_b, ops::Activation::GELU, hyper);
   Tensor iou = mlp(iou_head, by_token.slice0(0, 1).reshape({B, D}));
   masks_out = masks;
   iou_out = iou;

@@ -41,15 +41,23 @@ struct ConvTArgs {
   const bf16* x;   // [M, 64]
   const bf16* wt;  // [N, 64], N = 4 Cout
   const bf16* bias;
-  bf16* out;  // [B, 2H, 2W, Cout]
+  bf16* out;  // [B, 2H, 2W, Cout]; DOT: [B, kDotVecs, 2H, 2W]
+  const bf16* vecs;  // DOT: [B, kDotVecs, Cout]
   int M, Cout, H, W, num_tiles;
   bool gelu;
 };
 
+// The fused form's vectors per image (SAM's 4 mask tokens' hypernetwork outputs).
+constexpr int kDotVecs = 4;
+
 // COUT a template argument: the output addressing divides by it and by the taps per CTA (~6 integer
 // divisions per 16-byte chunk when they were runtime values); tiles inside one image row (W a multiple
 // of 64, as SAM's 128) take their pixels' coordinates from the tile's first pixel.
-template <int COUT>
+// DOT (COUT = 32, row tiles): the epilogue does not write the 32 channels of each output pixel but
+// their dot products with the image's kDotVecs vectors (SAM's masks = hyper_in @ upscaled, the
+// per-pixel product of the mask tokens with the upscaled embedding): the [B, 2H, 2W, 32]
+// intermediate (1 GB for 256 prompts) is never written nor read back, 8x fewer bytes go out.
+template <int COUT, bool DOT = false>
 __global__ void __launch_bounds__(kThreadsCT, kCtasPerSm) conv_transpose2x2_mma_kernel(ConvTArgs p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* Bs = reinterpret_cast<bf16*>(smem_raw);
@@ -112,6 +120,67 @@ __global__ void __launch_bounds__(kThreadsCT, kCtasPerSm) conv_transpose2x2_mma_
           ptx::mma_bf16(acc[mt][nt + 1], a[mt], b2, b3);
         }
       }
+    }
+
+    if constexpr (DOT) {
+      static_assert(COUT == 32 && kBN == 4 * COUT, "one CTA column block holds all 4 taps of 32 channels");
+      const int m0 = tile * kBM;
+      const int b = m0 / HW, iy = (m0 - b * HW) / p.W, ix0 = m0 - b * HW - iy * p.W;  // row tiles
+      // This thread's channels of a tap: c = j * 8 + 2 tq + e (j = nt % 4); the vectors and bias there.
+      const int tq = lane % 4;
+      float vec[kDotVecs][8], bias8[8];
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = j * 8 + 2 * tq + e;
+          bias8[j * 2 + e] = p.bias ? dev::to_f(p.bias[c]) : 0.f;
+#pragma unroll
+          for (int m = 0; m < kDotVecs; ++m) vec[m][j * 2 + e] = dev::to_f(p.vecs[(b * kDotVecs + m) * COUT + c]);
+        }
+      // Per output pixel: GELU'd channels rounded to bf16 as the unfused path stores them, dotted in
+      // fp32, the quad's partial sums reduced, rounded once to bf16; staged as [vec][ky][2W run].
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int tl = 0; tl < 2; ++tl) {
+            float part[kDotVecs] = {};
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+#pragma unroll
+              for (int e = 0; e < 2; ++e) {
+                float v = acc[mt][tl * 4 + j][2 * h + e] + bias8[j * 2 + e];
+                if (p.gelu) v = dev::gelu_for<bf16>(v);
+                v = __bfloat162float(__float2bfloat16_rn(v));
+#pragma unroll
+                for (int m = 0; m < kDotVecs; ++m) part[m] = fmaf(v, vec[m][j * 2 + e], part[m]);
+              }
+#pragma unroll
+            for (int m = 0; m < kDotVecs; ++m) {
+              part[m] += __shfl_xor_sync(0xffffffffu, part[m], 1);
+              part[m] += __shfl_xor_sync(0xffffffffu, part[m], 2);
+            }
+            if (tq == 0) {
+              const int r = wm * 32 + mt * 16 + lane / 4 + h * 8, tap = wn * 2 + tl, ky = tap / 2, kx = tap % 2;
+#pragma unroll
+              for (int m = 0; m < kDotVecs; ++m)
+                Ds[(m * 2 + ky) * (2 * kBM) + 2 * r + kx] = __float2bfloat16_rn(part[m]);
+            }
+          }
+      __syncthreads();
+      // kDotVecs x 2 output rows x 2 kBM contiguous values: one 16-byte chunk per thread.
+      static_assert(kDotVecs * 2 * 2 * kBM / 8 == kThreadsCT, "one chunk per thread");
+      {
+        const int chunk = tid % (2 * kBM / 8), ky = (tid / (2 * kBM / 8)) % 2, m = tid / (2 * 2 * kBM / 8);
+        const int64_t o =
+            ((static_cast<int64_t>(b) * kDotVecs + m) * 2 * p.H + 2 * iy + ky) * (2 * p.W) + 2 * ix0 + chunk * 8;
+        *reinterpret_cast<uint4*>(p.out + o) =
+            *reinterpret_cast<const uint4*>(Ds + (m * 2 + ky) * (2 * kBM) + chunk * 8);
+      }
+      __syncthreads();  // Ds and this tile's A buffer are free for the next tiles
+      continue;
     }
 
     // Bias, activation, one rounding to bf16, into the staging tile.
@@ -196,6 +265,39 @@ void conv_transpose2x2_mma(const void* x, const void* wt, const void* bias, void
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(p.num_tiles, ctas)), static_cast<unsigned>(col_blocks));
   kernel<<<grid, kThreadsCT, kSmemBytes, current_stream()>>>(p);
   check_launch("conv_transpose2x2 mma kernel");
+}
+
+bool conv_transpose2x2_dot_supported(int64_t B, int64_t H, int64_t W, int64_t Cin, int64_t Cout, int64_t num_vecs,
+                                     const void* x, const void* wt, const void* vecs, const void* out) {
+  return B > 0 && Cin == kK && Cout == 32 && num_vecs == kDotVecs && W % kBM == 0 && B * H * W < (int64_t{1} << 31) &&
+         2 * W < (int64_t{1} << 31) && aligned16(x) && aligned16(wt) && aligned16(vecs) && aligned16(out);
+}
+
+void conv_transpose2x2_gelu_dot(const void* x, const void* wt, const void* bias, const void* vecs, void* out, int64_t B,
+                                int64_t H, int64_t W, bool gelu) {
+  VITRT_CHECK(conv_transpose2x2_dot_supported(B, H, W, kK, 32, kDotVecs, x, wt, vecs, out), InvalidArgument,
+              "cuda conv_transpose2x2_gelu_dot: unsupported sizes or alignment");
+  static const bool smem_ok = [] {
+    check(cudaFuncSetAttribute(conv_transpose2x2_mma_kernel<32, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(kSmemBytes)),
+          "cudaFuncSetAttribute(conv_transpose2x2 dot smem)");
+    return true;
+  }();
+  (void)smem_ok;
+  ConvTArgs p;
+  p.x = static_cast<const bf16*>(x);
+  p.wt = static_cast<const bf16*>(wt);
+  p.bias = static_cast<const bf16*>(bias);
+  p.vecs = static_cast<const bf16*>(vecs);
+  p.out = static_cast<bf16*>(out);
+  p.M = static_cast<int>(B * H * W), p.Cout = 32;
+  p.H = static_cast<int>(H), p.W = static_cast<int>(W);
+  p.num_tiles = p.M / kBM;
+  p.gelu = gelu;
+  const int64_t ctas = std::max<int64_t>(1, int64_t{kCtasPerSm} * sm_count());
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(p.num_tiles, ctas)), 1);
+  conv_transpose2x2_mma_kernel<32, true><<<grid, kThreadsCT, kSmemBytes, current_stream()>>>(p);
+  check_launch("conv_transpose2x2 dot kernel");
 }
 
 }  // namespace vitrt::cuda

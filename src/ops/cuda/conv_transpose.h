@@ -17,4 +17,14 @@ bool conv_transpose2x2_mma_supported(int64_t M, int64_t Cin, int64_t Cout, const
 void conv_transpose2x2_mma(const void* x, const void* wt, const void* bias, void* out, int64_t B, int64_t H, int64_t W,
                            int64_t Cin, int64_t Cout, bool gelu);
 
+// The same layer for Cin = 64, Cout = 32 (SAM's last upscaling), fused with the per-pixel products
+// of its output with 4 vectors per image (SAM's masks = hyper_in @ upscaled):
+//   out[b, v, oy, ox] = sum_c bf16(act(convT(x)[b, oy, ox, c] + bias[c])) * vecs[b, v, c]
+// x [B, H, W, 64], wt as conv_transpose2x2_mma's, vecs [B, 4, 32], out [B, 4, 2H, 2W], all bf16; W a
+// multiple of 64. The upscaled tensor is never written.
+bool conv_transpose2x2_dot_supported(int64_t B, int64_t H, int64_t W, int64_t Cin, int64_t Cout, int64_t num_vecs,
+                                     const void* x, const void* wt, const void* vecs, const void* out);
+void conv_transpose2x2_gelu_dot(const void* x, const void* wt, const void* bias, const void* vecs, void* out, int64_t B,
+                                int64_t H, int64_t W, bool gelu);
+
 }  // namespace vitrt::cuda
