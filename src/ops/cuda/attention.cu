@@ -108,9 +108,15 @@ using ptx::smem_u32;
 
 constexpr int kThreads = 128;  // 4 warps
 
-template <int HD_, int BN_, int MT_, int WARPS_ = 4>
+// RES_TILES > 0: resident keys. Sequences of at most RES_TILES key tiles (SAM's 14 x 14 windows:
+// 196 keys) keep all of their K / V tiles in shared memory at once: every tile is requested up
+// front (most before the rel-pos prologue, whose table scratch is the first two tiles' space), so
+// a CTA waits for memory about once instead of once per tile, and the key loop has no barriers.
+template <int HD_, int BN_, int MT_, int WARPS_ = 4, int RES_TILES_ = 0>
 struct MmaCfg {
-  static constexpr int HD = HD_, BN = BN_, MT = MT_, WARPS = WARPS_;
+  static constexpr int HD = HD_, BN = BN_, MT = MT_, WARPS = WARPS_, RES_TILES = RES_TILES_;
+  static constexpr bool RES = RES_TILES > 0;
+  static constexpr int KV_TILES = RES ? RES_TILES : 2;  // tiles held in shared memory
   static constexpr int THREADS = 32 * WARPS;
   static_assert(HD % 16 == 0, "head_dim must be a multiple of 16");
   static_assert(BN % 16 == 0, "key tile must be a multiple of 16");
@@ -130,8 +136,11 @@ struct MmaCfg {
   static constexpr int SW = NRG * 32 + 8;
   static constexpr int SH = NRG * 16 + 8;
   static constexpr int q_elems = BM * LDS;
-  static constexpr int kv_elems = 4 * BN * LDS;  // 2 stages x (K, V); also the table buffer and output staging
-  static_assert(4 * BN >= BM, "output staging needs BM rows of the K/V buffer");
+  // KV_TILES x (K, V): 2 pipeline stages, or every tile (RES); also the prologue's table buffer
+  // (the first two tiles' space) and the output staging.
+  static constexpr int kv_elems = KV_TILES * 2 * BN * LDS;
+  static_assert(KV_TILES * 2 * BN >= BM, "output staging needs BM rows of the K/V buffer");
+  static_assert(!RES || RES_TILES >= 2, "the prologue's tables use the first two tiles' space");
 };
 
 // Dynamic shared memory of flash_mma_kernel<Cfg, REL> for a relH x relW grid:
@@ -148,7 +157,7 @@ __host__ __device__ inline size_t mma_region_a(bool rel, int relH, int relW) {
 template <class Cfg>
 size_t mma_smem_bytes(bool rel, int relH, int relW) {
   size_t b = mma_region_a<Cfg>(rel, relH, relW) + static_cast<size_t>(Cfg::kv_elems) * sizeof(bf16);
-  if (rel) b += 2 * (Cfg::BN / 2) * sizeof(int2);
+  if (rel) b += Cfg::KV_TILES * (Cfg::BN / 2) * sizeof(int2);
   return b;
 }
 
@@ -176,7 +185,7 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
   float* BWs = reinterpret_cast<float*>(smem_raw);    // REL, aliases Qs (after the Q fragments are loaded)
   float* BHs = BWs + (p.relW / 2) * SW;               // REL
   bf16* KV = reinterpret_cast<bf16*>(smem_raw + region_a);
-  int2* coords = reinterpret_cast<int2*>(KV + Cfg::kv_elems);  // REL: [2][BN/2]
+  int2* coords = reinterpret_cast<int2*>(KV + Cfg::kv_elems);  // REL: [KV_TILES][BN/2]
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
@@ -267,18 +276,33 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
     }
   };
 
+  const int nkt = (p.nk + BN - 1) / BN;  // RES: at most RES_TILES (the plan checks)
+  if constexpr (Cfg::RES) {
+    // Tiles 2.. now, into their own slots: their loads overlap the prologue's (whose table chunks
+    // occupy tiles 0 and 1's space until it ends).
+    for (int kt = 2; kt < nkt; ++kt) issue_kv(kt, kt);
+    cp_async_commit();
+  }
+
   // ---- rel-pos prologue (attention_kernel.cuh): BH / BW, which overwrite Qs once every warp
   // holds its Q fragments.
   if constexpr (REL)
     relpos_prologue<HD, MT, kThreads>(p, m0, true, KV, p.th_lo ? 2 * BN : 4 * BN, BWs, BHs, SW, SH, qf, load_qf);
 
-  const int nkt = (p.nk + BN - 1) / BN;
-  if (nkt > 0) issue_kv(0, 0);
-  cp_async_commit();
-  if constexpr (!REL) {
-    cp_async_wait<1>();  // the Q group
+  if constexpr (Cfg::RES) {
+    for (int kt = 0; kt < nkt && kt < 2; ++kt) issue_kv(kt, kt);
+    cp_async_commit();
+    cp_async_wait<0>();  // every tile (and Q) has landed
     __syncthreads();
-    load_qf();
+    if constexpr (!REL) load_qf();
+  } else {
+    if (nkt > 0) issue_kv(0, 0);
+    cp_async_commit();
+    if constexpr (!REL) {
+      cp_async_wait<1>();  // the Q group
+      __syncthreads();
+      load_qf();
+    }
   }
 
   const bool active = m0 + warp * 16 * MT < p.nq;  // warp has at least one real query row
@@ -293,15 +317,17 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
   }
 
   for (int kt = 0; kt < nkt; ++kt) {
-    const int stage = kt & 1;
-    if (kt + 1 < nkt) {
-      issue_kv(kt + 1, stage ^ 1);
-      cp_async_commit();
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
+    const int stage = Cfg::RES ? kt : kt & 1;
+    if constexpr (!Cfg::RES) {
+      if (kt + 1 < nkt) {
+        issue_kv(kt + 1, stage ^ 1);
+        cp_async_commit();
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+      __syncthreads();
     }
-    __syncthreads();
     // One key tile; instantiated for full and partial tiles (each called once, so inlined).
     auto process_tile = [&](auto full_tag) {
       constexpr bool FULL = decltype(full_tag)::value;
@@ -437,8 +463,9 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
       if (kt * BN + BN <= p.nk) process_tile(std::true_type{});
       else process_tile(std::false_type{});
     }
-    __syncthreads();  // the stage is refilled by the next prefetch; after the loop KV is free
+    if constexpr (!Cfg::RES) __syncthreads();  // the stage is refilled by the next prefetch
   }
+  if constexpr (Cfg::RES) __syncthreads();  // every warp is done with K / V: KV is free for the output
 
   // ---- epilogue: normalise, stage this warp's rows in the (now free) K/V buffer, write 16-byte
   // chunks of real rows.
@@ -769,7 +796,8 @@ MmaPlan make_plan(int relH, int relW) {
 //   hd 80 windowed: 1x32 61.4, 1x64 69.9, 1x32w8 57.6 (2x64 not measured per operator)
 // (MT x BN; MT = 2 reuses every K / V fragment for two m-tiles but needs ~220 registers; w8: 8-warp
 // CTAs, 128 query rows share each K / V tile.)
-// VITRT_ATTN_TILE=<tile> or <global tile>,<windowed tile> (tiles 1x32, 1x64, 2x64, 1x32w8, 1x64w8)
+// Windowed default since: 1x32w8r, the 1x32w8 tile with resident keys (MmaCfg::RES_TILES).
+// VITRT_ATTN_TILE=<tile> or <global tile>,<windowed tile> (tiles 1x32, 1x64, 2x64, 1x32w8, 1x64w8, 1x32w8r)
 // overrides the table below for head dims 64 and 80, for benchmark sweeps on the GPU machine
 // (scripts/device-check.sh); unset in normal use. Read once per process.
 const std::string& tile_override(bool long_seq) {
@@ -782,7 +810,11 @@ const std::string& tile_override(bool long_seq) {
   return long_seq ? v.first : v.second;
 }
 
-// The plan of a named tile for head dim HD (no plan for an unknown name).
+// Resident-key tiles of the windowed configuration: 7 x 32 keys hold SAM's 196-key windows.
+constexpr int kResidentTiles = 7;
+
+// The plan of a named tile for head dim HD (no plan for an unknown name; "1x32w8r", resident keys,
+// only for sequences of at most 7 x 32 keys: the caller checks).
 template <int HD, bool REL>
 MmaPlan plan_for_tile(const std::string& tile, int relH, int relW) {
   if (tile == "1x32") return make_plan<MmaCfg<HD, 32, 1>, REL>(relH, relW);
@@ -790,22 +822,29 @@ MmaPlan plan_for_tile(const std::string& tile, int relH, int relW) {
   if (tile == "2x64") return make_plan<MmaCfg<HD, 64, 2>, REL>(relH, relW);
   if (tile == "1x32w8") return make_plan<MmaCfg<HD, 32, 1, 8>, REL>(relH, relW);
   if (tile == "1x64w8") return make_plan<MmaCfg<HD, 64, 1, 8>, REL>(relH, relW);
+  if (tile == "1x32w8r") return make_plan<MmaCfg<HD, 32, 1, 8, kResidentTiles>, REL>(relH, relW);
   return {};
 }
 
 template <bool REL>
-MmaPlan mma_plan_for(int hd, int64_t nq, int relH, int relW) {
+MmaPlan mma_plan_for(int hd, int64_t nq, int64_t nk, int relH, int relW) {
   const bool long_seq = nq >= 1024;
-  if (const std::string& tile = tile_override(long_seq); !tile.empty() && (hd == 64 || hd == 80)) {
+  const bool resident = nk <= kResidentTiles * 32;
+  if (const std::string& tile = tile_override(long_seq);
+      !tile.empty() && (hd == 64 || hd == 80) && (tile != "1x32w8r" || resident)) {
     const MmaPlan pl =
         hd == 64 ? plan_for_tile<64, REL>(tile, relH, relW) : plan_for_tile<80, REL>(tile, relH, relW);
     if (pl.fn) return pl;
   }
   switch (hd) {
     case 64:
-      return long_seq ? make_plan<MmaCfg<64, 64, 2>, REL>(relH, relW) : make_plan<MmaCfg<64, 32, 1, 8>, REL>(relH, relW);
+      if (long_seq) return make_plan<MmaCfg<64, 64, 2>, REL>(relH, relW);
+      return resident ? make_plan<MmaCfg<64, 32, 1, 8, kResidentTiles>, REL>(relH, relW)
+                      : make_plan<MmaCfg<64, 32, 1, 8>, REL>(relH, relW);
     case 80:
-      return long_seq ? make_plan<MmaCfg<80, 64, 2>, REL>(relH, relW) : make_plan<MmaCfg<80, 32, 1, 8>, REL>(relH, relW);
+      if (long_seq) return make_plan<MmaCfg<80, 64, 2>, REL>(relH, relW);
+      return resident ? make_plan<MmaCfg<80, 32, 1, 8, kResidentTiles>, REL>(relH, relW)
+                      : make_plan<MmaCfg<80, 32, 1, 8>, REL>(relH, relW);
     case 128: return make_plan<MmaCfg<128, 64, 1>, REL>(relH, relW);
   }
   if constexpr (!REL) {  // mask decoder: few queries -> one m-tile per warp
@@ -857,7 +896,8 @@ MmaPlan mma_plan(const AttentionArgs& a) {
     for (const void* ptr : std::initializer_list<const void*>{a.pad_q, a.pad_k, a.pad_v})
       if (!aligned16(ptr)) return {};
   const int relH = rel ? static_cast<int>(a.rel_H) : 0, relW = rel ? static_cast<int>(a.rel_W) : 0;
-  MmaPlan pl = rel ? mma_plan_for<true>(a.head_dim, a.nq, relH, relW) : mma_plan_for<false>(a.head_dim, a.nq, relH, relW);
+  MmaPlan pl = rel ? mma_plan_for<true>(a.head_dim, a.nq, a.nk, relH, relW)
+                   : mma_plan_for<false>(a.head_dim, a.nq, a.nk, relH, relW);
   if (pl.fn && pl.smem > static_cast<size_t>(optin_smem_limit())) return {};  // huge rel grid: CUDA-core kernel
   return pl;
 }
