@@ -133,7 +133,7 @@ if has bsr; then
 fi
 
 # Segment everything on the GPU (issue 5): vit_h random weights, 32x32 grid, no crops.
-# AMG_QUICK=1: only the 640x480 timing (no filters-off case, no reference run).
+# AMG_QUICK=1: only the 640x480 timing (no filters-off case, no reference run unless AMG_REF=1).
 # AMG_DECODER_DTYPE (old name) = one entry of AMG_DECODER_DTYPES.
 if has amg; then
   # AMG_DECODER_DTYPES="bf16 fp32": the 640x480 timing once per decoder dtype (default: the model's).
@@ -153,7 +153,10 @@ if has amg && [ $amg_full = 1 ]; then
   $V everything --random-weights vit_h --device cuda --dtype bf16 --random-image 640x480 --bench 5 \
     --pred-iou-thresh 0 --stability-score-thresh 0 > "$OUT/everything_vit_h_nofilter.json" 2> "$OUT/everything_vit_h_nofilter.err"
   add_summary "everything vit_h bf16 640x480 filters off: $(tr -d '\n ' < "$OUT/everything_vit_h_nofilter.json" | grep -o '"median_ms":{[^}]*}\|"masks":[0-9]*' | tr '\n' ' ') $(tail -c 200 "$OUT/everything_vit_h_nofilter.err")"
-  # segment-anything-fast's generator, same model size, image size and settings, same run.
+fi
+# segment-anything-fast's generator, same model size, image size and settings, same run (with the
+# full amg stage, or AMG_REF=1 next to AMG_QUICK=1).
+if has amg && { [ $amg_full = 1 ] || [ "${AMG_REF:-0}" = 1 ]; }; then
   ANCHOR_DIR=.anchors timeout 300 python3 bench/amg_gpu_reference.py --model vit_h --size 640x480 --runs 3 \
     > "$OUT/amg_reference.txt" 2>&1
   add_summary "sam-fast generator vit_h bf16 640x480: $(grep RESULT "$OUT/amg_reference.txt" | tail -1 || tail -3 "$OUT/amg_reference.txt")"
