@@ -226,6 +226,33 @@ __global__ void __launch_bounds__(kThreadsCT, kCtasPerSm) conv_transpose2x2_mma_
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// The kernels' shared-memory limit, raised once for every instantiation.
+void ensure_smem_limit() {
+  static const bool ok = [] {
+    for (auto k : {conv_transpose2x2_mma_kernel<32>, conv_transpose2x2_mma_kernel<64>, conv_transpose2x2_mma_kernel<128>,
+                   conv_transpose2x2_mma_kernel<32, true>})
+      check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes)),
+            "cudaFuncSetAttribute(conv_transpose2x2 smem)");
+    return true;
+  }();
+  (void)ok;
+}
+
+ConvTArgs make_args(const void* x, const void* wt, const void* bias, void* out, int64_t M, int64_t Cout, int64_t H,
+                    int64_t W, bool gelu) {
+  ConvTArgs p;
+  p.x = static_cast<const bf16*>(x);
+  p.wt = static_cast<const bf16*>(wt);
+  p.bias = static_cast<const bf16*>(bias);
+  p.out = static_cast<bf16*>(out);
+  p.vecs = nullptr;
+  p.M = static_cast<int>(M), p.Cout = static_cast<int>(Cout);
+  p.H = static_cast<int>(H), p.W = static_cast<int>(W);
+  p.num_tiles = static_cast<int>((M + kBM - 1) / kBM);
+  p.gelu = gelu;
+  return p;
+}
+
 }  // namespace
 
 bool conv_transpose2x2_mma_supported(int64_t M, int64_t Cin, int64_t Cout, const void* x, const void* wt,
@@ -244,22 +271,8 @@ void conv_transpose2x2_mma(const void* x, const void* wt, const void* bias, void
               "cuda conv_transpose2x2_mma: sizes too large");
   auto kernel = Cout == 32 ? conv_transpose2x2_mma_kernel<32>
                 : Cout == 64 ? conv_transpose2x2_mma_kernel<64> : conv_transpose2x2_mma_kernel<128>;
-  static const bool smem_ok = [] {
-    for (auto k : {conv_transpose2x2_mma_kernel<32>, conv_transpose2x2_mma_kernel<64>, conv_transpose2x2_mma_kernel<128>})
-      check(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemBytes)),
-            "cudaFuncSetAttribute(conv_transpose2x2 smem)");
-    return true;
-  }();
-  (void)smem_ok;
-  ConvTArgs p;
-  p.x = static_cast<const bf16*>(x);
-  p.wt = static_cast<const bf16*>(wt);
-  p.bias = static_cast<const bf16*>(bias);
-  p.out = static_cast<bf16*>(out);
-  p.M = static_cast<int>(M), p.Cout = static_cast<int>(Cout);
-  p.H = static_cast<int>(H), p.W = static_cast<int>(W);
-  p.num_tiles = static_cast<int>((M + kBM - 1) / kBM);
-  p.gelu = gelu;
+  ensure_smem_limit();
+  const ConvTArgs p = make_args(x, wt, bias, out, M, Cout, H, W, gelu);
   const int64_t col_blocks = 4 * Cout / kBN;
   const int64_t ctas = std::max<int64_t>(1, int64_t{kCtasPerSm} * sm_count() / col_blocks);
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(p.num_tiles, ctas)), static_cast<unsigned>(col_blocks));
@@ -277,23 +290,9 @@ void conv_transpose2x2_gelu_dot(const void* x, const void* wt, const void* bias,
                                 int64_t H, int64_t W, bool gelu) {
   VITRT_CHECK(conv_transpose2x2_dot_supported(B, H, W, kK, 32, kDotVecs, x, wt, vecs, out), InvalidArgument,
               "cuda conv_transpose2x2_gelu_dot: unsupported sizes or alignment");
-  static const bool smem_ok = [] {
-    check(cudaFuncSetAttribute(conv_transpose2x2_mma_kernel<32, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(kSmemBytes)),
-          "cudaFuncSetAttribute(conv_transpose2x2 dot smem)");
-    return true;
-  }();
-  (void)smem_ok;
-  ConvTArgs p;
-  p.x = static_cast<const bf16*>(x);
-  p.wt = static_cast<const bf16*>(wt);
-  p.bias = static_cast<const bf16*>(bias);
+  ensure_smem_limit();
+  ConvTArgs p = make_args(x, wt, bias, out, B * H * W, 32, H, W, gelu);
   p.vecs = static_cast<const bf16*>(vecs);
-  p.out = static_cast<bf16*>(out);
-  p.M = static_cast<int>(B * H * W), p.Cout = 32;
-  p.H = static_cast<int>(H), p.W = static_cast<int>(W);
-  p.num_tiles = p.M / kBM;
-  p.gelu = gelu;
   const int64_t ctas = std::max<int64_t>(1, int64_t{kCtasPerSm} * sm_count());
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(p.num_tiles, ctas)), 1);
   conv_transpose2x2_mma_kernel<32, true><<<grid, kThreadsCT, kSmemBytes, current_stream()>>>(p);
