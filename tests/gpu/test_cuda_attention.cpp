@@ -394,6 +394,22 @@ TEST(CudaAttention, PlainAttention) {
   }
 }
 
+TEST(CudaAttention, FewKeys) {
+  // attention_few_keys.cu (at most 16 keys, head_dim 16 or 32, no rel-pos): one key, the largest
+  // count, one past it (the tensor-core kernel again), partial 128-row query blocks, one q for all
+  // sequences, and head dims it does not take (64: the tensor-core kernel).
+  REQUIRE_GPU();
+  uint64_t seed = 5600;
+  for (DType dt : {DType::F32, DType::BF16}) {
+    run_attention({dt, 3, 200, 1, 128, 8}, seed++);
+    run_attention({dt, 2, 257, 16, 128, 8}, seed++);
+    run_attention({dt, 2, 257, 17, 128, 8}, seed++);
+    run_attention({dt, 4, 129, 9, 256, 8}, seed++);
+    run_attention({dt, 4, 1000, 7, 128, 8}, seed++, true);
+    run_attention({dt, 2, 100, 7, 256, 4}, seed++);
+  }
+}
+
 TEST(CudaAttention, EmptyAndBadArguments) {
   REQUIRE_GPU();
   for (DType dt : {DType::F32, DType::BF16}) {

@@ -962,6 +962,10 @@ void attention_launch(const AttentionArgs& a, cudaStream_t stream) {
                 InvalidArgument, "cuda attention: num_seq ", a.num_seq, " is not a whole number of images");
   }
   if (a.num_seq == 0 || a.nq == 0) return;
+  if (!rel && a.window == 0 && few_keys_supported(p, a.bf16, a.num_seq)) {  // attention_few_keys.cu
+    few_keys_launch(p, a.bf16, static_cast<int>(a.num_seq), stream);
+    return;
+  }
   const MmaPlan plan = mma_plan(a);
   const bool tc = plan.fn != nullptr;
   VITRT_CHECK(!rel || a.rel_bf16 == tc, InvalidArgument, "cuda attention: rel-pos tables must be ",

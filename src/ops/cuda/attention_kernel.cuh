@@ -225,4 +225,12 @@ struct WgmmaPlan {
 WgmmaPlan wgmma_relpos_plan(const KParams& p, int optin_smem_limit);
 void wgmma_relpos_launch(const WgmmaPlan& plan, const KParams& p, int blocks, cudaStream_t stream);
 
+// The few-keys kernel (attention_few_keys.cu): dense attention without rel-pos against at most
+// kFewKeysMax keys per sequence, head_dim 16 or 32 (SAM's decoder: 4096 image tokens per prompt
+// attending to its ~7 tokens), F32 or BF16. few_keys_supported: whether it covers `p`
+// (alignment, sizes); few_keys_launch: num_seq sequences.
+constexpr int kFewKeysMax = 16;
+bool few_keys_supported(const KParams& p, bool bf16, long long num_seq);
+void few_keys_launch(const KParams& p, bool bf16, int num_seq, cudaStream_t stream);
+
 }  // namespace vitrt::cuda::attn
