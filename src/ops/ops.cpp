@@ -460,6 +460,20 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_head
   return out;
 }
 
+Tensor attention_packed_kv(const Tensor& q, const Tensor& kv, int num_heads) {
+#ifdef VITRT_HAVE_CUDA
+  if (q.is_cuda()) {
+    VITRT_PROFILE_OP("attention ", shape_str(q.shape()), "x", shape_str(kv.shape()), " (packed kv)");
+    return cuda_impl::attention_packed_kv(q, kv, num_heads);
+  }
+#endif
+  VITRT_CHECK(q.dim() == 3 && kv.dim() == 3 && kv.size(2) == 2 * q.size(2), InvalidArgument,
+              "ops::attention_packed_kv: q ", shape_str(q.shape()), " and kv ", shape_str(kv.shape()),
+              " do not match (kv [B, Nk, 2D])");
+  const int64_t D = q.size(2);
+  return attention(q, narrow(kv, 2, 0, D), narrow(kv, 2, D, D), num_heads);
+}
+
 Tensor interpolate_linear_rows(const Tensor& x, int64_t new_len) {
   if (x.is_cuda()) return cuda_impl::interpolate_linear_rows(x, new_len);
   check_input(x, "interpolate_linear_rows", "x");

@@ -410,6 +410,39 @@ TEST(CudaAttention, FewKeys) {
   }
 }
 
+TEST(CudaAttention, PackedKeysAndValues) {
+  // ops::attention_packed_kv: k and v read in place from one [B, Nk, 2D] tensor (row stride 2D) on
+  // the tensor-core kernel (4096 keys), the few-keys kernel (7) and with one q for all sequences;
+  // against the CPU attention on the two halves.
+  REQUIRE_GPU();
+  struct Case {
+    int64_t B, Nq, Nk, D;
+    int heads;
+    bool shared_q;
+  };
+  const Case cases[] = {{3, 7, 4096, 128, 8, false}, {2, 300, 7, 128, 8, false}, {3, 500, 7, 128, 8, true},
+                        {2, 7, 300, 256, 8, false}};
+  uint64_t seed = 5700;
+  for (DType dt : {DType::F32, DType::BF16})
+    for (const Case& c : cases) {
+      Tensor q = randn({c.shared_q ? 1 : c.B, c.Nq, c.D}, seed++), kv = randn({c.B, c.Nk, 2 * c.D}, seed++);
+      if (dt == DType::BF16) {
+        q = round_bf16(q);
+        kv = round_bf16(kv);
+      }
+      const Tensor ref = ops::attention(q, ops::narrow(kv, 2, 0, c.D), ops::narrow(kv, 2, c.D, c.D), c.heads);
+      const Tensor got = cimpl::attention_packed_kv(to_dev(q, dt), to_dev(kv, dt), c.heads);
+      char what[160];
+      std::snprintf(what, sizeof what, "packed kv %s B=%lld Nq=%lld Nk=%lld D=%lld%s", dname(dt),
+                    static_cast<long long>(c.B), static_cast<long long>(c.Nq), static_cast<long long>(c.Nk),
+                    static_cast<long long>(c.D), c.shared_q ? " (one q)" : "");
+      expect_match(got, ref, dt, what);
+    }
+  EXPECT_THROW(cimpl::attention_packed_kv(to_dev(randn({2, 5, 64}, 1), DType::F32),
+                                          to_dev(randn({2, 9, 64}, 2), DType::F32), 4),
+               vitrt::InvalidArgument);
+}
+
 TEST(CudaAttention, EmptyAndBadArguments) {
   REQUIRE_GPU();
   for (DType dt : {DType::F32, DType::BF16}) {

@@ -44,6 +44,26 @@ Tensor project_with_pe(const LinearW& l, const Tensor& keys, const Tensor& key_p
   return ops::linear_broadcast_add(keys, l.w, ops::linear(key_pe, l.w, l.bias()));
 }
 
+// An attention's k of keys + key_pe and v of keys in one GEMM over the keys (one read of them, not
+// two): [k | v] = keys [Wk; Wv]^T + [key_pe Wk^T + bk | bv] -> [B, HW, 2 inner], for
+// ops::attention_packed_kv. The v half of the added term is the bias alone, made as the projection of
+// zeros (0 * key_pe, exact) so that every step stays a device operator (capturable).
+Tensor project_kv_with_pe(const DecoderAttentionW& a, const Tensor& keys, const Tensor& key_pe) {
+  Tensor zeros = ops::copy(key_pe);
+  ops::scale_(zeros, 0.f);
+  const Tensor added =
+      ops::cat({ops::linear(key_pe, a.k.w, a.k.bias()), ops::linear(zeros, a.v.w, a.v.bias())}, 1);
+  return ops::linear_broadcast_add(keys, ops::cat({a.k.w, a.v.w}, 0), added);
+}
+
+// The token-to-image attention over per-prompt keys: queries q [B, T, D], keys [B, HW, D].
+Tensor attend_tokens_to_keys(const DecoderAttentionW& a, int heads, const Tensor& q, const Tensor& keys,
+                             const Tensor& key_pe) {
+  const Tensor qp = ops::linear(q, a.q.w, a.q.bias());
+  const Tensor out = ops::attention_packed_kv(qp, project_kv_with_pe(a, keys, key_pe), heads);
+  return ops::linear(out, a.out.w, a.out.bias());
+}
+
 // Repeats `block` [1, ...] n times along the batch (by doubling: log n copies).
 Tensor repeat_batch(const Tensor& block, int64_t n) {
   Tensor r = block;
@@ -320,11 +340,7 @@ void MaskDecoder::forward_device(const Tensor& image, const Tensor& image_pe, co
     if (keys_per_image) {
       ops::add_(queries, attend_keys_per_image(l.cross_token_to_image, heads, q, keys, key_pe, counts));
     } else {
-      const DecoderAttentionW& a = l.cross_token_to_image;
-      const Tensor kp = project_with_pe(a.k, keys, key_pe);
-      const Tensor vp = ops::linear(keys, a.v.w, a.v.bias());
-      const Tensor qp = ops::linear(q, a.q.w, a.q.bias());
-      ops::add_(queries, ops::linear(ops::attention(qp, kp, vp, heads), a.out.w, a.out.bias()));
+      ops::add_(queries, attend_tokens_to_keys(l.cross_token_to_image, heads, q, keys, key_pe));
     }
     queries = ops::layer_norm(queries, l.norm2.w, l.norm2.b, kDecoderEps);
 
@@ -348,10 +364,7 @@ void MaskDecoder::forward_device(const Tensor& image, const Tensor& image_pe, co
   if (keys_per_image) keys = repeat_per_image(keys, counts);  // no transformer layers (not a SAM shape)
   {
     Tensor q = ops::add(queries, query_pe);
-    const Tensor kp = project_with_pe(final_attn.k, keys, key_pe);
-    const Tensor vp = ops::linear(keys, final_attn.v.w, final_attn.v.bias());
-    const Tensor qp = ops::linear(q, final_attn.q.w, final_attn.q.bias());
-    ops::add_(queries, ops::linear(ops::attention(qp, kp, vp, heads), final_attn.out.w, final_attn.out.bias()));
+    ops::add_(queries, attend_tokens_to_keys(final_attn, heads, q, keys, key_pe));
     queries = ops::layer_norm(queries, norm_final.w, norm_final.b, kDecoderEps);
   }
 

@@ -86,5 +86,7 @@ Tensor attention_relpos_windowed(const Tensor& qkv_grid, const Tensor& qkv_bias,
 
 // ops::attention for CUDA tensors: q [B, Nq, D], k, v [B, Nk, D] -> [B, Nq, D].
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads);
+// ops::attention_packed_kv for CUDA tensors: kv [B, Nk, 2D] read in place (row stride 2D).
+Tensor attention_packed_kv(const Tensor& q, const Tensor& kv, int num_heads);
 
 }  // namespace vitrt::ops::cuda_impl

@@ -193,6 +193,36 @@ Tensor attention_relpos_windowed(const Tensor& qkv_grid, const Tensor& qkv_bias,
   return out;
 }
 
+namespace {
+// q [Bq, Nq, D] (Bq = B, or 1: one q for every sequence) against B key sequences of Nk rows whose k
+// and v rows start at k / v with row stride ldkv elements.
+Tensor attention_rows(const Tensor& q, const void* k, const void* v, int64_t ldkv, int64_t B, int64_t Nk,
+                      int num_heads) {
+  const int64_t Nq = q.size(1), D = q.size(2), hd = D / num_heads;
+  if (B == 0 || Nq == 0 || D == 0) return Tensor::empty({B, Nq, D}, q.dtype(), Device::CUDA);
+  if (Nk == 0) return Tensor::zeros({B, Nq, D}, q.dtype(), Device::CUDA);  // as the CPU op
+  Tensor out = Tensor::empty({B, Nq, D}, q.dtype(), Device::CUDA);
+  cuda::AttentionArgs a;
+  a.bf16 = is_bf16(q);
+  a.q = q.raw();
+  a.k = k;
+  a.v = v;
+  a.out = out.raw();
+  a.ldq = a.ldo = D;
+  a.ldk = a.ldv = ldkv;
+  a.heads = num_heads;
+  a.head_dim = static_cast<int>(hd);
+  a.nq = Nq;
+  a.nk = Nk;
+  a.num_seq = B;
+  a.q_share = q.size(0) == B ? 1 : B;  // [1, Nq, D]: every sequence reads the same q rows
+  // As the CPU op (segment_anything divides by math.sqrt(c_per_head)).
+  a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  cuda::attention_launch(a, cuda::current_stream());
+  return out;
+}
+}  // namespace
+
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads) {
   check_device_input(q, "attention", "q");
   check_device_input(k, "attention", "k");
@@ -204,27 +234,19 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_head
   VITRT_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(), InvalidArgument,
               "ops::attention (CUDA): q, k, v must have one dtype, got ", dtype_name(q.dtype()), ", ",
               dtype_name(k.dtype()), ", ", dtype_name(v.dtype()));
-  const int64_t B = k.size(0), Nq = q.size(1), Nk = k.size(1), D = q.size(2), hd = D / num_heads;
-  if (B == 0 || Nq == 0 || D == 0) return Tensor::empty({B, Nq, D}, q.dtype(), Device::CUDA);
-  if (Nk == 0) return Tensor::zeros({B, Nq, D}, q.dtype(), Device::CUDA);  // as the CPU op
-  Tensor out = Tensor::empty({B, Nq, D}, q.dtype(), Device::CUDA);
-  cuda::AttentionArgs a;
-  a.bf16 = is_bf16(q);
-  a.q = q.raw();
-  a.k = k.raw();
-  a.v = v.raw();
-  a.out = out.raw();
-  a.ldq = a.ldk = a.ldv = a.ldo = D;
-  a.heads = num_heads;
-  a.head_dim = static_cast<int>(hd);
-  a.nq = Nq;
-  a.nk = Nk;
-  a.num_seq = B;
-  a.q_share = q.size(0) == B ? 1 : B;  // [1, Nq, D]: every sequence reads the same q rows
-  // As the CPU op (segment_anything divides by math.sqrt(c_per_head)).
-  a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
-  cuda::attention_launch(a, cuda::current_stream());
-  return out;
+  return attention_rows(q, k.raw(), v.raw(), q.size(2), k.size(0), k.size(1), num_heads);
+}
+
+Tensor attention_packed_kv(const Tensor& q, const Tensor& kv, int num_heads) {
+  check_device_input(q, "attention_packed_kv", "q");
+  check_device_input(kv, "attention_packed_kv", "kv");
+  VITRT_CHECK(q.dim() == 3 && kv.dim() == 3 && (q.size(0) == kv.size(0) || q.size(0) == 1) &&
+                  kv.size(2) == 2 * q.size(2) && num_heads >= 1 && q.size(2) % num_heads == 0,
+              InvalidArgument, "ops::attention_packed_kv: q ", shape_str(q.shape()), " and kv ", shape_str(kv.shape()),
+              " with ", num_heads, " heads do not match (kv [B, Nk, 2D])");
+  VITRT_CHECK(kv.dtype() == q.dtype(), InvalidArgument, "ops::attention_packed_kv (CUDA): q and kv must have one dtype");
+  const int64_t D = q.size(2);
+  return attention_rows(q, kv.raw(), offset(kv, D), 2 * D, kv.size(0), kv.size(1), num_heads);
 }
 
 }  // namespace vitrt::ops::cuda_impl
