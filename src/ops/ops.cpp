@@ -444,10 +444,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_head
   check_input(q, "attention", "q");
   check_input(k, "attention", "k");
   check_input(v, "attention", "v");
-  VITRT_CHECK(q.dim() == 3 && k.dim() == 3 && v.shape() == k.shape() && (q.size(0) == k.size(0) || q.size(0) == 1) &&
-                  q.size(2) == k.size(2) && num_heads >= 1 && q.size(2) % num_heads == 0,
-              InvalidArgument, "ops::attention: q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ",
-              shape_str(v.shape()), " with ", num_heads, " heads do not match");
+  check_attention_shapes(q, k, v, num_heads);
   const int64_t B = k.size(0), Nq = q.size(1), Nk = k.size(1), D = q.size(2);
   Tensor out = Tensor::empty({B, Nq, D});
   if (q.size(0) == B) {
@@ -458,6 +455,13 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_head
                      num_heads);
   }
   return out;
+}
+
+void check_attention_shapes(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads) {
+  VITRT_CHECK(q.dim() == 3 && k.dim() == 3 && v.shape() == k.shape() && (q.size(0) == k.size(0) || q.size(0) == 1) &&
+                  q.size(2) == k.size(2) && num_heads >= 1 && q.size(2) % num_heads == 0,
+              InvalidArgument, "ops::attention: q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ",
+              shape_str(v.shape()), " with ", num_heads, " heads do not match");
 }
 
 Tensor attention_packed_kv(const Tensor& q, const Tensor& kv, int num_heads) {

@@ -121,6 +121,9 @@ Tensor attention_relpos_windowed(const Tensor& qkv_grid, const Tensor& qkv_bias,
 // heads split D into num_heads chunks; softmax(q k^T / sqrt(D/heads)) v -> [B, Nq, D]. q may also
 // be [1, Nq, D]: one query sequence against each of the B key sequences (no copies of it).
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads);
+// ops::attention's shape rules (both devices): throws InvalidArgument when q, k, v and the head
+// count do not fit together.
+void check_attention_shapes(const Tensor& q, const Tensor& k, const Tensor& v, int num_heads);
 // The same with k and v in one tensor, kv [B, Nk, 2D] = [k | v] along the last dim (the output of one
 // projection GEMM with the two weights stacked), read in place on the GPU.
 Tensor attention_packed_kv(const Tensor& q, const Tensor& kv, int num_heads);

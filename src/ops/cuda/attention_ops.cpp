@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ops/cuda/attention.h"
+#include "ops/ops.h"
 #include "ops/cuda/runtime.h"
 
 namespace vitrt::ops::cuda_impl {
@@ -227,10 +228,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, int num_head
   check_device_input(q, "attention", "q");
   check_device_input(k, "attention", "k");
   check_device_input(v, "attention", "v");
-  VITRT_CHECK(q.dim() == 3 && k.dim() == 3 && v.shape() == k.shape() && (q.size(0) == k.size(0) || q.size(0) == 1) &&
-                  q.size(2) == k.size(2) && num_heads >= 1 && q.size(2) % num_heads == 0,
-              InvalidArgument, "ops::attention: q ", shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ",
-              shape_str(v.shape()), " with ", num_heads, " heads do not match");
+  ops::check_attention_shapes(q, k, v, num_heads);
   VITRT_CHECK(k.dtype() == q.dtype() && v.dtype() == q.dtype(), InvalidArgument,
               "ops::attention (CUDA): q, k, v must have one dtype, got ", dtype_name(q.dtype()), ", ",
               dtype_name(k.dtype()), ", ", dtype_name(v.dtype()));
