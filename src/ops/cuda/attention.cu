@@ -158,6 +158,7 @@ template <class Cfg>
 size_t mma_smem_bytes(bool rel, int relH, int relW) {
   size_t b = mma_region_a<Cfg>(rel, relH, relW) + static_cast<size_t>(Cfg::kv_elems) * sizeof(bf16);
   if (rel) b += Cfg::KV_TILES * (Cfg::BN / 2) * sizeof(int2);
+  if (Cfg::RES) b += Cfg::RES_TILES * Cfg::BN * sizeof(long long);  // windowed row table
   return b;
 }
 
@@ -186,6 +187,11 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
   float* BHs = BWs + (p.relW / 2) * SW;               // REL
   bf16* KV = reinterpret_cast<bf16*>(smem_raw + region_a);
   int2* coords = reinterpret_cast<int2*>(KV + Cfg::kv_elems);  // REL: [KV_TILES][BN/2]
+  // WIN && RES: the source row of each of the window's tokens (-1: padding cell; -2: past the
+  // last key), computed once
+  // (queries, keys and values of a window are the same rows), not per 16-byte chunk.
+  [[maybe_unused]] long long* rowtab = reinterpret_cast<long long*>(coords + (REL ? Cfg::KV_TILES * (Cfg::BN / 2) : 0));
+  constexpr bool ROWTAB = WIN && Cfg::RES;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
@@ -203,6 +209,14 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
   const bf16* pq = p.pad_q ? static_cast<const bf16*>(p.pad_q) + h * HD : qb;
   const bf16* pk = p.pad_k ? static_cast<const bf16*>(p.pad_k) + h * HD : kb;
   const bf16* pv = p.pad_v ? static_cast<const bf16*>(p.pad_v) + h * HD : vb;
+  if constexpr (ROWTAB) {
+    for (int t = tid; t < Cfg::RES_TILES * BN; t += kThreads) rowtab[t] = t < p.nk ? sa.win_row(p, t) : -2;
+    __syncthreads();
+  }
+  auto src_row = [&](int t) -> long long {  // q, k and v row of token t
+    if constexpr (ROWTAB) return rowtab[t];
+    else return sa.template krow_as<WIN>(p, t);
+  };
 
   // ---- Q tile -> Qs (rows past nq zero-filled)
 #pragma unroll
@@ -213,7 +227,7 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
       const bf16* src = qb;
       int bytes = 0;
       if (t < p.nq) {
-        const long long row = sa.template qsrc_as<WIN>(p, t);
+        const long long row = ROWTAB ? src_row(t) : sa.template qsrc_as<WIN>(p, t);
         src = (row >= 0 ? qb + row * p.ldq : pq) + c * 8;
         bytes = 16;
       }
@@ -236,8 +250,13 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
         const int r = i / CPR, c = i - r * CPR, t = n0 + r;
         const bf16 *ks = kb, *vs = vb;
         int bytes = 0;
-        if (full || t < p.nk) {
-          const long long row = sa.template krow_as<WIN>(p, t);
+        if constexpr (ROWTAB) {  // branch-free: -1 pads with pad_k / pad_v, -2 (past nk) zero-fills
+          const long long row = rowtab[t];
+          ks = (row >= 0 ? kb + row * p.ldk : pk) + c * 8;
+          vs = (row >= 0 ? vb + row * p.ldv : pv) + c * 8;
+          bytes = row >= -1 ? 16 : 0;
+        } else if (full || t < p.nk) {
+          const long long row = src_row(t);
           if (!WIN || row >= 0) {
             ks = kb + row * p.ldk + c * 8;
             vs = vb + row * p.ldv + c * 8;
@@ -290,9 +309,12 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
     relpos_prologue<HD, MT, kThreads>(p, m0, true, KV, p.th_lo ? 2 * BN : 4 * BN, BWs, BHs, SW, SH, qf, load_qf);
 
   if constexpr (Cfg::RES) {
+    // Tiles 0 and 1 come last (their space held the prologue's tables) and are processed last:
+    // the key loop runs 2, 3, ..., nkt - 1, then 0, 1, and waits for them only there.
     for (int kt = 0; kt < nkt && kt < 2; ++kt) issue_kv(kt, kt);
     cp_async_commit();
-    cp_async_wait<0>();  // every tile (and Q) has landed
+    if (nkt > 2) cp_async_wait<1>();  // Q and tiles 2.. (already, after a prologue)
+    else cp_async_wait<0>();
     __syncthreads();
     if constexpr (!REL) load_qf();
   } else {
@@ -316,7 +338,21 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
     lrow[mt][0] = lrow[mt][1] = 0.f;
   }
 
-  for (int kt = 0; kt < nkt; ++kt) {
+  // Lazy rescaling (FlashAttention-4): the reference maximum m of a row moves only when a tile's
+  // row maximum exceeds it by more than kSlack (log2 units), so p stays below 2^kSlack and O's
+  // rescaling is skipped by the whole warp for most tiles. The first tile always sets m.
+  constexpr float kSlack = 8.f;
+  for (int it = 0; it < nkt; ++it) {
+    int kt = it;
+    if constexpr (Cfg::RES) {
+      if (nkt > 2) {
+        kt = it + 2 < nkt ? it + 2 : it + 2 - nkt;
+        if (it == nkt - 2) {  // tiles 0 and 1
+          cp_async_wait<0>();
+          __syncthreads();
+        }
+      }
+    }
     const int stage = Cfg::RES ? kt : kt & 1;
     if constexpr (!Cfg::RES) {
       if (kt + 1 < nkt) {
@@ -404,9 +440,11 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
         }
         mx0 = quad_max(mx0);
         mx1 = quad_max(mx1);
-        const float mn0 = fmaxf(mrow[mt][0], mx0), mn1 = fmaxf(mrow[mt][1], mx1);
+        // -inf + kSlack = -inf: a row's first tile with a real key sets m.
+        const float mn0 = mx0 > mrow[mt][0] + kSlack ? mx0 : mrow[mt][0];
+        const float mn1 = mx1 > mrow[mt][1] + kSlack ? mx1 : mrow[mt][1];
         const float mu0 = mn0 == -INFINITY ? 0.f : mn0, mu1 = mn1 == -INFINITY ? 0.f : mn1;
-        const float al0 = ex2(mrow[mt][0] - mu0), al1 = ex2(mrow[mt][1] - mu1);
+        const float al0 = ex2(mrow[mt][0] - mu0), al1 = ex2(mrow[mt][1] - mu1);  // 1 when m stays
         mrow[mt][0] = mn0;
         mrow[mt][1] = mn1;
         float ls0 = 0.f, ls1 = 0.f;
@@ -423,12 +461,14 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
         }
         lrow[mt][0] = lrow[mt][0] * al0 + ls0;
         lrow[mt][1] = lrow[mt][1] * al1 + ls1;
+        if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {  // warp-uniform
 #pragma unroll
-        for (int d = 0; d < ND; ++d) {
-          o[mt][d][0] *= al0;
-          o[mt][d][1] *= al0;
-          o[mt][d][2] *= al1;
-          o[mt][d][3] *= al1;
+          for (int d = 0; d < ND; ++d) {
+            o[mt][d][0] *= al0;
+            o[mt][d][1] *= al0;
+            o[mt][d][2] *= al1;
+            o[mt][d][3] *= al1;
+          }
         }
       }
 
@@ -489,7 +529,7 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
   for (int i = lane; i < 16 * MT * CPR; i += 32) {
     const int r = i / CPR, c = i - r * CPR, t = m0 + warp * 16 * MT + r;
     if (t < p.nq) {
-      const long long row = sa.template qrow_as<WIN>(p, t);
+      const long long row = ROWTAB ? src_row(t) : sa.template qrow_as<WIN>(p, t);
       if (!WIN || row >= 0)
         *reinterpret_cast<uint4*>(ob + row * p.ldo + c * 8) =
             *reinterpret_cast<const uint4*>(St + (warp * 16 * MT + r) * LDS + c * 8);

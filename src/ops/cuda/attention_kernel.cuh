@@ -133,14 +133,14 @@ __device__ __forceinline__ void relpos_prologue(const KParams& p, int m0, bool h
       qih[mt][hh] = fdiv(ii, relW, p.inv_relW);
       qiw[mt][hh] = ii - qih[mt][hh] * relW;
     }
+  // One G value into BH or BW: a single predicated store (no divergent branches), as most (t, row)
+  // pairs fall outside the grid and are dropped.
   auto put = [&](int rg, int hh, int ih, int iw, int t, float val) {
-    if (t < Lh) {
-      const int kh = ih + relH - 1 - t;
-      if (kh >= 0 && kh < relH) BHs[kh * SH + rg * 16 + g * 2 + hh] = val * kLog2e;
-    } else if (t < Lt) {
-      const int kw = iw + relW - 1 - (t - Lh);
-      if (kw >= 0 && kw < relW) BWs[(kw >> 1) * SW + rg * 32 + g * 4 + hh * 2 + (kw & 1)] = val * inv_scale;
-    }
+    const bool is_h = t < Lh;
+    const int kk = is_h ? ih + relH - 1 - t : iw + relW - 1 - (t - Lh);
+    const bool keep = t < Lt && static_cast<unsigned>(kk) < static_cast<unsigned>(is_h ? relH : relW);
+    float* dst = is_h ? BHs + kk * SH + rg * 16 + g * 2 + hh : BWs + (kk >> 1) * SW + rg * 32 + g * 4 + hh * 2 + (kk & 1);
+    if (keep) *dst = val * (is_h ? kLog2e : inv_scale);
   };
   for (int c0 = 0; c0 < Lt; c0 += chunk) {
     const int n = min(chunk, Lt - c0), n16 = (n + 15) & ~15;
@@ -170,42 +170,57 @@ __device__ __forceinline__ void relpos_prologue(const KParams& p, int m0, bool h
       __syncthreads();  // every warp holds its Q fragments: BH / BW may overwrite the Q staging
     }
     if (!has_rows) continue;
-    for (int pr = 0; pr < n16 / 16; ++pr) {
-      float acc[MT][2][4];
+    // Two 16-row passes at a time, hi and lo parts in separate accumulators: 4 * MT independent
+    // mma chains of KS steps each (one chain of 2 * KS dependent mma's stalled on the tensor
+    // pipe's latency).
+    const int npass = n16 / 16;
+    for (int pr0 = 0; pr0 < npass; pr0 += 2) {
+      float acc[2][MT][2][4], accl[2][MT][2][4];
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+      for (int u = 0; u < 2; ++u)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[mt][0][e] = acc[mt][1][e] = 0.f;
-      const int brow = pr * 16 + (lane & 7) + ((lane >> 4) << 3);
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[u][mt][0][e] = acc[u][mt][1][e] = accl[u][mt][0][e] = accl[u][mt][1][e] = 0.f;
+      const bool two = pr0 + 1 < npass;  // warp-uniform
       const int bcol = ((lane >> 3) & 1) << 3;
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks) {
-        unsigned b0, b1, b2, b3;
-        ptx::ldsm_x4(b0, b1, b2, b3, tables + brow * LDS + ks * 16 + bcol);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          ptx::mma_bf16(acc[mt][0], qf[mt][ks], b0, b1);
-          ptx::mma_bf16(acc[mt][1], qf[mt][ks], b2, b3);
-        }
-        if (lo) {
-          ptx::ldsm_x4(b0, b1, b2, b3, tables + (chunk + brow) * LDS + ks * 16 + bcol);
+        for (int u = 0; u < 2; ++u) {
+          if (u == 1 && !two) break;
+          const int brow = (pr0 + u) * 16 + (lane & 7) + ((lane >> 4) << 3);
+          unsigned b0, b1, b2, b3;
+          ptx::ldsm_x4(b0, b1, b2, b3, tables + brow * LDS + ks * 16 + bcol);
 #pragma unroll
           for (int mt = 0; mt < MT; ++mt) {
-            ptx::mma_bf16(acc[mt][0], qf[mt][ks], b0, b1);
-            ptx::mma_bf16(acc[mt][1], qf[mt][ks], b2, b3);
+            ptx::mma_bf16(acc[u][mt][0], qf[mt][ks], b0, b1);
+            ptx::mma_bf16(acc[u][mt][1], qf[mt][ks], b2, b3);
+          }
+          if (lo) {
+            ptx::ldsm_x4(b0, b1, b2, b3, tables + (chunk + brow) * LDS + ks * 16 + bcol);
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt) {
+              ptx::mma_bf16(accl[u][mt][0], qf[mt][ks], b0, b1);
+              ptx::mma_bf16(accl[u][mt][1], qf[mt][ks], b2, b3);
+            }
           }
         }
       }
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
+      for (int u = 0; u < 2; ++u) {
+        if (u == 1 && !two) break;
 #pragma unroll
-        for (int hf = 0; hf < 2; ++hf)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int t = c0 + pr * 16 + hf * 8 + 2 * tq + e;
-            put(warp * MT + mt, 0, qih[mt][0], qiw[mt][0], t, acc[mt][hf][e]);
-            put(warp * MT + mt, 1, qih[mt][1], qiw[mt][1], t, acc[mt][hf][2 + e]);
-          }
+          for (int hf = 0; hf < 2; ++hf)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int t = c0 + (pr0 + u) * 16 + hf * 8 + 2 * tq + e;
+              put(warp * MT + mt, 0, qih[mt][0], qiw[mt][0], t, acc[u][mt][hf][e] + accl[u][mt][hf][e]);
+              put(warp * MT + mt, 1, qih[mt][1], qiw[mt][1], t, acc[u][mt][hf][2 + e] + accl[u][mt][hf][2 + e]);
+            }
+      }
     }
   }
   __syncthreads();  // BH / BW complete; `tables` is free
