@@ -112,10 +112,15 @@ constexpr int kThreads = 128;  // 4 warps
 // 196 keys) keep all of their K / V tiles in shared memory at once: every tile is requested up
 // front (most before the rel-pos prologue, whose table scratch is the first two tiles' space), so
 // a CTA waits for memory about once instead of once per tile, and the key loop has no barriers.
-template <int HD_, int BN_, int MT_, int WARPS_ = 4, int RES_TILES_ = 0>
+// STEP (resident keys only): key tiles per softmax step; 2 gives 64-key steps over 32-key tiles
+// (twice the independent mma chains for Q K^T and half the per-step reductions and bookkeeping).
+template <int HD_, int BN_, int MT_, int WARPS_ = 4, int RES_TILES_ = 0, int STEP_ = 1>
 struct MmaCfg {
-  static constexpr int HD = HD_, BN = BN_, MT = MT_, WARPS = WARPS_, RES_TILES = RES_TILES_;
+  static constexpr int HD = HD_, BN = BN_, MT = MT_, WARPS = WARPS_, RES_TILES = RES_TILES_, STEP = STEP_;
   static constexpr bool RES = RES_TILES > 0;
+  static_assert(STEP == 1 || (RES && STEP == 2), "64-key steps need resident keys");
+  // Two CTAs per SM (16 warps) for the 64-key steps: at most 128 registers per thread.
+  static constexpr int MIN_BLOCKS = STEP == 2 ? 65536 / (128 * 32 * WARPS_) : 1;
   static constexpr int KV_TILES = RES ? RES_TILES : 2;  // tiles held in shared memory
   static constexpr int THREADS = 32 * WARPS;
   static_assert(HD % 16 == 0, "head_dim must be a multiple of 16");
@@ -175,7 +180,7 @@ size_t mma_smem_bytes(bool rel, int relH, int relW) {
 //     -> one 8-byte load per n8 tile, added in the FFMA that applies the scale.
 // Each key tile has a table coords[j/2] = (kh*SH, (kw/2)*SW) for its even columns.
 template <class Cfg, bool REL, bool WIN>
-__global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p) {
+__global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_mma_kernel(const KParams p) {
   constexpr int kThreads = Cfg::THREADS;  // this configuration's CTA size (shadows the file's default)
   constexpr int HD = Cfg::HD, BN = Cfg::BN, MT = Cfg::MT, BM = Cfg::BM;
   constexpr int LDS = Cfg::LDS, CPR = Cfg::CPR, KS = Cfg::KS, ND = Cfg::ND, NCH = Cfg::NCH, NT8 = Cfg::NT8;
@@ -342,18 +347,20 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
   // row maximum exceeds it by more than kSlack (log2 units), so p stays below 2^kSlack and O's
   // rescaling is skipped by the whole warp for most tiles. The first tile always sets m.
   constexpr float kSlack = 8.f;
-  for (int it = 0; it < nkt; ++it) {
-    int kt = it;
+  // Steps of up to STEP tiles. RES with more than 2 tiles: tiles g1 = 2 .. nkt - 1 first, then
+  // 0 and 1 (a step never spans the two groups); otherwise 0 .. nkt - 1.
+  constexpr int ST = Cfg::STEP;
+  const int g1 = (Cfg::RES && nkt > 2) ? 2 : 0;
+  int kt = g1;
+  for (int done = 0; done < nkt;) {
     if constexpr (Cfg::RES) {
-      if (nkt > 2) {
-        kt = it + 2 < nkt ? it + 2 : it + 2 - nkt;
-        if (it == nkt - 2) {  // tiles 0 and 1
-          cp_async_wait<0>();
-          __syncthreads();
-        }
+      if (g1 == 2 && kt == 0) {  // tiles 0 and 1
+        cp_async_wait<0>();
+        __syncthreads();
       }
     }
-    const int stage = Cfg::RES ? kt : kt & 1;
+    const int cnt = ST == 1 ? 1 : min(ST, (kt < g1 ? g1 : nkt) - kt);  // tiles in this step
+    const int stage = Cfg::RES ? kt : kt & 1;  // RES: tile kt + j is in stage kt + j
     if constexpr (!Cfg::RES) {
       if (kt + 1 < nkt) {
         issue_kv(kt + 1, stage ^ 1);
@@ -364,22 +371,26 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
       }
       __syncthreads();
     }
-    // One key tile; instantiated for full and partial tiles (each called once, so inlined).
+    // One step of ST key tiles; instantiated for full and partial steps (each called once, so
+    // inlined). Chunk c (16 keys) of the step is chunk c % NCH of tile kt + c / NCH.
     auto process_tile = [&](auto full_tag) {
       constexpr bool FULL = decltype(full_tag)::value;
-      const bf16* Ks = KV + stage * 2 * BN * LDS;
-      const bf16* Vs = Ks + BN * LDS;
-      [[maybe_unused]] const int2* cds = coords + stage * (BN / 2);  // REL only
-      // FULL: every key of the tile is real, so the chunk counts and the key mask fold away.
-      const int kvalid = FULL ? BN : min(BN, p.nk - kt * BN);
-      const int nch = FULL ? NCH : (kvalid + 15) >> 4;  // 16-key chunks holding real keys
+      constexpr int SCH = ST * NCH, SNT = ST * NT8;  // chunks / n8 tiles per step
+      auto k_at = [&](int c) { return KV + (stage + c / NCH) * 2 * BN * LDS + (c % NCH) * 16 * LDS; };
+      [[maybe_unused]] auto cd_at = [&](int nt) {  // REL only
+        return coords[(stage + nt / NT8) * (BN / 2) + (nt % NT8) * 4 + tq];
+      };
+      // FULL: every key of the step is real, so the chunk counts and the key mask fold away.
+      // (Only the last tile can be partial, and it ends its group: the real keys are a prefix.)
+      const int kvalid = FULL ? ST * BN : min(cnt * BN, p.nk - kt * BN);
+      const int nch = FULL ? SCH : (kvalid + 15) >> 4;  // 16-key chunks holding real keys
 
-      float sc[MT][NT8][4];
+      float sc[MT][SNT][4];
 #pragma unroll
-      for (int nt = 0; nt < NT8; ++nt) {
+      for (int nt = 0; nt < SNT; ++nt) {
         if (nt < 2 * nch) {
           if constexpr (REL) {
-            const int off = cds[nt * 4 + tq].y + g * 4;
+            const int off = cd_at(nt).y + g * 4;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
               const float4 w4 = *reinterpret_cast<const float4*>(BWs + off + (warp * MT + mt) * 32);
@@ -395,14 +406,14 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
         }
       }
 #pragma unroll
-      for (int c = 0; c < NCH; ++c) {
+      for (int c = 0; c < SCH; ++c) {
         if (c < nch) {
-          const int krow = c * 16 + (lane & 7) + ((lane >> 4) << 3);
+          const int krow = (lane & 7) + ((lane >> 4) << 3);
           const int kcol = ((lane >> 3) & 1) << 3;
 #pragma unroll
           for (int ks = 0; ks < KS; ++ks) {
             unsigned b0, b1, b2, b3;
-            ldsm_x4(b0, b1, b2, b3, Ks + krow * LDS + ks * 16 + kcol);
+            ldsm_x4(b0, b1, b2, b3, k_at(c) + krow * LDS + ks * 16 + kcol);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
               mma_bf16(sc[mt][2 * c], qf[mt][ks], b0, b1);
@@ -417,12 +428,12 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
         // Scale (+ rel_h), mask; row maxima.
         float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-        for (int nt = 0; nt < NT8; ++nt) {
+        for (int nt = 0; nt < SNT; ++nt) {
           if (nt < 2 * nch) {
             float bh0 = 0.f, bh1 = 0.f;
             if constexpr (REL) {
               const float2 h2 =
-                  *reinterpret_cast<const float2*>(BHs + cds[nt * 4 + tq].x + (warp * MT + mt) * 16 + g * 2);
+                  *reinterpret_cast<const float2*>(BHs + cd_at(nt).x + (warp * MT + mt) * 16 + g * 2);
               bh0 = h2.x;
               bh1 = h2.y;
             }
@@ -449,7 +460,7 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
         mrow[mt][1] = mn1;
         float ls0 = 0.f, ls1 = 0.f;
 #pragma unroll
-        for (int nt = 0; nt < NT8; ++nt) {
+        for (int nt = 0; nt < SNT; ++nt) {
           if (nt < 2 * nch) {
             sc[mt][nt][0] = ex2(sc[mt][nt][0] - mu0);
             sc[mt][nt][1] = ex2(sc[mt][nt][1] - mu0);
@@ -474,7 +485,7 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
 
       // O += P V
 #pragma unroll
-      for (int c = 0; c < NCH; ++c) {
+      for (int c = 0; c < SCH; ++c) {
         if (c < nch) {
           unsigned a[MT][4];
 #pragma unroll
@@ -484,12 +495,13 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
             a[mt][2] = pack_bf16(sc[mt][2 * c + 1][0], sc[mt][2 * c + 1][1]);
             a[mt][3] = pack_bf16(sc[mt][2 * c + 1][2], sc[mt][2 * c + 1][3]);
           }
-          const int vrow = c * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+          const int vrow = (lane & 7) + (((lane >> 3) & 1) << 3);
           const int vcol = (lane >> 4) << 3;
+          const bf16* Vc = k_at(c) + BN * LDS;  // V follows K in each tile's slot
 #pragma unroll
           for (int dp = 0; dp < KS; ++dp) {
             unsigned b0, b1, b2, b3;
-            ldsm_x4_t(b0, b1, b2, b3, Vs + vrow * LDS + dp * 16 + vcol);
+            ldsm_x4_t(b0, b1, b2, b3, Vc + vrow * LDS + dp * 16 + vcol);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
               mma_bf16(o[mt][2 * dp], a[mt], b0, b1);
@@ -500,10 +512,13 @@ __global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p
       }
         };
     if (active) {
-      if (kt * BN + BN <= p.nk) process_tile(std::true_type{});
+      if (cnt == ST && (kt + ST) * BN <= p.nk) process_tile(std::true_type{});
       else process_tile(std::false_type{});
     }
     if constexpr (!Cfg::RES) __syncthreads();  // the stage is refilled by the next prefetch
+    done += cnt;
+    kt += cnt;
+    if (kt >= nkt) kt = 0;
   }
   if constexpr (Cfg::RES) __syncthreads();  // every warp is done with K / V: KV is free for the output
 
@@ -755,11 +770,11 @@ __global__ void __launch_bounds__(kThreads) simt_kernel(const KParams p) {
 // Small helper kernels
 
 template <class Tin>
-__global__ void rel_table_kernel(const Tin* src, int rows, int want, int hd, float* out_f32, bf16* out_hi,
-                                 bf16* out_lo) {
+__device__ void prepare_one(const PrepJob& j, long long first, long long step) {
+  const Tin* src = static_cast<const Tin*>(j.src);
+  const int rows = j.rows, want = j.want, hd = j.hd;
   const long long n = static_cast<long long>(want) * hd;
-  for (long long idx = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; idx < n;
-       idx += static_cast<long long>(gridDim.x) * blockDim.x) {
+  for (long long idx = first; idx < n; idx += step) {
     const int d = static_cast<int>(idx / hd), c = static_cast<int>(idx - static_cast<long long>(d) * hd);
     float v;
     if (rows == want) {
@@ -776,21 +791,26 @@ __global__ void rel_table_kernel(const Tin* src, int rows, int want, int hd, flo
       const float b = to_f(src[static_cast<long long>(i1) * hd + c]);
       v = __fmaf_rn(w0, a, __fmul_rn(w1, b));
     }
-    if (out_f32) {
-      out_f32[idx] = v;
+    if (j.out_f32) {
+      j.out_f32[idx] = v;
     } else {
       const bf16 hi = __float2bfloat16_rn(v);
-      out_hi[idx] = hi;
-      if (out_lo) out_lo[idx] = __float2bfloat16_rn(v - __bfloat162float(hi));
+      static_cast<bf16*>(j.out_hi)[idx] = hi;
+      if (j.out_lo) static_cast<bf16*>(j.out_lo)[idx] = __float2bfloat16_rn(v - __bfloat162float(hi));
     }
   }
 }
 
-template <class Tin, class Tout>
-__global__ void convert_kernel(const Tin* src, Tout* dst, long long n) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x)
-    dst[i] = from_f<Tout>(to_f(src[i]));
+struct PrepJobs {
+  PrepJob job[kMaxPrepJobs];
+};
+// blockIdx.y: the job.
+__global__ void prepare_inputs_kernel(const PrepJobs jobs) {
+  const PrepJob& j = jobs.job[blockIdx.y];
+  const long long first = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  const long long step = static_cast<long long>(gridDim.x) * blockDim.x;
+  if (j.src_bf16) prepare_one<bf16>(j, first, step);
+  else prepare_one<float>(j, first, step);
 }
 
 int grid_for(long long n) { return static_cast<int>(std::min<long long>((n + 255) / 256, 4096)); }
@@ -836,8 +856,10 @@ MmaPlan make_plan(int relH, int relW) {
 //   hd 80 windowed: 1x32 61.4, 1x64 69.9, 1x32w8 57.6 (2x64 not measured per operator)
 // (MT x BN; MT = 2 reuses every K / V fragment for two m-tiles but needs ~220 registers; w8: 8-warp
 // CTAs, 128 query rows share each K / V tile.)
-// Windowed default since: 1x32w8r, the 1x32w8 tile with resident keys (MmaCfg::RES_TILES).
-// VITRT_ATTN_TILE=<tile> or <global tile>,<windowed tile> (tiles 1x32, 1x64, 2x64, 1x32w8, 1x64w8, 1x32w8r)
+// Windowed default since: 1x32w8r, the 1x32w8 tile with resident keys (MmaCfg::RES_TILES); then
+// 1x32w8r2, the same with 64-key softmax steps (MmaCfg::STEP).
+// VITRT_ATTN_TILE=<tile> or <global tile>,<windowed tile> (tiles 1x32, 1x64, 2x64, 1x32w8, 1x64w8,
+// 1x32w8r, 1x32w8r2)
 // overrides the table below for head dims 64 and 80, for benchmark sweeps on the GPU machine
 // (scripts/device-check.sh); unset in normal use. Read once per process.
 const std::string& tile_override(bool long_seq) {
@@ -863,6 +885,7 @@ MmaPlan plan_for_tile(const std::string& tile, int relH, int relW) {
   if (tile == "1x32w8") return make_plan<MmaCfg<HD, 32, 1, 8>, REL>(relH, relW);
   if (tile == "1x64w8") return make_plan<MmaCfg<HD, 64, 1, 8>, REL>(relH, relW);
   if (tile == "1x32w8r") return make_plan<MmaCfg<HD, 32, 1, 8, kResidentTiles>, REL>(relH, relW);
+  if (tile == "1x32w8r2") return make_plan<MmaCfg<HD, 32, 1, 8, kResidentTiles, 2>, REL>(relH, relW);
   return {};
 }
 
@@ -871,7 +894,7 @@ MmaPlan mma_plan_for(int hd, int64_t nq, int64_t nk, int relH, int relW) {
   const bool long_seq = nq >= 1024;
   const bool resident = nk <= kResidentTiles * 32;
   if (const std::string& tile = tile_override(long_seq);
-      !tile.empty() && (hd == 64 || hd == 80) && (tile != "1x32w8r" || resident)) {
+      !tile.empty() && (hd == 64 || hd == 80) && ((tile != "1x32w8r" && tile != "1x32w8r2") || resident)) {
     const MmaPlan pl =
         hd == 64 ? plan_for_tile<64, REL>(tile, relH, relW) : plan_for_tile<80, REL>(tile, relH, relW);
     if (pl.fn) return pl;
@@ -879,11 +902,11 @@ MmaPlan mma_plan_for(int hd, int64_t nq, int64_t nk, int relH, int relW) {
   switch (hd) {
     case 64:
       if (long_seq) return make_plan<MmaCfg<64, 64, 2>, REL>(relH, relW);
-      return resident ? make_plan<MmaCfg<64, 32, 1, 8, kResidentTiles>, REL>(relH, relW)
+      return resident ? make_plan<MmaCfg<64, 32, 1, 8, kResidentTiles, 2>, REL>(relH, relW)
                       : make_plan<MmaCfg<64, 32, 1, 8>, REL>(relH, relW);
     case 80:
       if (long_seq) return make_plan<MmaCfg<80, 64, 2>, REL>(relH, relW);
-      return resident ? make_plan<MmaCfg<80, 32, 1, 8, kResidentTiles>, REL>(relH, relW)
+      return resident ? make_plan<MmaCfg<80, 32, 1, 8, kResidentTiles, 2>, REL>(relH, relW)
                       : make_plan<MmaCfg<80, 32, 1, 8>, REL>(relH, relW);
     case 128: return make_plan<MmaCfg<128, 64, 1>, REL>(relH, relW);
   }
@@ -1040,35 +1063,20 @@ void attention_launch(const AttentionArgs& a, cudaStream_t stream) {
   }
 }
 
-void rel_table_prepare(const void* src, bool src_bf16, int64_t rows, int64_t want_rows, int64_t hd, float* out_f32,
-                       void* out_hi, void* out_lo, cudaStream_t stream) {
-  VITRT_CHECK(rows >= 1 && want_rows >= 1 && hd >= 1 && (out_f32 != nullptr) != (out_hi != nullptr), InvalidArgument,
-              "rel_table_prepare: bad arguments");
-  const long long n = want_rows * hd;
-  const int grid = grid_for(n);
-  if (src_bf16)
-    rel_table_kernel<bf16><<<grid, 256, 0, stream>>>(static_cast<const bf16*>(src), static_cast<int>(rows),
-                                                      static_cast<int>(want_rows), static_cast<int>(hd), out_f32,
-                                                      static_cast<bf16*>(out_hi), static_cast<bf16*>(out_lo));
-  else
-    rel_table_kernel<float><<<grid, 256, 0, stream>>>(static_cast<const float*>(src), static_cast<int>(rows),
-                                                       static_cast<int>(want_rows), static_cast<int>(hd), out_f32,
-                                                       static_cast<bf16*>(out_hi), static_cast<bf16*>(out_lo));
-  check(cudaGetLastError(), "rel_table_kernel launch");
-}
-
-void convert_copy(const void* src, bool src_bf16, void* dst, bool dst_bf16, int64_t n, cudaStream_t stream) {
-  if (n <= 0) return;
-  const int grid = grid_for(n);
-  if (src_bf16 && dst_bf16)
-    convert_kernel<bf16, bf16><<<grid, 256, 0, stream>>>(static_cast<const bf16*>(src), static_cast<bf16*>(dst), n);
-  else if (src_bf16)
-    convert_kernel<bf16, float><<<grid, 256, 0, stream>>>(static_cast<const bf16*>(src), static_cast<float*>(dst), n);
-  else if (dst_bf16)
-    convert_kernel<float, bf16><<<grid, 256, 0, stream>>>(static_cast<const float*>(src), static_cast<bf16*>(dst), n);
-  else
-    convert_kernel<float, float><<<grid, 256, 0, stream>>>(static_cast<const float*>(src), static_cast<float*>(dst), n);
-  check(cudaGetLastError(), "convert_kernel launch");
+void prepare_inputs(const PrepJob* jobs, int n, cudaStream_t stream) {
+  VITRT_CHECK(n >= 0 && n <= kMaxPrepJobs, InvalidArgument, "prepare_inputs: ", n, " jobs");
+  if (n == 0) return;
+  PrepJobs all{};
+  long long most = 1;
+  for (int i = 0; i < n; ++i) {
+    const PrepJob& j = jobs[i];
+    VITRT_CHECK(j.src && j.rows >= 1 && j.want >= 1 && j.hd >= 1 && (j.out_f32 != nullptr) != (j.out_hi != nullptr),
+                InvalidArgument, "prepare_inputs: bad job ", i);
+    all.job[i] = j;
+    most = std::max(most, static_cast<long long>(j.want) * j.hd);
+  }
+  prepare_inputs_kernel<<<dim3(grid_for(most), n), 256, 0, stream>>>(all);
+  check(cudaGetLastError(), "prepare_inputs_kernel launch");
 }
 
 }  // namespace vitrt::cuda

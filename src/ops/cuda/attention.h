@@ -61,12 +61,24 @@ bool attention_uses_tensor_cores(const AttentionArgs& a);
 // Validates the arguments (throws InvalidArgument) and launches on `stream` (async).
 void attention_launch(const AttentionArgs& a, cudaStream_t stream);
 
-// Rel-pos table for a grid side of `want_rows = 2*size-1` rows from a table of `rows` rows
-// (F.interpolate(mode="linear", align_corners=False) when they differ, as ops::attention_relpos):
-// src [rows, hd] F32 or BF16 -> exactly one of: out_f32 [want_rows, hd], or out_hi (+ out_lo,
-// may be null) BF16 [want_rows, hd] with out_hi + out_lo ~= the F32 value.
-void rel_table_prepare(const void* src, bool src_bf16, int64_t rows, int64_t want_rows, int64_t hd, float* out_f32,
-                       void* out_hi, void* out_lo, cudaStream_t stream);
+// One input of an attention launch converted on the device: a rel-pos table for a grid side of
+// `want` = 2*size-1 rows from a table of `rows` rows (F.interpolate(mode="linear",
+// align_corners=False) when they differ, as ops::attention_relpos), or (rows = want = 1, hd = n)
+// a plain conversion of n values. src [rows, hd] F32 or BF16 -> exactly one of: out_f32
+// [want, hd], or out_hi (+ out_lo, may be null) BF16 [want, hd] with out_hi + out_lo ~= the F32
+// value.
+struct PrepJob {
+  const void* src = nullptr;
+  bool src_bf16 = false;
+  int rows = 0, want = 0, hd = 0;
+  float* out_f32 = nullptr;
+  void* out_hi = nullptr;
+  void* out_lo = nullptr;
+};
+constexpr int kMaxPrepJobs = 3;
+// Up to kMaxPrepJobs jobs in one launch (an attention layer's two tables and its padding vector:
+// one small kernel per layer, not three).
+void prepare_inputs(const PrepJob* jobs, int n, cudaStream_t stream);
 // Element-wise copy with conversion between F32 and BF16 (round to nearest even).
 void convert_copy(const void* src, bool src_bf16, void* dst, bool dst_bf16, int64_t n, cudaStream_t stream);
 

@@ -1,5 +1,6 @@
 // Tensor-level CUDA attention operators (see attention.h): argument checks with the same messages
 // style as ops.cpp, output allocation, rel-pos table preparation, launch on the current stream.
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -33,6 +34,28 @@ struct RelTables {
   Tensor h, w, h_lo, w_lo;
 };
 
+// The conversions an attention launch needs, launched together (one small kernel per layer).
+struct PrepBatch {
+  cuda::PrepJob jobs[cuda::kMaxPrepJobs];
+  Tensor sources[cuda::kMaxPrepJobs];  // alive until the launch (a temporary's memory could be reused)
+  int n = 0;
+  void add(const Tensor& src, int64_t want, int64_t hd, float* out_f32, void* out_hi, void* out_lo) {
+    VITRT_CHECK(n < cuda::kMaxPrepJobs && src.size(0) < INT32_MAX && want < INT32_MAX && hd < INT32_MAX,
+                InvalidArgument, "attention input preparation: too many jobs or too large");
+    sources[n] = src;
+    cuda::PrepJob& j = jobs[n++];
+    j.src = src.raw();
+    j.src_bf16 = src.dtype() == DType::BF16;
+    j.rows = static_cast<int>(src.size(0));
+    j.want = static_cast<int>(want);
+    j.hd = static_cast<int>(hd);
+    j.out_f32 = out_f32;
+    j.out_hi = out_hi;
+    j.out_lo = out_lo;
+  }
+  void launch(cudaStream_t stream) const { cuda::prepare_inputs(jobs, n, stream); }
+};
+
 void check_rel(const Tensor* rel_pos_h, const Tensor* rel_pos_w, int64_t hd, const char* op) {
   VITRT_CHECK((rel_pos_h == nullptr) == (rel_pos_w == nullptr), InvalidArgument, "ops::", op,
               ": give both rel_pos_h and rel_pos_w, or neither");
@@ -48,8 +71,9 @@ void check_rel(const Tensor* rel_pos_h, const Tensor* rel_pos_w, int64_t hd, con
 // Fills a.rel_* for an H x W grid. Tensor-core kernel: BF16 tables (used in place when they are
 // BF16 with exactly 2H-1 / 2W-1 rows), else BF16 hi + lo parts of the F32 (or interpolated)
 // values. CUDA-core kernel: F32 tables.
+// (Jobs into `prep`, launched by the caller.)
 RelTables prepare_rel(cuda::AttentionArgs& a, const Tensor& rh, const Tensor& rw, int64_t H, int64_t W,
-                      cudaStream_t stream) {
+                      PrepBatch& prep) {
   const int64_t hd = a.head_dim;
   const int64_t want_h = 2 * H - 1, want_w = 2 * W - 1;
   RelTables t;
@@ -72,7 +96,7 @@ RelTables prepare_rel(cuda::AttentionArgs& a, const Tensor& rh, const Tensor& rw
       }
       hi = Tensor::empty({want, hd}, DType::BF16, Device::CUDA);
       lo = Tensor::empty({want, hd}, DType::BF16, Device::CUDA);
-      cuda::rel_table_prepare(src.raw(), is_bf16(src), src.size(0), want, hd, nullptr, hi.raw(), lo.raw(), stream);
+      prep.add(src, want, hd, nullptr, hi.raw(), lo.raw());
     };
     make(rh, want_h, t.h, t.h_lo);
     make(rw, want_w, t.w, t.w_lo);
@@ -83,8 +107,7 @@ RelTables prepare_rel(cuda::AttentionArgs& a, const Tensor& rh, const Tensor& rw
         return;
       }
       out = Tensor::empty({want, hd}, DType::F32, Device::CUDA);
-      cuda::rel_table_prepare(src.raw(), is_bf16(src), src.size(0), want, hd, static_cast<float*>(out.raw()), nullptr,
-                              nullptr, stream);
+      prep.add(src, want, hd, static_cast<float*>(out.raw()), nullptr, nullptr);
     };
     make(rh, want_h, t.h);
     make(rw, want_w, t.w);
@@ -135,7 +158,9 @@ Tensor attention_relpos(const Tensor& qkv, int num_heads, int64_t H, int64_t W, 
   a.num_seq = B;
   a.scale = relpos_scale(hd);
   RelTables keep;
-  if (rel_pos_h) keep = prepare_rel(a, *rel_pos_h, *rel_pos_w, H, W, stream);
+  PrepBatch prep;
+  if (rel_pos_h) keep = prepare_rel(a, *rel_pos_h, *rel_pos_w, H, W, prep);
+  prep.launch(stream);
   cuda::attention_launch(a, stream);
   return out;
 }
@@ -162,10 +187,13 @@ Tensor attention_relpos_windowed(const Tensor& qkv_grid, const Tensor& qkv_bias,
   if (out.numel() == 0) return out;
   cudaStream_t stream = cuda::current_stream();
   // The padding tokens' q, k, v: the bias in qkv's dtype, on the device.
+  // (Converted in the same launch as the rel-pos tables.)
+  PrepBatch prep;
   Tensor bias = qkv_bias.device() == Device::CUDA ? qkv_bias : qkv_bias.to(Device::CUDA);
   if (bias.dtype() != qkv_grid.dtype() || !aligned16(bias.raw())) {
     Tensor conv = Tensor::empty({C3}, qkv_grid.dtype(), Device::CUDA);
-    cuda::convert_copy(bias.raw(), is_bf16(bias), conv.raw(), is_bf16(conv), C3, stream);
+    prep.add(bias.reshape({1, C3}), 1, C3, is_bf16(conv) ? nullptr : static_cast<float*>(conv.raw()),
+             is_bf16(conv) ? conv.raw() : nullptr, nullptr);
     bias = conv;
   }
   const int64_t nwy = (Hg + window - 1) / window, nwx = (Wg + window - 1) / window;
@@ -189,7 +217,8 @@ Tensor attention_relpos_windowed(const Tensor& qkv_grid, const Tensor& qkv_bias,
   a.grid_H = Hg;
   a.grid_W = Wg;
   RelTables keep;
-  if (rel_pos_h) keep = prepare_rel(a, *rel_pos_h, *rel_pos_w, window, window, stream);
+  if (rel_pos_h) keep = prepare_rel(a, *rel_pos_h, *rel_pos_w, window, window, prep);
+  prep.launch(stream);
   cuda::attention_launch(a, stream);
   return out;
 }
