@@ -119,8 +119,8 @@ struct MmaCfg {
   static constexpr int HD = HD_, BN = BN_, MT = MT_, WARPS = WARPS_, RES_TILES = RES_TILES_, STEP = STEP_;
   static constexpr bool RES = RES_TILES > 0;
   static_assert(STEP == 1 || (RES && STEP == 2), "64-key steps need resident keys");
-  // Two CTAs per SM (16 warps) for the 64-key steps: at most 128 registers per thread.
-  static constexpr int MIN_BLOCKS = STEP == 2 ? 65536 / (128 * 32 * WARPS_) : 1;
+  // Resident keys (8 warps): two CTAs per SM (16 warps), at most 128 registers per thread.
+  static constexpr int MIN_BLOCKS = RES ? 65536 / (128 * 32 * WARPS_) : 1;
   static constexpr int KV_TILES = RES ? RES_TILES : 2;  // tiles held in shared memory
   static constexpr int THREADS = 32 * WARPS;
   static_assert(HD % 16 == 0, "head_dim must be a multiple of 16");
@@ -207,6 +207,13 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_mma_kerne
   const int m0 = tile * BM;
   SeqAddr sa;
   sa.init(p, s);
+  // Query rows that can be real. A window on the grid's bottom edge has only hy < ws real rows of
+  // tokens, so its tokens from hy * ws on are padding: needed as keys (their k / v are the qkv
+  // bias) but with no output row, so a query tile or warp made only of them does no work (SAM's
+  // 64 x 64 grid in 14 x 14 windows: 45 CTAs per image and head instead of 50).
+  int nq_out = p.nq;
+  if constexpr (WIN) nq_out = min(p.nq, min(p.ws, p.Hg - sa.gy0) * p.ws);
+  if (m0 >= nq_out) return;  // the whole CTA (uniform: before any barrier)
 
   const bf16* qb = static_cast<const bf16*>(p.q) + h * HD;
   const bf16* kb = static_cast<const bf16*>(p.k) + h * HD;
@@ -332,7 +339,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_mma_kerne
     }
   }
 
-  const bool active = m0 + warp * 16 * MT < p.nq;  // warp has at least one real query row
+  const bool active = m0 + warp * 16 * MT < nq_out;  // warp has at least one query row with an output
   float o[MT][ND][4];
   float mrow[MT][2], lrow[MT][2];
 #pragma unroll
