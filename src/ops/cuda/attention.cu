@@ -148,7 +148,7 @@ struct MmaCfg {
   static_assert(!RES || RES_TILES >= 2, "the prologue's tables use the first two tiles' space");
 };
 
-// Dynamic shared memory of flash_mma_kernel<Cfg, REL> for a relH x relW grid:
+// Dynamic shared memory of flash_mma_kernel(_capped)<Cfg, REL> for a relH x relW grid:
 // [Qs | bias (aliased)] [K/V stages] [coords].
 template <class Cfg>
 __host__ __device__ inline size_t mma_region_a(bool rel, int relH, int relW) {
@@ -180,7 +180,7 @@ size_t mma_smem_bytes(bool rel, int relH, int relW) {
 //     -> one 8-byte load per n8 tile, added in the FFMA that applies the scale.
 // Each key tile has a table coords[j/2] = (kh*SH, (kw/2)*SW) for its even columns.
 template <class Cfg, bool REL, bool WIN>
-__global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_mma_kernel(const KParams p) {
+__device__ __forceinline__ void flash_mma_body(const KParams& p) {
   constexpr int kThreads = Cfg::THREADS;  // this configuration's CTA size (shadows the file's default)
   constexpr int HD = Cfg::HD, BN = Cfg::BN, MT = Cfg::MT, BM = Cfg::BM;
   constexpr int LDS = Cfg::LDS, CPR = Cfg::CPR, KS = Cfg::KS, ND = Cfg::ND, NCH = Cfg::NCH, NT8 = Cfg::NT8;
@@ -214,6 +214,9 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_mma_kerne
   int nq_out = p.nq;
   if constexpr (WIN) nq_out = min(p.nq, min(p.ws, p.Hg - sa.gy0) * p.ws);
   if (m0 >= nq_out) return;  // the whole CTA (uniform: before any barrier)
+  // Warps without such rows skip the rel-pos prologue's table GEMM and the key loop (they still
+  // load and meet at every barrier).
+  const bool active = m0 + warp * 16 * MT < nq_out;
 
   const bf16* qb = static_cast<const bf16*>(p.q) + h * HD;
   const bf16* kb = static_cast<const bf16*>(p.k) + h * HD;
@@ -318,7 +321,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_mma_kerne
   // ---- rel-pos prologue (attention_kernel.cuh): BH / BW, which overwrite Qs once every warp
   // holds its Q fragments.
   if constexpr (REL)
-    relpos_prologue<HD, MT, kThreads>(p, m0, true, KV, p.th_lo ? 2 * BN : 4 * BN, BWs, BHs, SW, SH, qf, load_qf);
+    relpos_prologue<HD, MT, kThreads>(p, m0, active, KV, p.th_lo ? 2 * BN : 4 * BN, BWs, BHs, SW, SH, qf, load_qf);
 
   if constexpr (Cfg::RES) {
     // Tiles 0 and 1 come last (their space held the prologue's tables) and are processed last:
@@ -339,7 +342,6 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_mma_kerne
     }
   }
 
-  const bool active = m0 + warp * 16 * MT < nq_out;  // warp has at least one query row with an output
   float o[MT][ND][4];
   float mrow[MT][2], lrow[MT][2];
 #pragma unroll
@@ -353,13 +355,16 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_mma_kerne
   // Lazy rescaling (FlashAttention-4): the reference maximum m of a row moves only when a tile's
   // row maximum exceeds it by more than kSlack (log2 units), so p stays below 2^kSlack and O's
   // rescaling is skipped by the whole warp for most tiles. The first tile always sets m.
+  // Only with resident keys: elsewhere the branch cost registers (and occupancy) that no
+  // measurement has shown to pay back.
   constexpr float kSlack = 8.f;
+  constexpr bool LAZY = Cfg::RES;
   // Steps of up to STEP tiles. RES with more than 2 tiles: tiles g1 = 2 .. nkt - 1 first, then
   // 0 and 1 (a step never spans the two groups); otherwise 0 .. nkt - 1.
   constexpr int ST = Cfg::STEP;
   const int g1 = (Cfg::RES && nkt > 2) ? 2 : 0;
   int kt = g1;
-  for (int done = 0; done < nkt;) {
+  for (int done = 0; (Cfg::RES ? done : kt) < nkt;) {  // (without RES, done would equal kt)
     if constexpr (Cfg::RES) {
       if (g1 == 2 && kt == 0) {  // tiles 0 and 1
         cp_async_wait<0>();
@@ -459,8 +464,8 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_mma_kerne
         mx0 = quad_max(mx0);
         mx1 = quad_max(mx1);
         // -inf + kSlack = -inf: a row's first tile with a real key sets m.
-        const float mn0 = mx0 > mrow[mt][0] + kSlack ? mx0 : mrow[mt][0];
-        const float mn1 = mx1 > mrow[mt][1] + kSlack ? mx1 : mrow[mt][1];
+        const float mn0 = LAZY ? (mx0 > mrow[mt][0] + kSlack ? mx0 : mrow[mt][0]) : fmaxf(mrow[mt][0], mx0);
+        const float mn1 = LAZY ? (mx1 > mrow[mt][1] + kSlack ? mx1 : mrow[mt][1]) : fmaxf(mrow[mt][1], mx1);
         const float mu0 = mn0 == -INFINITY ? 0.f : mn0, mu1 = mn1 == -INFINITY ? 0.f : mn1;
         const float al0 = ex2(mrow[mt][0] - mu0), al1 = ex2(mrow[mt][1] - mu1);  // 1 when m stays
         mrow[mt][0] = mn0;
@@ -479,7 +484,7 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_mma_kerne
         }
         lrow[mt][0] = lrow[mt][0] * al0 + ls0;
         lrow[mt][1] = lrow[mt][1] * al1 + ls1;
-        if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {  // warp-uniform
+        if (!LAZY || __any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {  // warp-uniform
 #pragma unroll
           for (int d = 0; d < ND; ++d) {
             o[mt][d][0] *= al0;
@@ -523,9 +528,13 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_mma_kerne
       else process_tile(std::false_type{});
     }
     if constexpr (!Cfg::RES) __syncthreads();  // the stage is refilled by the next prefetch
-    done += cnt;
-    kt += cnt;
-    if (kt >= nkt) kt = 0;
+    if constexpr (Cfg::RES) {
+      done += cnt;
+      kt += cnt;
+      if (kt >= nkt) kt = 0;
+    } else {
+      ++kt;
+    }
   }
   if constexpr (Cfg::RES) __syncthreads();  // every warp is done with K / V: KV is free for the output
 
@@ -557,6 +566,17 @@ __global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_mma_kerne
             *reinterpret_cast<const uint4*>(St + (warp * 16 * MT + r) * LDS + c * 8);
     }
   }
+}
+
+// The kernel, with and without a register cap: __launch_bounds__ with a minimum of one block
+// per SM is not the same as none (ptxas then allows itself more registers per thread).
+template <class Cfg, bool REL, bool WIN>
+__global__ void __launch_bounds__(Cfg::THREADS) flash_mma_kernel(const KParams p) {
+  flash_mma_body<Cfg, REL, WIN>(p);
+}
+template <class Cfg, bool REL, bool WIN>
+__global__ void __launch_bounds__(Cfg::THREADS, Cfg::MIN_BLOCKS) flash_mma_kernel_capped(const KParams p) {
+  flash_mma_body<Cfg, REL, WIN>(p);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -828,8 +848,12 @@ int grid_for(long long n) { return static_cast<int>(std::min<long long>((n + 255
 template <class Cfg, bool REL, bool WIN>
 void launch_mma_as(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
   static std::atomic<int> configured{0};
-  ensure_smem(flash_mma_kernel<Cfg, REL, WIN>, smem, configured, "bf16 tensor-core");
-  flash_mma_kernel<Cfg, REL, WIN><<<blocks, Cfg::THREADS, smem, stream>>>(p);
+  auto kernel = [] {  // only the chosen kernel is instantiated
+    if constexpr (Cfg::MIN_BLOCKS > 1) return flash_mma_kernel_capped<Cfg, REL, WIN>;
+    else return flash_mma_kernel<Cfg, REL, WIN>;
+  }();
+  ensure_smem(kernel, smem, configured, "bf16 tensor-core");
+  kernel<<<blocks, Cfg::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_mma_kernel launch");
 }
 template <class Cfg, bool REL>

@@ -170,24 +170,29 @@ __device__ __forceinline__ void relpos_prologue(const KParams& p, int m0, bool h
       __syncthreads();  // every warp holds its Q fragments: BH / BW may overwrite the Q staging
     }
     if (!has_rows) continue;
-    // Two 16-row passes at a time, hi and lo parts in separate accumulators: 4 * MT independent
-    // mma chains of KS steps each (one chain of 2 * KS dependent mma's stalled on the tensor
-    // pipe's latency).
+    // PU 16-row passes at a time (2 for one m-tile per warp; MT = 2 has enough chains and not the
+    // registers), hi and lo parts in separate accumulators: 4 * MT * PU / 2 independent mma chains of
+    // KS steps each (one chain of 2 * KS dependent mma's stalled on the tensor pipe's latency).
+    constexpr int PU = MT == 1 ? 2 : 1;
+    constexpr int PL = MT == 1 ? 1 : 0;  // separate lo accumulators (MT = 2: into acc, as registers go)
     const int npass = n16 / 16;
-    for (int pr0 = 0; pr0 < npass; pr0 += 2) {
-      float acc[2][MT][2][4], accl[2][MT][2][4];
+    for (int pr0 = 0; pr0 < npass; pr0 += PU) {
+      float acc[PU][MT][2][4], accl[PU * PL + 1 - PL][MT][2][4];
 #pragma unroll
-      for (int u = 0; u < 2; ++u)
+      for (int u = 0; u < PU; ++u)
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) acc[u][mt][0][e] = acc[u][mt][1][e] = accl[u][mt][0][e] = accl[u][mt][1][e] = 0.f;
-      const bool two = pr0 + 1 < npass;  // warp-uniform
+          for (int e = 0; e < 4; ++e) {
+            acc[u][mt][0][e] = acc[u][mt][1][e] = 0.f;
+            if constexpr (PL) accl[u][mt][0][e] = accl[u][mt][1][e] = 0.f;
+          }
+      const bool two = PU == 2 && pr0 + 1 < npass;  // warp-uniform
       const int bcol = ((lane >> 3) & 1) << 3;
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks) {
 #pragma unroll
-        for (int u = 0; u < 2; ++u) {
+        for (int u = 0; u < PU; ++u) {
           if (u == 1 && !two) break;
           const int brow = (pr0 + u) * 16 + (lane & 7) + ((lane >> 4) << 3);
           unsigned b0, b1, b2, b3;
@@ -201,14 +206,15 @@ __device__ __forceinline__ void relpos_prologue(const KParams& p, int m0, bool h
             ptx::ldsm_x4(b0, b1, b2, b3, tables + (chunk + brow) * LDS + ks * 16 + bcol);
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-              ptx::mma_bf16(accl[u][mt][0], qf[mt][ks], b0, b1);
-              ptx::mma_bf16(accl[u][mt][1], qf[mt][ks], b2, b3);
+              float(&dst)[2][4] = PL ? accl[PL ? u : 0][mt] : acc[u][mt];
+              ptx::mma_bf16(dst[0], qf[mt][ks], b0, b1);
+              ptx::mma_bf16(dst[1], qf[mt][ks], b2, b3);
             }
           }
         }
       }
 #pragma unroll
-      for (int u = 0; u < 2; ++u) {
+      for (int u = 0; u < PU; ++u) {
         if (u == 1 && !two) break;
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
@@ -217,8 +223,9 @@ __device__ __forceinline__ void relpos_prologue(const KParams& p, int m0, bool h
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               const int t = c0 + (pr0 + u) * 16 + hf * 8 + 2 * tq + e;
-              put(warp * MT + mt, 0, qih[mt][0], qiw[mt][0], t, acc[u][mt][hf][e] + accl[u][mt][hf][e]);
-              put(warp * MT + mt, 1, qih[mt][1], qiw[mt][1], t, acc[u][mt][hf][2 + e] + accl[u][mt][hf][2 + e]);
+              const float lo0 = PL ? accl[PL ? u : 0][mt][hf][e] : 0.f, lo1 = PL ? accl[PL ? u : 0][mt][hf][2 + e] : 0.f;
+              put(warp * MT + mt, 0, qih[mt][0], qiw[mt][0], t, acc[u][mt][hf][e] + lo0);
+              put(warp * MT + mt, 1, qih[mt][1], qiw[mt][1], t, acc[u][mt][hf][2 + e] + lo1);
             }
       }
     }
