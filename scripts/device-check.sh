@@ -178,7 +178,7 @@ fi
 if has attn-sweep; then
   # SWEEP_MODELS, SWEEP_BATCH, SWEEP_ITERS, SWEEP_TILES (a tile, or <global>,<windowed>) narrow it.
   sb=${SWEEP_BATCH:-32}
-  for m in ${SWEEP_MODELS:-vit_b vit_h}; do for t in ${SWEEP_TILES:-1x32 1x64 2x64 1x32w8 1x64w8 1x32w8r 1x32w8r2}; do
+  for m in ${SWEEP_MODELS:-vit_b vit_h}; do for t in ${SWEEP_TILES:-1x32 1x64 2x64 1x32w8 1x64w8 1x32w8r 1x32w8r2 1x32w8rx2}; do
     VITRT_ATTN_TILE=$t $V bench --device cuda --model $m --batch $sb --dtype bf16 --iters ${SWEEP_ITERS:-3} --no-decoder \
       --profile --json > "$OUT/sweep_${m}_b${sb}_$t.json" 2>/dev/null
     add_summary "attn tile $t $m bs$sb: $(python3 -c "

@@ -114,11 +114,18 @@ constexpr int kThreads = 128;  // 4 warps
 // a CTA waits for memory about once instead of once per tile, and the key loop has no barriers.
 // STEP (resident keys only): key tiles per softmax step; 2 gives 64-key steps over 32-key tiles
 // (twice the independent mma chains for Q K^T and half the per-step reductions and bookkeeping).
-template <int HD_, int BN_, int MT_, int WARPS_ = 4, int RES_TILES_ = 0, int STEP_ = 1>
+// ROUNDS (windows with resident keys only): query row blocks of BM processed one after the other
+// by the same CTA over the same resident K / V, so that one CTA holds a whole 196-query window
+// (K / V, rel-pos tables and row table loaded once per window and head, not once per 128 rows).
+// Q fragments then come straight from global memory (no Q staging) and the output is written
+// from the accumulators (the K / V buffer stays busy until the last round).
+template <int HD_, int BN_, int MT_, int WARPS_ = 4, int RES_TILES_ = 0, int STEP_ = 1, int ROUNDS_ = 1>
 struct MmaCfg {
   static constexpr int HD = HD_, BN = BN_, MT = MT_, WARPS = WARPS_, RES_TILES = RES_TILES_, STEP = STEP_;
+  static constexpr int ROUNDS = ROUNDS_;
   static constexpr bool RES = RES_TILES > 0;
   static_assert(STEP == 1 || (RES && STEP == 2), "64-key steps need resident keys");
+  static_assert(ROUNDS == 1 || RES, "rounds need resident keys");
   // Resident keys (8 warps): two CTAs per SM (16 warps), at most 128 registers per thread.
   static constexpr int MIN_BLOCKS = RES ? 65536 / (128 * 32 * WARPS_) : 1;
   static constexpr int KV_TILES = RES ? RES_TILES : 2;  // tiles held in shared memory
@@ -127,24 +134,25 @@ struct MmaCfg {
   static_assert(BN % 16 == 0, "key tile must be a multiple of 16");
   // Query rows per CTA: WARPS warps x MT m16 tiles. More warps per CTA share each K/V tile loaded
   // into shared memory among more query rows (fewer loads per mma).
-  static constexpr int BM = WARPS * 16 * MT;
+  static constexpr int BM = WARPS * 16 * MT;  // per round
+  static constexpr int BMC = BM * ROUNDS;     // per CTA
   static constexpr int LDS = HD + 8;      // smem row stride (elements): +16 bytes, ldmatrix conflict-free
   static constexpr int CPR = HD / 8;      // 16-byte chunks per row
   static constexpr int KS = HD / 16;      // k-steps of Q K^T; also pairs of n8 tiles of P V
   static constexpr int ND = HD / 8;       // n8 tiles of O
   static constexpr int NCH = BN / 16;     // 16-key chunks per key tile
   static constexpr int NT8 = BN / 8;      // n8 tiles per key tile
-  static constexpr int NRG = BM / 16;     // m16 row groups per CTA
+  static constexpr int NRG = BMC / 16;    // m16 row groups per CTA
   // Bias layouts (floats), see the kernel comment: per pair of key columns (kw even, kw + 1) a
   // block of NRG x 8 x 4 floats, per key row kh a block of NRG x 8 x 2; +8 floats (32 bytes) of
   // padding each, so the quarter-warps' 16-byte loads fall in distinct banks.
   static constexpr int SW = NRG * 32 + 8;
   static constexpr int SH = NRG * 16 + 8;
-  static constexpr int q_elems = BM * LDS;
+  static constexpr int q_elems = ROUNDS == 1 ? BM * LDS : 0;
   // KV_TILES x (K, V): 2 pipeline stages, or every tile (RES); also the prologue's table buffer
   // (the first two tiles' space) and the output staging.
   static constexpr int kv_elems = KV_TILES * 2 * BN * LDS;
-  static_assert(KV_TILES * 2 * BN >= BM, "output staging needs BM rows of the K/V buffer");
+  static_assert(ROUNDS > 1 || KV_TILES * 2 * BN >= BM, "output staging needs BM rows of the K/V buffer");
   static_assert(!RES || RES_TILES >= 2, "the prologue's tables use the first two tiles' space");
 };
 
@@ -204,7 +212,9 @@ __device__ __forceinline__ void flash_mma_body(const KParams& p) {
   const int tile = blockIdx.x % p.num_qtiles;
   const int sh = blockIdx.x / p.num_qtiles;
   const int h = sh % p.heads, s = sh / p.heads;
-  const int m0 = tile * BM;
+  constexpr int ROUNDS = Cfg::ROUNDS;
+  static_assert(ROUNDS == 1 || (REL && WIN), "rounds are for windows with rel-pos");
+  const int m0 = tile * Cfg::BMC;
   SeqAddr sa;
   sa.init(p, s);
   // Query rows that can be real. A window on the grid's bottom edge has only hy < ws real rows of
@@ -216,7 +226,7 @@ __device__ __forceinline__ void flash_mma_body(const KParams& p) {
   if (m0 >= nq_out) return;  // the whole CTA (uniform: before any barrier)
   // Warps without such rows skip the rel-pos prologue's table GEMM and the key loop (they still
   // load and meet at every barrier).
-  const bool active = m0 + warp * 16 * MT < nq_out;
+  const bool active = m0 + warp * 16 * MT * ROUNDS < nq_out;
 
   const bf16* qb = static_cast<const bf16*>(p.q) + h * HD;
   const bf16* kb = static_cast<const bf16*>(p.k) + h * HD;
@@ -233,9 +243,9 @@ __device__ __forceinline__ void flash_mma_body(const KParams& p) {
     else return sa.template krow_as<WIN>(p, t);
   };
 
-  // ---- Q tile -> Qs (rows past nq zero-filled)
+  // ---- Q tile -> Qs (rows past nq zero-filled); rounds read Q fragments from global memory
 #pragma unroll
-  for (int it = 0; it < (BM * CPR + kThreads - 1) / kThreads; ++it) {
+  for (int it = 0; it < (ROUNDS == 1 ? (BM * CPR + kThreads - 1) / kThreads : 0); ++it) {
     const int i = tid + it * kThreads;
     if ((BM * CPR) % kThreads == 0 || i < BM * CPR) {
       const int r = i / CPR, c = i - r * CPR, t = m0 + r;
@@ -310,6 +320,26 @@ __device__ __forceinline__ void flash_mma_body(const KParams& p) {
     }
   };
 
+  // Rounds: the A fragments of m16 row group rg (local rows rg*16 ..) straight from global memory
+  // (a0 / a2: row g, a1 / a3: row g + 8; columns 2 tq (+ 8) of each k16 step); padding rows read
+  // the pad vector, rows past nq are zero.
+  [[maybe_unused]] auto load_q_rows = [&](unsigned(&dst)[KS][4], int rg) {
+    const unsigned* src[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int t = m0 + rg * 16 + hh * 8 + g;
+      const long long row = t < p.nq ? rowtab[t] : -2;
+      src[hh] = row == -2 ? nullptr : reinterpret_cast<const unsigned*>((row >= 0 ? qb + row * p.ldq : pq) + 2 * tq);
+    }
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      dst[ks][0] = src[0] ? src[0][ks * 8] : 0u;
+      dst[ks][1] = src[1] ? src[1][ks * 8] : 0u;
+      dst[ks][2] = src[0] ? src[0][ks * 8 + 4] : 0u;
+      dst[ks][3] = src[1] ? src[1][ks * 8 + 4] : 0u;
+    }
+  };
+
   const int nkt = (p.nk + BN - 1) / BN;  // RES: at most RES_TILES (the plan checks)
   if constexpr (Cfg::RES) {
     // Tiles 2.. now, into their own slots: their loads overlap the prologue's (whose table chunks
@@ -320,8 +350,19 @@ __device__ __forceinline__ void flash_mma_body(const KParams& p) {
 
   // ---- rel-pos prologue (attention_kernel.cuh): BH / BW, which overwrite Qs once every warp
   // holds its Q fragments.
-  if constexpr (REL)
-    relpos_prologue<HD, MT, kThreads>(p, m0, active, KV, p.th_lo ? 2 * BN : 4 * BN, BWs, BHs, SW, SH, qf, load_qf);
+  if constexpr (REL) {
+    if constexpr (ROUNDS == 1) {
+      relpos_prologue<HD, MT, kThreads>(p, m0, active, KV, p.th_lo ? 2 * BN : 4 * BN, BWs, BHs, SW, SH, qf, load_qf);
+    } else {  // every round's row groups: rg = warp * MT * ROUNDS + (round * MT + mt)
+      unsigned qfa[MT * ROUNDS][KS][4];
+      auto load_all = [&]() {
+#pragma unroll
+        for (int i = 0; i < MT * ROUNDS; ++i) load_q_rows(qfa[i], warp * MT * ROUNDS + i);
+      };
+      relpos_prologue<HD, MT * ROUNDS, kThreads>(p, m0, active, KV, p.th_lo ? 2 * BN : 4 * BN, BWs, BHs, SW, SH, qfa,
+                                                 load_all);
+    }
+  }
 
   if constexpr (Cfg::RES) {
     // Tiles 0 and 1 come last (their space held the prologue's tables) and are processed last:
@@ -342,6 +383,15 @@ __device__ __forceinline__ void flash_mma_body(const KParams& p) {
     }
   }
 
+  // One round of query rows (the only one without rounds); a lambda, so that ROUNDS == 1 compiles
+  // to straight-line code.
+  auto run_round = [&](const int round) {
+  const int rgb = (warp * ROUNDS + round) * MT;  // this round's first m16 row group of the warp
+  const bool ractive = ROUNDS == 1 ? active : m0 + rgb * 16 < nq_out;
+  if constexpr (ROUNDS > 1) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) load_q_rows(qf[mt], rgb + mt);
+  }
   float o[MT][ND][4];
   float mrow[MT][2], lrow[MT][2];
 #pragma unroll
@@ -405,7 +455,7 @@ __device__ __forceinline__ void flash_mma_body(const KParams& p) {
             const int off = cd_at(nt).y + g * 4;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt) {
-              const float4 w4 = *reinterpret_cast<const float4*>(BWs + off + (warp * MT + mt) * 32);
+              const float4 w4 = *reinterpret_cast<const float4*>(BWs + off + (rgb + mt) * 32);
               sc[mt][nt][0] = w4.x;
               sc[mt][nt][1] = w4.y;
               sc[mt][nt][2] = w4.z;
@@ -445,7 +495,7 @@ __device__ __forceinline__ void flash_mma_body(const KParams& p) {
             float bh0 = 0.f, bh1 = 0.f;
             if constexpr (REL) {
               const float2 h2 =
-                  *reinterpret_cast<const float2*>(BHs + cd_at(nt).x + (warp * MT + mt) * 16 + g * 2);
+                  *reinterpret_cast<const float2*>(BHs + cd_at(nt).x + (rgb + mt) * 16 + g * 2);
               bh0 = h2.x;
               bh1 = h2.y;
             }
@@ -523,7 +573,7 @@ __device__ __forceinline__ void flash_mma_body(const KParams& p) {
         }
       }
         };
-    if (active) {
+    if (ractive) {
       if (cnt == ST && (kt + ST) * BN <= p.nk) process_tile(std::true_type{});
       else process_tile(std::false_type{});
     }
@@ -535,6 +585,30 @@ __device__ __forceinline__ void flash_mma_body(const KParams& p) {
     } else {
       ++kt;
     }
+  }
+  bf16* ob = static_cast<bf16*>(p.out) + h * HD;
+  if constexpr (ROUNDS > 1) {
+    // Rounds: K / V stay resident for the next round; 4-byte stores straight from the accumulators.
+    if (ractive) {
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        float l0 = quad_sum(lrow[mt][0]), l1 = quad_sum(lrow[mt][1]);
+        const float inv[2] = {l0 > 0.f ? 1.f / l0 : 0.f, l1 > 0.f ? 1.f / l1 : 0.f};
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int t = m0 + (rgb + mt) * 16 + hh * 8 + g;
+          const long long row = t < p.nq ? rowtab[t] : -1;
+          if (row >= 0) {
+            bf16* dst = ob + row * p.ldo + 2 * tq;
+#pragma unroll
+            for (int d = 0; d < ND; ++d)
+              *reinterpret_cast<unsigned*>(dst + d * 8) =
+                  pack_bf16(o[mt][d][2 * hh] * inv[hh], o[mt][d][2 * hh + 1] * inv[hh]);
+          }
+        }
+      }
+    }
+    return;
   }
   if constexpr (Cfg::RES) __syncthreads();  // every warp is done with K / V: KV is free for the output
 
@@ -556,7 +630,6 @@ __device__ __forceinline__ void flash_mma_body(const KParams& p) {
     }
   }
   __syncwarp();
-  bf16* ob = static_cast<bf16*>(p.out) + h * HD;
   for (int i = lane; i < 16 * MT * CPR; i += 32) {
     const int r = i / CPR, c = i - r * CPR, t = m0 + warp * 16 * MT + r;
     if (t < p.nq) {
@@ -565,6 +638,12 @@ __device__ __forceinline__ void flash_mma_body(const KParams& p) {
         *reinterpret_cast<uint4*>(ob + row * p.ldo + c * 8) =
             *reinterpret_cast<const uint4*>(St + (warp * 16 * MT + r) * LDS + c * 8);
     }
+  }
+  };  // run_round
+  if constexpr (ROUNDS == 1) {
+    run_round(0);
+  } else {
+    for (int round = 0; round < ROUNDS; ++round) run_round(round);
   }
 }
 
@@ -858,8 +937,13 @@ void launch_mma_as(const KParams& p, int blocks, size_t smem, cudaStream_t strea
 }
 template <class Cfg, bool REL>
 void launch_mma(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
-  if (p.ws > 0) launch_mma_as<Cfg, REL, true>(p, blocks, smem, stream);
-  else launch_mma_as<Cfg, REL, false>(p, blocks, smem, stream);
+  if constexpr (Cfg::ROUNDS > 1) {  // windows only (mma_plan_for)
+    VITRT_CHECK(p.ws > 0 && REL, InvalidArgument, "cuda attention: query rounds are for windows with rel-pos");
+    launch_mma_as<Cfg, REL, true>(p, blocks, smem, stream);
+  } else {
+    if (p.ws > 0) launch_mma_as<Cfg, REL, true>(p, blocks, smem, stream);
+    else launch_mma_as<Cfg, REL, false>(p, blocks, smem, stream);
+  }
 }
 
 // The tensor-core configuration for one problem (fn == nullptr: not covered).
@@ -873,7 +957,7 @@ template <class Cfg, bool REL>
 MmaPlan make_plan(int relH, int relW) {
   MmaPlan pl;
   pl.fn = &launch_mma<Cfg, REL>;
-  pl.bm = Cfg::BM;
+  pl.bm = Cfg::BMC;
   pl.smem = mma_smem_bytes<Cfg>(REL, relH, relW);
   return pl;
 }
@@ -890,7 +974,7 @@ MmaPlan make_plan(int relH, int relW) {
 // Windowed default since: 1x32w8r, the 1x32w8 tile with resident keys (MmaCfg::RES_TILES); then
 // 1x32w8r2, the same with 64-key softmax steps (MmaCfg::STEP).
 // VITRT_ATTN_TILE=<tile> or <global tile>,<windowed tile> (tiles 1x32, 1x64, 2x64, 1x32w8, 1x64w8,
-// 1x32w8r, 1x32w8r2)
+// 1x32w8r, 1x32w8r2, 1x32w8rx2: windows with rel-pos only, a whole window per CTA in two rounds)
 // overrides the table below for head dims 64 and 80, for benchmark sweeps on the GPU machine
 // (scripts/device-check.sh); unset in normal use. Read once per process.
 const std::string& tile_override(bool long_seq) {
@@ -909,7 +993,7 @@ constexpr int kResidentTiles = 7;
 // The plan of a named tile for head dim HD (no plan for an unknown name; "1x32w8r", resident keys,
 // only for sequences of at most 7 x 32 keys: the caller checks).
 template <int HD, bool REL>
-MmaPlan plan_for_tile(const std::string& tile, int relH, int relW) {
+MmaPlan plan_for_tile(const std::string& tile, int relH, int relW, bool windowed) {
   if (tile == "1x32") return make_plan<MmaCfg<HD, 32, 1>, REL>(relH, relW);
   if (tile == "1x64") return make_plan<MmaCfg<HD, 64, 1>, REL>(relH, relW);
   if (tile == "2x64") return make_plan<MmaCfg<HD, 64, 2>, REL>(relH, relW);
@@ -917,17 +1001,20 @@ MmaPlan plan_for_tile(const std::string& tile, int relH, int relW) {
   if (tile == "1x64w8") return make_plan<MmaCfg<HD, 64, 1, 8>, REL>(relH, relW);
   if (tile == "1x32w8r") return make_plan<MmaCfg<HD, 32, 1, 8, kResidentTiles>, REL>(relH, relW);
   if (tile == "1x32w8r2") return make_plan<MmaCfg<HD, 32, 1, 8, kResidentTiles, 2>, REL>(relH, relW);
+  if constexpr (REL) {  // rounds: windows with rel-pos only
+    if (tile == "1x32w8rx2" && windowed) return make_plan<MmaCfg<HD, 32, 1, 8, kResidentTiles, 1, 2>, REL>(relH, relW);
+  }
   return {};
 }
 
 template <bool REL>
-MmaPlan mma_plan_for(int hd, int64_t nq, int64_t nk, int relH, int relW) {
+MmaPlan mma_plan_for(int hd, int64_t nq, int64_t nk, int relH, int relW, bool windowed) {
   const bool long_seq = nq >= 1024;
   const bool resident = nk <= kResidentTiles * 32;
   if (const std::string& tile = tile_override(long_seq);
-      !tile.empty() && (hd == 64 || hd == 80) && ((tile != "1x32w8r" && tile != "1x32w8r2") || resident)) {
-    const MmaPlan pl =
-        hd == 64 ? plan_for_tile<64, REL>(tile, relH, relW) : plan_for_tile<80, REL>(tile, relH, relW);
+      !tile.empty() && (hd == 64 || hd == 80) && (tile.find('r') == std::string::npos || resident)) {
+    const MmaPlan pl = hd == 64 ? plan_for_tile<64, REL>(tile, relH, relW, windowed)
+                                : plan_for_tile<80, REL>(tile, relH, relW, windowed);
     if (pl.fn) return pl;
   }
   switch (hd) {
@@ -990,8 +1077,8 @@ MmaPlan mma_plan(const AttentionArgs& a) {
     for (const void* ptr : std::initializer_list<const void*>{a.pad_q, a.pad_k, a.pad_v})
       if (!aligned16(ptr)) return {};
   const int relH = rel ? static_cast<int>(a.rel_H) : 0, relW = rel ? static_cast<int>(a.rel_W) : 0;
-  MmaPlan pl = rel ? mma_plan_for<true>(a.head_dim, a.nq, a.nk, relH, relW)
-                   : mma_plan_for<false>(a.head_dim, a.nq, a.nk, relH, relW);
+  MmaPlan pl = rel ? mma_plan_for<true>(a.head_dim, a.nq, a.nk, relH, relW, a.window > 0)
+                   : mma_plan_for<false>(a.head_dim, a.nq, a.nk, relH, relW, a.window > 0);
   if (pl.fn && pl.smem > static_cast<size_t>(optin_smem_limit())) return {};  // huge rel grid: CUDA-core kernel
   return pl;
 }
