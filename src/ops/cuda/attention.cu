@@ -201,8 +201,8 @@ __device__ __forceinline__ void flash_mma_body(const KParams& p) {
   bf16* KV = reinterpret_cast<bf16*>(smem_raw + region_a);
   int2* coords = reinterpret_cast<int2*>(KV + Cfg::kv_elems);  // REL: [KV_TILES][BN/2]
   // WIN && RES: the source row of each of the window's tokens (-1: padding cell; -2: past the
-  // last key), computed once
-  // (queries, keys and values of a window are the same rows), not per 16-byte chunk.
+  // last key), computed once (queries, keys and values of a window are the same rows), not per
+  // 16-byte chunk.
   [[maybe_unused]] long long* rowtab = reinterpret_cast<long long*>(coords + (REL ? Cfg::KV_TILES * (Cfg::BN / 2) : 0));
   constexpr bool ROWTAB = WIN && Cfg::RES;
 
@@ -238,10 +238,6 @@ __device__ __forceinline__ void flash_mma_body(const KParams& p) {
     for (int t = tid; t < Cfg::RES_TILES * BN; t += kThreads) rowtab[t] = t < p.nk ? sa.win_row(p, t) : -2;
     __syncthreads();
   }
-  auto src_row = [&](int t) -> long long {  // q, k and v row of token t
-    if constexpr (ROWTAB) return rowtab[t];
-    else return sa.template krow_as<WIN>(p, t);
-  };
 
   // ---- Q tile -> Qs (rows past nq zero-filled); rounds read Q fragments from global memory
 #pragma unroll
@@ -252,7 +248,7 @@ __device__ __forceinline__ void flash_mma_body(const KParams& p) {
       const bf16* src = qb;
       int bytes = 0;
       if (t < p.nq) {
-        const long long row = ROWTAB ? src_row(t) : sa.template qsrc_as<WIN>(p, t);
+        const long long row = ROWTAB ? rowtab[t] : sa.template qsrc_as<WIN>(p, t);
         src = (row >= 0 ? qb + row * p.ldq : pq) + c * 8;
         bytes = 16;
       }
@@ -281,7 +277,7 @@ __device__ __forceinline__ void flash_mma_body(const KParams& p) {
           vs = (row >= 0 ? vb + row * p.ldv : pv) + c * 8;
           bytes = row >= -1 ? 16 : 0;
         } else if (full || t < p.nk) {
-          const long long row = src_row(t);
+          const long long row = sa.template krow_as<WIN>(p, t);
           if (!WIN || row >= 0) {
             ks = kb + row * p.ldk + c * 8;
             vs = vb + row * p.ldv + c * 8;
@@ -633,7 +629,7 @@ __device__ __forceinline__ void flash_mma_body(const KParams& p) {
   for (int i = lane; i < 16 * MT * CPR; i += 32) {
     const int r = i / CPR, c = i - r * CPR, t = m0 + warp * 16 * MT + r;
     if (t < p.nq) {
-      const long long row = ROWTAB ? src_row(t) : sa.template qrow_as<WIN>(p, t);
+      const long long row = ROWTAB ? rowtab[t] : sa.template qrow_as<WIN>(p, t);
       if (!WIN || row >= 0)
         *reinterpret_cast<uint4*>(ob + row * p.ldo + c * 8) =
             *reinterpret_cast<const uint4*>(St + (warp * 16 * MT + r) * LDS + c * 8);
@@ -990,18 +986,19 @@ const std::string& tile_override(bool long_seq) {
 // Resident-key tiles of the windowed configuration: 7 x 32 keys hold SAM's 196-key windows.
 constexpr int kResidentTiles = 7;
 
-// The plan of a named tile for head dim HD (no plan for an unknown name; "1x32w8r", resident keys,
-// only for sequences of at most 7 x 32 keys: the caller checks).
+// The plan of a named tile for head dim HD (no plan for an unknown name, nor for a tile the problem
+// does not fit: resident keys ("...r...") need at most 7 x 32 keys, rounds a window with rel-pos).
 template <int HD, bool REL>
-MmaPlan plan_for_tile(const std::string& tile, int relH, int relW, bool windowed) {
+MmaPlan plan_for_tile(const std::string& tile, int relH, int relW, bool resident, bool windowed) {
   if (tile == "1x32") return make_plan<MmaCfg<HD, 32, 1>, REL>(relH, relW);
   if (tile == "1x64") return make_plan<MmaCfg<HD, 64, 1>, REL>(relH, relW);
   if (tile == "2x64") return make_plan<MmaCfg<HD, 64, 2>, REL>(relH, relW);
   if (tile == "1x32w8") return make_plan<MmaCfg<HD, 32, 1, 8>, REL>(relH, relW);
   if (tile == "1x64w8") return make_plan<MmaCfg<HD, 64, 1, 8>, REL>(relH, relW);
+  if (!resident) return {};
   if (tile == "1x32w8r") return make_plan<MmaCfg<HD, 32, 1, 8, kResidentTiles>, REL>(relH, relW);
   if (tile == "1x32w8r2") return make_plan<MmaCfg<HD, 32, 1, 8, kResidentTiles, 2>, REL>(relH, relW);
-  if constexpr (REL) {  // rounds: windows with rel-pos only
+  if constexpr (REL) {
     if (tile == "1x32w8rx2" && windowed) return make_plan<MmaCfg<HD, 32, 1, 8, kResidentTiles, 1, 2>, REL>(relH, relW);
   }
   return {};
@@ -1012,9 +1009,9 @@ MmaPlan mma_plan_for(int hd, int64_t nq, int64_t nk, int relH, int relW, bool wi
   const bool long_seq = nq >= 1024;
   const bool resident = nk <= kResidentTiles * 32;
   if (const std::string& tile = tile_override(long_seq);
-      !tile.empty() && (hd == 64 || hd == 80) && (tile.find('r') == std::string::npos || resident)) {
-    const MmaPlan pl = hd == 64 ? plan_for_tile<64, REL>(tile, relH, relW, windowed)
-                                : plan_for_tile<80, REL>(tile, relH, relW, windowed);
+      !tile.empty() && (hd == 64 || hd == 80)) {
+    const MmaPlan pl = hd == 64 ? plan_for_tile<64, REL>(tile, relH, relW, resident, windowed)
+                                : plan_for_tile<80, REL>(tile, relH, relW, resident, windowed);
     if (pl.fn) return pl;
   }
   switch (hd) {

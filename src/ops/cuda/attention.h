@@ -79,8 +79,6 @@ constexpr int kMaxPrepJobs = 3;
 // Up to kMaxPrepJobs jobs in one launch (an attention layer's two tables and its padding vector:
 // one small kernel per layer, not three).
 void prepare_inputs(const PrepJob* jobs, int n, cudaStream_t stream);
-// Element-wise copy with conversion between F32 and BF16 (round to nearest even).
-void convert_copy(const void* src, bool src_bf16, void* dst, bool dst_bf16, int64_t n, cudaStream_t stream);
 
 }  // namespace vitrt::cuda
 
