@@ -314,6 +314,29 @@ TEST_F(CudaOps, LinearLargeAndRepeatable) {
   }
 }
 
+TEST_F(CudaOps, LinearAutotunedInPlace) {
+  // Large enough (2.1 GFLOP) for the GEMM autotuner to time its candidates on the first call. The
+  // residual is added in place (D = x w^T + D), so the trials must not touch the real D: the
+  // result has to be the CPU's, with the residual counted once.
+  uint32_t seed = 980;
+  for (DType dt : kDtypes)
+    for (bool to_f32 : {false, true}) {
+      if (to_f32 && dt != DType::BF16) continue;
+      const DType od = to_f32 ? DType::F32 : dt;
+      Tensor x = randn({2048, 512}, ++seed), w = randn({1024, 512}, ++seed, 0.044f), b = randn({1024}, ++seed, 0.5f);
+      Tensor y = randn({2048, 1024}, ++seed);
+      Tensor xs = seen(x, dt), ws = seen(w, dt), ys = seen(y, od), bs = seen(b, dt);
+      Tensor want = ops::linear(xs, ws, &bs, Activation::None, &ys);
+      Tensor yd = up(y, od), bd = up(b, dt);
+      cu::linear_add_(yd, up(x, dt), up(w, dt), &bd);
+      EXPECT_TRUE(close(down(yd), want, od == DType::F32 && dt == DType::BF16 ? 1e-4 : tol(od)))
+          << dtype_name(dt) << " -> " << dtype_name(od);
+    }
+#ifdef VITRT_HAVE_CUDA
+  std::printf("[gemm plans autotuned so far: %lld]\n", static_cast<long long>(cuda::gemm_autotuned_plans()));
+#endif
+}
+
 TEST_F(CudaOps, LinearMisalignedViews) {
   // Row 1 onwards of [38, 53]: pointers aligned to 4 (F32) / 2 (BF16) bytes only.
   for (DType dt : kDtypes) {

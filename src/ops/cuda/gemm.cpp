@@ -14,10 +14,14 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 #include <utility>
 
 #include "ops/cuda/runtime.h"
@@ -26,6 +30,7 @@ namespace vitrt::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+constexpr int kCandidates = 16;  // heuristic results considered by the autotuner
 
 void check_lt(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
@@ -64,6 +69,13 @@ struct Plan {
   cublasLtMatrixLayout_t c_layout() const { return lc ? lc : ld; }
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;
+  // The heuristic's usable algorithms, best-ranked first; cleared once the plan is autotuned.
+  struct Candidate {
+    cublasLtMatmulAlgo_t algo;
+    size_t workspace;
+  };
+  std::vector<Candidate> candidates;
+  bool tuned = false;
 };
 
 struct State {
@@ -74,6 +86,7 @@ struct State {
   std::map<Key, Plan> plans;
   std::map<std::pair<int, cudaStream_t>, void*> workspaces;
   int64_t fallback_calls = 0;
+  int64_t autotuned_plans = 0;
 };
 
 State& state() {
@@ -144,34 +157,113 @@ Plan make_plan(State& st, const Key& k, const GemmArgs& g, cudaDataType t, cudaD
   LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &k.al_a, sizeof(uint32_t)));
   LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &k.al_c, sizeof(uint32_t)));
   LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &k.al_d, sizeof(uint32_t)));
-  cublasLtMatmulHeuristicResult_t res[8] = {};
+  cublasLtMatmulHeuristicResult_t res[kCandidates] = {};
   int found = 0;
   const cublasStatus_t hs =
-      cublasLtMatmulAlgoGetHeuristic(st.handle, p.desc, p.la, p.lb, p.c_layout(), p.ld, pref, 8, res, &found);
+      cublasLtMatmulAlgoGetHeuristic(st.handle, p.desc, p.la, p.lb, p.c_layout(), p.ld, pref, kCandidates, res, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   int pick = -1;
   if (hs == CUBLAS_STATUS_SUCCESS)
-    for (int i = 0; i < found && pick < 0; ++i)
-      if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= kWorkspaceBytes) pick = i;
-  if (pick < 0) {
-    // No cuBLASLt kernel for this shape/alignment: remember to use the simple kernel.
-    std::fprintf(stderr, "vitrt: cuBLASLt has no algorithm for GEMM %s (alignments a/b/c/d %u/%u/%u/%u, heuristic %s, %d results); using the CUDA-core fallback kernel\n",
-                 describe(g).c_str(), k.al_a, k.al_b, k.al_c, k.al_d, cublasLtGetStatusName(hs), found);
-    cublasLtMatrixLayoutDestroy(p.la);
-    cublasLtMatrixLayoutDestroy(p.lb);
-    cublasLtMatrixLayoutDestroy(p.ld);
-    if (p.lc) cublasLtMatrixLayoutDestroy(p.lc);
-    cublasLtMatmulDescDestroy(p.desc);
-    Plan f;
-    f.fallback = true;
-    return f;
-  }
+    for (int i = 0; i < found; ++i)
+      if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= kWorkspaceBytes) {
+        if (pick < 0) pick = i;
+        p.candidates.push_back({res[i].algo, res[i].workspaceSize});
+      }
   p.algo = res[pick].algo;
   p.workspace = res[pick].workspaceSize;
   return p;
 }
 
+// ---- Autotuning ----------------------------------------------------------------------------
+// cuBLASLt's heuristic ranks algorithms by a model, not by measurement; on the H200 its first
+// choice is not always the fastest for SAM's skinny-K and odd-N shapes. So the first call of a
+// large GEMM (outside graph capture) times each usable candidate on the real operands and keeps
+// the fastest (the heuristic's first unless another is >= 2% faster, so noise does not flip it).
+// VITRT_GEMM_AUTOTUNE=0 turns this off; VITRT_GEMM_AUTOTUNE_LOG=1 prints each decision.
+constexpr double kAutotuneMinFlops = 2e9;  // below this the call is too short to matter
+
+bool env_flag(const char* name, bool fallback) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return fallback;
+  return std::strcmp(e, "0") != 0;
+}
+
+// Bytes [lo, hi) a strided row-major operand can touch (rows x cols, row stride ld, batch stride).
+struct Extent {
+  uintptr_t lo, hi;
+  bool overlaps(const Extent& o) const { return lo < o.hi && o.lo < hi; }
+};
+Extent extent(const void* p, int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t stride, int64_t es) {
+  const auto lo = reinterpret_cast<uintptr_t>(p);
+  const int64_t last = (batch > 1 ? (batch - 1) * stride : 0) + (rows - 1) * ld + cols;
+  return {lo, lo + static_cast<uintptr_t>(last * es)};
+}
+
+// Times the plan's candidates and keeps the fastest. D is written by the trials, which is harmless
+// (the real call that follows overwrites it) unless D overlaps an input -- the in-place residual
+// D = A B + D -- in which case the trials write a scratch copy of D's extent instead.
+void autotune(State& st, Plan& p, const Key& k, const GemmArgs& g, void* ws, cudaStream_t stream) {
+  std::vector<Plan::Candidate> cands;
+  cands.swap(p.candidates);
+  p.tuned = true;
+  if (cands.size() < 2 || 2.0 * g.M * g.N * g.K * g.batch < kAutotuneMinFlops) return;
+  const int64_t es = static_cast<int64_t>(dtype_size(g.dtype)), esd = static_cast<int64_t>(dtype_size(g.out_dtype()));
+  const Extent d = extent(g.d, g.M, g.N, k.ldd, g.batch, k.sd, esd);
+  const Extent a = extent(g.a, g.M, g.K, k.lda, g.batch, k.sa, es);
+  const Extent b = g.trans_b ? extent(g.b, g.N, g.K, k.ldb, g.batch, k.sb, es) : extent(g.b, g.K, g.N, k.ldb, g.batch, k.sb, es);
+  const bool alias = d.overlaps(a) || d.overlaps(b) ||
+                     (g.c && d.overlaps(extent(g.c, g.M, g.N, k.ldd, g.batch, k.sc, esd)));
+  void* scratch = nullptr;
+  if (alias && cudaMalloc(&scratch, d.hi - d.lo) != cudaSuccess) {
+    (void)cudaGetLastError();  // no room for the trials: keep the heuristic's choice
+    return;
+  }
+  void* dst = alias ? scratch : g.d;
+  const float alpha = g.alpha, beta = g.c ? 1.f : 0.f;
+  const void* c = g.c ? g.c : dst;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  VITRT_CUDA_CHECK(cudaEventCreate(&e0));
+  VITRT_CUDA_CHECK(cudaEventCreate(&e1));
+  constexpr int kReps = 3;
+  float first_ms = -1.f, best_ms = 0.f;
+  int best = -1;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    auto run = [&] {
+      return cublasLtMatmul(st.handle, p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, c, p.c_layout(), dst, p.ld,
+                            &cands[i].algo, ws, cands[i].workspace, stream);
+    };
+    bool ok = run() == CUBLAS_STATUS_SUCCESS;  // warm-up (and the check that it runs at all)
+    VITRT_CUDA_CHECK(cudaEventRecord(e0, stream));
+    for (int r = 0; ok && r < kReps; ++r) ok = run() == CUBLAS_STATUS_SUCCESS;
+    VITRT_CUDA_CHECK(cudaEventRecord(e1, stream));
+    VITRT_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0.f;
+    if (!ok || cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
+      (void)cudaGetLastError();
+      continue;
+    }
+    ms /= kReps;
+    if (i == 0) first_ms = ms;
+    if (best < 0 || ms < best_ms) best = static_cast<int>(i), best_ms = ms;
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  if (scratch) VITRT_CUDA_CHECK(cudaFree(scratch));
+  if (best > 0 && first_ms > 0.f && best_ms > 0.98f * first_ms) best = 0;
+  if (best >= 0) p.algo = cands[best].algo, p.workspace = cands[best].workspace;
+  ++st.autotuned_plans;
+  if (env_flag("VITRT_GEMM_AUTOTUNE_LOG", false))
+    std::fprintf(stderr, "vitrt: GEMM autotune %s: %zu candidates, heuristic's first %.4f ms, kept #%d %.4f ms\n",
+                 describe(g).c_str(), cands.size(), first_ms, best, best >= 0 ? (best == 0 ? first_ms : best_ms) : -1.f);
+}
+
 }  // namespace
+
+int64_t gemm_autotuned_plans() {
+  State& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  return st.autotuned_plans;
+}
 
 int64_t gemm_fallback_calls() {
   State& st = state();
@@ -244,6 +336,13 @@ void gemm(const GemmArgs& g) {
   }
   if (g.bias)
     LT_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
+  if (!p.tuned) {
+    static const bool autotune_on = env_flag("VITRT_GEMM_AUTOTUNE", true);
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    VITRT_CUDA_CHECK(cudaStreamIsCapturing(stream, &cap));
+    if (!autotune_on) p.tuned = true, p.candidates.clear();
+    else if (cap == cudaStreamCaptureStatusNone) autotune(st, p, k, g, ws, stream);  // else: at a later eager call
+  }
   const float alpha = g.alpha, beta = g.c ? 1.f : 0.f;
   const void* c = g.c ? g.c : g.d;  // beta = 0: C is not read, but must be a valid pointer
   const cublasStatus_t s = cublasLtMatmul(st.handle, p.desc, &alpha, g.b, p.la, g.a, p.lb, &beta, c, p.c_layout(), g.d, p.ld,

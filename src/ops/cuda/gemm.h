@@ -62,5 +62,7 @@ void gemm(const GemmArgs& args);
 void gemm_simple(const GemmArgs& args);
 // How many gemm() calls have used the fallback since the process started (tests print it).
 int64_t gemm_fallback_calls();
+// How many GEMM plans the autotuner has timed (first eager call of a large shape; see gemm.cpp).
+int64_t gemm_autotuned_plans();
 
 }  // namespace vitrt::cuda
