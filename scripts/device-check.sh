@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, run every GPU test, the GPU fidelity checks and the benchmarks,
 # then print a short table. Logs go to $OUT (or ./device-out). Usage:
-#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [server] [attn-sweep] [attn-ab] [ncu] [ncu-src] [decoder-ref] [compare] [anchors] [anchors-compiled]
+#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [server] [attn-sweep] [attn-ab] [ncu] [ncu-src] [ncu-cmd] [decoder-ref] [compare] [anchors] [anchors-compiled]
 #   (default: tests bench)
 # The GPU machine has no internet: Debian packages travel as .deb files in .deps/ (see
 # scripts/fetch-device-deps.sh) and are unpacked into /tmp/deps; segment-anything(-fast) for the
@@ -94,15 +94,20 @@ if has bench; then
   # BENCH_CONFIGS="vit_b:1 vit_h:1" narrows it.
   for cfg in ${BENCH_CONFIGS:-vit_b:1 vit_b:32 vit_h:1 vit_h:32}; do
     set -- ${cfg/:/ }
-    $V bench --device cuda --model $1 --batch $2 --dtype bf16 --iters ${BENCH_ITERS:-10} --profile --json > "$OUT/bench_${1}_b$2.json" 2> "$OUT/bench_${1}_b$2.err"
+    VITRT_GEMM_AUTOTUNE_LOG=1 $V bench --device cuda --model $1 --batch $2 --dtype bf16 --iters ${BENCH_ITERS:-10} --profile --json > "$OUT/bench_${1}_b$2.json" 2> "$OUT/bench_${1}_b$2.err"
     python3 -c "import json,sys;d=json.load(open(sys.argv[1]));p=d['profile'];print('profile %s: eager %.2f ms'%(sys.argv[2],p['eager_forward_ms']));[print('  %5.1f%% %8.3f ms %4dx %s'%(100*r['share'],r['ms'],r['calls'],r['op'])) for r in p['ops'][:12]];p=d.get('decoder_profile_64');p and print('decoder profile %s, 64 prompts on the device: %.2f ms'%(sys.argv[2],p['eager_forward_ms']));p and [print('  %5.1f%% %8.3f ms %4dx %s'%(100*r['share'],r['ms'],r['calls'],r['op'])) for r in p['ops'][:14]]" "$OUT/bench_${1}_b$2.json" "$1 bs$2" 2>/dev/null | tee -a "$OUT/profiles.txt"
     add_summary "vitrt $1 bs$2 bf16: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('%.1f img/s, %.2f ms/batch, %.1f TFLOP/s, peak %.2f GiB, dec ms/prompt %s'%(d['images_per_s'],d['encoder_ms_per_batch'],d['encoder_tflops'],d['peak_device_gib'],d['decoder_ms_per_prompt']))" "$OUT/bench_${1}_b$2.json" 2>/dev/null || tail -c 400 "$OUT/bench_${1}_b$2.err")"
-    # BENCH_AB_ENV="VAR=value": the same encoder timing again with that setting (an A/B in one run).
-    if [ -n "${BENCH_AB_ENV:-}" ]; then
-      env "$BENCH_AB_ENV" $V bench --device cuda --model $1 --batch $2 --dtype bf16 --iters ${BENCH_ITERS:-10} --no-decoder --json \
-        > "$OUT/bench_${1}_b$2_ab.json" 2> "$OUT/bench_${1}_b$2_ab.err"
-      add_summary "vitrt $1 bs$2 bf16 with $BENCH_AB_ENV: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('%.1f img/s, %.2f ms/batch, peak %.2f GiB'%(d['images_per_s'],d['encoder_ms_per_batch'],d['peak_device_gib']))" "$OUT/bench_${1}_b$2_ab.json" 2>/dev/null || tail -c 400 "$OUT/bench_${1}_b$2_ab.err")"
-    fi
+    # The GEMM autotuner's decisions for this model (first eager calls), from the run's stderr.
+    grep -h "GEMM autotune" "$OUT/bench_${1}_b$2.err" 2>/dev/null | sed "s/^/  $1 bs$2 /" | tee -a "$OUT/gemm_autotune.txt" | head -20
+    # BENCH_AB_ENV="VAR=value[;VAR2=value2...]": the same encoder timing again with each setting (A/B in one run).
+    IFS=';' read -ra ab_settings <<< "${BENCH_AB_ENV:-}"
+    for ab in "${ab_settings[@]}"; do
+      [ -n "$ab" ] || continue
+      tag=$(echo "$ab" | tr -c 'A-Za-z0-9_.,\n' '_')
+      env "$ab" $V bench --device cuda --model $1 --batch $2 --dtype bf16 --iters ${BENCH_ITERS:-10} --no-decoder --json \
+        > "$OUT/bench_${1}_b$2_ab_$tag.json" 2> "$OUT/bench_${1}_b$2_ab_$tag.err"
+      add_summary "vitrt $1 bs$2 bf16 with $ab: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('%.1f img/s, %.2f ms/batch, peak %.2f GiB'%(d['images_per_s'],d['encoder_ms_per_batch'],d['peak_device_gib']))" "$OUT/bench_${1}_b$2_ab_$tag.json" 2>/dev/null || tail -c 400 "$OUT/bench_${1}_b$2_ab_$tag.err")"
+    done
   done
 fi
 
@@ -121,14 +126,21 @@ if has bsr; then
       > "$OUT/bsr_vs_pytorch.txt" 2>&1; add_summary "bsr_vs_pytorch rc=$?"
     tail -40 "$OUT/bsr_vs_pytorch.txt"
   fi
-  # PyTorch's dense ViT-B/16 (eager and compiled) in the same run: the sparse model must beat it.
-  timeout 300 python3 bench/vit_reference.py --batch 256 --dtype bf16 --compile ${VIT_COMPILE:-default} \
-    > "$OUT/vit_reference.txt" 2>&1
-  add_summary "torchvision vit_b_16 bf16 bs256: $(grep RESULT "$OUT/vit_reference.txt" | cut -c8- | tr '\n' ' ' || tail -3 "$OUT/vit_reference.txt")"
+  # PyTorch's dense ViT-B/16 (eager and compiled) in the same run: the sparse model must beat it (VIT_REF=0 skips).
+  if [ "${VIT_REF:-1}" = 1 ]; then
+    timeout 300 python3 bench/vit_reference.py --batch 256 --dtype bf16 --compile ${VIT_COMPILE:-default} \
+      > "$OUT/vit_reference.txt" 2>&1
+    add_summary "torchvision vit_b_16 bf16 bs256: $(grep RESULT "$OUT/vit_reference.txt" | cut -c8- | tr '\n' ' ' || tail -3 "$OUT/vit_reference.txt")"
+  fi
+  # Graph replays timed with events (eager event times alongside); bf16 also profiles one eager dense
+  # and one eager sparse forward per operator (top 10 of each to the log and profiles.txt).
   for dt in ${VIT_DTYPES:-bf16 fp32}; do
-    $V bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block 64 --dtype $dt --iters 5 --json \
+    prof=""; [ $dt = bf16 ] && prof=--profile
+    $V bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block 64 --dtype $dt --iters 5 $prof --json \
       > "$OUT/vit_b_16_$dt.json" 2> "$OUT/vit_b_16_$dt.err"
-    add_summary "vit_b_16 cuda $dt bs256 s0.9 b64: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.1f img/s sparse %.1f img/s speedup %.2fx'%(d['dense_images_per_s'],d['sparse_images_per_s'],d['speedup']))" "$OUT/vit_b_16_$dt.json" 2>/dev/null || tail -c 300 "$OUT/vit_b_16_$dt.err")"
+    add_summary "vit_b_16 cuda $dt bs256 s0.9 b64: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.1f img/s (%.2f ms) sparse %.1f img/s (%.2f ms) speedup %.2fx cuda_graph %s; eager dense %.2f sparse %.2f ms (%.2fx)%s'%(d['dense_images_per_s'],d['dense_ms_per_batch'],d['sparse_images_per_s'],d['sparse_ms_per_batch'],d['speedup'],d.get('cuda_graph'),d.get('dense_eager_ms_per_batch',0),d.get('sparse_eager_ms_per_batch',0),d.get('eager_speedup',0),' NOTE '+d['cuda_graph_note'][:300] if 'cuda_graph_note' in d else ''))" "$OUT/vit_b_16_$dt.json" 2>/dev/null || tail -c 300 "$OUT/vit_b_16_$dt.err")"
+    [ -n "$prof" ] && python3 -c "import json,sys;d=json.load(open(sys.argv[1]));[print('vit_b_16 %s %s: eager %.2f ms (%.2f ms in ops)'%(sys.argv[2],k[8:],d[k]['eager_forward_ms'],d[k]['ops_ms'])) or [print('  %5.1f%% %8.3f ms %4dx %s'%(100*r['share'],r['ms'],r['calls'],r['op'])) for r in d[k]['ops'][:10]] for k in ('profile_dense','profile_sparse') if k in d]" \
+      "$OUT/vit_b_16_$dt.json" "$dt bs256" 2>/dev/null | tee -a "$OUT/profiles.txt"
   done
 fi
 
@@ -216,6 +228,17 @@ if has ncu; then
     $V bench --device cuda --model ${NCU_MODEL:-vit_b} --batch ${NCU_BATCH:-8} --dtype bf16 --iters 1 --warmup 1 \
     $([ "${NCU_DECODER:-0}" = 1 ] || echo --no-decoder) > "$OUT/ncu.txt" 2>&1
   grep -E "^  [a-z_].*\(|Throughput|Registers Per|Achieved Occ|Theoretical Occ|Block Limit|Duration|Warp Cycles Per Issued|Hit Rate|Executed Ipc|Stall|Issue Slots|Eligible|stalled_.* +[0-9.]+[1-9]" "$OUT/ncu.txt" | head -160
+fi
+
+# ncu-cmd: the same counters for any command (NCU_CMD, e.g. "build-dev/bin/bsr_gemm_bench --dtypes bf16
+# --blocks 32 --sparsities 0.9 --iters 1 --warmup 0"), kernels matching NCU_KERNELS, NCU_COUNT launches.
+if has ncu-cmd; then
+  timeout 240 ncu --clock-control none -k "regex:${NCU_KERNELS:-bsr_tc_kernel}" --launch-count ${NCU_COUNT:-2} \
+    --section SpeedOfLight --section Occupancy --section WarpStateStats --section LaunchStats \
+    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section SchedulerStats \
+    --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
+    ${NCU_CMD:?NCU_CMD is required for ncu-cmd} > "$OUT/ncu_cmd.txt" 2>&1
+  grep -E "^  [a-z_].*\(|Throughput|Registers Per|Achieved Occ|Theoretical Occ|Block Limit|Duration|Warp Cycles Per Issued|Hit Rate|Executed Ipc|Stall|Issue Slots|Eligible|stalled_.* +[0-9.]+[1-9]" "$OUT/ncu_cmd.txt" | head -120
 fi
 
 # Per-SASS-instruction warp-stall samples of one kernel launch (NCU_SRC_KERNELS / NCU_SRC_MODEL, by
