@@ -127,6 +127,15 @@ Tensor random_input(const SamConfig& cfg, int batch) {
   return input;
 }
 
+// A profile_device() result as a table, largest operators first.
+void print_profile(const std::string& title, const nlohmann::json& p) {
+  std::printf("%s: %.2f ms (%.2f ms inside operators)\n", title.c_str(), p["eager_forward_ms"].get<double>(),
+              p["ops_ms"].get<double>());
+  for (const auto& r : p["ops"])
+    std::printf("  %6.2f%% %9.3f ms %4d x  %s\n", 100 * r["share"].get<double>(), r["ms"].get<double>(),
+                r["calls"].get<int>(), r["op"].get<std::string>().c_str());
+}
+
 void print_result(const BenchArgs& a, const nlohmann::json& out) {
   if (a.json) {
     std::printf("%s\n", out.dump(2).c_str());
@@ -142,17 +151,11 @@ void print_result(const BenchArgs& a, const nlohmann::json& out) {
   std::printf("\n");
   for (auto& [n, ms] : out["decoder_ms_per_prompt"].items())
     std::printf("decoder, %s prompt(s) per image: %.3f ms per prompt\n", n.c_str(), ms.get<double>());
-  for (const char* key : {"profile", "decoder_profile_64"}) {
-    if (!out.contains(key)) continue;
-    const auto& p = out[key];
-    std::printf("%s: %.2f ms (%.2f ms inside operators)\n",
-                std::string(key) == "profile" ? "profile of one eager encoder forward"
-                                              : "profile of one decoder batch of 64 prompts",
-                p["eager_forward_ms"].get<double>(), p["ops_ms"].get<double>());
-    for (const auto& r : p["ops"])
-      std::printf("  %6.2f%% %9.3f ms %4d x  %s\n", 100 * r["share"].get<double>(), r["ms"].get<double>(),
-                  r["calls"].get<int>(), r["op"].get<std::string>().c_str());
-  }
+  for (const char* key : {"profile", "decoder_profile_64"})
+    if (out.contains(key))
+      print_profile(std::string(key) == "profile" ? "profile of one eager encoder forward"
+                                                  : "profile of one decoder batch of 64 prompts",
+                    out[key]);
 }
 
 void run_bench_cpu(const BenchArgs& a, const SamConfig& cfg) {
@@ -272,10 +275,65 @@ void run_bench_cuda(const BenchArgs& a, const SamConfig& cfg) {
 #endif
 }
 
+// One ViT's timing: ms per batch as reported; on CUDA also the eager time, graph use and profile.
+struct VitTiming {
+  double ms = 0, eager_ms = 0;
+  bool graph = false;
+  std::string capture_error;  // why the CUDA graph capture failed (graph == false)
+  nlohmann::json profile;
+};
+
+#ifdef VITRT_HAVE_CUDA
+// One ViT on CUDA, logits left on the device: eager warm-up (cuBLASLt plans and autotuning, kernel
+// attributes), eager forwards timed with events, the optional per-operator profile, then one
+// forward captured as a CUDA graph whose replays are timed with events (no host launch cost).
+VitTiming time_vit_cuda(const VitModel& m, const Tensor& input, const BenchArgs& a) {
+  VitTiming r;
+  for (int i = 0; i < std::max(1, a.warmup); ++i) m.forward_device(input);
+  cuda::synchronize();
+  cuda::EventTimer timer;
+  std::vector<double> times;
+  for (int i = 0; i < a.iters; ++i) {
+    timer.start();
+    m.forward_device(input);
+    times.push_back(timer.stop_ms());
+  }
+  r.eager_ms = median(times);
+  if (a.profile) r.profile = profile_device([&] { m.forward_device(input); });
+  Tensor logits = Tensor::empty({input.size(0), m.config.num_classes}, DType::F32, Device::CUDA);
+  cuda::Graph graph;
+  try {
+    graph.capture([&] {
+      Tensor y = m.forward_device(input);  // allocated and freed inside the graph; copied out
+      VITRT_CUDA_CHECK(cudaMemcpyAsync(logits.raw(), y.raw(), logits.nbytes(), cudaMemcpyDeviceToDevice,
+                                       cuda::current_stream()));
+    });
+    graph.launch();
+    cuda::synchronize();
+    r.graph = true;
+  } catch (const std::exception& e) {
+    r.capture_error = e.what();
+    (void)cudaStreamSynchronize(cuda::current_stream());
+    (void)cudaGetLastError();  // frees of the aborted capture's tensors may have left an error
+  }
+  r.ms = r.eager_ms;
+  if (r.graph) {
+    times.clear();
+    for (int i = 0; i < a.iters; ++i) {
+      timer.start();
+      graph.launch();
+      times.push_back(timer.stop_ms());
+    }
+    r.ms = median(times);
+  }
+  return r;
+}
+#endif
+
 // The ViT classifier (torchvision layout): dense forward, then the same weights with every MLP linear
-// block-magnitude pruned to BSR, timed in the same run: CPU fp32, or CUDA fp32 / bf16 (eager
-// forwards timed with the wall clock; each ends in the logits' copy to the host, so it includes
-// the GPU work).
+// block-magnitude pruned to BSR, timed in the same run. CPU fp32: eager forwards, wall clock.
+// CUDA fp32 / bf16: logits left on the device, one forward replayed as a CUDA graph and timed with
+// events (eager forwards timed with events when the capture fails; "cuda_graph" says which).
 void run_bench_vit(const BenchArgs& a) {
   VITRT_CHECK(a.device == "cpu" || a.device == "cuda", InvalidArgument, "unknown device '", a.device,
               "': expected cpu or cuda");
@@ -301,6 +359,17 @@ void run_bench_vit(const BenchArgs& a) {
   }
   if (dev == Device::CUDA) input = ops::cast(input.to(dev), dt);  // uploaded once, outside the timing
   auto time_model = [&](const VitModel& m, const char* what) {
+    VitTiming t;
+    if (dev == Device::CUDA) {
+#ifdef VITRT_HAVE_CUDA
+      t = time_vit_cuda(m, input, a);
+      if (!a.json)
+        note(detail::concat(what, ": eager ", t.eager_ms, " ms/batch (events)",
+                            t.graph ? detail::concat(", CUDA graph ", t.ms, " ms/batch")
+                                    : ", CUDA graph capture failed: " + t.capture_error));
+#endif
+      return t;
+    }
     std::vector<double> times;
     for (int i = 0; i < a.warmup + a.iters; ++i) {
       auto t0 = std::chrono::steady_clock::now();
@@ -309,9 +378,11 @@ void run_bench_vit(const BenchArgs& a) {
       if (i >= a.warmup) times.push_back(ms);
       if (!a.json) note(detail::concat(what, " iteration ", i, i < a.warmup ? " (warm-up)" : "", ": ", ms, " ms"));
     }
-    return median(times);
+    t.ms = median(times);
+    return t;
   };
-  const double dense_ms = time_model(*dense, "dense");
+  const VitTiming dense_t = time_model(*dense, "dense");
+  const double dense_ms = dense_t.ms;
 
   // Every MLP weight pruned by block L2 magnitude (what `vitrt sparsify` does), packed once.
   StateDict rest;
@@ -330,27 +401,53 @@ void run_bench_vit(const BenchArgs& a) {
     sparse.emplace(name, std::move(m));
   }
   auto sparse_model = vit_from_sparse_state_dict(rest, sparse, dev, dt, cfg.num_heads);
-  const double sparse_ms = time_model(*sparse_model, "sparse");
+  const VitTiming sparse_t = time_model(*sparse_model, "sparse");
+  const double sparse_ms = sparse_t.ms;
   const double density = total ? static_cast<double>(kept) / static_cast<double>(total) : 1.0;
 
+  const bool graphed = dev == Device::CUDA && dense_t.graph && sparse_t.graph;
   nlohmann::json out = {{"device", a.device}, {"model", a.model}, {"dtype", a.dtype}, {"batch", a.batch},
                         {"threads", static_cast<int>(std::thread::hardware_concurrency())},
                         {"block", a.block}, {"sparsity", a.sparsity}, {"mlp_density", density},
                         {"bsr_linears", vit_num_bsr_linears(*sparse_model)},
                         {"dense_ms_per_batch", dense_ms}, {"dense_images_per_s", 1e3 * a.batch / dense_ms},
                         {"sparse_ms_per_batch", sparse_ms}, {"sparse_images_per_s", 1e3 * a.batch / sparse_ms},
-                        {"speedup", dense_ms / sparse_ms}};
+                        {"speedup", dense_ms / sparse_ms}, {"cuda_graph", graphed},
+                        {"timing", dev == Device::CPU ? "wall clock, eager"
+                                   : graphed         ? "CUDA events, CUDA graph replays, logits on the device"
+                                                     : "CUDA events, eager forwards, logits on the device"}};
+  if (dev == Device::CUDA) {
+    out["dense_eager_ms_per_batch"] = dense_t.eager_ms;
+    out["sparse_eager_ms_per_batch"] = sparse_t.eager_ms;
+    out["eager_speedup"] = dense_t.eager_ms / sparse_t.eager_ms;
+    if (!graphed) {
+      // The two models may differ: each timing says what it used.
+      out["dense_cuda_graph"] = dense_t.graph;
+      out["sparse_cuda_graph"] = sparse_t.graph;
+      out["cuda_graph_note"] = detail::concat(
+          "CUDA graph capture failed, eager forwards timed with events instead: ",
+          dense_t.graph ? "" : "dense: " + dense_t.capture_error, !dense_t.graph && !sparse_t.graph ? "; " : "",
+          sparse_t.graph ? "" : "sparse: " + sparse_t.capture_error);
+    }
+    if (a.profile) {
+      out["profile_dense"] = dense_t.profile;
+      out["profile_sparse"] = sparse_t.profile;
+    }
+  }
   if (a.json) {
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
-  std::printf("%s %s %s batch %d (%d host threads): dense %.1f ms/batch (%.2f img/s)\n", a.model.c_str(),
-              a.device.c_str(), a.dtype.c_str(), a.batch, out["threads"].get<int>(), dense_ms,
-              1e3 * a.batch / dense_ms);
-  std::printf("MLPs block %d sparsity %.2f (%d BSR linears, density %.4f): %.1f ms/batch (%.2f img/s), "
+  std::printf("%s %s %s batch %d (%d host threads; %s): dense %.2f ms/batch (%.2f img/s)\n", a.model.c_str(),
+              a.device.c_str(), a.dtype.c_str(), a.batch, out["threads"].get<int>(),
+              out["timing"].get<std::string>().c_str(), dense_ms, 1e3 * a.batch / dense_ms);
+  std::printf("MLPs block %d sparsity %.2f (%d BSR linears, density %.4f): %.2f ms/batch (%.2f img/s), "
               "speed-up %.2fx\n",
               a.block, a.sparsity, vit_num_bsr_linears(*sparse_model), density, sparse_ms,
               1e3 * a.batch / sparse_ms, dense_ms / sparse_ms);
+  if (out.contains("cuda_graph_note")) std::printf("%s\n", out["cuda_graph_note"].get<std::string>().c_str());
+  if (out.contains("profile_dense")) print_profile("profile of one eager dense forward", out["profile_dense"]);
+  if (out.contains("profile_sparse")) print_profile("profile of one eager sparse forward", out["profile_sparse"]);
 }
 
 void run_bench(const BenchArgs& a) {
@@ -387,7 +484,8 @@ void add_bench(CLI::App& app) {
   c->add_option("--block", a->block, "ViT classifier: BSR block size, 16, 32 or 64")->capture_default_str();
   c->add_flag("--json", a->json, "Print the results as JSON");
   c->add_flag("--profile", a->profile,
-             "cuda: also time every operator of one eager (not graphed) encoder forward (JSON \"profile\")");
+             "cuda: also time every operator of one eager (not graphed) encoder forward (JSON \"profile\"; "
+             "ViT classifier: of one dense and one sparse forward, \"profile_dense\" / \"profile_sparse\")");
   c->callback([a] { run_bench(*a); });
 }
 

@@ -478,6 +478,23 @@ Tensor attention_packed_kv(const Tensor& q, const Tensor& kv, int num_heads) {
   return attention(q, narrow(kv, 2, 0, D), narrow(kv, 2, D, D), num_heads);
 }
 
+Tensor attention_packed_qkv(const Tensor& qkv, int num_heads) {
+  VITRT_CHECK(qkv.dim() == 3 && qkv.size(1) >= 1 && qkv.size(2) % 3 == 0 && num_heads >= 1 &&
+                  (qkv.size(2) / 3) % num_heads == 0,
+              InvalidArgument, "ops::attention_packed_qkv: qkv ", shape_str(qkv.shape()), " with ", num_heads,
+              " heads is not [B, N, 3D] with D divisible by the heads");
+  // attention_relpos without rel-pos tables is exactly this: its (3, heads, head_dim) layout is
+  // [q | k | v]; the N tokens as an N x 1 grid (the grid shape only matters for the tables).
+  const int64_t N = qkv.size(1);
+#ifdef VITRT_HAVE_CUDA
+  if (qkv.is_cuda()) {
+    VITRT_PROFILE_OP("attention ", shape_str(qkv.shape()), " (packed qkv) heads ", num_heads);
+    return cuda_impl::attention_relpos(qkv, num_heads, N, 1, nullptr, nullptr);
+  }
+#endif
+  return attention_relpos(qkv, num_heads, N, 1, nullptr, nullptr);
+}
+
 Tensor interpolate_linear_rows(const Tensor& x, int64_t new_len) {
   if (x.is_cuda()) return cuda_impl::interpolate_linear_rows(x, new_len);
   check_input(x, "interpolate_linear_rows", "x");

@@ -127,6 +127,11 @@ void check_attention_shapes(const Tensor& q, const Tensor& k, const Tensor& v, i
 // The same with k and v in one tensor, kv [B, Nk, 2D] = [k | v] along the last dim (the output of one
 // projection GEMM with the two weights stacked), read in place on the GPU.
 Tensor attention_packed_kv(const Tensor& q, const Tensor& kv, int num_heads);
+// Self-attention with q, k and v in one tensor, qkv [B, N, 3D] = [q | k | v] along the last dim
+// (one projection GEMM with the three weights stacked, e.g. nn.MultiheadAttention's in_proj),
+// read in place on both devices: attention(q, k, v, num_heads) of the three column ranges
+// (scale head_dim^-0.5 in double, as attention_relpos; the same float for every power-of-4 head dim).
+Tensor attention_packed_qkv(const Tensor& qkv, int num_heads);
 
 // F.interpolate(mode="linear", align_corners=False) along the first dim of x [L, C] -> [new_len, C].
 Tensor interpolate_linear_rows(const Tensor& x, int64_t new_len);

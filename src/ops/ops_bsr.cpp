@@ -1,5 +1,8 @@
 // ops::linear_bsr: argument checks and dispatch for the block-sparse linear.
+#include <algorithm>
+
 #include "ops/cpu/bsr_gemm.h"
+#include "ops/op_profiler.h"
 #include "ops/ops.h"
 
 #ifdef VITRT_HAVE_CUDA
@@ -98,7 +101,13 @@ Tensor linear_bsr_cuda(const Tensor& x, const BsrMatrix& w, const Tensor* bias, 
 
 Tensor linear_bsr(const Tensor& x, const BsrMatrix& w, const Tensor* bias, Activation act, const Tensor* residual) {
   VITRT_CHECK(x.defined(), InvalidArgument, "ops::linear_bsr: x is an undefined tensor");
-  return x.is_cuda() ? linear_bsr_cuda(x, w, bias, act, residual) : linear_bsr_cpu(x, w, bias, act, residual);
+  if (x.is_cuda()) {
+    // Labelled like ops::linear (M x N x K) so dense and sparse profiles line up; nnz varies per layer.
+    VITRT_PROFILE_OP("linear_bsr ", x.numel() / std::max<int64_t>(1, x.size(-1)), "x", w.rows, "x", w.cols, " b",
+                     w.block, act == Activation::GELU ? " +gelu" : "", residual ? " +res" : "");
+    return linear_bsr_cuda(x, w, bias, act, residual);
+  }
+  return linear_bsr_cpu(x, w, bias, act, residual);
 }
 
 }  // namespace vitrt::ops

@@ -623,6 +623,23 @@ TEST(OpsCpu, AttentionPlain) {
   EXPECT_THROW(ops::attention(rand_tensor({2, 40, 32}, 1), k3, v3, 4), InvalidArgument);
 }
 
+// Packed [q | k | v] read in place = attention of the three column ranges (ViT's in_proj output).
+TEST(OpsCpu, AttentionPackedQkv) {
+  struct Case { int64_t B, N, D; int heads; };
+  for (Case k : {Case{2, 197, 64, 1}, Case{3, 17, 128, 2}, Case{1, 50, 96, 4}, Case{2, 1, 16, 2}}) {
+    Tensor qkv = rand_tensor({k.B, k.N, 3 * k.D}, 111, 2.f);
+    Tensor got = ops::attention_packed_qkv(qkv, k.heads);
+    Tensor want = ops::attention(ops::narrow(qkv, 2, 0, k.D), ops::narrow(qkv, 2, k.D, k.D),
+                                 ops::narrow(qkv, 2, 2 * k.D, k.D), k.heads);
+    ASSERT_EQ(got.shape(), want.shape());
+    std::vector<double> ref(want.data<float>(), want.data<float>() + want.numel());
+    expect_close(got, ref, 1e-5, 1e-6, "attention_packed_qkv N " + std::to_string(k.N));
+  }
+  EXPECT_THROW(ops::attention_packed_qkv(rand_tensor({1, 4, 10}, 1), 1), InvalidArgument);  // not 3D
+  EXPECT_THROW(ops::attention_packed_qkv(rand_tensor({1, 4, 24}, 1), 3), InvalidArgument);  // 8 % 3
+  EXPECT_THROW(ops::attention_packed_qkv(rand_tensor({4, 24}, 1), 1), InvalidArgument);
+}
+
 // ---------------------------------------------------------------------------------- convolutions
 
 std::vector<double> conv_ref(const Tensor& x, const Tensor& w, const Tensor* bias, int stride, int pad) {

@@ -137,12 +137,9 @@ std::shared_ptr<VitModel> VitModel::from_state_dict(const StateDict& sd, const V
     const std::string lp = "encoder.layers.encoder_layer_" + std::to_string(i) + ".";
     l.ln_1 = take_norm(r, lp + "ln_1", C);
     l.ln_2 = take_norm(r, lp + "ln_2", C);
-    const Tensor in_w = r.take(lp + "self_attention.in_proj_weight", {3 * C, C});
-    const Tensor in_b = r.take(lp + "self_attention.in_proj_bias", {3 * C});
-    // nn.MultiheadAttention packs [q; k; v] along the rows; clones keep each part self-contained.
-    l.q = {in_w.slice0(0, C).clone(), in_b.slice0(0, C).clone()};
-    l.k = {in_w.slice0(C, 2 * C).clone(), in_b.slice0(C, 2 * C).clone()};
-    l.v = {in_w.slice0(2 * C, 3 * C).clone(), in_b.slice0(2 * C, 3 * C).clone()};
+    // Kept packed ([q; k; v] along the rows, as nn.MultiheadAttention stores it): one GEMM per layer.
+    l.qkv = {r.take(lp + "self_attention.in_proj_weight", {3 * C, C}),
+             r.take(lp + "self_attention.in_proj_bias", {3 * C})};
     l.out_proj = take_linear(r, lp + "self_attention.out_proj", C, C);
     if (!sparse) {
       l.mlp_fc1 = take_linear(r, lp + "mlp.0", c.mlp_dim, C);
@@ -195,7 +192,7 @@ std::shared_ptr<VitModel> VitModel::to(Device dev, DType dt) const {
   for (Tensor* t : {&m->conv_proj_w, &m->conv_proj_b, &m->class_token, &m->pos_embedding}) upload(*t);
   for (vit::EncoderLayerW& l : m->layers) {
     norm(l.ln_1); norm(l.ln_2);
-    lin(l.q); lin(l.k); lin(l.v); lin(l.out_proj); lin(l.mlp_fc1); lin(l.mlp_fc2);
+    lin(l.qkv); lin(l.out_proj); lin(l.mlp_fc1); lin(l.mlp_fc2);
     upload_bsr(l.mlp_fc1_bsr);
     upload_bsr(l.mlp_fc2_bsr);
   }
@@ -208,10 +205,8 @@ namespace {
 // EncoderBlock.forward (dropouts are identities in eval).
 Tensor encoder_layer_forward(const vit::EncoderLayerW& l, int num_heads, const Tensor& x) {
   Tensor t = ops::layer_norm(x, l.ln_1.w, l.ln_1.b, kVitLayerNormEps);
-  Tensor q = ops::linear(t, l.q.w, &l.q.b);
-  Tensor k = ops::linear(t, l.k.w, &l.k.b);
-  Tensor v = ops::linear(t, l.v.w, &l.v.b);
-  Tensor a = ops::attention(q, k, v, num_heads);
+  Tensor qkv = ops::linear(t, l.qkv.w, &l.qkv.b);  // [B, T, 3C]
+  Tensor a = ops::attention_packed_qkv(qkv, num_heads);
   Tensor h = ops::linear(a, l.out_proj.w, &l.out_proj.b, ops::Activation::None, &x);
   Tensor m = ops::layer_norm(h, l.ln_2.w, l.ln_2.b, kVitLayerNormEps);
   m = l.mlp_fc1_bsr ? ops::linear_bsr(m, *l.mlp_fc1_bsr, &l.mlp_fc1.b, ops::Activation::GELU)
@@ -221,7 +216,9 @@ Tensor encoder_layer_forward(const vit::EncoderLayerW& l, int num_heads, const T
 }
 }  // namespace
 
-Tensor VitModel::forward(const Tensor& images) const {
+Tensor VitModel::forward(const Tensor& images) const { return forward_device(images).to(Device::CPU); }
+
+Tensor VitModel::forward_device(const Tensor& images) const {
   const VitConfig& c = config;
   const int64_t S = c.image_size, C = c.hidden_dim, g = c.grid_size(), T = c.num_tokens();
   VITRT_CHECK(images.dim() == 4 && images.size(0) >= 1 && images.size(1) == S && images.size(2) == S &&
@@ -231,15 +228,21 @@ Tensor VitModel::forward(const Tensor& images) const {
   Tensor x = ops::cast(images.device() == device ? images : images.to(device), dtype);
   // _process_input: conv_proj, then tokens in row-major patch order (NHWC gives that directly).
   x = ops::conv2d_nhwc(x, conv_proj_w, &conv_proj_b, c.patch_size, 0).reshape({B, g * g, C});
-  Tensor cls = B == 1 ? class_token : ops::cat(std::vector<Tensor>(B, class_token), 0);
+  // The class token for every image: zeros + broadcast add, two launches (a cat of B copies was B).
+  Tensor cls = class_token;
+  if (B > 1) {
+    cls = Tensor::zeros({B, 1, C}, dtype, device);
+    ops::add_(cls, class_token.reshape({C}));
+  }
   x = ops::cat({cls, x}, 1);  // [B, T, C]
   ops::add_(x, pos_embedding);
   for (const vit::EncoderLayerW& l : layers) x = encoder_layer_forward(l, c.num_heads, x);
   // LayerNorm is per token and the head reads only the class token: normalise just that one.
-  Tensor cls_out = B == 1 ? x.reshape({T, C}).slice0(0, 1) : ops::permute(x, {1, 0, 2}).slice0(0, 1).reshape({B, C});
+  // Token 0 of each image: a strided copy of B rows (not a permute of the whole [B, T, C]).
+  Tensor cls_out = B == 1 ? x.reshape({T, C}).slice0(0, 1) : ops::narrow(x, 1, 0, 1).reshape({B, C});
   cls_out = ops::layer_norm(cls_out, encoder_ln.w, encoder_ln.b, kVitLayerNormEps);
   Tensor logits = ops::linear(cls_out, head.w, &head.b);
-  return ops::cast(logits, DType::F32).to(Device::CPU);
+  return ops::cast(logits, DType::F32);
 }
 
 int VitModel::num_bsr_linears() const {

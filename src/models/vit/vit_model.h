@@ -20,11 +20,11 @@ struct NormW {
 };
 
 // EncoderBlock: x = x + out_proj(MHA(ln_1(x))); x = x + mlp.3(GELU(mlp.0(ln_2(x)))).
-// nn.MultiheadAttention's packed in_proj_weight [3C, C] is split at load into q, k and v
-// projections, so that attention takes the three projected tensors.
+// qkv is nn.MultiheadAttention's packed in_proj as stored ([3C, C], rows [q; k; v]): one GEMM,
+// and ops::attention_packed_qkv reads q, k and v in place from its output.
 struct EncoderLayerW {
   NormW ln_1, ln_2;
-  LinearW q, k, v, out_proj, mlp_fc1, mlp_fc2;
+  LinearW qkv, out_proj, mlp_fc1, mlp_fc2;
   // Block-sparse MLP weights (from a vitrt model file written by `vitrt sparsify`): when set, that
   // linear runs through ops::linear_bsr with this matrix and mlp_fc*.b (mlp_fc*.w is then undefined).
   std::optional<BsrMatrix> mlp_fc1_bsr, mlp_fc2_bsr;
@@ -56,6 +56,9 @@ class VitModel {
 
   // images [B, S, S, 3] NHWC (normalised) on any device -> logits [B, num_classes] float32 on the CPU.
   Tensor forward(const Tensor& images) const;
+  // The same logits left on the model's device (float32). With images already on the device in the
+  // model's dtype it neither copies to nor waits for the host, so it can be captured in a CUDA graph.
+  Tensor forward_device(const Tensor& images) const;
 
   // How many linears hold a BsrMatrix (and so run through ops::linear_bsr); 0 for a dense model.
   int num_bsr_linears() const;
