@@ -13,7 +13,10 @@
 // Prints a table, the break-even sparsity per (dtype, block, shape, M) (linear interpolation of
 // the speed-up between measured sparsities), the targets, and writes everything as JSON.
 //   bsr_gemm_bench [--quick] [--sweep] [--json FILE] [--iters N] [--warmup N] [--dtypes bf16,fp32]
-//                  [--blocks 16,32,64] [--sparsities 0.5,0.9] [--tokens 50432] [--variants V1,V2]
+//                  [--blocks 16,32,64] [--sparsities 0.5,0.9] [--tokens 50432] [--variants V1,V2] [--epilogue]
+// --epilogue: both sides fuse what the ViT's MLP linears fuse (N > K, fc1: bias + GELU, in bf16 the
+//          tanh form on both sides, cuBLASLt's epilogue / the BSR kernel's; N <= K, fc2: bias + residual);
+//          the targets are for the plain linear (no epilogue).
 // --quick: ViT-B shapes, M = 50432, sparsity 0.8 / 0.9, blocks 32 / 64, both dtypes (~1 minute);
 //          the bf16 kernel runs its default variant (VITRT_BSR_TC_CONFIG, else
 //          cuda::choose_bsr_tc_config).
@@ -55,6 +58,7 @@ struct Options {
   std::string json_path = "bsr_gemm_bench.json";
   bool json_explicit = false, iters_explicit = false, warmup_explicit = false;
   std::vector<std::string> variants;  // --sweep: empty = all compiled
+  bool epilogue = false;              // the ViT MLP's epilogues: bias + GELU (N > K), bias + residual (N <= K)
   int iters = 20, warmup = 3;
   std::vector<std::string> dtypes = {"bf16", "fp32"};
   std::vector<int> blocks = {16, 32, 64};
@@ -91,6 +95,7 @@ Options parse(int argc, char** argv) {
     if (a == "--quick") o.quick = true;
     else if (a == "--sweep") o.sweep = true;
     else if (a == "--variants") o.variants = parse_list<std::string>(value());
+    else if (a == "--epilogue") o.epilogue = true;
     else if (a == "--json") o.json_path = value(), o.json_explicit = true;
     else if (a == "--iters") o.iters = std::stoi(value()), o.iters_explicit = true;
     else if (a == "--warmup") o.warmup = std::stoi(value()), o.warmup_explicit = true;
@@ -102,7 +107,7 @@ Options parse(int argc, char** argv) {
       std::printf(
           "bsr_gemm_bench [--quick] [--sweep] [--json FILE] [--iters N] [--warmup N] [--dtypes bf16,fp32]\n"
           "               [--blocks 16,32,64] [--sparsities 0.5,0.7,0.8,0.9,0.95] [--tokens 50432,65792]\n"
-          "               [--variants tm128.r1.s2.w4,...]   (--sweep: bf16 kernel variants)\n");
+          "               [--variants tm128.r1.s2.w4,...]   (--sweep: bf16 kernel variants) [--epilogue]\n");
       std::exit(0);
     } else {
       throw InvalidArgument("unknown option '" + a + "' (see --help)");
@@ -207,12 +212,19 @@ double time_ms(F&& fn, const Options& o) {
 }
 
 // The BSR result's first and last rows against the dense GEMM on the folded weights.
-double check_rows(const Tensor& x, const Tensor& y_bsr, const BsrMatrix& host) {
+// With --epilogue, the same bias / GELU / residual on both sides.
+struct Epilogue {
+  const Tensor* bias = nullptr;
+  ops::Activation act = ops::Activation::None;
+  const Tensor* residual = nullptr;
+};
+double check_rows(const Tensor& x, const Tensor& y_bsr, const BsrMatrix& host, const Epilogue& e = {}) {
   const Tensor w_fold = bsr_to_dense(host).to(Device::CUDA);
   const int64_t M = x.size(0), rows = std::min<int64_t>(M, 128);
   double worst = 0;
   for (int64_t begin : {int64_t{0}, M - rows}) {
-    const Tensor want = ops::linear(x.slice0(begin, begin + rows), w_fold);
+    const Tensor res = e.residual ? e.residual->slice0(begin, begin + rows) : Tensor();
+    const Tensor want = ops::linear(x.slice0(begin, begin + rows), w_fold, e.bias, e.act, e.residual ? &res : nullptr);
     worst = std::max(worst, ops::relative_error(y_bsr.slice0(begin, begin + rows), want));
   }
   return worst;
@@ -364,15 +376,24 @@ int main(int argc, char** argv) {
         for (int64_t M : o.tokens) {
           const Tensor x = device_random({M, K}, dt, 1.f, 1);
           const Tensor w_dense = device_random({N, K}, dt, 1.f / std::sqrt(static_cast<float>(K)), 2);
-          const double dense_ms = time_ms([&] { ops::linear(x, w_dense); }, o);
+          // --epilogue: what the ViT's MLP linears fuse (fc1 768 -> 3072: bias + GELU; fc2: bias + residual).
+          const Tensor bias = device_random({N}, dt, 0.5f, 3);
+          const Tensor residual = o.epilogue && N <= K ? device_random({M, N}, dt, 1.f, 4) : Tensor();
+          Epilogue epi;
+          if (o.epilogue) {
+            epi.bias = &bias;
+            if (N > K) epi.act = ops::Activation::GELU;
+            else epi.residual = &residual;
+          }
+          const double dense_ms = time_ms([&] { ops::linear(x, w_dense, epi.bias, epi.act, epi.residual); }, o);
           const double flop = 2.0 * static_cast<double>(M) * N * K;
           for (int b : o.blocks)
             for (double s : o.sparsities) {
               const BsrMatrix host = random_bsr(N, K, b, s, dt, static_cast<uint32_t>(1000 * s) + b);
               const BsrMatrix w = bsr_to_cuda(host, dt);
               Tensor y;
-              const double bsr_ms = time_ms([&] { y = ops::linear_bsr(x, w); }, o);
-              const double err = check_rows(x, y, host);
+              const double bsr_ms = time_ms([&] { y = ops::linear_bsr(x, w, epi.bias, epi.act, epi.residual); }, o);
+              const double err = check_rows(x, y, host, epi);
               const bool ok = err <= tol;
               all_checks_pass = all_checks_pass && ok;
               const double speedup = dense_ms / bsr_ms, density = host.density();
@@ -394,7 +415,8 @@ int main(int argc, char** argv) {
                               {"density", density}, {"dense_ms", dense_ms}, {"bsr_ms", bsr_ms},
                               {"speedup", speedup}, {"dense_tflops", flop / dense_ms / 1e9},
                               {"bsr_useful_tflops", flop * density / bsr_ms / 1e9}, {"check_rel_err", err},
-                              {"check_ok", ok}, {"variant", variant}});
+                              {"check_ok", ok}, {"variant", variant},
+                              {"epilogue", !o.epilogue ? "none" : N > K ? "bias+gelu" : "bias+residual"}});
             }
         }
     }

@@ -46,8 +46,9 @@ if [ "${ATTN_GATE:-0}" = 1 ]; then
 fi
 
 if has tests; then
-  # TEST_EXCLUDE: a ctest -E regex (e.g. cuda_attention_tile to skip the tile-override repeats).
-  (cd build-dev && ctest -L gpu ${TEST_EXCLUDE:+-E "$TEST_EXCLUDE"} --output-on-failure --timeout ${TEST_TIMEOUT:-300}) > "$OUT/gpu-tests.log" 2>&1
+  # TEST_EXCLUDE: a ctest -E regex (e.g. cuda_attention_tile to skip the tile-override repeats);
+  # TEST_INCLUDE: a ctest -R regex (only those).
+  (cd build-dev && ctest -L gpu ${TEST_INCLUDE:+-R "$TEST_INCLUDE"} ${TEST_EXCLUDE:+-E "$TEST_EXCLUDE"} --output-on-failure --timeout ${TEST_TIMEOUT:-300}) > "$OUT/gpu-tests.log" 2>&1
   add_summary "gpu tests: $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log" | tail -1)"
   grep -E "TFLOP|FAILED|Failure" "$OUT/gpu-tests.log" | head -40
   for dt in fp32 bf16; do
@@ -94,7 +95,18 @@ if has bench; then
   # BENCH_CONFIGS="vit_b:1 vit_h:1" narrows it.
   for cfg in ${BENCH_CONFIGS:-vit_b:1 vit_b:32 vit_h:1 vit_h:32}; do
     set -- ${cfg/:/ }
+    # SM clock and board power sampled every 250 ms during the run: is the graphed timing power-bound?
+    nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader,nounits -lms 250 > "$OUT/smi_${1}_b$2.csv" 2>/dev/null &
+    smi_pid=$!
     VITRT_GEMM_AUTOTUNE_LOG=1 $V bench --device cuda --model $1 --batch $2 --dtype bf16 --iters ${BENCH_ITERS:-10} --profile --json > "$OUT/bench_${1}_b$2.json" 2> "$OUT/bench_${1}_b$2.err"
+    kill $smi_pid 2>/dev/null; wait $smi_pid 2>/dev/null
+    add_summary "clocks $1 bs$2: $(python3 -c "
+import sys
+r=[l.split(',') for l in open(sys.argv[1]) if l.count(',')==1]
+r=[(float(a),float(b)) for a,b in r if a.strip().replace('.','').isdigit()]
+busy=[x for x in r if x[1]>200] or r
+c=sorted(x[0] for x in busy); p=sorted(x[1] for x in busy)
+print('%d samples above 200 W: SM clock median %d MHz (min %d), power median %.0f W (max %.0f)'%(len(busy),c[len(c)//2],c[0],p[len(p)//2],p[-1]))" "$OUT/smi_${1}_b$2.csv" 2>&1 | tail -c 200)"
     python3 -c "import json,sys;d=json.load(open(sys.argv[1]));p=d['profile'];print('profile %s: eager %.2f ms'%(sys.argv[2],p['eager_forward_ms']));[print('  %5.1f%% %8.3f ms %4dx %s'%(100*r['share'],r['ms'],r['calls'],r['op'])) for r in p['ops'][:12]];p=d.get('decoder_profile_64');p and print('decoder profile %s, 64 prompts on the device: %.2f ms'%(sys.argv[2],p['eager_forward_ms']));p and [print('  %5.1f%% %8.3f ms %4dx %s'%(100*r['share'],r['ms'],r['calls'],r['op'])) for r in p['ops'][:14]]" "$OUT/bench_${1}_b$2.json" "$1 bs$2" 2>/dev/null | tee -a "$OUT/profiles.txt"
     add_summary "vitrt $1 bs$2 bf16: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('%.1f img/s, %.2f ms/batch, %.1f TFLOP/s, peak %.2f GiB, dec ms/prompt %s'%(d['images_per_s'],d['encoder_ms_per_batch'],d['encoder_tflops'],d['peak_device_gib'],d['decoder_ms_per_prompt']))" "$OUT/bench_${1}_b$2.json" 2>/dev/null || tail -c 400 "$OUT/bench_${1}_b$2.err")"
     # The GEMM autotuner's decisions for this model (first eager calls), from the run's stderr.
@@ -115,12 +127,17 @@ fi
 # weights; exits 1 on a mismatch), PyTorch's BSR path on the same shapes, and ViT-B/16 end to end.
 if has bsr; then
   q=${BSR_QUICK---quick}
-  if [ -n "${BSR_SWEEP:-1}" ]; then  # every compiled bf16 variant on the ViT-B shapes; best per config
+  if [ "${BSR_SWEEP:-1}" = 1 ]; then  # every compiled bf16 variant on the ViT-B shapes; best per config
     timeout 240 build-dev/bin/bsr_gemm_bench --sweep --json "$OUT/bsr_sweep.json" > "$OUT/bsr_sweep.txt" 2>&1
     add_summary "bsr sweep rc=$?: $(grep -E ': best' "$OUT/bsr_sweep.txt" | tr '\n' ';' | tail -c 1200)"
   fi
   build-dev/bin/bsr_gemm_bench $q --json "$OUT/bsr_gemm_bench.json" > "$OUT/bsr_gemm_bench.txt" 2>&1
   add_summary "bsr_gemm_bench rc=$?: $(grep -E 'MET|MISSED|break-even' "$OUT/bsr_gemm_bench.txt" | tr '\n' ';' | tail -c 900)"
+  # The same bf16 shapes with the ViT MLP's epilogues on both sides (fc1 bias + GELU, fc2 bias + residual).
+  if [ "${BSR_EPILOGUE:-1}" = 1 ]; then
+    build-dev/bin/bsr_gemm_bench $q --dtypes bf16 --epilogue --json "$OUT/bsr_gemm_bench_epi.json" > "$OUT/bsr_gemm_bench_epi.txt" 2>&1
+    add_summary "bsr_gemm_bench --epilogue rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%dx%d b%d s%.1f %s: %.2fx (%.4f/%.4f ms)'%(r['N'],r['K'],r['block'],r['sparsity'],r['epilogue'],r['speedup'],r['dense_ms'],r['bsr_ms']) for r in d['rows']))" "$OUT/bsr_gemm_bench_epi.json" 2>&1 | tail -c 900)"
+  fi
   if [ "${BSR_PY:-1}" = 1 ]; then
     timeout 300 python3 bench/bsr_vs_pytorch.py $q --json "$OUT/bsr_vs_pytorch.json" --compare "$OUT/bsr_gemm_bench.json" \
       > "$OUT/bsr_vs_pytorch.txt" 2>&1; add_summary "bsr_vs_pytorch rc=$?"

@@ -49,6 +49,16 @@ __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) { return
 
 // Exact GELU as torch.nn.GELU() / oneDNN gelu_erf: 0.5 x (1 + erf(x / sqrt 2)).
 __device__ __forceinline__ float gelu_erf(float v) { return 0.5f * v * (1.f + erff(v * 0.70710678118654752440f)); }
+// GELU's tanh form, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), with tanh.approx.f32 (one MUFU
+// op; max relative error 2^-10.7): what cuBLASLt's GELU epilogue computes, within ~1e-3 absolute of
+// the erf form. Only for results rounded to bf16.
+__device__ __forceinline__ float gelu_tanh_approx(float x) {
+  const float u = x * fmaf(0.0356774081f, x * x, 0.7978845608f);
+  float t;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(u));
+  const float hx = 0.5f * x;
+  return fmaf(hx, t, hx);
+}
 // The GELU of a value stored as T: for bf16, the branch-free erf of fast_erf.h (within 2e-6 absolute,
 // far below a bf16 step, at about half of erff's instructions); erff for fp32.
 template <class T>
