@@ -571,7 +571,9 @@ TEST_F(CudaOps, Conv2d) {
   const Case cases[] = {
       {{2, 11, 13, 5}, {7, 5, 3, 3}, 1, 1, true},    // odd everything
       {{2, 11, 13, 5}, {7, 5, 3, 3}, 2, 1, false},   // strided
-      {{1, 32, 48, 3}, {16, 3, 8, 8}, 8, 0, true},   // patch embedding
+      {{1, 32, 48, 3}, {16, 3, 8, 8}, 8, 0, true},   // patch embedding (16-byte kernel-row runs)
+      {{2, 64, 48, 3}, {24, 3, 16, 16}, 16, 0, true}, // SAM / ViT-B/16's 16 x 16 patches
+      {{1, 24, 36, 3}, {8, 3, 4, 4}, 4, 0, false},   // runs of 24 bytes: per-tap steps
       {{2, 9, 7, 12}, {10, 12, 1, 1}, 1, 0, true},   // 1x1: plain GEMM
       {{1, 6, 6, 4}, {3, 4, 2, 3}, 1, 0, false},     // non-square kernel
       {{1, 32, 32, 64}, {64, 64, 3, 3}, 1, 1, true}, // neck-like 3x3

@@ -67,5 +67,39 @@ TEST(Im2colTaps, ColumnsTimesPermutedWeightEqualConvolution) {
   }
 }
 
+// The padding-free kernel-row steps write exactly the tap-major columns: every element once, with
+// the value the per-tap steps put there (patch embeddings of SAM / ViT-B/16 and a strided case).
+TEST(Im2colTaps, KernelRowRunsEqualTapSteps) {
+  struct Case {
+    int B, H, W, Cin, k, stride, vec;
+  };
+  const Case cases[] = {{2, 32, 32, 3, 16, 16, 8}, {1, 48, 32, 3, 16, 16, 16}, {2, 9, 11, 4, 3, 2, 4}, {1, 8, 8, 2, 4, 4, 8}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE("k" + std::to_string(c.k) + " s" + std::to_string(c.stride) + " vec" + std::to_string(c.vec));
+    const int Ho = (c.H - c.k) / c.stride + 1, Wo = (c.W - c.k) / c.stride + 1;
+    const cuda::Im2colTaps taps{c.B, c.H, c.W, c.Cin, c.k, c.k, c.stride, 0, Ho, Wo, 1};
+    const cuda::Im2colRows rows{c.B, c.H, c.W, c.Cin, c.k, c.k, c.stride, Ho, Wo, c.vec};
+    ASSERT_EQ((c.k * c.Cin) % c.vec, 0);
+    const int64_t n = taps.steps();
+    ASSERT_EQ(rows.steps() * c.vec, n);
+    std::vector<int64_t> want(static_cast<size_t>(n), -1), got(static_cast<size_t>(n), -1);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t d = 0, s = 0;
+      ASSERT_TRUE(taps.at(i, &d, &s));
+      want[static_cast<size_t>(d)] = s;
+    }
+    for (int64_t i = 0; i < rows.steps(); ++i) {
+      int64_t d = 0, s = 0;
+      rows.at(i, &d, &s);
+      ASSERT_TRUE(d >= 0 && d + c.vec <= n && d % c.vec == 0 && s % c.vec == 0) << i;
+      for (int e = 0; e < c.vec; ++e) {
+        ASSERT_EQ(got[static_cast<size_t>(d + e)], -1) << "written twice: " << d + e;
+        got[static_cast<size_t>(d + e)] = s + e;
+      }
+    }
+    EXPECT_EQ(got, want);
+  }
+}
+
 }  // namespace
 }  // namespace vitrt

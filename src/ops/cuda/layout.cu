@@ -102,6 +102,17 @@ __global__ void im2col_taps_kernel(const V* x, V* col, Im2colTaps g) {
   }
 }
 
+// The same columns without padding, one contiguous kernel-row run at a time (im2col_taps.h).
+template <class V>
+__global__ void im2col_rows_kernel(const V* x, V* col, Im2colRows g) {
+  const int64_t n = g.steps();
+  for (int64_t i = gtid(); i < n; i += gstride()) {
+    int64_t d = 0, s = 0;
+    g.at(i, &d, &s);
+    col[d / g.vec] = x[s / g.vec];
+  }
+}
+
 // One thread per (input pixel, output channel): reads that pixel's 4 GEMM columns of the channel
 // (contiguous: column co*4 + ky*2 + kx) and writes them to its 2x2 output block (for a fixed tap,
 // consecutive threads write consecutive channels). Index type I: 32-bit when the sizes allow (the
@@ -229,6 +240,20 @@ void im2col_nhwc_taps(size_t elem_size, const void* x, void* col, int64_t B, int
                static_cast<int>(Ho), static_cast<int>(Wo), 1};
   const bool aligned = (reinterpret_cast<uintptr_t>(x) % 16 == 0) && (reinterpret_cast<uintptr_t>(col) % 16 == 0);
   if (aligned && (Cin * static_cast<int64_t>(elem_size)) % 16 == 0) g.vec = static_cast<int>(16 / elem_size);
+  // No padding and a channel count too small for 16-byte taps (the patch embedding's 3): whole
+  // kernel rows, when every run start (column ky * kw * Cin; pixel ox * stride; row stride W * Cin)
+  // is 16-byte aligned too.
+  const int64_t es = static_cast<int64_t>(elem_size);
+  if (g.vec == 1 && pad == 0 && aligned && (kw * Cin * es) % 16 == 0 && (stride * Cin * es) % 16 == 0 &&
+      (W * Cin * es) % 16 == 0) {
+    const Im2colRows r{g.B, g.H, g.W, g.Cin, g.kh, g.kw, g.stride, g.Ho, g.Wo, static_cast<int>(16 / elem_size)};
+    const int64_t nr = r.steps();
+    if (nr == 0) return;
+    im2col_rows_kernel<uint4><<<dev::blocks_for(nr), dev::kThreads, 0, current_stream()>>>(
+        static_cast<const uint4*>(x), static_cast<uint4*>(col), r);
+    check_launch("im2col (kernel rows) kernel");
+    return;
+  }
   const int64_t n = g.steps();
   if (n == 0) return;
   if (g.vec > 1) {
