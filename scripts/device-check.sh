@@ -149,6 +149,15 @@ if has bsr; then
       > "$OUT/vit_reference.txt" 2>&1
     add_summary "torchvision vit_b_16 bf16 bs256: $(grep RESULT "$OUT/vit_reference.txt" | cut -c8- | tr '\n' ' ' || tail -3 "$OUT/vit_reference.txt")"
   fi
+  # VIT_AB_ENV="VAR=value[;...]": ViT-B/16 bf16 again with each setting (e.g. VITRT_ATTN_TILE=1x32).
+  IFS=';' read -ra vit_ab <<< "${VIT_AB_ENV:-}"
+  for ab in "${vit_ab[@]}"; do
+    [ -n "$ab" ] || continue
+    tag=$(echo "$ab" | tr -c 'A-Za-z0-9_.,\n' '_')
+    env "$ab" $V bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block 64 --dtype bf16 --iters 5 --json \
+      > "$OUT/vit_b_16_ab_$tag.json" 2> "$OUT/vit_b_16_ab_$tag.err"
+    add_summary "vit_b_16 bf16 with $ab: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.2f ms sparse %.2f ms speedup %.2fx'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup']))" "$OUT/vit_b_16_ab_$tag.json" 2>/dev/null || tail -c 300 "$OUT/vit_b_16_ab_$tag.err")"
+  done
   # Graph replays timed with events (eager event times alongside); bf16 also profiles one eager dense
   # and one eager sparse forward per operator (top 10 of each to the log and profiles.txt).
   for dt in ${VIT_DTYPES:-bf16 fp32}; do
