@@ -162,15 +162,25 @@ Plan make_plan(State& st, const Key& k, const GemmArgs& g, cudaDataType t, cudaD
   const cublasStatus_t hs =
       cublasLtMatmulAlgoGetHeuristic(st.handle, p.desc, p.la, p.lb, p.c_layout(), p.ld, pref, kCandidates, res, &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  int pick = -1;
   if (hs == CUBLAS_STATUS_SUCCESS)
     for (int i = 0; i < found; ++i)
-      if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= kWorkspaceBytes) {
-        if (pick < 0) pick = i;
+      if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= kWorkspaceBytes)
         p.candidates.push_back({res[i].algo, res[i].workspaceSize});
-      }
-  p.algo = res[pick].algo;
-  p.workspace = res[pick].workspaceSize;
+  if (p.candidates.empty()) {
+    // No cuBLASLt kernel for this shape/alignment: remember to use the simple kernel.
+    std::fprintf(stderr, "vitrt: cuBLASLt has no algorithm for GEMM %s (alignments a/b/c/d %u/%u/%u/%u, heuristic %s, %d results); using the CUDA-core fallback kernel\n",
+                 describe(g).c_str(), k.al_a, k.al_b, k.al_c, k.al_d, cublasLtGetStatusName(hs), found);
+    cublasLtMatrixLayoutDestroy(p.la);
+    cublasLtMatrixLayoutDestroy(p.lb);
+    cublasLtMatrixLayoutDestroy(p.ld);
+    if (p.lc) cublasLtMatrixLayoutDestroy(p.lc);
+    cublasLtMatmulDescDestroy(p.desc);
+    Plan f;
+    f.fallback = true;
+    return f;
+  }
+  p.algo = p.candidates.front().algo;  // the heuristic's first; autotune() may replace it
+  p.workspace = p.candidates.front().workspace;
   return p;
 }
 
