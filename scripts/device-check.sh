@@ -38,12 +38,18 @@ cmake --build build-dev -j"$(nproc)" ${BUILD_TARGETS:+--target $BUILD_TARGETS} -
 add_summary "build: ok in $(( $(date +%s) - t0 )) s"
 V=build-dev/bin/vitrt
 
-# ATTN_GATE=1: the wgmma attention kernel's own tests first, under a short time limit; if they fail
-# (or hang) the rest of the call runs with VITRT_ATTN_WGMMA=0, so one bad kernel does not cost the call.
+# ATTN_GATE=1: the wgmma attention kernels' own tests first (global blocks, then windows), under a
+# short time limit; if one fails (or hangs) the rest of the call runs with that kernel off
+# (VITRT_ATTN_WGMMA=0 / VITRT_ATTN_WGMMA_WINDOWS=0), so one bad kernel does not cost the call.
 if [ "${ATTN_GATE:-0}" = 1 ]; then
   timeout 90 build-dev/tests/test_cuda_attention --gtest_filter='CudaAttention.RelposGlobal*' > "$OUT/attn-gate.log" 2>&1
   gate=$?; [ $gate = 0 ] || export VITRT_ATTN_WGMMA=0
   add_summary "attention gate (global-attention tests): rc=$gate$([ $gate = 0 ] || echo ', VITRT_ATTN_WGMMA=0 from here on')"
+  timeout 90 build-dev/tests/test_cuda_attention --gtest_filter='CudaAttention.Windowed*:CudaAttention.RelposWindows*' \
+    > "$OUT/attn-gate-windows.log" 2>&1
+  gate=$?; [ $gate = 0 ] || export VITRT_ATTN_WGMMA_WINDOWS=0
+  add_summary "attention gate (windowed tests): rc=$gate$([ $gate = 0 ] || echo ', VITRT_ATTN_WGMMA_WINDOWS=0 from here on')"
+  [ $gate = 0 ] || grep -E "Failure|FAILED|expected|max" "$OUT/attn-gate-windows.log" | head -20
 fi
 
 if has tests; then

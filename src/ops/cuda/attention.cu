@@ -1151,6 +1151,15 @@ void attention_launch(const AttentionArgs& a, cudaStream_t stream) {
   if (tc && rel)
     for (const void* ptr : std::initializer_list<const void*>{p.th, p.tw, p.th_lo, p.tw_lo})
       VITRT_CHECK(aligned16(ptr), InvalidArgument, "cuda attention: rel-pos tables must be 16-byte aligned");
+  if (tc && rel) {  // Hopper: the wgmma kernel for 14 x 14 windows (attention_wgmma_windowed.cu)
+    if (const size_t smem = wgmma_windowed_smem(p, optin_smem_limit()); smem > 0) {
+      p.num_qtiles = 1;
+      const long long blocks = static_cast<long long>(a.heads) * a.num_seq;
+      VITRT_CHECK(blocks <= INT_MAX, InvalidArgument, "cuda attention: problem too large (", blocks, " blocks)");
+      wgmma_windowed_launch(p, smem, static_cast<int>(blocks), stream);
+      return;
+    }
+  }
   if (tc && rel && a.window == 0) {  // Hopper: the wgmma kernel for global attention (attention_wgmma.cu)
     if (const WgmmaPlan wp = wgmma_relpos_plan(p, optin_smem_limit()); wp.smem > 0) {
       p.num_qtiles = static_cast<int>((a.nq + wp.bm - 1) / wp.bm);

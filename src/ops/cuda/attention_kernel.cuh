@@ -65,6 +65,18 @@ __device__ __forceinline__ float quad_sum(float x) {
   x += __shfl_xor_sync(0xffffffffu, x, 1);
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
+// op over t[0 .. N) as a balanced tree (N a power of two), in place; returns the result.
+template <int N, class Op>
+__device__ __forceinline__ float tree_reduce(float (&t)[N], Op op) {
+  if constexpr (N > 1) {
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) t[i] = op(t[i], t[i + N / 2]);
+    return tree_reduce<N / 2>(reinterpret_cast<float(&)[N / 2]>(t), op);
+  } else {
+    return t[0];
+  }
+}
+
 __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
   return *reinterpret_cast<unsigned*>(&v);
@@ -246,6 +258,17 @@ struct WgmmaPlan {
 };
 WgmmaPlan wgmma_relpos_plan(const KParams& p, int optin_smem_limit);
 void wgmma_relpos_launch(const WgmmaPlan& plan, const KParams& p, int blocks, cudaStream_t stream);
+// Whether the device is compute capability 9.0 (the sm_90a code runs there only), and whether
+// VITRT_ATTN_WGMMA=0 turns the wgmma kernels off (both read once per process).
+bool device_is_sm90();
+bool wgmma_off_by_env();
+
+// The Hopper kernel for 14 x 14 windows (attention_wgmma_windowed.cu): windowed sequences (or dense
+// ones of a 14 x 14 grid) with rel-pos, head_dim 64 or 80, BF16; one CTA per (window, head).
+// wgmma_windowed_smem: its dynamic shared memory for `p`, or 0 when it does not cover `p` (also
+// when VITRT_ATTN_WGMMA_WINDOWS=0, for A/B runs); wgmma_windowed_launch: num_seq * heads CTAs.
+size_t wgmma_windowed_smem(const KParams& p, int optin_smem_limit);
+void wgmma_windowed_launch(const KParams& p, size_t smem, int blocks, cudaStream_t stream);
 
 // The few-keys kernel (attention_few_keys.cu): dense attention without rel-pos against at most
 // kFewKeysMax keys per sequence, head_dim 16 or 32 (SAM's decoder: 4096 image tokens per prompt

@@ -160,18 +160,6 @@ __device__ __forceinline__ void consumer_sync() {
 #endif
 
 // An optimisation barrier for scalars (see wgmma::fence_operands for arrays).
-// op over t[0 .. N) as a balanced tree (N a power of two), in place; returns the result.
-template <int N, class Op>
-__device__ __forceinline__ float tree_reduce(float (&t)[N], Op op) {
-  if constexpr (N > 1) {
-#pragma unroll
-    for (int i = 0; i < N / 2; ++i) t[i] = op(t[i], t[i + N / 2]);
-    return tree_reduce<N / 2>(reinterpret_cast<float(&)[N / 2]>(t), op);
-  } else {
-    return t[0];
-  }
-}
-
 __device__ __forceinline__ void pin1(float& x) { asm volatile("" : "+f"(x)::"memory"); }
 template <class... T>
 __device__ __forceinline__ void pin(T&... x) {
@@ -513,18 +501,6 @@ void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
   check(cudaGetLastError(), "flash_wgmma_relpos_kernel launch");
 }
 
-// sm_90 (the sm_90a code this file compiles to runs on compute capability 9.0 only).
-bool device_is_sm90() {
-  static const bool v = [] {
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
-    return major == 9 && minor == 0;
-  }();
-  return v;
-}
-
 // The variant, from VITRT_ATTN_WGMMA (read once per process; for A/B runs on the GPU machine):
 // unset -> the warp-specialised kernel with 64-key tiles (the measured default); "0" -> off (the
 // mma.sync kernel runs); "bn128" -> 128-key tiles, two key rows (half the per-tile waits,
@@ -568,6 +544,20 @@ void launch_variant(const WgmmaPlan& pl, const KParams& p, int blocks, cudaStrea
 }
 
 }  // namespace
+
+// sm_90 (the sm_90a code this file compiles to runs on compute capability 9.0 only).
+bool device_is_sm90() {
+  static const bool v = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
+    return major == 9 && minor == 0;
+  }();
+  return v;
+}
+
+bool wgmma_off_by_env() { return variant_from_env() == WgmmaVariant::Off; }
 
 WgmmaPlan wgmma_relpos_plan(const KParams& p, int optin_smem_limit) {
   const WgmmaVariant v = variant_from_env();
