@@ -264,11 +264,12 @@ bool device_is_sm90();
 bool wgmma_off_by_env();
 
 // The Hopper kernel for 14 x 14 windows (attention_wgmma_windowed.cu): windowed sequences (or dense
-// ones of a 14 x 14 grid) with rel-pos, head_dim 64 or 80, BF16; one CTA per (window, head).
+// ones of a 14 x 14 grid) with rel-pos, head_dim 64 or 80, BF16.
 // wgmma_windowed_smem: its dynamic shared memory for `p`, or 0 when it does not cover `p` (also
-// when VITRT_ATTN_WGMMA_WINDOWS=0, for A/B runs); wgmma_windowed_launch: num_seq * heads CTAs.
+// when VITRT_ATTN_WGMMA_WINDOWS=0, for A/B runs); wgmma_windowed_launch: `items` = num_seq * heads
+// (sequence, head) items, walked by one persistent CTA per SM.
 size_t wgmma_windowed_smem(const KParams& p, int optin_smem_limit);
-void wgmma_windowed_launch(const KParams& p, size_t smem, int blocks, cudaStream_t stream);
+void wgmma_windowed_launch(const KParams& p, size_t smem, int items, cudaStream_t stream);
 
 // The few-keys kernel (attention_few_keys.cu): dense attention without rel-pos against at most
 // kFewKeysMax keys per sequence, head_dim 16 or 32 (SAM's decoder: 4096 image tokens per prompt
