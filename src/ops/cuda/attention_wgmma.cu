@@ -159,12 +159,14 @@ __device__ __forceinline__ void consumer_sync() {
 
 #endif
 
+#if VITRT_WGMMA_ENABLED
 // An optimisation barrier for scalars (see wgmma::fence_operands for arrays).
 __device__ __forceinline__ void pin1(float& x) { asm volatile("" : "+f"(x)::"memory"); }
 template <class... T>
 __device__ __forceinline__ void pin(T&... x) {
   (pin1(x), ...);
 }
+#endif
 
 // d[64 x N] += a * b with N = 64 (S, or O for head_dim 64), 80 (O for head_dim 80) or 128 (S).
 template <int N>
