@@ -477,7 +477,9 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
   }
 #else
   using C = WinCfg<HD, SPLIT>;  // (referenced so that the sm_80 pass does not warn about unused members)
-  static_assert(C::NQ > 0 && C::CPR > 0 && C::KS > 0 && C::CROWS > 0, "");
+  static_assert(C::NQ > 0 && C::CPR > 0 && C::KS > 0 && C::CROWS > 0 && C::NK > 0 && C::GS > 0 && C::kv_elems > 0 &&
+                    C::t_elems > 0,
+                "");
   (void)p;
   __trap();  // never launched: wgmma_windowed_smem only accepts sm_90 devices
 #endif
