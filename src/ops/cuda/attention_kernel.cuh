@@ -77,6 +77,28 @@ __device__ __forceinline__ float tree_reduce(float (&t)[N], Op op) {
   }
 }
 
+// An optimisation barrier for scalars (wgmma::fence_operands for arrays): values pinned before a
+// wgmma wait are computed before it (ptxas would otherwise hoist the wait above their computation).
+__device__ __forceinline__ void pin1(float& x) { asm volatile("" : "+f"(x)::"memory"); }
+template <class... T>
+__device__ __forceinline__ void pin(T&... x) {
+  (pin1(x), ...);
+}
+// O *= the rows' softmax rescaling factors (al0: row g, al1: row g + 8 of the m16n8 accumulator
+// layout, N = HD), skipped when the whole warp's are 1 (a warp-uniform branch; the wgmma kernels
+// call it with no wgmma in flight, which ptxas would otherwise serialise).
+template <int HD>
+__device__ __forceinline__ void rescale_rows_if_needed(float (&o)[HD / 2], float al0, float al1) {
+  if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
+#pragma unroll
+    for (int d = 0; d < HD / 8; ++d) {
+      o[d * 4 + 0] *= al0;
+      o[d * 4 + 1] *= al0;
+      o[d * 4 + 2] *= al1;
+      o[d * 4 + 3] *= al1;
+    }
+  }
+}
 __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
   return *reinterpret_cast<unsigned*>(&v);

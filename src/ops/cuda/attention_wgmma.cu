@@ -159,14 +159,6 @@ __device__ __forceinline__ void consumer_sync() {
 
 #endif
 
-#if VITRT_WGMMA_ENABLED
-// An optimisation barrier for scalars (see wgmma::fence_operands for arrays).
-__device__ __forceinline__ void pin1(float& x) { asm volatile("" : "+f"(x)::"memory"); }
-template <class... T>
-__device__ __forceinline__ void pin(T&... x) {
-  (pin1(x), ...);
-}
-#endif
 
 // d[64 x N] += a * b with N = 64 (S, or O for head_dim 64), 80 (O for head_dim 80) or 128 (S).
 template <int N>
@@ -392,19 +384,8 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK>::THREADS, 1) flash_wgmma_
       pa[c][3] = pack_bf16(sc[(2 * c + 1) * 4 + 2], sc[(2 * c + 1) * 4 + 3]);
     }
   };
-  // O *= the last softmax's factors, skipped when the whole warp's are 1 (warp-uniform branch;
-  // only ever taken with no wgmma in flight, which ptxas would otherwise serialise).
-  auto rescale_if_needed = [&]() {
-    if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
-#pragma unroll
-      for (int d = 0; d < HD / 8; ++d) {
-        o[d * 4 + 0] *= al0;
-        o[d * 4 + 1] *= al0;
-        o[d * 4 + 2] *= al1;
-        o[d * 4 + 3] *= al1;
-      }
-    }
-  };
+  // O *= the last softmax's factors (only ever called with no wgmma in flight).
+  auto rescale_if_needed = [&]() { rescale_rows_if_needed<HD>(o, al0, al1); };
 
   float sc[NT8 * 4];
   unsigned pa[C::PK][4];

@@ -107,14 +107,6 @@ __device__ __forceinline__ void mma_k(float (&d)[N / 2], const unsigned (&a)[4],
   else wgmma::wgmma_m64n80k16_rs<1>(d, a, desc);
 }
 
-// An optimisation barrier for scalars (wgmma::fence_operands for arrays): values pinned before a
-// wgmma wait are computed before it.
-__device__ __forceinline__ void pin1(float& x) { asm volatile("" : "+f"(x)::"memory"); }
-template <class... T>
-__device__ __forceinline__ void pin(T&... x) {
-  (pin1(x), ...);
-}
-
 // The score tile's layout: n8 tile nt of a chunk holds key row r0 + nt / 2, slots 8 * (nt & 1) +
 // 2 tq + {0, 1}; [nt * 4 + 0 / 1] are query row g, [+ 2 / 3] row g + 8. S starts from rel_w / scale.
 template <int NSR>
@@ -436,15 +428,7 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
       wgmma::wait<0>();  // chunk 0's P V
       wgmma::fence_operands(o);
       wgmma::fence_operands(pa);
-      if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
-#pragma unroll
-        for (int d = 0; d < HD / 8; ++d) {
-          o[d * 4 + 0] *= al0;
-          o[d * 4 + 1] *= al0;
-          o[d * 4 + 2] *= al1;
-          o[d * 4 + 3] *= al1;
-        }
-      }
+      rescale_rows_if_needed<HD>(o, al0, al1);
       wgmma::fence_operands(o);
       wgmma::fence();
 #pragma unroll
