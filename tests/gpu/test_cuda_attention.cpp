@@ -4,7 +4,7 @@
 //    long-sequence configurations), 48 and odd grid widths on the BF16 CUDA-core fallback, with
 //    and without rel-pos, F32 / BF16 / interpolated rel tables;
 //  - attention_relpos_windowed against window_partition + qkv linear + attention + unpartition
-//    (grids padded 64 -> 70, 20x30, 9x5 inside one window, odd batch counts);
+//    (grids padded 64 -> 70, 20x30, 9x5 inside one window, bottom-edge windows of 3 rows, odd batch counts);
 //  - attention (mask decoder shapes: 7 queries x 4096 keys, 4096 x 7, head dims 32 / 16 / 48);
 //  - bad arguments.
 // BF16 results are compared with the CPU result on the same bf16-rounded inputs (relative
@@ -352,6 +352,9 @@ TEST(CudaAttention, WindowedVariant) {
     run_windowed({dt, 2, 28, 28, 14, 1, 64, Rel::F32}, seed++);  // no padding
     run_windowed({dt, 1, 9, 5, 14, 2, 80, Rel::F32}, seed++);    // grid inside one window
     run_windowed({dt, 1, 64, 64, 14, 1, 80, Rel::Interp}, seed++);
+    // Bottom-edge windows of 3 real rows (42 queries): one m-tile of 64 rows in the Hopper windowed kernel.
+    run_windowed({dt, 1, 17, 30, 14, 2, 80, Rel::F32}, seed++);
+    run_windowed({dt, 3, 31, 16, 14, 1, 64, Rel::BF16}, seed++);
     run_windowed({dt, 3, 17, 11, 8, 2, 48, Rel::F32}, seed++);  // hd 48: CUDA-core kernel
     run_windowed({dt, 2, 15, 16, 7, 2, 64, Rel::BF16}, seed++);  // odd window: CUDA-core kernel
   }
