@@ -2,17 +2,17 @@
 //
 // Covers the encoder's windowed attention: 14 x 14 windows addressed in place in the qkv rows (and
 // dense sequences of a 14 x 14 grid), head_dim 64 or 80, BF16, with rel-pos tables. A window is
-// small enough to be attended in one step, which is what this kernel is built around:
-//  - persistent CTAs (one per SM) of two warpgroups walk the (window, head) items; a window's keys
-//    and values are loaded once into shared memory (cp.async, the no-swizzle core-matrix layout of
-//    attention_wgmma.cu: K is the K-major B operand of Q K^T, V the MN-major one of P V), double
-//    buffered, so that the next item's K / V land while this one is computed; the two warpgroups
-//    take alternate m-tiles of 64 query rows (one's MMAs overlap the other's softmax), each tile's
-//    Q fragments loaded from global memory straight into registers (the warpgroup's next tile's
-//    during this tile's softmax and P V);
-//  - the keys sit in 14 key rows of 16 slots (slots 14 and 15 of each row zero and masked), so
-//    S = Q K^T is one m64n224 wgmma chain, the softmax is one pass over the whole row (no running
-//    maximum, no rescaling of O), and P V is one m64n{HD} chain of 14 k16 steps, one per key row;
+// small enough to be attended without a key loop, which is what this kernel is built around:
+//  - one CTA (one warpgroup) per (window, head), two per SM: the window's keys and values are
+//    loaded once into shared memory (cp.async, the no-swizzle core-matrix layout of
+//    attention_wgmma.cu: K is the K-major B operand of Q K^T, V the MN-major one of P V), then the
+//    warpgroup runs the window's query rows in m-tiles of 64, each tile's Q fragments loaded from
+//    global memory straight into registers (the next tile's during this tile's softmax and P V);
+//  - the keys sit in 14 key rows of 16 slots (slots 14 and 15 of each row zero and masked), in two
+//    chunks of 7 key rows (SPLIT): Q K^T of both chunks is issued at once (two m64n112 chains),
+//    chunk 0's softmax runs while chunk 1's Q K^T does, chunk 0's P V while chunk 1's softmax does,
+//    with one lazy rescaling of O between them; the unsplit variant (one m64n224 chain, a one-pass
+//    softmax) measured the same (BENCHMARKS.md, call Y) and stays for A/B runs;
 //  - with 16 slots per key row every n8 tile of S holds 8 columns of one key row at fixed column
 //    offsets, so a thread's rel_w terms are 4 values per query row, the same for all 14 key rows:
 //    S starts from them (rel_w / scale; -inf on the masked slots). rel_h is one value per query row
@@ -23,7 +23,10 @@
 //    shared-memory scratch and reads back the terms its threads need (no CTA barrier).
 // Window cells past the grid read the pad vectors (the qkv bias: what the reference's zero-padded
 // tokens give) as queries and keys; their output rows are not written, and m-tiles made only of
-// such rows (a bottom-edge window's) are skipped.
+// such rows (a bottom-edge window's) are skipped. (A persistent version, two warpgroups per CTA
+// with double-buffered K / V, measured slower: its warpgroups met at two barriers per window and
+// ran their phases in step; BENCHMARKS.md, call X.) ncu (call Z): latency-bound at two warps per
+// scheduler (198 registers, ~104 KB of shared memory per CTA).
 #include <cuda_bf16.h>
 
 #include <algorithm>
