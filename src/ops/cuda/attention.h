@@ -1,6 +1,7 @@
 // CUDA attention: fused flash attention (online softmax, the score matrix never leaves the chip)
 // with SAM's decomposed relative-position bias, for BF16 (tensor cores, mma.sync m16n8k16,
-// sm_80 and sm_90) and F32 (CUDA cores, for the fp32 fidelity mode).
+// sm_80 and sm_90; on sm_90 wgmma kernels for SAM's global blocks and 14 x 14 windows:
+// attention_wgmma.cu, attention_wgmma_windowed.cu) and F32 (CUDA cores, for the fp32 fidelity mode).
 //
 // Two layers:
 //  - vitrt::cuda::attention_launch: raw pointers and strides (AttentionArgs), one launch on a stream.
