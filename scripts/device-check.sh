@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, run every GPU test, the GPU fidelity checks and the benchmarks,
 # then print a short table. Logs go to $OUT (or ./device-out). Usage:
-#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [server] [attn-sweep] [attn-ab] [ncu] [ncu-src] [ncu-cmd] [decoder-ref] [compare] [anchors] [anchors-compiled]
+#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [server] [attn-sweep] [attn-ab] [ncu] [ncu-src] [ncu-cmd] [decoder-ref] [compare] [anchors] [anchors-compiled] [attn-bench]
 #   (default: tests bench)
 # The GPU machine has no internet: Debian packages travel as .deb files in .deps/ (see
 # scripts/fetch-device-deps.sh) and are unpacked into /tmp/deps; segment-anything(-fast) for the
@@ -246,6 +246,21 @@ d=json.load(open(sys.argv[1]));p=d['profile']['ops']
 g=sum(r['ms'] for r in p if 'global' in r['op']);w=sum(r['ms'] for r in p if 'windowed' in r['op'])
 print('%.1f img/s; eager global %.2f ms, windowed %.2f ms'%(d['images_per_s'],g,w))" "$OUT/attn_ab_${m}_$v.json" 2>&1 | tail -c 200)"
   done; done
+fi
+
+# attn-bench: the attention kernels alone at vit_b / vit_h shapes (test_cuda_attention's timing section,
+# whose output ctest hides), once per ATTN_BENCH_ENV setting (';'-separated, "" = defaults), e.g.
+# ATTN_BENCH_ENV=";VITRT_ATTN_WGMMA_WINDOWS=onepass;VITRT_ATTN_WGMMA_WINDOWS=0".
+if has attn-bench; then
+  IFS=';' read -ra attn_settings <<< "${ATTN_BENCH_ENV-}"
+  [ ${#attn_settings[@]} -gt 0 ] || attn_settings=("")
+  for ab in "${attn_settings[@]}"; do
+    tag=$(echo "${ab:-default}" | tr -c 'A-Za-z0-9_.,\n' '_')
+    env ${ab:+"$ab"} timeout 60 build-dev/tests/test_cuda_attention --gtest_filter='CudaAttentionBench.*' \
+      > "$OUT/attn_bench_$tag.txt" 2>&1
+    add_summary "attention bench (${ab:-defaults}): $(grep -E 'bf16 (windowed variant|global).*, rel ' "$OUT/attn_bench_$tag.txt" |
+      sed -E 's/ +/ /g; s/bf16 //; s/ x 64x64 grid \(pad 70\)//' | tr '\n' ';' | tail -c 400)"
+  done
 fi
 
 # Per-kernel hardware counters of the bf16 attention kernels (window, window, global of vit_b).
