@@ -42,57 +42,7 @@ namespace vitrt::cuda {
 namespace {
 
 using bf16 = __nv_bfloat16;
-using namespace attn;  // KParams, fdiv, ex2, pack_bf16, kLog2e (attention_kernel.cuh)
-
-// Row addressing of one sequence (see AttentionArgs).
-struct SeqAddr {
-  long long q0 = 0, k0 = 0;  // dense: first output / k row of the sequence
-  long long qs0 = 0;         // dense: first q row it reads (q0 unless sequences share q)
-  long long brow = 0;        // windowed: b * Hg
-  int gy0 = 0, gx0 = 0;      // windowed: first grid cell of the window
-
-  __device__ void init(const KParams& p, int s) {
-    if (p.ws == 0) {
-      q0 = static_cast<long long>(s) * p.nq;
-      qs0 = static_cast<long long>(s / p.q_share) * p.nq;
-      k0 = static_cast<long long>(s) * p.nk;
-    } else {
-      const int nwin = p.nwy * p.nwx;
-      const int b = s / nwin, w = s - b * nwin;
-      const int wy = w / p.nwx, wx = w - wy * p.nwx;
-      brow = static_cast<long long>(b) * p.Hg;
-      gy0 = wy * p.ws;
-      gx0 = wx * p.ws;
-    }
-  }
-  // Row of token t (t < n), or -1 for a padding cell.
-  __device__ long long win_row(const KParams& p, int t) const {
-    const int ty = fdiv(t, p.ws, p.inv_ws), tx = t - ty * p.ws;
-    const int gy = gy0 + ty, gx = gx0 + tx;
-    if (gy >= p.Hg || gx >= p.Wg) return -1;
-    return (brow + gy) * p.Wg + gx;
-  }
-  __device__ long long qrow(const KParams& p, int t) const { return p.ws == 0 ? q0 + t : win_row(p, t); }
-  __device__ long long qsrc(const KParams& p, int t) const { return p.ws == 0 ? qs0 + t : win_row(p, t); }
-  __device__ long long krow(const KParams& p, int t) const { return p.ws == 0 ? k0 + t : win_row(p, t); }
-  // The same with the addressing mode known at compile time (the tensor-core kernel is
-  // instantiated per mode, so dense sequences carry none of the window arithmetic).
-  template <bool WIN>
-  __device__ long long qrow_as(const KParams& p, int t) const {
-    if constexpr (WIN) return win_row(p, t);
-    else return q0 + t;
-  }
-  template <bool WIN>
-  __device__ long long qsrc_as(const KParams& p, int t) const {
-    if constexpr (WIN) return win_row(p, t);
-    else return qs0 + t;
-  }
-  template <bool WIN>
-  __device__ long long krow_as(const KParams& p, int t) const {
-    if constexpr (WIN) return win_row(p, t);
-    else return k0 + t;
-  }
-};
+using namespace attn;  // KParams, SeqAddr, fdiv, ex2, pack_bf16, kLog2e (attention_kernel.cuh)
 
 // PTX helpers: ops/cuda/ptx.cuh
 using ptx::cp_async16;

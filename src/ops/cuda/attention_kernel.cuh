@@ -51,6 +51,68 @@ __device__ __forceinline__ int fdiv(int t, int d, float inv_d) {
   return q;
 }
 
+// Row addressing of one sequence (see AttentionArgs), for the tensor-core kernels.
+struct SeqAddr {
+  long long q0 = 0, k0 = 0;  // dense: first output / k row of the sequence
+  long long qs0 = 0;         // dense: first q row it reads (q0 unless sequences share q)
+  long long brow = 0;        // windowed: b * Hg
+  int gy0 = 0, gx0 = 0;      // windowed: first grid cell of the window
+
+  __device__ void init(const KParams& p, int s) {
+    if (p.ws == 0) {
+      q0 = static_cast<long long>(s) * p.nq;
+      qs0 = static_cast<long long>(s / p.q_share) * p.nq;
+      k0 = static_cast<long long>(s) * p.nk;
+    } else {
+      const int nwin = p.nwy * p.nwx;
+      const int b = s / nwin, w = s - b * nwin;
+      const int wy = w / p.nwx, wx = w - wy * p.nwx;
+      brow = static_cast<long long>(b) * p.Hg;
+      gy0 = wy * p.ws;
+      gx0 = wx * p.ws;
+    }
+  }
+  // Row of window cell (ty, tx), or -1 for a cell in the padding past the grid.
+  __device__ long long cell_row(const KParams& p, int ty, int tx) const {
+    const int gy = gy0 + ty, gx = gx0 + tx;
+    if (gy >= p.Hg || gx >= p.Wg) return -1;
+    return (brow + gy) * p.Wg + gx;
+  }
+  // Row of token t (t < n), or -1 for a padding cell.
+  __device__ long long win_row(const KParams& p, int t) const {
+    const int ty = fdiv(t, p.ws, p.inv_ws), tx = t - ty * p.ws;
+    return cell_row(p, ty, tx);
+  }
+  __device__ long long qrow(const KParams& p, int t) const { return p.ws == 0 ? q0 + t : win_row(p, t); }
+  __device__ long long qsrc(const KParams& p, int t) const { return p.ws == 0 ? qs0 + t : win_row(p, t); }
+  __device__ long long krow(const KParams& p, int t) const { return p.ws == 0 ? k0 + t : win_row(p, t); }
+  // The same with the addressing mode known at compile time (the tensor-core kernel is
+  // instantiated per mode, so dense sequences carry none of the window arithmetic).
+  template <bool WIN>
+  __device__ long long qrow_as(const KParams& p, int t) const {
+    if constexpr (WIN) return win_row(p, t);
+    else return q0 + t;
+  }
+  template <bool WIN>
+  __device__ long long qsrc_as(const KParams& p, int t) const {
+    if constexpr (WIN) return win_row(p, t);
+    else return qs0 + t;
+  }
+  template <bool WIN>
+  __device__ long long krow_as(const KParams& p, int t) const {
+    if constexpr (WIN) return win_row(p, t);
+    else return k0 + t;
+  }
+};
+
+// Offset (elements) of 16-byte chunk c of row r in the wgmma kernels' no-swizzle core-matrix
+// layout of a tile with CPR chunks per row: [r/8][c][r%8][8 elements] (8 rows x 16 bytes contiguous).
+template <int CPR>
+__device__ __forceinline__ int core_matrix_offset(int r, int c) {
+  return ((r >> 3) * CPR + c) * 64 + (r & 7) * 8;
+}
+
+
 __device__ __forceinline__ float ex2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));

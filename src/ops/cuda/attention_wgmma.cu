@@ -102,12 +102,6 @@ size_t wg_smem_bytes(int relH) {
   return wg_region_a<C>(relH) + static_cast<size_t>(C::kv_elems) * sizeof(bf16) + 2 * C::STAGES * sizeof(uint64_t);
 }
 
-// Offset (elements) of 16-byte chunk c of row r in a K / V tile: [r/8][c][r%8][8 elements].
-template <class C>
-__device__ __forceinline__ int core_offset(int r, int c) {
-  return ((r >> 3) * C::CPR + c) * 64 + (r & 7) * 8;
-}
-
 // Chunk 32 * step + ln (ln < 32, step < BN * CPR / 32) of the K / V tiles whose first key row is
 // r0: one 16-byte chunk of K and of V into the core-matrix layout. The 32 chunks of a step cover
 // 16 rows x 2 chunks (each 32-byte sector of global memory whole; each 8-lane phase writes one
@@ -117,7 +111,7 @@ __device__ __forceinline__ void copy_kv_chunk(int step, int ln, bf16* Ks, bf16* 
                                               long long r0, const KParams& p) {
   const int r = (ln & 7) + ((ln >> 4) << 3) + (step % (C::BN / 16)) * 16;
   const int c = ((ln >> 3) & 1) + 2 * (step / (C::BN / 16));
-  const int off = core_offset<C>(r, c);
+  const int off = core_matrix_offset<C::CPR>(r, c);
   cp_async16(Ks + off, kb + (r0 + r) * p.ldk + c * 8, 16);
   cp_async16(Vs + off, vb + (r0 + r) * p.ldv + c * 8, 16);
 }

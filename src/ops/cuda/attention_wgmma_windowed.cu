@@ -80,27 +80,7 @@ size_t win_smem_bytes(bool lo) {
          static_cast<size_t>(C::THREADS / 32 * 16 * C::GS) * sizeof(float);
 }
 
-// Offset (elements) of 16-byte chunk c of row r: [r/8][c][r%8][8 elements] (attention_wgmma.cu).
-template <class C>
-__device__ __forceinline__ int core_off(int r, int c) {
-  return ((r >> 3) * C::CPR + c) * 64 + (r & 7) * 8;
-}
-
 #if VITRT_WGMMA_ENABLED
-// Rows of one sequence's cells (window cell (ty, tx), or token ty * 14 + tx of a dense sequence).
-struct WinRows {
-  long long brow = 0, s0 = 0;
-  int gy0 = 0, gx0 = 0;
-  bool win = false;
-  // Row of cell (ty, tx), or -1 for a cell in the window's padding.
-  __device__ __forceinline__ long long row(const KParams& p, int ty, int tx) const {
-    if (!win) return s0 + ty * 14 + tx;
-    const int gy = gy0 + ty, gx = gx0 + tx;
-    if (gy >= p.Hg || gx >= p.Wg) return -1;
-    return (brow + gy) * p.Wg + gx;
-  }
-};
-
 template <int N>
 __device__ __forceinline__ void mma_k(float (&d)[N / 2], const unsigned (&a)[4], uint64_t desc) {
   if constexpr (N == 56) wgmma::wgmma_m64n56k16_rs<0>(d, a, desc);
@@ -194,26 +174,19 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
   const int h = blockIdx.x % p.heads, s = blockIdx.x / p.heads;  // heads fastest: CTAs share qkv rows in L2
-  WinRows rows;
-  int nq_out = NQ;  // query rows that can be real
-  if (p.ws == 0) {
-    rows.s0 = static_cast<long long>(s) * NQ;
-  } else {
-    const int nwin = p.nwy * p.nwx;
-    const int b = s / nwin, w = s - b * nwin;
-    const int wy = w / p.nwx, wx = w - wy * p.nwx;
-    rows.win = true;
-    rows.brow = static_cast<long long>(b) * p.Hg;
-    rows.gy0 = wy * WS;
-    rows.gx0 = wx * WS;
-    nq_out = min(WS, p.Hg - rows.gy0) * WS;  // a bottom-edge window's last rows are all padding
-  }
+  SeqAddr sa;  // (dense sequences: q_share == 1, so sa.k0 is also their first q and output row)
+  sa.init(p, s);
+  const bool win = p.ws != 0;
+  // Row of cell (ty, tx) (token ty * 14 + tx of a dense sequence), or -1 for a padding cell.
+  auto row = [&](int ty, int tx) { return win ? sa.cell_row(p, ty, tx) : sa.k0 + ty * WS + tx; };
+  // Query rows that can be real: a bottom-edge window's last rows are all padding.
+  const int nq_out = win ? min(WS, p.Hg - sa.gy0) * WS : NQ;
   const bf16* qb = static_cast<const bf16*>(p.q) + h * HD;
   const bf16* kb = static_cast<const bf16*>(p.k) + h * HD;
   const bf16* vb = static_cast<const bf16*>(p.v) + h * HD;
-  const bf16* pq = rows.win ? static_cast<const bf16*>(p.pad_q) + h * HD : qb;
-  const bf16* pk = rows.win ? static_cast<const bf16*>(p.pad_k) + h * HD : kb;
-  const bf16* pv = rows.win ? static_cast<const bf16*>(p.pad_v) + h * HD : vb;
+  const bf16* pq = win ? static_cast<const bf16*>(p.pad_q) + h * HD : qb;
+  const bf16* pk = win ? static_cast<const bf16*>(p.pad_k) + h * HD : kb;
+  const bf16* pv = win ? static_cast<const bf16*>(p.pad_v) + h * HD : vb;
 
   // ---- K / V slots of key rows [kh0, kh1): steps of 32 chunks = 16 slots x 2 chunks (each 8-lane
   // phase writes one 128-byte core matrix; each row's 32 bytes are one sector of global memory).
@@ -226,12 +199,12 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
       const bf16 *ksrc = kb, *vsrc = vb;
       int bytes = 0;  // the masked slots are zero (finite: -inf + 0 stays -inf, 0 * 0 = 0 in P V)
       if (kw < WS) {
-        const long long r = rows.row(p, kh, kw);
+        const long long r = row(kh, kw);
         ksrc = r < 0 ? pk : kb + r * p.ldk;
         vsrc = r < 0 ? pv : vb + r * p.ldv;
         bytes = 16;
       }
-      const int off = core_off<C>(n, c);
+      const int off = core_matrix_offset<CPR>(n, c);
       cp_async16(Ks + off, ksrc + c * 8, bytes);
       cp_async16(Vs + off, vsrc + c * 8, bytes);
     }
@@ -246,8 +219,8 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
       const int t = i / CPR, c = i - t * CPR;
       const bool in = t < 2 * LH;
       const long long ro = static_cast<long long>(t < LH ? t : t - LH) * HD + c * 8;
-      cp_async16(Ts + core_off<C>(t, c), in ? (t < LH ? th : tw) + ro : th, in ? 16 : 0);
-      if (lo) cp_async16(Tl + core_off<C>(t, c), in ? (t < LH ? thl : twl) + ro : thl, in ? 16 : 0);
+      cp_async16(Ts + core_matrix_offset<CPR>(t, c), in ? (t < LH ? th : tw) + ro : th, in ? 16 : 0);
+      if (lo) cp_async16(Tl + core_matrix_offset<CPR>(t, c), in ? (t < LH ? thl : twl) + ro : thl, in ? 16 : 0);
     }
     // Group 0: the tables and the first chunk's key rows; group 1 (SPLIT): the rest, which the
     // first m-tile only needs after its rel-pos product and first Q K^T are issued.
@@ -265,7 +238,7 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
   auto q_row = [&](int i) -> const bf16* {
     const int ii = i < NQ ? i : 0;
     const int ty = ii / WS, tx = ii - ty * WS;
-    const long long r = rows.row(p, ty, tx);
+    const long long r = row(ty, tx);
     return r < 0 ? pq : qb + r * p.ldq;
   };
   unsigned qf[KS][4];
@@ -447,8 +420,8 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
     // ---- epilogue: normalise, write the real rows (4-byte stores; a quad writes 16 contiguous bytes).
     const float inv0 = 1.f / l0, inv1 = 1.f / l1;
     long long r0 = -1, r1 = -1;
-    if (i0 < nq_out) r0 = rows.row(p, iy0, ix0);
-    if (i1 < nq_out) r1 = rows.row(p, iy1, ix1);
+    if (i0 < nq_out) r0 = row(iy0, ix0);
+    if (i1 < nq_out) r1 = row(iy1, ix1);
     if (r0 >= 0) {
       bf16* dst = ob + r0 * p.ldo + 2 * tq;
 #pragma unroll
