@@ -210,6 +210,31 @@ nlohmann::json profile_device(Work&& work) {
   }
   return {{"eager_forward_ms", total_ms}, {"ops_ms", covered}, {"ops", rows}};
 }
+
+// One forward captured as a CUDA graph that copies its result into `out` (the forward's own tensors
+// are allocated and freed inside the graph), then launched once and waited for.
+template <class Forward>
+void capture_forward(cuda::Graph& graph, Tensor& out, Forward&& forward) {
+  graph.capture([&] {
+    Tensor y = forward();
+    VITRT_CUDA_CHECK(
+        cudaMemcpyAsync(out.raw(), y.raw(), out.nbytes(), cudaMemcpyDeviceToDevice, cuda::current_stream()));
+  });
+  graph.launch();
+  cuda::synchronize();
+}
+
+// The median of `iters` replays of `graph`, each timed with events (no host launch cost).
+double median_replay_ms(cuda::Graph& graph, int iters) {
+  cuda::EventTimer timer;
+  std::vector<double> times;
+  for (int i = 0; i < iters; ++i) {
+    timer.start();
+    graph.launch();
+    times.push_back(timer.stop_ms());
+  }
+  return median(times);
+}
 #endif
 
 void run_bench_cuda(const BenchArgs& a, const SamConfig& cfg) {
@@ -231,24 +256,11 @@ void run_bench_cuda(const BenchArgs& a, const SamConfig& cfg) {
   const Shape out_shape{a.batch, cfg.out_chans, cfg.grid_size(), cfg.grid_size()};
   Tensor output = Tensor::empty(out_shape, dt, Device::CUDA);
   cuda::Graph graph;
-  graph.capture([&] {
-    Tensor y = model->image_encoder.forward(input);
-    VITRT_CUDA_CHECK(cudaMemcpyAsync(output.raw(), y.raw(), output.nbytes(), cudaMemcpyDeviceToDevice,
-                                     cuda::current_stream()));
-  });
-  graph.launch();
-  cuda::synchronize();
+  capture_forward(graph, output, [&] { return model->image_encoder.forward(input); });
   cuda::reset_peak_bytes();
   cuda::reset_graph_peak_bytes();
-  std::vector<double> times;
-  cuda::EventTimer timer;
-  for (int i = 0; i < a.iters; ++i) {
-    timer.start();
-    graph.launch();
-    times.push_back(timer.stop_ms());
-  }
+  const double ms_batch = median_replay_ms(graph, a.iters), ms_img = ms_batch / a.batch;
   const double peak_gib = static_cast<double>(cuda::peak_bytes_in_use() + cuda::graph_peak_bytes()) / (1ull << 30);
-  const double ms_batch = median(times), ms_img = ms_batch / a.batch;
   const double gflop = sam::encoder_flops(cfg) / 1e9;
   const Tensor first_embedding =
       a.decoder ? ops::cast(output.slice0(0, 1), DType::F32).to(Device::CPU) : Tensor();  // the decoder's image
@@ -303,29 +315,14 @@ VitTiming time_vit_cuda(const VitModel& m, const Tensor& input, const BenchArgs&
   Tensor logits = Tensor::empty({input.size(0), m.config.num_classes}, DType::F32, Device::CUDA);
   cuda::Graph graph;
   try {
-    graph.capture([&] {
-      Tensor y = m.forward_device(input);  // allocated and freed inside the graph; copied out
-      VITRT_CUDA_CHECK(cudaMemcpyAsync(logits.raw(), y.raw(), logits.nbytes(), cudaMemcpyDeviceToDevice,
-                                       cuda::current_stream()));
-    });
-    graph.launch();
-    cuda::synchronize();
+    capture_forward(graph, logits, [&] { return m.forward_device(input); });
     r.graph = true;
   } catch (const std::exception& e) {
     r.capture_error = e.what();
     (void)cudaStreamSynchronize(cuda::current_stream());
     (void)cudaGetLastError();  // frees of the aborted capture's tensors may have left an error
   }
-  r.ms = r.eager_ms;
-  if (r.graph) {
-    times.clear();
-    for (int i = 0; i < a.iters; ++i) {
-      timer.start();
-      graph.launch();
-      times.push_back(timer.stop_ms());
-    }
-    r.ms = median(times);
-  }
+  r.ms = r.graph ? median_replay_ms(graph, a.iters) : r.eager_ms;
   return r;
 }
 #endif
