@@ -402,7 +402,10 @@ int main(int argc, char** argv) {
               if (dt == DType::BF16) {
                 const char* env = std::getenv("VITRT_BSR_TC_CONFIG");
                 variant = env && *env ? std::string(env) + " (env)"
-                                      : cuda::to_string(cuda::choose_bsr_tc_config(M, N, K, b, density));
+                          : cuda::bsr_xres_selected(M, cuda::device_view(w), epi.residual ? epi.residual->raw() : nullptr,
+                                                    DType::BF16)
+                              ? std::string("x-resident (sm_90)")
+                              : cuda::to_string(cuda::choose_bsr_tc_config(M, N, K, b, density));
               }
               curves[{dname, b, N, K, M}].push_back({s, speedup});
               std::printf("%-5s %5lld %5lld %6lld %3d %5.2f %7.4f %9.4f %9.4f %6.2fx %8.1f %8.1f %9s\n", dname.c_str(),

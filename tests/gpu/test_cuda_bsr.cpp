@@ -7,7 +7,8 @@
 // last block only, and ~30% random; an all-empty and an all-full matrix; token counts 1, 63, 64,
 // 65, 197, 1000 (partial and single 128-token tiles); bias, GELU and residual on and off; ViT-B MLP
 // shapes at 90% block-magnitude sparsity; every bf16 kernel variant (cuda::BsrTcConfig) on ragged,
-// empty and full matrices with token counts 1, 63, 197, 300.
+// empty and full matrices with token counts 1, 63, 197, 300; the Hopper x-resident kernel on its
+// own (ragged / empty / full, several tiles per CTA).
 // Tolerances, relative Frobenius error ||gpu - cpu|| / ||cpu||:
 //   float32 (exact fp32 FMA, only the summation order differs):             1e-5
 //   bfloat16 (inputs rounded to bf16 for both sides, fp32 accumulation,
@@ -323,6 +324,58 @@ TEST_F(CudaBsr, PersistentVariantsRepeatAndDefaultIsSupported) {
   bad.tile_m = 96;
   EXPECT_THROW(cuda::bsr_linear_bf16(x_dev.raw(), M, view, nullptr, false, nullptr, DType::BF16, y.raw(), &bad),
                InvalidArgument);
+#endif
+}
+
+// The Hopper x-resident kernel (bsr_gemm_xres.cu) called directly: ragged, empty and full matrices
+// (full rows longer than its W ring), token counts around its 128-token tile, bias / GELU on and
+// off, and grids capped at 1 and 3 CTAs so that each CTA runs several tiles (its x halves are
+// refilled while the other warpgroup still computes). The output is poisoned first, so every
+// element must be written. Also run through ops::linear_bsr by ctest cuda_bsr_xres
+// (VITRT_BSR_XRES=1). Skips off sm_90.
+TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
+#ifdef VITRT_HAVE_CUDA
+  for (int b : {32, 64}) {
+    const int64_t kb = 768 / b;  // K = 768, the kernel's limit
+    const std::vector<std::pair<std::string, BsrMatrix>> mats = {
+        {"ragged", random_bsr(10 * b, 6 * b, b, Pattern::Ragged, DType::BF16, 81)},
+        {"ragged wide", random_bsr(20 * b, kb * b, b, Pattern::Ragged, DType::BF16, 82)},
+        {"empty", random_bsr(3 * b, 2 * b, b, Pattern::Empty, DType::BF16, 83)},
+        {"full", random_bsr(3 * b, kb * b, b, Pattern::Full, DType::BF16, 84)}};
+    for (const auto& [name, host] : mats) {
+      const BsrMatrix dev = bsr_to_cuda(host, DType::BF16);
+      const cuda::BsrDeviceView view = cuda::device_view(dev);
+      if (!cuda::bsr_xres_supported(view, nullptr, DType::BF16)) GTEST_SKIP() << "the x-resident kernel needs sm_90";
+      const Tensor bias = random_tensor({host.rows}, DType::BF16, 85, 0.5f);
+      const Tensor bias_dev = bias.to(Device::CUDA);
+      for (int64_t M : {1, 63, 128, 129, 197, 1000}) {
+        const Tensor x = random_tensor({M, host.cols}, DType::BF16, static_cast<uint32_t>(700 + M));
+        const Tensor x_dev = x.to(Device::CUDA);
+        for (int flags = 0; flags < 3; ++flags) {  // none, bias, bias + GELU
+          const Tensor want = reference(x, host, flags >= 1 ? &bias : nullptr,
+                                        flags == 2 ? ops::Activation::GELU : ops::Activation::None, nullptr);
+          for (int max_ctas : {0, 1, 3}) {
+            SCOPED_TRACE(::testing::Message() << name << " block " << b << " M " << M << " flags " << flags
+                                              << " max_ctas " << max_ctas);
+            Tensor y = Tensor::empty({M, host.rows}, DType::BF16, Device::CUDA);
+            VITRT_CUDA_CHECK(cudaMemset(y.raw(), 0xff, y.nbytes()));
+            cuda::bsr_linear_bf16_xres(x_dev.raw(), M, view, flags >= 1 ? bias_dev.raw() : nullptr, flags == 2,
+                                       y.raw(), max_ctas);
+            EXPECT_LE(rel_frobenius(y.to(Device::CPU), want), kTolBF16);
+          }
+        }
+      }
+    }
+  }
+  // Outside its scope: clear errors, and the dispatcher keeps the general kernel.
+  const BsrMatrix wide = bsr_to_cuda(random_bsr(2 * 64, 13 * 64, 64, Pattern::Full, DType::BF16, 86), DType::BF16);
+  const cuda::BsrDeviceView wide_view = cuda::device_view(wide);
+  EXPECT_FALSE(cuda::bsr_xres_supported(wide_view, nullptr, DType::BF16));  // K = 832 > 768
+  Tensor x = Tensor::empty({4, 13 * 64}, DType::BF16, Device::CUDA), y = Tensor::empty({4, 128}, DType::BF16, Device::CUDA);
+  EXPECT_THROW(cuda::bsr_linear_bf16_xres(x.raw(), 4, wide_view, nullptr, false, y.raw()), InvalidArgument);
+  const BsrMatrix small = bsr_to_cuda(random_bsr(2 * 64, 2 * 64, 64, Pattern::Full, DType::BF16, 87), DType::BF16);
+  EXPECT_FALSE(cuda::bsr_xres_supported(cuda::device_view(small), y.raw(), DType::BF16));  // a residual
+  EXPECT_FALSE(cuda::bsr_xres_supported(cuda::device_view(small), nullptr, DType::F32));   // fp32 output
 #endif
 }
 

@@ -342,9 +342,8 @@ struct WgmmaPlan {
 };
 WgmmaPlan wgmma_relpos_plan(const KParams& p, int optin_smem_limit);
 void wgmma_relpos_launch(const WgmmaPlan& plan, const KParams& p, int blocks, cudaStream_t stream);
-// Whether the device is compute capability 9.0 (the sm_90a code runs there only), and whether
-// VITRT_ATTN_WGMMA=0 turns the wgmma kernels off (both read once per process).
-bool device_is_sm90();
+// Whether VITRT_ATTN_WGMMA=0 turns the wgmma kernels off (read once per process). (They run on
+// compute capability 9.0 only: cuda::device_is_sm90, runtime.h.)
 bool wgmma_off_by_env();
 
 // The Hopper kernel for 14 x 14 windows (attention_wgmma_windowed.cu): windowed sequences (or dense

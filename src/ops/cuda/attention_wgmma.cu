@@ -36,6 +36,7 @@
 #include <string>
 
 #include "ops/cuda/attention_kernel.cuh"
+#include "ops/cuda/mbarrier.cuh"
 #include "ops/cuda/ptx.cuh"
 #include "ops/cuda/runtime.h"
 #include "ops/cuda/wgmma.cuh"
@@ -117,25 +118,6 @@ __device__ __forceinline__ void copy_kv_chunk(int step, int ln, bf16* Ks, bf16* 
 }
 
 #if VITRT_WGMMA_ENABLED
-// mbarriers in shared memory.
-__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(ptx::smem_u32(bar)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(ptx::smem_u32(bar))
-               : "memory");
-}
-// Blocks until the phase of parity `parity` has completed.
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
-  unsigned done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(ptx::smem_u32(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
-}
 // Moves registers between warpgroups: every warp of the warpgroup executes it.
 template <int N>
 __device__ __forceinline__ void setmaxnreg_dec() {
@@ -203,8 +185,8 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK>::THREADS, 1) flash_wgmma_
 
   if (tid == 0) {
     for (int i = 0; i < STAGES; ++i) {
-      mbar_init(&full[i], C::PRODUCERS);           // every producer thread, once its copies land
-      mbar_init(&empty[i], C::CONSUMER_WARPS);     // one arrival per consumer warp
+      mbar::init(&full[i], C::PRODUCERS);           // every producer thread, once its copies land
+      mbar::init(&empty[i], C::CONSUMER_WARPS);     // one arrival per consumer warp
     }
   }
 
@@ -239,7 +221,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK>::THREADS, 1) flash_wgmma_
     constexpr int STEPS = BN * CPR / 32;  // 32-chunk steps per tile (16 or 20), spread over the warps
     for (int kt = 0; kt < nkt; ++kt) {
       const int slot = kt % STAGES, round = kt / STAGES;
-      if (round > 0) mbar_wait(&empty[slot], (round - 1) & 1);
+      if (round > 0) mbar::wait(&empty[slot], (round - 1) & 1);
       bf16* Ks = KV + slot * 2 * TE;
       bf16* Vs = Ks + TE;
       const long long r0 = k0 + static_cast<long long>(kt) * BN;
@@ -255,12 +237,12 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK>::THREADS, 1) flash_wgmma_
       if (kt > 0) {
         cp_async_wait<1>();
         wgmma::fence_proxy_async_smem();
-        mbar_arrive(&full[(kt - 1) % STAGES]);
+        mbar::arrive(&full[(kt - 1) % STAGES]);
       }
     }
     cp_async_wait<0>();
     wgmma::fence_proxy_async_smem();
-    mbar_arrive(&full[(nkt - 1) % STAGES]);
+    mbar::arrive(&full[(nkt - 1) % STAGES]);
     return;
   }
   if constexpr (!LOCK) setmaxnreg_inc<C::CONSUMER_REGS>();
@@ -295,7 +277,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK>::THREADS, 1) flash_wgmma_
   // wgmma in flight: the MOVs that seed S define a wgmma input, which must not happen while other
   // wgmmas run (ptxas would serialise every wgmma of the kernel).
   auto issue_qk = [&](float(&sc)[NT8 * 4], int kt) {
-    if constexpr (!LOCK) mbar_wait(&full[kt % STAGES], (kt / STAGES) & 1);  // fenced by the producers
+    if constexpr (!LOCK) mbar::wait(&full[kt % STAGES], (kt / STAGES) & 1);  // fenced by the producers
 #pragma unroll
     for (int i = 0; i < NT8 * 4; ++i) sc[i] = bw[i % (C::NW8 * 4)];  // every key row of the tile
     wgmma::fence_operands(sc);
@@ -317,7 +299,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK>::THREADS, 1) flash_wgmma_
   // This warp is done with tile kt's slot (its Q K^T and P V have completed).
   auto release = [&](int kt) {
     __syncwarp();
-    if (lane == 0) mbar_arrive(&empty[kt % STAGES]);
+    if (lane == 0) mbar::arrive(&empty[kt % STAGES]);
   };
   // O's rescaling factors for the tile whose P was computed last (exactly 1 when its reference
   // maximum did not move).
@@ -521,18 +503,6 @@ void launch_variant(const WgmmaPlan& pl, const KParams& p, int blocks, cudaStrea
 }
 
 }  // namespace
-
-// sm_90 (the sm_90a code this file compiles to runs on compute capability 9.0 only).
-bool device_is_sm90() {
-  static const bool v = [] {
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
-    return major == 9 && minor == 0;
-  }();
-  return v;
-}
 
 bool wgmma_off_by_env() { return variant_from_env() == WgmmaVariant::Off; }
 

@@ -957,6 +957,9 @@ void bsr_linear_bf16(const void* x, int64_t M, const BsrDeviceView& w, const voi
                 " is not available for block ", w.block, " and K = ", w.cols);
   } else if (const BsrTcConfig* e = env_config(); e && supported_impl(*e, w.block, w.cols)) {
     c = *e;
+  } else if (bsr_xres_selected(M, w, residual, out_dtype)) {
+    bsr_linear_bf16_xres(x, M, w, bias, gelu, y);  // Hopper, short K (bsr_gemm_xres.cu)
+    return;
   } else {
     const int64_t total = (w.rows / w.block) * (w.cols / w.block);
     const double density = w.nnz >= 0 && total > 0 ? static_cast<double>(w.nnz) / static_cast<double>(total) : -1.0;

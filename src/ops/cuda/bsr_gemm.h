@@ -98,6 +98,21 @@ BsrTcConfig choose_bsr_tc_config(int64_t M, int64_t N, int64_t K, int block, dou
 void bsr_linear_bf16(const void* x, int64_t M, const BsrDeviceView& w, const void* bias, bool gelu,
                      const void* residual, DType out_dtype, void* y, const BsrTcConfig* config = nullptr);
 
+// ---- Hopper kernel for short K (bsr_gemm_xres.cu) ----
+// A persistent CTA keeps 128 tokens' x rows (K <= 768) in shared memory and streams the stored W
+// blocks past them (wgmma, one producer warp, two consumer warpgroups): x is read once and y written
+// in whole lines, which is what the 768 -> 3072 MLP layer at high sparsity is bound by.
+// bsr_xres_supported: sm_90, block 32 or 64, K <= 768, bf16 output, no residual.
+// bsr_xres_selected: whether bsr_linear_bf16 (without an explicit config or VITRT_BSR_TC_CONFIG)
+// takes it: VITRT_BSR_XRES=0 never, =1 whenever supported, default when supported and there are at
+// least as many 128-token tiles as SMs.
+bool bsr_xres_supported(const BsrDeviceView& w, const void* residual, DType out_dtype);
+bool bsr_xres_selected(int64_t M, const BsrDeviceView& w, const void* residual, DType out_dtype);
+// y[M, N] = act(x W^T + bias), bf16; max_ctas > 0 caps the persistent grid (tests: several tiles
+// per CTA). Throws InvalidArgument where not supported.
+void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, const void* bias, bool gelu, void* y,
+                          int max_ctas = 0);
+
 // fp32 CUDA-core kernel: x fp32 [M, K], w.values fp32, bias fp32 [N] or null, residual fp32 [M, N]
 // or null, y fp32 [M, N]; pointers 16-byte aligned.
 void bsr_linear_f32(const float* x, int64_t M, const BsrDeviceView& w, const float* bias, bool gelu,

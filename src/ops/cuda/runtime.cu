@@ -65,6 +65,17 @@ int sm_count() {
   return n;
 }
 
+bool device_is_sm90() {
+  static const bool v = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+    if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
+    return major == 9 && minor == 0;
+  }();
+  return v;
+}
+
 cudaStream_t current_stream() {
   if (!tls_stream) check(cudaStreamCreateWithFlags(&tls_stream, cudaStreamNonBlocking), "cudaStreamCreate");
   return tls_stream;

@@ -25,6 +25,8 @@ int device_count();
 // "NVIDIA H200, sm_90, 139 GiB" for device `index`; throws vitrt::Error on failure.
 std::string device_description(int index);
 int sm_count();
+// Whether the current device is compute capability 9.0, where the sm_90a (wgmma) kernels run (read once).
+bool device_is_sm90();
 
 // The stream every vitrt kernel of this host thread is launched on (created on first use).
 cudaStream_t current_stream();

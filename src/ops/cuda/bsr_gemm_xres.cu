@@ -1,0 +1,361 @@
+// Hopper block-sparse x dense linear for short reductions (K <= 768): x rows resident in shared
+// memory, the weight's stored blocks streamed past them, wgmma (sm_90a).
+//
+// Why a second kernel: at 90% sparsity the ViT MLP's 768 -> 3072 layer has ~1.2 stored blocks per
+// block-row, so bsr_gemm.cu's CTA per (token tile, block-row) spends most of its life on per-CTA
+// set-up, x-tile reloads and the epilogue (ncu, 3072 x 768 b64 @ 0.9: 25% occupancy, 0.71 eligible
+// warps per scheduler, issue slots 44% busy for 10% of the dense work). Its floor is the bytes it
+// must move (x 77.5 MB in, y 310 MB out at M = 50432), so this kernel is built to stream them:
+//  - a persistent CTA owns a tile of 128 tokens at a time and keeps all of its x rows in shared
+//    memory (128 x K bf16, 192 KB at K = 768), read from HBM exactly once;
+//  - the weight's stored blocks are consumed in storage order (block-row by block-row, which is
+//    the order of `values`), so one producer warp streams them through an S-slot ring with
+//    cp.async, whatever the sparsity pattern; full / empty mbarriers per slot;
+//  - two consumer warpgroups own 64 tokens each: for every block-row they chain one wgmma
+//    (m64 x B x 16, both operands from shared memory) per k16 step of each stored block, then write
+//    that 64 x B tile of y (bias, GELU, bf16) through a per-warp staging buffer as full 128-byte
+//    lines; an empty block-row writes act(bias) at once;
+//  - each warpgroup has its own half of the x buffer and its own full / empty pair, so when one
+//    warpgroup finishes a tile the producer refills its half while the other one still computes:
+//    the x loads of the next tile overlap the current one's work.
+// x and the W blocks sit in the no-swizzle core-matrix layout of wgmma.cuh ([row / 8][16-byte
+// chunk][row % 8]), written chunk by chunk with cp.async (8 lanes per 128 contiguous bytes, so the
+// shared-memory writes are conflict-free and each global row segment is read in whole sectors).
+// The producer publishes a buffer once its copies of it have landed (cp.async groups, two in
+// flight) with its own proxy fence, as attention_wgmma.cu's producers do.
+// Scope: bf16 in and out, block 32 or 64, no residual (the 768 -> 3072 layer's epilogue is bias +
+// GELU); everything else runs bsr_gemm.cu's kernel. The GELU is the tanh form with the hardware
+// tanh, as bsr_gemm.cu's bf16-output path, so both kernels give the same model.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "ops/cuda/bsr_gemm.h"
+#include "ops/cuda/elementwise.h"
+#include "ops/cuda/mbarrier.cuh"
+#include "ops/cuda/ptx.cuh"
+#include "ops/cuda/runtime.h"
+#include "ops/cuda/wgmma.cuh"
+#include "vitrt/error.h"
+
+// The config table carries members the sm_80 pass (kernel body compiled out) does not read.
+#pragma nv_diag_suppress 177
+
+namespace vitrt::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kTileM = 128;          // tokens per tile: two consumer warpgroups of 64
+constexpr int kConsumerWarps = 8;
+constexpr int kThreads = 32 * kConsumerWarps + 32;  // + one producer warp
+constexpr int kMaxK = 768;           // 128 x 768 bf16 = 192 KB of x per CTA
+
+template <int B>
+struct XresCfg {
+  static constexpr int S = B == 64 ? 3 : 8;          // W ring slots
+  static constexpr int kBlockBytes = B * B * 2;
+  static constexpr int kChunks = B / 8;              // 16-byte chunks per W row / per x row of a block
+  static constexpr int kStageRow = 2 * B + 16;       // bytes per staged output row (+16: conflict-free)
+  static constexpr int kStageBytes = 8 * kStageRow;  // 8 rows per warp at a time
+  static constexpr int kAcc = B / 2;                 // fp32 accumulators per thread (m64 x B)
+};
+
+template <int B>
+size_t xres_smem_bytes(int64_t K) {
+  using C = XresCfg<B>;
+  return static_cast<size_t>(kTileM) * K * 2 + C::S * C::kBlockBytes + kConsumerWarps * C::kStageBytes +
+         (4 + 2 * C::S) * sizeof(uint64_t);
+}
+
+struct XresArgs {
+  const bf16* x;
+  int64_t M;
+  int K, N;
+  int block_rows;
+  const int32_t* row_ptr;
+  const int32_t* col_idx;
+  const bf16* values;
+  const bf16* bias;
+  bool gelu;
+  bf16* y;
+  int tiles;
+};
+
+#if VITRT_WGMMA_ENABLED
+template <int B>
+__device__ __forceinline__ void wgmma_block_k16(float (&acc)[B / 2], uint64_t da, uint64_t db) {
+  if constexpr (B == 64) wgmma::wgmma_m64n64k16_ss(acc, da, db);
+  else wgmma::wgmma_m64n32k16_ss(acc, da, db);
+}
+#endif
+
+template <int B>
+__global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const XresArgs p) {
+#if VITRT_WGMMA_ENABLED
+  using C = XresCfg<B>;
+  using ptx::cp_async16;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int xhalf_bytes = 64 * p.K * 2;
+  const int x_chunks = p.K / 8;  // 16-byte chunks per x row
+  unsigned char* xs = smem;                                // [2 halves][64 rows], core-matrix layout
+  unsigned char* ws = smem + 2 * xhalf_bytes;              // [S][B x B], core-matrix layout
+  unsigned char* stage = ws + C::S * C::kBlockBytes;       // [warp][8 rows][kStageRow]
+  uint64_t* bars = reinterpret_cast<uint64_t*>(stage + kConsumerWarps * C::kStageBytes);
+  uint64_t* xfull = bars;       // [2] x half h of the current tile landed (32 producer lanes)
+  uint64_t* xempty = bars + 2;  // [2] warpgroup h is done with it (4 warps)
+  uint64_t* wfull = bars + 4;   // [S] W block landed (32 producer lanes)
+  uint64_t* wempty = bars + 4 + C::S;  // [S] both warpgroups are done with it (8 warps)
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    for (int h = 0; h < 2; ++h) mbar::init(&xfull[h], 32), mbar::init(&xempty[h], 4);
+    for (int s = 0; s < C::S; ++s) mbar::init(&wfull[s], 32), mbar::init(&wempty[s], kConsumerWarps);
+  }
+  __syncthreads();  // publishes the initialisation
+  const int nnz = __ldg(p.row_ptr + p.block_rows);
+
+  if (warp == kConsumerWarps) {
+    // ---- producer warp
+    // Barriers of committed cp.async groups not yet published (at most two in flight).
+    uint64_t* pend[2] = {nullptr, nullptr};
+    int npend = 0;
+    auto publish = [&](uint64_t* bar) {
+      wgmma::fence_proxy_async_smem();
+      mbar::arrive(bar);
+    };
+    auto commit = [&](uint64_t* bar) {
+      ptx::cp_async_commit();
+      if (npend == 2) {
+        ptx::cp_async_wait<2>();
+        publish(pend[0]);
+        pend[0] = pend[1], pend[1] = bar;
+      } else {
+        pend[npend++] = bar;
+      }
+    };
+    auto flush = [&] {  // before any wait on the consumers: they may be waiting for these
+      if (npend == 0) return;
+      ptx::cp_async_wait<0>();
+      publish(pend[0]);
+      if (npend == 2) publish(pend[1]);
+      npend = 0;
+    };
+    auto copy_x_half = [&](int h, int64_t m0) {
+      unsigned char* dst = xs + h * xhalf_bytes + (lane % 8) * 16;
+      for (int rg = 0; rg < 8; ++rg) {
+        const int64_t m = m0 + 64 * h + rg * 8 + lane % 8;
+        const bool in = m < p.M;
+        const bf16* src = p.x + (in ? m : 0) * p.K;
+        unsigned char* d = dst + rg * x_chunks * 128;
+        for (int c = lane / 8; c < x_chunks; c += 4) cp_async16(d + c * 128, src + c * 8, in ? 16 : 0);
+      }
+    };
+    auto copy_w = [&](int slot, int k) {
+      unsigned char* dst = ws + slot * C::kBlockBytes + (lane % 8) * 16;
+      const bf16* src = p.values + static_cast<int64_t>(k) * B * B;
+#pragma unroll
+      for (int ng = 0; ng < B / 8; ++ng)
+#pragma unroll
+        for (int c = lane / 8; c < C::kChunks; c += 4)
+          cp_async16(dst + (ng * C::kChunks + c) * 128, src + (ng * 8 + lane % 8) * B + c * 8, 16);
+    };
+    int n = 0, tcount = 0;
+    for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tcount) {
+      const int64_t m0 = static_cast<int64_t>(tile) * kTileM;
+      bool xpend[2] = {true, true};
+      // Loads x half h of this tile once warpgroup h has released the previous tile's (blocking or not).
+      auto try_x = [&](bool block) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          if (!xpend[h]) continue;
+          if (tcount > 0) {
+            const unsigned parity = (tcount - 1) & 1;
+            if (!mbar::test(&xempty[h], parity)) {
+              if (!block) continue;
+              flush();
+              mbar::wait(&xempty[h], parity);
+            }
+          }
+          copy_x_half(h, m0);
+          commit(&xfull[h]);
+          xpend[h] = false;
+        }
+      };
+      try_x(false);
+      for (int k = 0; k < nnz; ++k, ++n) {
+        const int slot = n % C::S;
+        if (n >= C::S) {
+          const unsigned parity = ((n / C::S) - 1) & 1;
+          // The slot frees once both warpgroups used its block; meanwhile keep trying the x halves
+          // (a warpgroup that needs this tile's x to get there would otherwise wait for ever).
+          while (!mbar::test(&wempty[slot], parity)) {
+            try_x(false);
+            flush();
+            if (!xpend[0] && !xpend[1]) {
+              mbar::wait(&wempty[slot], parity);
+              break;
+            }
+            __nanosleep(64);
+          }
+        }
+        copy_w(slot, k);
+        commit(&wfull[slot]);
+        try_x(false);
+      }
+      try_x(true);
+    }
+    flush();
+    return;
+  }
+
+  // ---- consumer warpgroups: h owns rows 64 h .. 64 h + 63 of each tile; warp w4 rows 16 w4 ..
+  const int h = warp / 4, w4 = warp % 4;
+  const int g = lane / 4, t = lane % 4;
+  const unsigned char* xh = xs + h * xhalf_bytes;
+  unsigned char* st = stage + warp * C::kStageBytes;
+  const uint32_t x_sbo = static_cast<uint32_t>(x_chunks) * 128;  // between 8-row groups of x
+  float acc[C::kAcc];
+  int n = 0, tcount = 0;
+  for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tcount) {
+    const int64_t row0 = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4;  // this warp's first row
+    mbar::wait(&xfull[h], tcount & 1);
+    int k = 0;
+    for (int r = 0; r < p.block_rows; ++r) {
+      const int ke = __ldg(p.row_ptr + r + 1);
+      const int64_t n0 = static_cast<int64_t>(r) * B;
+      // This thread's bias values (columns 8 j + 2 t, + 1), requested before the MMAs.
+      float bias_r[B / 8][2];
+#pragma unroll
+      for (int j = 0; j < B / 8; ++j) {
+        if (p.bias) {
+          const __nv_bfloat162 b2 = *reinterpret_cast<const __nv_bfloat162*>(p.bias + n0 + 8 * j + 2 * t);
+          bias_r[j][0] = __low2float(b2), bias_r[j][1] = __high2float(b2);
+        } else {
+          bias_r[j][0] = bias_r[j][1] = 0.f;
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.f;
+      // The row's blocks, at most S at a time (the ring holds S), chained without waits.
+      // (All waits come before the first wgmma: a wait between them is a divergent path, after
+      // which ptxas serialises the wgmmas.)
+      while (k < ke) {
+        const int batch = min(ke - k, C::S);
+        for (int q = 0; q < batch; ++q) mbar::wait(&wfull[(n + q) % C::S], ((n + q) / C::S) & 1);
+        wgmma::fence_operands(acc);
+        wgmma::fence();
+        for (int q = 0; q < batch; ++q, ++k, ++n) {
+          const unsigned char* a = xh + __ldg(p.col_idx + k) * C::kChunks * 128;
+          const unsigned char* b = ws + (n % C::S) * C::kBlockBytes;
+#pragma unroll
+          for (int kk = 0; kk < B / 16; ++kk)
+            wgmma_block_k16<B>(acc, wgmma::make_smem_desc(a + kk * 256, 128, x_sbo),
+                               wgmma::make_smem_desc(b + kk * 256, 128, C::kChunks * 128));
+        }
+        wgmma::commit();
+        wgmma::wait<0>();
+        wgmma::fence_operands(acc);
+        if (lane == 0)
+          for (int q = n - batch; q < n; ++q) mbar::arrive(&wempty[q % C::S]);
+      }
+      // Epilogue: rows g (half 0) and g + 8 (half 1) of the warp's 16, through the staging rows.
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+#pragma unroll
+        for (int j = 0; j < B / 8; ++j) {
+          float v0 = acc[4 * j + 2 * half] + bias_r[j][0], v1 = acc[4 * j + 2 * half + 1] + bias_r[j][1];
+          if (p.gelu) v0 = dev::gelu_tanh_approx(v0), v1 = dev::gelu_tanh_approx(v1);
+          *reinterpret_cast<__nv_bfloat162*>(st + g * C::kStageRow + (8 * j + 2 * t) * 2) =
+              __floats2bfloat162_rn(v0, v1);
+        }
+        __syncwarp();
+#pragma unroll
+        for (int q = lane; q < 8 * C::kChunks; q += 32) {
+          const int rr = q / C::kChunks, c = q % C::kChunks;
+          const int64_t m = row0 + half * 8 + rr;
+          if (m < p.M)
+            *reinterpret_cast<uint4*>(p.y + m * p.N + n0 + c * 8) =
+                *reinterpret_cast<const uint4*>(st + rr * C::kStageRow + c * 16);
+        }
+        __syncwarp();
+      }
+    }
+    if (lane == 0) mbar::arrive(&xempty[h]);  // every wgmma reading this half has retired
+  }
+#endif
+}
+
+template <int B>
+void launch_xres(const XresArgs& a, int grid, size_t smem) {
+  static std::once_flag flag;
+  std::call_once(flag, [&] {
+    VITRT_CUDA_CHECK(cudaFuncSetAttribute(bsr_xres_kernel<B>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(xres_smem_bytes<B>(kMaxK))));
+  });
+  bsr_xres_kernel<B><<<grid, kThreads, smem, current_stream()>>>(a);
+  VITRT_CUDA_CHECK(cudaGetLastError());
+}
+
+// VITRT_BSR_XRES: "0" off, "1" wherever supported (tests), unset / other: auto (enough tiles).
+enum class XresMode { Off, On, Auto };
+XresMode xres_mode() {
+  static const XresMode m = [] {
+    const char* e = std::getenv("VITRT_BSR_XRES");
+    if (e && std::strcmp(e, "0") == 0) return XresMode::Off;
+    if (e && std::strcmp(e, "1") == 0) return XresMode::On;
+    return XresMode::Auto;
+  }();
+  return m;
+}
+
+}  // namespace
+
+bool bsr_xres_supported(const BsrDeviceView& w, const void* residual, DType out_dtype) {
+  return device_is_sm90() && (w.block == 32 || w.block == 64) && w.cols <= kMaxK && w.cols % 32 == 0 &&
+         residual == nullptr && out_dtype == DType::BF16 &&
+         xres_smem_bytes<64>(w.cols) <= static_cast<size_t>(227 * 1024);
+}
+
+bool bsr_xres_selected(int64_t M, const BsrDeviceView& w, const void* residual, DType out_dtype) {
+  const XresMode mode = xres_mode();
+  if (mode == XresMode::Off || !bsr_xres_supported(w, residual, out_dtype)) return false;
+  // Auto: one tile per SM at least (below that its 128-token tiles leave SMs idle).
+  return mode == XresMode::On || (M + kTileM - 1) / kTileM >= sm_count();
+}
+
+void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, const void* bias, bool gelu, void* y,
+                          int max_ctas) {
+  constexpr const char* kOp = "cuda bsr_linear_bf16 (x-resident)";
+  VITRT_CHECK(bsr_xres_supported(w, nullptr, DType::BF16), InvalidArgument, kOp,
+              ": needs sm_90, block 32 or 64 and K <= ", kMaxK, " (block ", w.block, ", K ", w.cols, ")");
+  VITRT_CHECK(M >= 0 && w.row_ptr, InvalidArgument, kOp, ": negative token count or a matrix not uploaded");
+  const int64_t tiles = (M + kTileM - 1) / kTileM;
+  if (tiles == 0) return;
+  const auto aligned = [](const void* q, uintptr_t a) { return reinterpret_cast<uintptr_t>(q) % a == 0; };
+  VITRT_CHECK(x && y && aligned(x, 16) && aligned(y, 16) && aligned(w.values, 16) && aligned(bias, 4), InvalidArgument,
+              kOp, ": x, y and the BSR values must be 16-byte aligned device pointers (the bias 4-byte)");
+  VITRT_CHECK(tiles <= INT32_MAX, InvalidArgument, kOp, ": too many tokens (", M, ")");
+  XresArgs a{};
+  a.x = static_cast<const bf16*>(x);
+  a.M = M;
+  a.K = static_cast<int>(w.cols);
+  a.N = static_cast<int>(w.rows);
+  a.block_rows = static_cast<int>(w.rows / w.block);
+  a.row_ptr = w.row_ptr;
+  a.col_idx = w.col_idx;
+  a.values = static_cast<const bf16*>(w.values);
+  a.bias = static_cast<const bf16*>(bias);
+  a.gelu = gelu;
+  a.y = static_cast<bf16*>(y);
+  a.tiles = static_cast<int>(tiles);
+  int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
+  if (max_ctas > 0) grid = std::min(grid, max_ctas);
+  if (w.block == 64) launch_xres<64>(a, grid, xres_smem_bytes<64>(w.cols));
+  else launch_xres<32>(a, grid, xres_smem_bytes<32>(w.cols));
+}
+
+}  // namespace vitrt::cuda

@@ -1,0 +1,40 @@
+// Shared-memory mbarriers (sm_90) for the warp-specialised kernels: producers publish a buffer on a
+// "full" barrier, consumers hand it back on an "empty" one. Device code for sm_90a only: callers
+// guard with VITRT_WGMMA_ENABLED (wgmma.cuh).
+#pragma once
+#include <cstdint>
+
+#include "ops/cuda/ptx.cuh"
+
+namespace vitrt::cuda::mbar {
+
+__device__ __forceinline__ void init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(ptx::smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void arrive(uint64_t* bar) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(ptx::smem_u32(bar))
+               : "memory");
+}
+// Blocks until the phase of parity `parity` has completed.
+__device__ __forceinline__ void wait(uint64_t* bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(ptx::smem_u32(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// Whether the phase of parity `parity` has completed, without waiting.
+__device__ __forceinline__ bool test(uint64_t* bar, unsigned parity) {
+  unsigned done = 0;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(ptx::smem_u32(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
+}  // namespace vitrt::cuda::mbar
