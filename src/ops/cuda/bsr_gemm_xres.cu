@@ -11,7 +11,7 @@
 //  - the weight's stored blocks are consumed in storage order (block-row by block-row, which is
 //    the order of `values`), so one producer warp streams them through an S-slot ring with
 //    cp.async, whatever the sparsity pattern; full / empty mbarriers per slot;
-//  - two consumer warpgroups own 64 tokens each: for every block-row they chain one wgmma
+//  - two consumer warpgroups own 64 tokens each: for every block-row they run one wgmma
 //    (m64 x B x 16, both operands from shared memory) per k16 step of each stored block, then write
 //    that 64 x B tile of y (bias, GELU, bf16) through a per-warp staging buffer as full 128-byte
 //    lines; an empty block-row writes act(bias) at once;
@@ -240,27 +240,23 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const XresArgs p)
       }
 #pragma unroll
       for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.f;
-      // The row's blocks, at most S at a time (the ring holds S), chained without waits.
-      // (All waits come before the first wgmma: a wait between them is a divergent path, after
-      // which ptxas serialises the wgmmas.)
-      while (k < ke) {
-        const int batch = min(ke - k, C::S);
-        for (int q = 0; q < batch; ++q) mbar::wait(&wfull[(n + q) % C::S], ((n + q) / C::S) & 1);
+      // The row's blocks, one commit group each. (A group spanning a loop of blocks, whose trip
+      // count ptxas cannot prove uniform, makes it serialise every wgmma: one k16 step at a time.)
+      for (; k < ke; ++k, ++n) {
+        const int slot = n % C::S;
+        mbar::wait(&wfull[slot], (n / C::S) & 1);
         wgmma::fence_operands(acc);
         wgmma::fence();
-        for (int q = 0; q < batch; ++q, ++k, ++n) {
-          const unsigned char* a = xh + __ldg(p.col_idx + k) * C::kChunks * 128;
-          const unsigned char* b = ws + (n % C::S) * C::kBlockBytes;
+        const unsigned char* a = xh + __ldg(p.col_idx + k) * C::kChunks * 128;
+        const unsigned char* b = ws + slot * C::kBlockBytes;
 #pragma unroll
-          for (int kk = 0; kk < B / 16; ++kk)
-            wgmma_block_k16<B>(acc, wgmma::make_smem_desc(a + kk * 256, 128, x_sbo),
-                               wgmma::make_smem_desc(b + kk * 256, 128, C::kChunks * 128));
-        }
+        for (int kk = 0; kk < B / 16; ++kk)
+          wgmma_block_k16<B>(acc, wgmma::make_smem_desc(a + kk * 256, 128, x_sbo),
+                             wgmma::make_smem_desc(b + kk * 256, 128, C::kChunks * 128));
         wgmma::commit();
         wgmma::wait<0>();
         wgmma::fence_operands(acc);
-        if (lane == 0)
-          for (int q = n - batch; q < n; ++q) mbar::arrive(&wempty[q % C::S]);
+        if (lane == 0) mbar::arrive(&wempty[slot]);
       }
       // Epilogue: rows g (half 0) and g + 8 (half 1) of the warp's 16, through the staging rows.
 #pragma unroll
