@@ -54,6 +54,7 @@ constexpr int kTileM = 128;          // tokens per tile: two consumer warpgroups
 constexpr int kConsumerWarps = 8;
 constexpr int kThreads = 32 * kConsumerWarps + 32;  // + one producer warp
 constexpr int kMaxK = 768;           // 128 x 768 bf16 = 192 KB of x per CTA
+constexpr size_t kMaxSmem = 227 * 1024;  // sm_90's opt-in limit per CTA
 
 template <int B>
 struct XresCfg {
@@ -65,11 +66,17 @@ struct XresCfg {
   static constexpr int kAcc = B / 2;                 // fp32 accumulators per thread (m64 x B)
 };
 
+// The matrix's structure is copied into shared memory at the start (row_ptr as int, col_idx as
+// bytes: K / B <= 24), so that no global load sits on a block-row's critical path.
+size_t xres_table_bytes(int64_t block_rows, int64_t nnz) {
+  return (static_cast<size_t>(block_rows + 1) * 4 + 15) / 16 * 16 + (static_cast<size_t>(nnz) + 15) / 16 * 16;
+}
+
 template <int B>
-size_t xres_smem_bytes(int64_t K) {
+size_t xres_smem_bytes(int64_t K, size_t table_bytes) {
   using C = XresCfg<B>;
   return static_cast<size_t>(kTileM) * K * 2 + C::S * C::kBlockBytes + kConsumerWarps * C::kStageBytes +
-         (4 + 2 * C::S) * sizeof(uint64_t);
+         (4 + 2 * C::S) * sizeof(uint64_t) + table_bytes;
 }
 
 struct XresArgs {
@@ -77,6 +84,8 @@ struct XresArgs {
   int64_t M;
   int K, N;
   int block_rows;
+  int rp_bytes;  // row_ptr table bytes in shared memory (16-byte multiple); col_idx follows
+  int nnz_cap;   // col_idx table capacity (the view's nnz, or every block)
   const int32_t* row_ptr;
   const int32_t* col_idx;
   const bf16* values;
@@ -110,13 +119,18 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const XresArgs p)
   uint64_t* xempty = bars + 2;  // [2] warpgroup h is done with it (4 warps)
   uint64_t* wfull = bars + 4;   // [S] W block landed (32 producer lanes)
   uint64_t* wempty = bars + 4 + C::S;  // [S] both warpgroups are done with it (8 warps)
+  int* rp_s = reinterpret_cast<int*>(bars + 4 + 2 * C::S);          // [block_rows + 1]
+  uint8_t* col_s = reinterpret_cast<uint8_t*>(rp_s) + p.rp_bytes;   // [nnz]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x == 0) {
     for (int h = 0; h < 2; ++h) mbar::init(&xfull[h], 32), mbar::init(&xempty[h], 4);
     for (int s = 0; s < C::S; ++s) mbar::init(&wfull[s], 32), mbar::init(&wempty[s], kConsumerWarps);
   }
-  __syncthreads();  // publishes the initialisation
   const int nnz = __ldg(p.row_ptr + p.block_rows);
+  if (nnz > p.nnz_cap) __trap();  // a view whose nnz disagrees with its row_ptr (never from device_view)
+  for (int i = threadIdx.x; i <= p.block_rows; i += kThreads) rp_s[i] = __ldg(p.row_ptr + i);
+  for (int i = threadIdx.x; i < nnz; i += kThreads) col_s[i] = static_cast<uint8_t>(__ldg(p.col_idx + i));
+  __syncthreads();  // publishes the barriers' initialisation and the tables
 
   if (warp == kConsumerWarps) {
     // ---- producer warp
@@ -224,20 +238,23 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const XresArgs p)
     const int64_t row0 = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4;  // this warp's first row
     mbar::wait(&xfull[h], tcount & 1);
     int k = 0;
+    // This thread's bias values (columns 8 j + 2 t, + 1) of block-row r, loaded one row ahead.
+    __nv_bfloat162 bias_next[B / 8];
+    auto load_bias = [&](int r) {
+#pragma unroll
+      for (int j = 0; j < B / 8; ++j)
+        bias_next[j] = p.bias && r < p.block_rows
+                           ? *reinterpret_cast<const __nv_bfloat162*>(p.bias + static_cast<int64_t>(r) * B + 8 * j + 2 * t)
+                           : __floats2bfloat162_rn(0.f, 0.f);
+    };
+    load_bias(0);
     for (int r = 0; r < p.block_rows; ++r) {
-      const int ke = __ldg(p.row_ptr + r + 1);
+      const int ke = rp_s[r + 1];
       const int64_t n0 = static_cast<int64_t>(r) * B;
-      // This thread's bias values (columns 8 j + 2 t, + 1), requested before the MMAs.
       float bias_r[B / 8][2];
 #pragma unroll
-      for (int j = 0; j < B / 8; ++j) {
-        if (p.bias) {
-          const __nv_bfloat162 b2 = *reinterpret_cast<const __nv_bfloat162*>(p.bias + n0 + 8 * j + 2 * t);
-          bias_r[j][0] = __low2float(b2), bias_r[j][1] = __high2float(b2);
-        } else {
-          bias_r[j][0] = bias_r[j][1] = 0.f;
-        }
-      }
+      for (int j = 0; j < B / 8; ++j) bias_r[j][0] = __low2float(bias_next[j]), bias_r[j][1] = __high2float(bias_next[j]);
+      load_bias(r + 1);
 #pragma unroll
       for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.f;
       // The row's blocks, one commit group each. (A group spanning a loop of blocks, whose trip
@@ -247,7 +264,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const XresArgs p)
         mbar::wait(&wfull[slot], (n / C::S) & 1);
         wgmma::fence_operands(acc);
         wgmma::fence();
-        const unsigned char* a = xh + __ldg(p.col_idx + k) * C::kChunks * 128;
+        const unsigned char* a = xh + col_s[k] * C::kChunks * 128;
         const unsigned char* b = ws + slot * C::kBlockBytes;
 #pragma unroll
         for (int kk = 0; kk < B / 16; ++kk)
@@ -290,7 +307,7 @@ void launch_xres(const XresArgs& a, int grid, size_t smem) {
   static std::once_flag flag;
   std::call_once(flag, [&] {
     VITRT_CUDA_CHECK(cudaFuncSetAttribute(bsr_xres_kernel<B>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(xres_smem_bytes<B>(kMaxK))));
+                                          static_cast<int>(kMaxSmem)));
   });
   bsr_xres_kernel<B><<<grid, kThreads, smem, current_stream()>>>(a);
   VITRT_CUDA_CHECK(cudaGetLastError());
@@ -310,10 +327,22 @@ XresMode xres_mode() {
 
 }  // namespace
 
+namespace {
+// Shared memory for w (its tables sized for every block stored when nnz is unknown), or 0 when the
+// kernel does not cover it.
+size_t xres_smem_for(const BsrDeviceView& w) {
+  if ((w.block != 32 && w.block != 64) || w.cols > kMaxK || w.cols % 32 != 0 || w.rows % w.block != 0) return 0;
+  const int64_t block_rows = w.rows / w.block;
+  const int64_t nnz = w.nnz >= 0 ? w.nnz : block_rows * (w.cols / w.block);
+  if (block_rows >= (int64_t{1} << 20)) return 0;
+  const size_t tables = xres_table_bytes(block_rows, nnz);
+  const size_t bytes = w.block == 64 ? xres_smem_bytes<64>(w.cols, tables) : xres_smem_bytes<32>(w.cols, tables);
+  return bytes <= kMaxSmem ? bytes : 0;
+}
+}  // namespace
+
 bool bsr_xres_supported(const BsrDeviceView& w, const void* residual, DType out_dtype) {
-  return device_is_sm90() && (w.block == 32 || w.block == 64) && w.cols <= kMaxK && w.cols % 32 == 0 &&
-         residual == nullptr && out_dtype == DType::BF16 &&
-         xres_smem_bytes<64>(w.cols) <= static_cast<size_t>(227 * 1024);
+  return device_is_sm90() && residual == nullptr && out_dtype == DType::BF16 && xres_smem_for(w) > 0;
 }
 
 bool bsr_xres_selected(int64_t M, const BsrDeviceView& w, const void* residual, DType out_dtype) {
@@ -341,6 +370,8 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   a.K = static_cast<int>(w.cols);
   a.N = static_cast<int>(w.rows);
   a.block_rows = static_cast<int>(w.rows / w.block);
+  a.rp_bytes = static_cast<int>((static_cast<size_t>(a.block_rows + 1) * 4 + 15) / 16 * 16);
+  a.nnz_cap = static_cast<int>(w.nnz >= 0 ? w.nnz : a.block_rows * (w.cols / w.block));
   a.row_ptr = w.row_ptr;
   a.col_idx = w.col_idx;
   a.values = static_cast<const bf16*>(w.values);
@@ -350,8 +381,9 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   a.tiles = static_cast<int>(tiles);
   int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
-  if (w.block == 64) launch_xres<64>(a, grid, xres_smem_bytes<64>(w.cols));
-  else launch_xres<32>(a, grid, xres_smem_bytes<32>(w.cols));
+  const size_t smem = xres_smem_for(w);
+  if (w.block == 64) launch_xres<64>(a, grid, smem);
+  else launch_xres<32>(a, grid, smem);
 }
 
 }  // namespace vitrt::cuda
