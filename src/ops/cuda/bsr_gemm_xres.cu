@@ -21,8 +21,8 @@
 // x and the W blocks sit in the no-swizzle core-matrix layout of wgmma.cuh ([row / 8][16-byte
 // chunk][row % 8]), written chunk by chunk with cp.async (8 lanes per 128 contiguous bytes, so the
 // shared-memory writes are conflict-free and each global row segment is read in whole sectors).
-// The producer publishes a buffer once its copies of it have landed (cp.async groups, two in
-// flight) with its own proxy fence, as attention_wgmma.cu's producers do.
+// A buffer is published by cp.async.mbarrier.arrive (each producer lane's arrival fires when its
+// copies land), so the whole ring is in flight; the consumers fence the async proxy after waiting.
 // Scope: bf16 in and out, block 32 or 64, no residual (the 768 -> 3072 layer's epilogue is bias +
 // GELU); everything else runs bsr_gemm.cu's kernel. The GELU is the tanh form with the hardware
 // tanh, as bsr_gemm.cu's bf16-output path, so both kernels give the same model.
@@ -134,29 +134,12 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const XresArgs p)
 
   if (warp == kConsumerWarps) {
     // ---- producer warp
-    // Barriers of committed cp.async groups not yet published (at most two in flight).
-    uint64_t* pend[2] = {nullptr, nullptr};
-    int npend = 0;
-    auto publish = [&](uint64_t* bar) {
-      wgmma::fence_proxy_async_smem();
-      mbar::arrive(bar);
-    };
-    auto commit = [&](uint64_t* bar) {
-      ptx::cp_async_commit();
-      if (npend == 2) {
-        ptx::cp_async_wait<2>();
-        publish(pend[0]);
-        pend[0] = pend[1], pend[1] = bar;
-      } else {
-        pend[npend++] = bar;
-      }
-    };
-    auto flush = [&] {  // before any wait on the consumers: they may be waiting for these
-      if (npend == 0) return;
-      ptx::cp_async_wait<0>();
-      publish(pend[0]);
-      if (npend == 2) publish(pend[1]);
-      npend = 0;
+    // A buffer is published by the hardware: each lane's cp.async.mbarrier.arrive fires once its
+    // copies have landed (32 arrivals complete the phase). The consumers fence the async proxy
+    // after their wait. (Publishing from the producer after a cp.async.wait_group held the ring's
+    // blocks back: with three slots, only one block was ever visible ahead of the consumers.)
+    auto publish_when_landed = [&](uint64_t* bar) {
+      asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(ptx::smem_u32(bar)) : "memory");
     };
     auto copy_x_half = [&](int h, int64_t m0) {
       unsigned char* dst = xs + h * xhalf_bytes + (lane % 8) * 16;
@@ -190,12 +173,11 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const XresArgs p)
             const unsigned parity = (tcount - 1) & 1;
             if (!mbar::test(&xempty[h], parity)) {
               if (!block) continue;
-              flush();
               mbar::wait(&xempty[h], parity);
             }
           }
           copy_x_half(h, m0);
-          commit(&xfull[h]);
+          publish_when_landed(&xfull[h]);
           xpend[h] = false;
         }
       };
@@ -208,7 +190,6 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const XresArgs p)
           // (a warpgroup that needs this tile's x to get there would otherwise wait for ever).
           while (!mbar::test(&wempty[slot], parity)) {
             try_x(false);
-            flush();
             if (!xpend[0] && !xpend[1]) {
               mbar::wait(&wempty[slot], parity);
               break;
@@ -217,12 +198,12 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const XresArgs p)
           }
         }
         copy_w(slot, k);
-        commit(&wfull[slot]);
+        publish_when_landed(&wfull[slot]);
         try_x(false);
       }
       try_x(true);
     }
-    flush();
+    asm volatile("cp.async.wait_all;\n" ::: "memory");  // no copies outlive their thread
     return;
   }
 
@@ -237,6 +218,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const XresArgs p)
   for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tcount) {
     const int64_t row0 = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4;  // this warp's first row
     mbar::wait(&xfull[h], tcount & 1);
+    wgmma::fence_proxy_async_smem();  // the cp.async writes -> wgmma's reads
     int k = 0;
     // This thread's bias values (columns 8 j + 2 t, + 1) of block-row r, loaded one row ahead.
     __nv_bfloat162 bias_next[B / 8];
@@ -262,6 +244,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const XresArgs p)
       for (; k < ke; ++k, ++n) {
         const int slot = n % C::S;
         mbar::wait(&wfull[slot], (n / C::S) & 1);
+        wgmma::fence_proxy_async_smem();
         wgmma::fence_operands(acc);
         wgmma::fence();
         const unsigned char* a = xh + col_s[k] * C::kChunks * 128;
