@@ -16,13 +16,17 @@
 //    that 64 x B tile of y (bias, GELU, bf16) through a per-warp staging buffer as full 128-byte
 //    lines; an empty block-row writes act(bias) at once;
 //  - each warpgroup has its own half of the x buffer and its own full / empty pair, so when one
-//    warpgroup finishes a tile the producer refills its half while the other one still computes:
-//    the x loads of the next tile overlap the current one's work.
+//    warpgroup finishes a tile the producer refills its half while the other one still computes
+//    (as far as the S-slot ring lets the two drift apart: both consume every W block).
 // x and the W blocks sit in the no-swizzle core-matrix layout of wgmma.cuh ([row / 8][16-byte
 // chunk][row % 8]), written chunk by chunk with cp.async (8 lanes per 128 contiguous bytes, so the
 // shared-memory writes are conflict-free and each global row segment is read in whole sectors).
 // A buffer is published by cp.async.mbarrier.arrive (each producer lane's arrival fires when its
 // copies land), so the whole ring is in flight; the consumers fence the async proxy after waiting.
+// Status: an experiment, off by default (VITRT_BSR_XRES, below). It is correct (tests) but measured
+// slower than bsr_gemm.cu's kernel: each consumer warp runs its block-rows as one serial chain
+// (barrier wait, MMA, wait, epilogue) with two consumer warps per scheduler, so latency, not bytes,
+// still bounds it (BENCHMARKS.md, 2026-12-03 13:45 session).
 // Scope: bf16 in and out, block 32 or 64, no residual (the 768 -> 3072 layer's epilogue is bias +
 // GELU); everything else runs bsr_gemm.cu's kernel. The GELU is the tanh form with the hardware
 // tanh, as bsr_gemm.cu's bf16-output path, so both kernels give the same model.
@@ -296,14 +300,16 @@ void launch_xres(const XresArgs& a, int grid, size_t smem) {
   VITRT_CUDA_CHECK(cudaGetLastError());
 }
 
-// VITRT_BSR_XRES: "0" off, "1" wherever supported (tests), unset / other: auto (enough tiles).
+// VITRT_BSR_XRES: "1" wherever supported, "auto" where there are enough tiles; unset / other: off.
+// Off by default: measured slower than bsr_gemm.cu's kernel so far (BENCHMARKS.md, 2026-12-03 13:45
+// session: 0.221 against 0.203 ms at 3072 x 768 b64 @ 0.9).
 enum class XresMode { Off, On, Auto };
 XresMode xres_mode() {
   static const XresMode m = [] {
     const char* e = std::getenv("VITRT_BSR_XRES");
-    if (e && std::strcmp(e, "0") == 0) return XresMode::Off;
     if (e && std::strcmp(e, "1") == 0) return XresMode::On;
-    return XresMode::Auto;
+    if (e && std::strcmp(e, "auto") == 0) return XresMode::Auto;
+    return XresMode::Off;
   }();
   return m;
 }
