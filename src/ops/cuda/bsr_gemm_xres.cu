@@ -54,19 +54,24 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int kTileM = 128;          // tokens per tile: two consumer warpgroups of 64
-constexpr int kConsumerWarps = 8;
-constexpr int kThreads = 32 * kConsumerWarps + 32;  // + one producer warp
+constexpr int kTileM = 128;          // tokens per tile: two consumer warpgroups of 64 (per pair)
 constexpr int kMaxK = 768;           // 128 x 768 bf16 = 192 KB of x per CTA
 constexpr size_t kMaxSmem = 227 * 1024;  // sm_90's opt-in limit per CTA
 
-template <int B>
+// P: consumer warpgroup pairs. Each pair covers the tile's 128 tokens (one warpgroup per x half)
+// and computes the block-rows r with r % P == its index, so P = 2 keeps two block-rows in flight
+// per x half, as long as the W ring holds both rows' blocks (VITRT_BSR_XRES=2; not yet measured on
+// a GPU).
+template <int B, int P>
 struct XresCfg {
   static constexpr int S = B == 64 ? 3 : 8;          // W ring slots
   static constexpr int kBlockBytes = B * B * 2;
   static constexpr int kChunks = B / 8;              // 16-byte chunks per W row / per x row of a block
+  static constexpr int kConsumerWarps = 8 * P;
+  static constexpr int kThreads = 32 * kConsumerWarps + 32;  // + one producer warp
   static constexpr int kStageRow = 2 * B + 16;       // bytes per staged output row (+16: conflict-free)
-  static constexpr int kStageBytes = 8 * kStageRow;  // 8 rows per warp at a time
+  static constexpr int kStageRows = 8 / P;           // rows per warp and staging pass
+  static constexpr int kStageBytes = kStageRows * kStageRow;
   static constexpr int kAcc = B / 2;                 // fp32 accumulators per thread (m64 x B)
 };
 
@@ -76,10 +81,10 @@ size_t xres_table_bytes(int64_t block_rows, int64_t nnz) {
   return (static_cast<size_t>(block_rows + 1) * 4 + 15) / 16 * 16 + (static_cast<size_t>(nnz) + 15) / 16 * 16;
 }
 
-template <int B>
+template <int B, int P>
 size_t xres_smem_bytes(int64_t K, size_t table_bytes) {
-  using C = XresCfg<B>;
-  return static_cast<size_t>(kTileM) * K * 2 + C::S * C::kBlockBytes + kConsumerWarps * C::kStageBytes +
+  using C = XresCfg<B, P>;
+  return static_cast<size_t>(kTileM) * K * 2 + C::S * C::kBlockBytes + C::kConsumerWarps * C::kStageBytes +
          (4 + 2 * C::S) * sizeof(uint64_t) + table_bytes;
 }
 
@@ -107,27 +112,28 @@ __device__ __forceinline__ void wgmma_block_k16(float (&acc)[B / 2], uint64_t da
 }
 #endif
 
-template <int B>
-__global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const XresArgs p) {
+template <int B, int P>
+__global__ void __launch_bounds__(XresCfg<B, P>::kThreads, 1) bsr_xres_kernel(const XresArgs p) {
 #if VITRT_WGMMA_ENABLED
-  using C = XresCfg<B>;
+  using C = XresCfg<B, P>;
+  constexpr int kConsumerWarps = C::kConsumerWarps, kThreads = C::kThreads;
   using ptx::cp_async16;
   extern __shared__ __align__(128) unsigned char smem[];
   const int xhalf_bytes = 64 * p.K * 2;
   const int x_chunks = p.K / 8;  // 16-byte chunks per x row
   unsigned char* xs = smem;                                // [2 halves][64 rows], core-matrix layout
   unsigned char* ws = smem + 2 * xhalf_bytes;              // [S][B x B], core-matrix layout
-  unsigned char* stage = ws + C::S * C::kBlockBytes;       // [warp][8 rows][kStageRow]
+  unsigned char* stage = ws + C::S * C::kBlockBytes;       // [warp][kStageRows][kStageRow]
   uint64_t* bars = reinterpret_cast<uint64_t*>(stage + kConsumerWarps * C::kStageBytes);
   uint64_t* xfull = bars;       // [2] x half h of the current tile landed (32 producer lanes)
-  uint64_t* xempty = bars + 2;  // [2] warpgroup h is done with it (4 warps)
+  uint64_t* xempty = bars + 2;  // [2] the P warpgroups on half h are done with it (4 P warps)
   uint64_t* wfull = bars + 4;   // [S] W block landed (32 producer lanes)
-  uint64_t* wempty = bars + 4 + C::S;  // [S] both warpgroups are done with it (8 warps)
+  uint64_t* wempty = bars + 4 + C::S;  // [S] every consumer warp has passed it
   int* rp_s = reinterpret_cast<int*>(bars + 4 + 2 * C::S);          // [block_rows + 1]
   uint8_t* col_s = reinterpret_cast<uint8_t*>(rp_s) + p.rp_bytes;   // [nnz]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x == 0) {
-    for (int h = 0; h < 2; ++h) mbar::init(&xfull[h], 32), mbar::init(&xempty[h], 4);
+    for (int h = 0; h < 2; ++h) mbar::init(&xfull[h], 32), mbar::init(&xempty[h], 4 * P);
     for (int s = 0; s < C::S; ++s) mbar::init(&wfull[s], 32), mbar::init(&wempty[s], kConsumerWarps);
   }
   const int nnz = __ldg(p.row_ptr + p.block_rows);
@@ -211,8 +217,9 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const XresArgs p)
     return;
   }
 
-  // ---- consumer warpgroups: h owns rows 64 h .. 64 h + 63 of each tile; warp w4 rows 16 w4 ..
-  const int h = warp / 4, w4 = warp % 4;
+  // ---- consumer warpgroups: warpgroup wg of pair wg / 2 owns rows 64 h .. 64 h + 63 of each tile
+  // (h = wg % 2, its x half) for the pair's block-rows; warp w4 rows 16 w4 .. 16 w4 + 15 of those.
+  const int wg = warp / 4, pair = wg / 2, h = wg % 2, w4 = warp % 4;
   const int g = lane / 4, t = lane % 4;
   const unsigned char* xh = xs + h * xhalf_bytes;
   unsigned char* st = stage + warp * C::kStageBytes;
@@ -233,14 +240,24 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const XresArgs p)
                            ? *reinterpret_cast<const __nv_bfloat162*>(p.bias + static_cast<int64_t>(r) * B + 8 * j + 2 * t)
                            : __floats2bfloat162_rn(0.f, 0.f);
     };
-    load_bias(0);
+    load_bias(pair);
     for (int r = 0; r < p.block_rows; ++r) {
       const int ke = rp_s[r + 1];
+      if (P > 1 && r % P != pair) {
+        // Another pair's block-row: pass its blocks all the same (wait for each fill, release the
+        // slot), so that every warp sees every phase of every slot in order: a warp that skipped a
+        // phase would take a later fill's parity for the one it waits for.
+        for (; k < ke; ++k, ++n) {
+          mbar::wait(&wfull[n % C::S], (n / C::S) & 1);
+          if (lane == 0) mbar::arrive(&wempty[n % C::S]);
+        }
+        continue;
+      }
       const int64_t n0 = static_cast<int64_t>(r) * B;
       float bias_r[B / 8][2];
 #pragma unroll
       for (int j = 0; j < B / 8; ++j) bias_r[j][0] = __low2float(bias_next[j]), bias_r[j][1] = __high2float(bias_next[j]);
-      load_bias(r + 1);
+      load_bias(r + P);
 #pragma unroll
       for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.f;
       // The row's blocks, one commit group each. (A group spanning a loop of blocks, whose trip
@@ -262,21 +279,26 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const XresArgs p)
         wgmma::fence_operands(acc);
         if (lane == 0) mbar::arrive(&wempty[slot]);
       }
-      // Epilogue: rows g (half 0) and g + 8 (half 1) of the warp's 16, through the staging rows.
+      // Epilogue: the warp's 16 rows (a thread holds rows g and g + 8) in passes of kStageRows
+      // through the staging rows, then stored as whole lines.
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
+      for (int pass = 0; pass < 16 / C::kStageRows; ++pass) {
+        const int half = pass * C::kStageRows / 8;                     // which of the thread's two rows
+        const int g0 = (pass * C::kStageRows) % 8;                     // first g of this pass
+        if (g >= g0 && g < g0 + C::kStageRows) {
 #pragma unroll
-        for (int j = 0; j < B / 8; ++j) {
-          float v0 = acc[4 * j + 2 * half] + bias_r[j][0], v1 = acc[4 * j + 2 * half + 1] + bias_r[j][1];
-          if (p.gelu) v0 = dev::gelu_tanh_approx(v0), v1 = dev::gelu_tanh_approx(v1);
-          *reinterpret_cast<__nv_bfloat162*>(st + g * C::kStageRow + (8 * j + 2 * t) * 2) =
-              __floats2bfloat162_rn(v0, v1);
+          for (int j = 0; j < B / 8; ++j) {
+            float v0 = acc[4 * j + 2 * half] + bias_r[j][0], v1 = acc[4 * j + 2 * half + 1] + bias_r[j][1];
+            if (p.gelu) v0 = dev::gelu_tanh_approx(v0), v1 = dev::gelu_tanh_approx(v1);
+            *reinterpret_cast<__nv_bfloat162*>(st + (g - g0) * C::kStageRow + (8 * j + 2 * t) * 2) =
+                __floats2bfloat162_rn(v0, v1);
+          }
         }
         __syncwarp();
 #pragma unroll
-        for (int q = lane; q < 8 * C::kChunks; q += 32) {
+        for (int q = lane; q < C::kStageRows * C::kChunks; q += 32) {
           const int rr = q / C::kChunks, c = q % C::kChunks;
-          const int64_t m = row0 + half * 8 + rr;
+          const int64_t m = row0 + half * 8 + g0 + rr;
           if (m < p.M)
             *reinterpret_cast<uint4*>(p.y + m * p.N + n0 + c * 8) =
                 *reinterpret_cast<const uint4*>(st + rr * C::kStageRow + c * 16);
@@ -289,29 +311,35 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const XresArgs p)
 #endif
 }
 
-template <int B>
+template <int B, int P>
 void launch_xres(const XresArgs& a, int grid, size_t smem) {
   static std::once_flag flag;
   std::call_once(flag, [&] {
-    VITRT_CUDA_CHECK(cudaFuncSetAttribute(bsr_xres_kernel<B>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    VITRT_CUDA_CHECK(cudaFuncSetAttribute(bsr_xres_kernel<B, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(kMaxSmem)));
   });
-  bsr_xres_kernel<B><<<grid, kThreads, smem, current_stream()>>>(a);
+  bsr_xres_kernel<B, P><<<grid, XresCfg<B, P>::kThreads, smem, current_stream()>>>(a);
   VITRT_CUDA_CHECK(cudaGetLastError());
 }
 
-// VITRT_BSR_XRES: "1" wherever supported, "auto" where there are enough tiles; unset / other: off.
-// Off by default: measured slower than bsr_gemm.cu's kernel so far (BENCHMARKS.md, 2026-12-03 13:45
-// session: 0.221 against 0.203 ms at 3072 x 768 b64 @ 0.9).
+// VITRT_BSR_XRES: "1" (one warpgroup pair) or "2" (two pairs) wherever supported, "auto" (one
+// pair) where there are enough tiles; unset / other: off. Off by default: the one-pair kernel
+// measured slower than bsr_gemm.cu's (BENCHMARKS.md, 2026-12-03 13:45 session: 0.221 against
+// 0.203 ms at 3072 x 768 b64 @ 0.9); the two-pair one has not run on a GPU yet.
 enum class XresMode { Off, On, Auto };
-XresMode xres_mode() {
-  static const XresMode m = [] {
+struct XresEnv {
+  XresMode mode = XresMode::Off;
+  int pairs = 1;
+};
+XresEnv xres_env() {
+  static const XresEnv v = [] {
+    XresEnv r;
     const char* e = std::getenv("VITRT_BSR_XRES");
-    if (e && std::strcmp(e, "1") == 0) return XresMode::On;
-    if (e && std::strcmp(e, "auto") == 0) return XresMode::Auto;
-    return XresMode::Off;
+    if (e && (std::strcmp(e, "1") == 0 || std::strcmp(e, "2") == 0)) r.mode = XresMode::On, r.pairs = e[0] - '0';
+    if (e && std::strcmp(e, "auto") == 0) r.mode = XresMode::Auto;
+    return r;
   }();
-  return m;
+  return v;
 }
 
 }  // namespace
@@ -325,7 +353,10 @@ size_t xres_smem_for(const BsrDeviceView& w) {
   const int64_t nnz = w.nnz >= 0 ? w.nnz : block_rows * (w.cols / w.block);
   if (block_rows >= (int64_t{1} << 20)) return 0;
   const size_t tables = xres_table_bytes(block_rows, nnz);
-  const size_t bytes = w.block == 64 ? xres_smem_bytes<64>(w.cols, tables) : xres_smem_bytes<32>(w.cols, tables);
+  // (The same for one and two pairs: two pairs stage half as many rows per warp.)
+  static_assert(XresCfg<64, 1>::kConsumerWarps * XresCfg<64, 1>::kStageBytes ==
+                XresCfg<64, 2>::kConsumerWarps * XresCfg<64, 2>::kStageBytes);
+  const size_t bytes = w.block == 64 ? xres_smem_bytes<64, 1>(w.cols, tables) : xres_smem_bytes<32, 1>(w.cols, tables);
   return bytes <= kMaxSmem ? bytes : 0;
 }
 }  // namespace
@@ -335,15 +366,17 @@ bool bsr_xres_supported(const BsrDeviceView& w, const void* residual, DType out_
 }
 
 bool bsr_xres_selected(int64_t M, const BsrDeviceView& w, const void* residual, DType out_dtype) {
-  const XresMode mode = xres_mode();
+  const XresMode mode = xres_env().mode;
   if (mode == XresMode::Off || !bsr_xres_supported(w, residual, out_dtype)) return false;
   // Auto: one tile per SM at least (below that its 128-token tiles leave SMs idle).
   return mode == XresMode::On || (M + kTileM - 1) / kTileM >= sm_count();
 }
 
 void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, const void* bias, bool gelu, void* y,
-                          int max_ctas) {
+                          int max_ctas, int pairs) {
   constexpr const char* kOp = "cuda bsr_linear_bf16 (x-resident)";
+  if (pairs == 0) pairs = xres_env().pairs;
+  VITRT_CHECK(pairs == 1 || pairs == 2, InvalidArgument, kOp, ": pairs must be 1 or 2, got ", pairs);
   VITRT_CHECK(bsr_xres_supported(w, nullptr, DType::BF16), InvalidArgument, kOp,
               ": needs sm_90, block 32 or 64 and K <= ", kMaxK, " (block ", w.block, ", K ", w.cols, ")");
   VITRT_CHECK(M >= 0 && w.row_ptr, InvalidArgument, kOp, ": negative token count or a matrix not uploaded");
@@ -371,8 +404,8 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
   const size_t smem = xres_smem_for(w);
-  if (w.block == 64) launch_xres<64>(a, grid, smem);
-  else launch_xres<32>(a, grid, smem);
+  if (w.block == 64) pairs == 1 ? launch_xres<64, 1>(a, grid, smem) : launch_xres<64, 2>(a, grid, smem);
+  else pairs == 1 ? launch_xres<32, 1>(a, grid, smem) : launch_xres<32, 2>(a, grid, smem);
 }
 
 }  // namespace vitrt::cuda
