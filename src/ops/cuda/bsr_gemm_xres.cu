@@ -23,10 +23,12 @@
 // shared-memory writes are conflict-free and each global row segment is read in whole sectors).
 // A buffer is published by cp.async.mbarrier.arrive (each producer lane's arrival fires when its
 // copies land), so the whole ring is in flight; the consumers fence the async proxy after waiting.
-// Status: an experiment, off by default (VITRT_BSR_XRES, below). It is correct (tests) but measured
-// slower than bsr_gemm.cu's kernel: each consumer warp runs its block-rows as one serial chain
-// (barrier wait, MMA, wait, epilogue) with two consumer warps per scheduler, so latency, not bytes,
-// still bounds it (BENCHMARKS.md, 2026-12-03 13:45 session).
+// Status: an experiment, off by default (VITRT_BSR_XRES, below). Its first form was correct (tests)
+// but measured slower than bsr_gemm.cu's kernel: each consumer warp ran its block-rows as one
+// serial chain (barrier wait, proxy fence, MMA, wait, epilogue) with two consumer warps per
+// scheduler, and the proxy fence (a MEMBAR.ALL.CTA) waited for the previous block-row's output
+// stores (BENCHMARKS.md, 2026-12-03 13:45 session). Written since and not yet run on a GPU: the
+// fence moved before the stores (the next blocks are waited for early), and two warpgroup pairs.
 // Scope: bf16 in and out, block 32 or 64, no residual (the 768 -> 3072 layer's epilogue is bias +
 // GELU); everything else runs bsr_gemm.cu's kernel. The GELU is the tanh form with the hardware
 // tanh, as bsr_gemm.cu's bf16-output path, so both kernels give the same model.
@@ -230,7 +232,6 @@ __global__ void __launch_bounds__(XresCfg<B, P>::kThreads, 1) bsr_xres_kernel(co
     const int64_t row0 = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4;  // this warp's first row
     mbar::wait(&xfull[h], tcount & 1);
     wgmma::fence_proxy_async_smem();  // the cp.async writes -> wgmma's reads
-    int k = 0;
     // This thread's bias values (columns 8 j + 2 t, + 1) of block-row r, loaded one row ahead.
     __nv_bfloat162 bias_next[B / 8];
     auto load_bias = [&](int r) {
@@ -240,19 +241,28 @@ __global__ void __launch_bounds__(XresCfg<B, P>::kThreads, 1) bsr_xres_kernel(co
                            ? *reinterpret_cast<const __nv_bfloat162*>(p.bias + static_cast<int64_t>(r) * B + 8 * j + 2 * t)
                            : __floats2bfloat162_rn(0.f, 0.f);
     };
-    load_bias(pair);
-    for (int r = 0; r < p.block_rows; ++r) {
-      const int ke = rp_s[r + 1];
-      if (P > 1 && r % P != pair) {
-        // Another pair's block-row: pass its blocks all the same (wait for each fill, release the
-        // slot), so that every warp sees every phase of every slot in order: a warp that skipped a
-        // phase would take a later fill's parity for the one it waits for.
-        for (; k < ke; ++k, ++n) {
-          mbar::wait(&wfull[n % C::S], (n / C::S) & 1);
-          if (lane == 0) mbar::arrive(&wempty[n % C::S]);
+    // Every warp waits for every fill of the ring in order, its own blocks and the other pairs'
+    // alike (it releases the latter at once): a warp that skipped a phase of a slot would take a
+    // later fill's parity for the one it waits for. `waited`: this tile's blocks [0, waited) done.
+    const int n_base = n;
+    int waited = 0, wrow = 0;  // wrow: the block-row of block `waited` (P > 1)
+    auto wait_through = [&](int last) {
+      if (waited > last) return;
+      for (; waited <= last; ++waited) {
+        const int nn = n_base + waited;
+        mbar::wait(&wfull[nn % C::S], (nn / C::S) & 1);
+        if constexpr (P > 1) {
+          while (rp_s[wrow + 1] <= waited) ++wrow;
+          if (wrow % P != pair && lane == 0) mbar::arrive(&wempty[nn % C::S]);
         }
-        continue;
       }
+      // The cp.async writes -> wgmma's reads. This is a MEMBAR.ALL.CTA: issued after a block-row's
+      // output stores it waits for them, hence the early call before each epilogue below.
+      wgmma::fence_proxy_async_smem();
+    };
+    load_bias(pair);
+    for (int r = pair; r < p.block_rows; r += P) {
+      const int kb = rp_s[r], ke = rp_s[r + 1];
       const int64_t n0 = static_cast<int64_t>(r) * B;
       float bias_r[B / 8][2];
 #pragma unroll
@@ -262,10 +272,9 @@ __global__ void __launch_bounds__(XresCfg<B, P>::kThreads, 1) bsr_xres_kernel(co
       for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.f;
       // The row's blocks, one commit group each. (A group spanning a loop of blocks, whose trip
       // count ptxas cannot prove uniform, makes it serialise every wgmma: one k16 step at a time.)
-      for (; k < ke; ++k, ++n) {
-        const int slot = n % C::S;
-        mbar::wait(&wfull[slot], (n / C::S) & 1);
-        wgmma::fence_proxy_async_smem();
+      for (int k = kb; k < ke; ++k) {
+        const int slot = (n_base + k) % C::S;
+        wait_through(k);
         wgmma::fence_operands(acc);
         wgmma::fence();
         const unsigned char* a = xh + col_s[k] * C::kChunks * 128;
@@ -279,6 +288,12 @@ __global__ void __launch_bounds__(XresCfg<B, P>::kThreads, 1) bsr_xres_kernel(co
         wgmma::fence_operands(acc);
         if (lane == 0) mbar::arrive(&wempty[slot]);
       }
+      // Before this row's stores: wait for the next blocks this warp computes (this tile's only:
+      // the producer starts the next tile's once every warp is done with this one) as far as the
+      // ring allows without a slot this warp still holds (S - 1 past the next row's first).
+      int rn = r + P;
+      while (rn < p.block_rows && rp_s[rn] == rp_s[rn + 1]) rn += P;
+      if (rn < p.block_rows) wait_through(min(rp_s[rn + 1] - 1, rp_s[rn] + C::S - 1));
       // Epilogue: the warp's 16 rows (a thread holds rows g and g + 8) in passes of kStageRows
       // through the staging rows, then stored as whole lines.
 #pragma unroll
@@ -306,6 +321,14 @@ __global__ void __launch_bounds__(XresCfg<B, P>::kThreads, 1) bsr_xres_kernel(co
         __syncwarp();
       }
     }
+    if constexpr (P > 1) {  // the other pairs' blocks after this pair's last block-row
+      for (; waited < nnz; ++waited) {
+        const int nn = n_base + waited;
+        mbar::wait(&wfull[nn % C::S], (nn / C::S) & 1);
+        if (lane == 0) mbar::arrive(&wempty[nn % C::S]);
+      }
+    }
+    n = n_base + nnz;
     if (lane == 0) mbar::arrive(&xempty[h]);  // every wgmma reading this half has retired
   }
 #endif
