@@ -23,6 +23,8 @@
 // shared-memory writes are conflict-free and each global row segment is read in whole sectors).
 // A buffer is published by cp.async.mbarrier.arrive (each producer lane's arrival fires when its
 // copies land), so the whole ring is in flight; the consumers fence the async proxy after waiting.
+// tests/protocol/test_bsr_xres_protocol.py models this barrier protocol (random interleavings: no
+// deadlock, no buffer read early or refilled while read); keep the two in step.
 // Status: an experiment, off by default (VITRT_BSR_XRES, below). Its first form was correct (tests)
 // but measured slower than bsr_gemm.cu's kernel: each consumer warp ran its block-rows as one
 // serial chain (barrier wait, proxy fence, MMA, wait, epilogue) with two consumer warps per
