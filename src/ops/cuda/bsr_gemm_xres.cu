@@ -11,13 +11,13 @@
 //  - the weight's stored blocks are consumed in storage order (block-row by block-row, which is
 //    the order of `values`), so one producer warp streams them through an S-slot ring with
 //    cp.async, whatever the sparsity pattern; full / empty mbarriers per slot;
-//  - two consumer warpgroups own 64 tokens each: for every block-row they run one wgmma
-//    (m64 x B x 16, both operands from shared memory) per k16 step of each stored block, then write
-//    that 64 x B tile of y (bias, GELU, bf16) through a per-warp staging buffer as full 128-byte
-//    lines; an empty block-row writes act(bias) at once;
-//  - each warpgroup has its own half of the x buffer and its own full / empty pair, so when one
-//    warpgroup finishes a tile the producer refills its half while the other one still computes
-//    (as far as the S-slot ring lets the two drift apart: both consume every W block).
+//  - two consumer warpgroups own 64 tokens each (P pairs of them, see XresCfg): for every block-row
+//    they run one wgmma (m64 x B x 16, both operands from shared memory) per k16 step of each
+//    stored block, then write that 64 x B tile of y (bias, GELU, bf16) through a per-warp staging
+//    buffer as full 128-byte lines; an empty block-row writes act(bias) at once;
+//  - each x half has its own full / empty barrier pair, so when its warpgroups finish a tile the
+//    producer refills it while the others still compute (as far as the S-slot ring lets them drift
+//    apart: every warp passes every W block).
 // x and the W blocks sit in the no-swizzle core-matrix layout of wgmma.cuh ([row / 8][16-byte
 // chunk][row % 8]), written chunk by chunk with cp.async (8 lanes per 128 contiguous bytes, so the
 // shared-memory writes are conflict-free and each global row segment is read in whole sectors).
@@ -178,7 +178,8 @@ __global__ void __launch_bounds__(XresCfg<B, P>::kThreads, 1) bsr_xres_kernel(co
     for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tcount) {
       const int64_t m0 = static_cast<int64_t>(tile) * kTileM;
       bool xpend[2] = {true, true};
-      // Loads x half h of this tile once warpgroup h has released the previous tile's (blocking or not).
+      // Loads x half h of this tile once the warpgroups on half h released the previous tile's
+      // (blocking or not).
       auto try_x = [&](bool block) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
@@ -200,8 +201,8 @@ __global__ void __launch_bounds__(XresCfg<B, P>::kThreads, 1) bsr_xres_kernel(co
         const int slot = n % C::S;
         if (n >= C::S) {
           const unsigned parity = ((n / C::S) - 1) & 1;
-          // The slot frees once both warpgroups used its block; meanwhile keep trying the x halves
-          // (a warpgroup that needs this tile's x to get there would otherwise wait for ever).
+          // The slot frees once every consumer warp has passed its block; meanwhile keep trying the
+          // x halves (a warp that needs this tile's x to get there would otherwise wait for ever).
           while (!mbar::test(&wempty[slot], parity)) {
             try_x(false);
             if (!xpend[0] && !xpend[1]) {
