@@ -24,6 +24,9 @@ struct BsrCudaArrays {
   // I32 [rows / block]: the block-rows by decreasing stored-block count (ties: lower index first),
   // the order in which the kernel schedules them so the longest start first.
   Tensor row_order;
+  // BF16 uploads with block 32 / 64 only: `values` with each block in wgmma's core-matrix order
+  // (bsr_core_matrix_order), so that the Hopper kernel loads a block with one bulk copy.
+  Tensor values_core_matrix;
 };
 
 struct BsrMatrix {
@@ -77,6 +80,12 @@ Tensor magnitude_block_mask(const Tensor& w, int block, double sparsity);
 // CUDA tensors of that dtype). The host arrays are shared, not copied. Throws vitrt::Error in a
 // build without CUDA or without a device.
 BsrMatrix bsr_to_cuda(const BsrMatrix& m, DType values_dtype);
+
+// The values [nnz, block, block] (any dtype, contiguous, host) with each block rearranged into the
+// no-swizzle core-matrix layout of Hopper's wgmma for a K-major operand: element (i, j) of a block
+// (i: output feature, j: input feature) moves to ((i / 8) * (block / 8) + j / 8) * 64 + (i % 8) * 8
+// + j % 8, i.e. 8 x 8 tiles of 128 contiguous bytes (bf16), row-major over the tiles.
+Tensor bsr_core_matrix_order(const Tensor& values, int block);
 
 // Checks everything a kernel relies on: block supported and dividing rows/cols, row_ptr I32 of
 // length rows/block + 1, starting at 0, non-decreasing, ending at nnz; col_idx I32 [nnz] within

@@ -196,6 +196,28 @@ BsrMatrix bsr_to_cuda(const BsrMatrix& m, DType values_dtype) {
   out.cuda.col_idx = m.col_idx.to(Device::CUDA);
   out.cuda.values = values.to(Device::CUDA);
   out.cuda.row_order = order_host.to(Device::CUDA);
+  if (values_dtype == DType::BF16 && (m.block == 32 || m.block == 64) && m.nnz_blocks() > 0)
+    out.cuda.values_core_matrix = bsr_core_matrix_order(values, m.block).to(Device::CUDA);
+  return out;
+}
+
+Tensor bsr_core_matrix_order(const Tensor& values, int block) {
+  VITRT_CHECK(values.dim() == 3 && values.size(1) == block && values.size(2) == block && block % 8 == 0,
+              InvalidArgument, "bsr_core_matrix_order: expected values [nnz, ", block, ", ", block, "], got ",
+              shape_str(values.shape()));
+  VITRT_CHECK(values.device() == Device::CPU, InvalidArgument, "bsr_core_matrix_order: values must be on the host");
+  const Tensor& src = values;
+  Tensor out = Tensor::empty(src.shape(), src.dtype());
+  const size_t esize = dtype_size(src.dtype());
+  const auto* in = static_cast<const unsigned char*>(src.raw());
+  auto* dst = static_cast<unsigned char*>(out.raw());
+  const int64_t per_block = int64_t{block} * block, tiles_per_row = block / 8;
+  for (int64_t b = 0; b < src.size(0); ++b)
+    for (int64_t i = 0; i < block; ++i)
+      for (int64_t j = 0; j < block; ++j) {
+        const int64_t to = ((i / 8) * tiles_per_row + j / 8) * 64 + (i % 8) * 8 + j % 8;
+        std::memcpy(dst + (b * per_block + to) * esize, in + (b * per_block + i * block + j) * esize, esize);
+      }
   return out;
 }
 

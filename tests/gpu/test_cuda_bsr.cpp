@@ -329,8 +329,9 @@ TEST_F(CudaBsr, PersistentVariantsRepeatAndDefaultIsSupported) {
 
 // The Hopper x-resident kernel (bsr_gemm_xres.cu) called directly: ragged, empty and full matrices
 // (full rows longer than its W ring), token counts around its 128-token tile, bias / GELU on and
-// off, one and two consumer warpgroup pairs, and grids capped at 1 and 3 CTAs so that each CTA runs
-// several tiles (its x halves are refilled while the other warpgroups still compute). The output is poisoned first, so every
+// off, one and two consumer warpgroup pairs, W blocks by bulk copies (the default) and by cp.async,
+// and grids capped at 1 and 3 CTAs so that each CTA runs several tiles (its x halves are refilled
+// while the other warpgroups still compute). The output is poisoned first, so every
 // element must be written. Also run through ops::linear_bsr by ctests cuda_bsr_xres / _xres2
 // (VITRT_BSR_XRES=1 / 2). Skips off sm_90.
 TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
@@ -346,6 +347,7 @@ TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
       const BsrMatrix dev = bsr_to_cuda(host, DType::BF16);
       const cuda::BsrDeviceView view = cuda::device_view(dev);
       if (!cuda::bsr_xres_supported(view, nullptr, DType::BF16)) GTEST_SKIP() << "the x-resident kernel needs sm_90";
+      EXPECT_EQ(view.values_core_matrix != nullptr, host.nnz_blocks() > 0);  // made by bsr_to_cuda for bf16
       const Tensor bias = random_tensor({host.rows}, DType::BF16, 85, 0.5f);
       const Tensor bias_dev = bias.to(Device::CUDA);
       for (int64_t M : {1, 63, 128, 129, 197, 1000}) {
@@ -354,16 +356,19 @@ TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
         for (int flags = 0; flags < 3; ++flags) {  // none, bias, bias + GELU
           const Tensor want = reference(x, host, flags >= 1 ? &bias : nullptr,
                                         flags == 2 ? ops::Activation::GELU : ops::Activation::None, nullptr);
-          for (int pairs : {1, 2})
-            for (int max_ctas : {0, 1, 3}) {
-              SCOPED_TRACE(::testing::Message() << name << " block " << b << " M " << M << " flags " << flags
-                                                << " pairs " << pairs << " max_ctas " << max_ctas);
-              Tensor y = Tensor::empty({M, host.rows}, DType::BF16, Device::CUDA);
-              VITRT_CUDA_CHECK(cudaMemset(y.raw(), 0xff, y.nbytes()));
-              cuda::bsr_linear_bf16_xres(x_dev.raw(), M, view, flags >= 1 ? bias_dev.raw() : nullptr, flags == 2,
-                                         y.raw(), max_ctas, pairs);
-              EXPECT_LE(rel_frobenius(y.to(Device::CPU), want), kTolBF16);
-            }
+          for (bool bulk : {true, false})  // W blocks by bulk copies of the core-matrix copy, or by cp.async
+            for (int pairs : {1, 2})
+              for (int max_ctas : {0, 1, 3}) {
+                SCOPED_TRACE(::testing::Message() << name << " block " << b << " M " << M << " flags " << flags
+                                                  << " bulk " << bulk << " pairs " << pairs << " max_ctas " << max_ctas);
+                cuda::BsrDeviceView v = view;
+                if (!bulk) v.values_core_matrix = nullptr;
+                Tensor y = Tensor::empty({M, host.rows}, DType::BF16, Device::CUDA);
+                VITRT_CUDA_CHECK(cudaMemset(y.raw(), 0xff, y.nbytes()));
+                cuda::bsr_linear_bf16_xres(x_dev.raw(), M, v, flags >= 1 ? bias_dev.raw() : nullptr, flags == 2,
+                                           y.raw(), max_ctas, pairs);
+                EXPECT_LE(rel_frobenius(y.to(Device::CPU), want), kTolBF16);
+              }
         }
       }
     }

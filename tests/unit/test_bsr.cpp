@@ -306,5 +306,36 @@ TEST(BsrTiming, DISABLED_VitBMlpShapes) {
       }
 }
 
+// The Hopper kernel's copy of the values: 8 x 8 core matrices, row-major over the tiles. Positions
+// worked out by hand for block 32 (4 tiles per row): (i, j) -> ((i / 8) * 4 + j / 8) * 64 +
+// (i % 8) * 8 + j % 8; every value kept (a permutation within its block); BF16 moves 2-byte elements.
+TEST(Bsr, CoreMatrixOrderPlacesEachElementInItsTile) {
+  const int b = 32;
+  Tensor v = Tensor::empty({2, b, b});
+  for (int64_t k = 0; k < 2; ++k)
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t j = 0; j < b; ++j) v.data<float>()[(k * b + i) * b + j] = static_cast<float>(k * 10000 + i * 100 + j);
+  const Tensor cm = bsr_core_matrix_order(v, b);
+  const float* o = cm.data<float>();
+  EXPECT_EQ(o[0], 0.f);           // (0, 0)
+  EXPECT_EQ(o[1], 1.f);           // (0, 1)
+  EXPECT_EQ(o[8], 100.f);         // (1, 0): next row of the first tile
+  EXPECT_EQ(o[64], 8.f);          // (0, 8): first element of the second tile
+  EXPECT_EQ(o[267], 903.f);       // (9, 3): tile (1, 0) = 4th, row 1, column 3
+  EXPECT_EQ(o[1023], 3131.f);     // (31, 31): last
+  EXPECT_EQ(o[1024 + 267], 10903.f);  // the second block, same place
+  std::vector<float> a(v.data<float>(), v.data<float>() + v.numel()), c(o, o + cm.numel());
+  std::sort(a.begin(), a.end());
+  std::sort(c.begin(), c.end());
+  EXPECT_EQ(a, c);
+  Tensor h = Tensor::empty({1, 64, 64}, DType::BF16);
+  for (int64_t i = 0; i < h.numel(); ++i) h.data<uint16_t>()[i] = static_cast<uint16_t>(i);
+  const Tensor hc = bsr_core_matrix_order(h, 64);
+  // (9, 3) at block 64 (8 tiles per row): ((1 * 8) + 0) * 64 + 1 * 8 + 3 = 523; source index 9 * 64 + 3.
+  EXPECT_EQ(hc.data<uint16_t>()[523], 9 * 64 + 3);
+  EXPECT_THROW(bsr_core_matrix_order(Tensor::empty({2, 32, 16}), 32), InvalidArgument);
+  EXPECT_THROW(bsr_core_matrix_order(Tensor::empty({32, 32}), 32), InvalidArgument);
+}
+
 }  // namespace
 }  // namespace vitrt

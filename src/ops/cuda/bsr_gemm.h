@@ -47,6 +47,9 @@ struct BsrDeviceView {
   // a token tile (most stored blocks first); null = natural order.
   const int32_t* row_order = nullptr;
   int64_t nnz = -1;  // stored blocks (only for the default-variant heuristic); < 0: unknown
+  // BF16 block 32 / 64: the values with each block in wgmma's core-matrix order
+  // (bsr_core_matrix_order), for the Hopper kernel's bulk copies; null: it copies `values`.
+  const void* values_core_matrix = nullptr;
 };
 // The view of a matrix whose device copies bsr_to_cuda made (its `cuda` part), in its row order.
 BsrDeviceView device_view(const BsrMatrix& w);

@@ -19,10 +19,14 @@
 //    producer refills it while the others still compute (as far as the S-slot ring lets them drift
 //    apart: every warp passes every W block).
 // x and the W blocks sit in the no-swizzle core-matrix layout of wgmma.cuh ([row / 8][16-byte
-// chunk][row % 8]), written chunk by chunk with cp.async (8 lanes per 128 contiguous bytes, so the
-// shared-memory writes are conflict-free and each global row segment is read in whole sectors).
-// A buffer is published by cp.async.mbarrier.arrive (each producer lane's arrival fires when its
-// copies land), so the whole ring is in flight; the consumers fence the async proxy after waiting.
+// chunk][row % 8]). x is written chunk by chunk with cp.async (8 lanes per 128 contiguous bytes, so
+// the shared-memory writes are conflict-free and each global row segment is read in whole
+// sectors) and published by cp.async.mbarrier.arrive (each producer lane's arrival fires when its
+// copies land); the consumers fence the async proxy once per tile. A W block is one bulk copy
+// (cp.async.bulk, complete_tx on its full barrier) of the copy of the values bsr_to_cuda keeps in
+// that order (bsr_core_matrix_order): the async proxy writes it, so no fence, and one producer
+// instruction per block. (Without that copy, or with VITRT_BSR_XRES_W=cpasync, W blocks go by
+// cp.async like x, and the consumers fence after each wait.)
 // tests/protocol/test_bsr_xres_protocol.py models this barrier protocol (random interleavings: no
 // deadlock, no buffer read early or refilled while read); keep the two in step.
 // Status: an experiment, off by default (VITRT_BSR_XRES, below). Its first form was correct (tests)
@@ -30,7 +34,8 @@
 // serial chain (barrier wait, proxy fence, MMA, wait, epilogue) with two consumer warps per
 // scheduler, and the proxy fence (a MEMBAR.ALL.CTA) waited for the previous block-row's output
 // stores (BENCHMARKS.md, 2026-12-03 13:45 session). Written since and not yet run on a GPU: the
-// fence moved before the stores (the next blocks are waited for early), and two warpgroup pairs.
+// fence moved before the stores (the next blocks are waited for early), two warpgroup pairs, and
+// the W blocks by bulk copies.
 // Scope: bf16 in and out, block 32 or 64, no residual (the 768 -> 3072 layer's epilogue is bias +
 // GELU); everything else runs bsr_gemm.cu's kernel. The GELU is the tanh form with the hardware
 // tanh, as bsr_gemm.cu's bf16-output path, so both kernels give the same model.
@@ -102,6 +107,7 @@ struct XresArgs {
   const int32_t* row_ptr;
   const int32_t* col_idx;
   const bf16* values;
+  const bf16* values_cm;  // core-matrix order (one bulk copy per block), or null: cp.async of values
   const bf16* bias;
   bool gelu;
   bf16* y;
@@ -138,7 +144,8 @@ __global__ void __launch_bounds__(XresCfg<B, P>::kThreads, 1) bsr_xres_kernel(co
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x == 0) {
     for (int h = 0; h < 2; ++h) mbar::init(&xfull[h], 32), mbar::init(&xempty[h], 4 * P);
-    for (int s = 0; s < C::S; ++s) mbar::init(&wfull[s], 32), mbar::init(&wempty[s], kConsumerWarps);
+    // wfull: the 32 lanes' cp.async arrivals, or one expect_tx arrival for a bulk copy.
+    for (int s = 0; s < C::S; ++s) mbar::init(&wfull[s], p.values_cm ? 1 : 32), mbar::init(&wempty[s], kConsumerWarps);
   }
   const int nnz = __ldg(p.row_ptr + p.block_rows);
   if (nnz > p.nnz_cap) __trap();  // a view whose nnz disagrees with its row_ptr (never from device_view)
@@ -166,6 +173,19 @@ __global__ void __launch_bounds__(XresCfg<B, P>::kThreads, 1) bsr_xres_kernel(co
       }
     };
     auto copy_w = [&](int slot, int k) {
+      if (p.values_cm) {  // one bulk copy (async proxy: the consumers need no fence for it)
+        if (lane == 0) {
+          const uint32_t bar = ptx::smem_u32(&wfull[slot]);
+          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "n"(C::kBlockBytes)
+                       : "memory");
+          asm volatile(
+              "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                  ptx::smem_u32(ws + slot * C::kBlockBytes)),
+              "l"(p.values_cm + static_cast<int64_t>(k) * B * B), "n"(C::kBlockBytes), "r"(bar)
+              : "memory");
+        }
+        return;
+      }
       unsigned char* dst = ws + slot * C::kBlockBytes + (lane % 8) * 16;
       const bf16* src = p.values + static_cast<int64_t>(k) * B * B;
 #pragma unroll
@@ -213,7 +233,7 @@ __global__ void __launch_bounds__(XresCfg<B, P>::kThreads, 1) bsr_xres_kernel(co
           }
         }
         copy_w(slot, k);
-        publish_when_landed(&wfull[slot]);
+        if (!p.values_cm) publish_when_landed(&wfull[slot]);
         try_x(false);
       }
       try_x(true);
@@ -259,9 +279,10 @@ __global__ void __launch_bounds__(XresCfg<B, P>::kThreads, 1) bsr_xres_kernel(co
           if (wrow % P != pair && lane == 0) mbar::arrive(&wempty[nn % C::S]);
         }
       }
-      // The cp.async writes -> wgmma's reads. This is a MEMBAR.ALL.CTA: issued after a block-row's
-      // output stores it waits for them, hence the early call before each epilogue below.
-      wgmma::fence_proxy_async_smem();
+      // The cp.async writes -> wgmma's reads (bulk copies need none). This is a MEMBAR.ALL.CTA:
+      // issued after a block-row's output stores it waits for them, hence the early call before
+      // each epilogue below.
+      if (!p.values_cm) wgmma::fence_proxy_async_smem();
     };
     load_bias(pair);
     for (int r = pair; r < p.block_rows; r += P) {
@@ -353,9 +374,11 @@ void launch_xres(const XresArgs& a, int grid, size_t smem) {
 // measured slower than bsr_gemm.cu's (BENCHMARKS.md, 2026-12-03 13:45 session: 0.221 against
 // 0.203 ms at 3072 x 768 b64 @ 0.9); the two-pair one has not run on a GPU yet.
 enum class XresMode { Off, On, Auto };
+// VITRT_BSR_XRES_W=cpasync: W blocks by cp.async even where the core-matrix copy exists (A/B).
 struct XresEnv {
   XresMode mode = XresMode::Off;
   int pairs = 1;
+  bool w_bulk = true;
 };
 XresEnv xres_env() {
   static const XresEnv v = [] {
@@ -363,6 +386,8 @@ XresEnv xres_env() {
     const char* e = std::getenv("VITRT_BSR_XRES");
     if (e && (std::strcmp(e, "1") == 0 || std::strcmp(e, "2") == 0)) r.mode = XresMode::On, r.pairs = e[0] - '0';
     if (e && std::strcmp(e, "auto") == 0) r.mode = XresMode::Auto;
+    const char* wm = std::getenv("VITRT_BSR_XRES_W");
+    r.w_bulk = !(wm && std::strcmp(wm, "cpasync") == 0);
     return r;
   }();
   return v;
@@ -423,6 +448,7 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   a.row_ptr = w.row_ptr;
   a.col_idx = w.col_idx;
   a.values = static_cast<const bf16*>(w.values);
+  if (xres_env().w_bulk) a.values_cm = static_cast<const bf16*>(w.values_core_matrix);
   a.bias = static_cast<const bf16*>(bias);
   a.gelu = gelu;
   a.y = static_cast<bf16*>(y);
