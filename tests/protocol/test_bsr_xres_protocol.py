@@ -12,8 +12,9 @@ ahead than the ring allows) must be caught, so the model is not vacuous.
 
 mbarrier semantics modelled: a phase completes when its expected arrivals have come;
 try_wait.parity / test_wait.parity(P) is true iff the phase of parity P has completed, i.e. the
-current (incomplete) phase's parity differs from P. The 32 producer lanes' noinc arrivals after
-their copies land are one arrival here. Keep this in step with the kernel.
+current (incomplete) phase's parity differs from P. A fill lands as one arrival here: the 32
+producer lanes' cp.async noinc arrivals, or a W block's bulk copy completing its expect_tx
+arrival. Keep this in step with the kernel.
 """
 import random
 
