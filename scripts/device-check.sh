@@ -140,12 +140,13 @@ if has bsr; then
   fi
   timeout 240 build-dev/bin/bsr_gemm_bench $q --json "$OUT/bsr_gemm_bench.json" > "$OUT/bsr_gemm_bench.txt" 2>&1
   add_summary "bsr_gemm_bench rc=$?: $(grep -E 'MET|MISSED|break-even' "$OUT/bsr_gemm_bench.txt" | tr '\n' ';' | tail -c 900)"
-  # BSR_AB_ENV="VAR=value[;...]": the bf16 micro-benchmark again with each setting (e.g. VITRT_BSR_XRES=auto).
+  # BSR_AB_ENV="VAR=value[ VAR2=value];...": the bf16 micro-benchmark again with each setting (e.g.
+  # "VITRT_BSR_XRES=1;VITRT_BSR_XRES=2 VITRT_BSR_XRES_W=cpasync").
   IFS=';' read -ra bsr_ab <<< "${BSR_AB_ENV:-}"
   for ab in "${bsr_ab[@]}"; do
     [ -n "$ab" ] || continue
     tag=$(echo "$ab" | tr -c 'A-Za-z0-9_.,\n' '_')
-    timeout 180 env "$ab" build-dev/bin/bsr_gemm_bench $q --dtypes bf16 --json "$OUT/bsr_ab_$tag.json" > "$OUT/bsr_ab_$tag.txt" 2>&1
+    timeout 180 env $ab build-dev/bin/bsr_gemm_bench $q --dtypes bf16 --json "$OUT/bsr_ab_$tag.json" > "$OUT/bsr_ab_$tag.txt" 2>&1
     add_summary "bsr_gemm_bench bf16 with $ab rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%dx%d b%d s%.1f: %.2fx (%.4f/%.4f ms)'%(r['N'],r['K'],r['block'],r['sparsity'],r['speedup'],r['dense_ms'],r['bsr_ms']) for r in d['rows']))" "$OUT/bsr_ab_$tag.json" 2>&1 | tail -c 900)"
   done
   # The same bf16 shapes with the ViT MLP's epilogues on both sides (fc1 bias + GELU, fc2 bias + residual).
