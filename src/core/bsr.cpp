@@ -206,13 +206,12 @@ Tensor bsr_core_matrix_order(const Tensor& values, int block) {
               InvalidArgument, "bsr_core_matrix_order: expected values [nnz, ", block, ", ", block, "], got ",
               shape_str(values.shape()));
   VITRT_CHECK(values.device() == Device::CPU, InvalidArgument, "bsr_core_matrix_order: values must be on the host");
-  const Tensor& src = values;
-  Tensor out = Tensor::empty(src.shape(), src.dtype());
-  const size_t esize = dtype_size(src.dtype());
-  const auto* in = static_cast<const unsigned char*>(src.raw());
+  Tensor out = Tensor::empty(values.shape(), values.dtype());
+  const size_t esize = dtype_size(values.dtype());
+  const auto* in = static_cast<const unsigned char*>(values.raw());
   auto* dst = static_cast<unsigned char*>(out.raw());
   const int64_t per_block = int64_t{block} * block, tiles_per_row = block / 8;
-  for (int64_t b = 0; b < src.size(0); ++b)
+  for (int64_t b = 0; b < values.size(0); ++b)
     for (int64_t i = 0; i < block; ++i)
       for (int64_t j = 0; j < block; ++j) {
         const int64_t to = ((i / 8) * tiles_per_row + j / 8) * 64 + (i % 8) * 8 + j % 8;

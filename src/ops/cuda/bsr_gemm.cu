@@ -702,21 +702,6 @@ size_t smem_optin() {
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Common argument checks (throws on bad ones).
-void check_args(const char* op, const void* x, int64_t M, const BsrDeviceView& w, const void* residual,
-                const void* y) {
-  VITRT_CHECK(M >= 0, InvalidArgument, op, ": negative token count ", M);
-  VITRT_CHECK(w.block == 16 || w.block == 32 || w.block == 64, InvalidArgument, op, ": block size ", w.block,
-              " is not supported (expected 16, 32 or 64)");
-  VITRT_CHECK(w.rows > 0 && w.cols > 0 && w.rows % w.block == 0 && w.cols % w.block == 0, InvalidArgument, op,
-              ": weight [", w.rows, ", ", w.cols, "] is not a positive multiple of the block size ", w.block);
-  VITRT_CHECK(w.row_ptr, InvalidArgument, op, ": the BSR matrix has no device row_ptr (not uploaded)");
-  VITRT_CHECK(w.rows / w.block < (int64_t{1} << 30), InvalidArgument, op, ": too many block-rows");
-  if (M == 0) return;
-  VITRT_CHECK(x && y && aligned16(x) && aligned16(y) && (!residual || aligned16(residual)) && aligned16(w.values),
-              InvalidArgument, op, ": x, y, the residual and the BSR values must be 16-byte aligned device pointers");
-}
-
 // Work items for tiles of tm tokens and groups of r block-rows (0: nothing to do).
 int64_t work_items(const char* op, int64_t M, const BsrDeviceView& w, int tm, int r) {
   if (M == 0) return 0;
@@ -849,6 +834,20 @@ void launch_simt(const KernelArgs& a, int64_t grid) {
 
 }  // namespace
 
+void check_bsr_linear_args(const char* op, const void* x, int64_t M, const BsrDeviceView& w, const void* residual,
+                           const void* y) {
+  VITRT_CHECK(M >= 0, InvalidArgument, op, ": negative token count ", M);
+  VITRT_CHECK(w.block == 16 || w.block == 32 || w.block == 64, InvalidArgument, op, ": block size ", w.block,
+              " is not supported (expected 16, 32 or 64)");
+  VITRT_CHECK(w.rows > 0 && w.cols > 0 && w.rows % w.block == 0 && w.cols % w.block == 0, InvalidArgument, op,
+              ": weight [", w.rows, ", ", w.cols, "] is not a positive multiple of the block size ", w.block);
+  VITRT_CHECK(w.row_ptr, InvalidArgument, op, ": the BSR matrix has no device row_ptr (not uploaded)");
+  VITRT_CHECK(w.rows / w.block < (int64_t{1} << 30), InvalidArgument, op, ": too many block-rows");
+  if (M == 0) return;
+  VITRT_CHECK(x && y && aligned16(x) && aligned16(y) && (!residual || aligned16(residual)) && aligned16(w.values),
+              InvalidArgument, op, ": x, y, the residual and the BSR values must be 16-byte aligned device pointers");
+}
+
 bool operator==(const BsrTcConfig& a, const BsrTcConfig& b) {
   return a.tile_m == b.tile_m && a.rows_per_cta == b.rows_per_cta && a.stages == b.stages && a.warps == b.warps &&
          a.persistent == b.persistent;
@@ -950,7 +949,7 @@ void bsr_linear_bf16(const void* x, int64_t M, const BsrDeviceView& w, const voi
   constexpr const char* kOp = "cuda bsr_linear_bf16";
   VITRT_CHECK(out_dtype == DType::BF16 || out_dtype == DType::F32, InvalidArgument, kOp,
               ": output must be bfloat16 or float32, got ", dtype_name(out_dtype));
-  check_args(kOp, x, M, w, residual, y);
+  check_bsr_linear_args(kOp, x, M, w, residual, y);
   BsrTcConfig c;
   if (config) {
     c = *config;
@@ -978,7 +977,7 @@ void bsr_linear_bf16(const void* x, int64_t M, const BsrDeviceView& w, const voi
 void bsr_linear_f32(const float* x, int64_t M, const BsrDeviceView& w, const float* bias, bool gelu,
                     const float* residual, float* y) {
   constexpr const char* kOp = "cuda bsr_linear_f32";
-  check_args(kOp, x, M, w, residual, y);
+  check_bsr_linear_args(kOp, x, M, w, residual, y);
   const int64_t grid = work_items(kOp, M, w, kTileM, 1);
   if (grid == 0) return;
   const KernelArgs a = make_args(x, M, w, bias, gelu, residual, y);

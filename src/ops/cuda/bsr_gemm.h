@@ -54,6 +54,11 @@ struct BsrDeviceView {
 // The view of a matrix whose device copies bsr_to_cuda made (its `cuda` part), in its row order.
 BsrDeviceView device_view(const BsrMatrix& w);
 
+// The checks every block-sparse entry point makes (throws InvalidArgument): M >= 0, a supported
+// block dividing the weight, an uploaded matrix, and (M > 0) 16-byte aligned x, y, residual, values.
+void check_bsr_linear_args(const char* op, const void* x, int64_t M, const BsrDeviceView& w, const void* residual,
+                           const void* y);
+
 // ---- bf16 kernel variants (compile-time instantiations selected at run time) ----
 //
 // tile_m        tokens per work item: 64, 128 or 256.

@@ -85,9 +85,12 @@ struct XresCfg {
 };
 
 // The matrix's structure is copied into shared memory at the start (row_ptr as int, col_idx as
-// bytes: K / B <= 24), so that no global load sits on a block-row's critical path.
-size_t xres_table_bytes(int64_t block_rows, int64_t nnz) {
-  return (static_cast<size_t>(block_rows + 1) * 4 + 15) / 16 * 16 + (static_cast<size_t>(nnz) + 15) / 16 * 16;
+// bytes: K / B <= 24), so that no global load sits on a block-row's critical path. The col_idx
+// table holds the view's nnz, or every block when that is unknown.
+size_t xres_row_ptr_bytes(int64_t block_rows) { return (static_cast<size_t>(block_rows + 1) * 4 + 15) / 16 * 16; }
+int64_t xres_col_capacity(const BsrDeviceView& w) { return w.nnz >= 0 ? w.nnz : (w.rows / w.block) * (w.cols / w.block); }
+size_t xres_table_bytes(const BsrDeviceView& w) {
+  return xres_row_ptr_bytes(w.rows / w.block) + (static_cast<size_t>(xres_col_capacity(w)) + 15) / 16 * 16;
 }
 
 template <int B, int P>
@@ -159,9 +162,6 @@ __global__ void __launch_bounds__(XresCfg<B, P>::kThreads, 1) bsr_xres_kernel(co
     // copies have landed (32 arrivals complete the phase). The consumers fence the async proxy
     // after their wait. (Publishing from the producer after a cp.async.wait_group held the ring's
     // blocks back: with three slots, only one block was ever visible ahead of the consumers.)
-    auto publish_when_landed = [&](uint64_t* bar) {
-      asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(ptx::smem_u32(bar)) : "memory");
-    };
     auto copy_x_half = [&](int h, int64_t m0) {
       unsigned char* dst = xs + h * xhalf_bytes + (lane % 8) * 16;
       for (int rg = 0; rg < 8; ++rg) {
@@ -175,14 +175,9 @@ __global__ void __launch_bounds__(XresCfg<B, P>::kThreads, 1) bsr_xres_kernel(co
     auto copy_w = [&](int slot, int k) {
       if (p.values_cm) {  // one bulk copy (async proxy: the consumers need no fence for it)
         if (lane == 0) {
-          const uint32_t bar = ptx::smem_u32(&wfull[slot]);
-          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "n"(C::kBlockBytes)
-                       : "memory");
-          asm volatile(
-              "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                  ptx::smem_u32(ws + slot * C::kBlockBytes)),
-              "l"(p.values_cm + static_cast<int64_t>(k) * B * B), "n"(C::kBlockBytes), "r"(bar)
-              : "memory");
+          mbar::arrive_expect_tx(&wfull[slot], C::kBlockBytes);
+          mbar::bulk_copy_to_smem(ws + slot * C::kBlockBytes, p.values_cm + static_cast<int64_t>(k) * B * B,
+                                  C::kBlockBytes, &wfull[slot]);
         }
         return;
       }
@@ -212,7 +207,7 @@ __global__ void __launch_bounds__(XresCfg<B, P>::kThreads, 1) bsr_xres_kernel(co
             }
           }
           copy_x_half(h, m0);
-          publish_when_landed(&xfull[h]);
+          mbar::arrive_when_cp_async_lands(&xfull[h]);
           xpend[h] = false;
         }
       };
@@ -233,7 +228,7 @@ __global__ void __launch_bounds__(XresCfg<B, P>::kThreads, 1) bsr_xres_kernel(co
           }
         }
         copy_w(slot, k);
-        if (!p.values_cm) publish_when_landed(&wfull[slot]);
+        if (!p.values_cm) mbar::arrive_when_cp_async_lands(&wfull[slot]);
         try_x(false);
       }
       try_x(true);
@@ -269,7 +264,7 @@ __global__ void __launch_bounds__(XresCfg<B, P>::kThreads, 1) bsr_xres_kernel(co
     // later fill's parity for the one it waits for. `waited`: this tile's blocks [0, waited) done.
     const int n_base = n;
     int waited = 0, wrow = 0;  // wrow: the block-row of block `waited` (P > 1)
-    auto wait_through = [&](int last) {
+    auto wait_through = [&](int last, bool fence = true) {
       if (waited > last) return;
       for (; waited <= last; ++waited) {
         const int nn = n_base + waited;
@@ -282,7 +277,7 @@ __global__ void __launch_bounds__(XresCfg<B, P>::kThreads, 1) bsr_xres_kernel(co
       // The cp.async writes -> wgmma's reads (bulk copies need none). This is a MEMBAR.ALL.CTA:
       // issued after a block-row's output stores it waits for them, hence the early call before
       // each epilogue below.
-      if (!p.values_cm) wgmma::fence_proxy_async_smem();
+      if (fence && !p.values_cm) wgmma::fence_proxy_async_smem();
     };
     load_bias(pair);
     for (int r = pair; r < p.block_rows; r += P) {
@@ -345,13 +340,7 @@ __global__ void __launch_bounds__(XresCfg<B, P>::kThreads, 1) bsr_xres_kernel(co
         __syncwarp();
       }
     }
-    if constexpr (P > 1) {  // the other pairs' blocks after this pair's last block-row
-      for (; waited < nnz; ++waited) {
-        const int nn = n_base + waited;
-        mbar::wait(&wfull[nn % C::S], (nn / C::S) & 1);
-        if (lane == 0) mbar::arrive(&wempty[nn % C::S]);
-      }
-    }
+    if constexpr (P > 1) wait_through(nnz - 1, false);  // the other pairs' blocks after this pair's last row
     n = n_base + nnz;
     if (lane == 0) mbar::arrive(&xempty[h]);  // every wgmma reading this half has retired
   }
@@ -401,9 +390,8 @@ namespace {
 size_t xres_smem_for(const BsrDeviceView& w) {
   if ((w.block != 32 && w.block != 64) || w.cols > kMaxK || w.cols % 32 != 0 || w.rows % w.block != 0) return 0;
   const int64_t block_rows = w.rows / w.block;
-  const int64_t nnz = w.nnz >= 0 ? w.nnz : block_rows * (w.cols / w.block);
   if (block_rows >= (int64_t{1} << 20)) return 0;
-  const size_t tables = xres_table_bytes(block_rows, nnz);
+  const size_t tables = xres_table_bytes(w);
   // (The same for one and two pairs: two pairs stage half as many rows per warp.)
   static_assert(XresCfg<64, 1>::kConsumerWarps * XresCfg<64, 1>::kStageBytes ==
                 XresCfg<64, 2>::kConsumerWarps * XresCfg<64, 2>::kStageBytes);
@@ -428,14 +416,13 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   constexpr const char* kOp = "cuda bsr_linear_bf16 (x-resident)";
   if (pairs == 0) pairs = xres_env().pairs;
   VITRT_CHECK(pairs == 1 || pairs == 2, InvalidArgument, kOp, ": pairs must be 1 or 2, got ", pairs);
+  check_bsr_linear_args(kOp, x, M, w, nullptr, y);
   VITRT_CHECK(bsr_xres_supported(w, nullptr, DType::BF16), InvalidArgument, kOp,
               ": needs sm_90, block 32 or 64 and K <= ", kMaxK, " (block ", w.block, ", K ", w.cols, ")");
-  VITRT_CHECK(M >= 0 && w.row_ptr, InvalidArgument, kOp, ": negative token count or a matrix not uploaded");
   const int64_t tiles = (M + kTileM - 1) / kTileM;
   if (tiles == 0) return;
-  const auto aligned = [](const void* q, uintptr_t a) { return reinterpret_cast<uintptr_t>(q) % a == 0; };
-  VITRT_CHECK(x && y && aligned(x, 16) && aligned(y, 16) && aligned(w.values, 16) && aligned(bias, 4), InvalidArgument,
-              kOp, ": x, y and the BSR values must be 16-byte aligned device pointers (the bias 4-byte)");
+  VITRT_CHECK(reinterpret_cast<uintptr_t>(bias) % 4 == 0, InvalidArgument, kOp,
+              ": the bias must be 4-byte aligned (read as bf16 pairs)");
   VITRT_CHECK(tiles <= INT32_MAX, InvalidArgument, kOp, ": too many tokens (", M, ")");
   XresArgs a{};
   a.x = static_cast<const bf16*>(x);
@@ -443,8 +430,8 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   a.K = static_cast<int>(w.cols);
   a.N = static_cast<int>(w.rows);
   a.block_rows = static_cast<int>(w.rows / w.block);
-  a.rp_bytes = static_cast<int>((static_cast<size_t>(a.block_rows + 1) * 4 + 15) / 16 * 16);
-  a.nnz_cap = static_cast<int>(w.nnz >= 0 ? w.nnz : a.block_rows * (w.cols / w.block));
+  a.rp_bytes = static_cast<int>(xres_row_ptr_bytes(a.block_rows));
+  a.nnz_cap = static_cast<int>(xres_col_capacity(w));
   a.row_ptr = w.row_ptr;
   a.col_idx = w.col_idx;
   a.values = static_cast<const bf16*>(w.values);

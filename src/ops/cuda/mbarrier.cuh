@@ -37,4 +37,23 @@ __device__ __forceinline__ bool test(uint64_t* bar, unsigned parity) {
   return done != 0;
 }
 
+// Arrives on `bar` once every cp.async this thread has issued so far has landed (.noinc: the
+// arrival is one of the barrier's expected count).
+__device__ __forceinline__ void arrive_when_cp_async_lands(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(ptx::smem_u32(bar)) : "memory");
+}
+// Arrives on `bar` and adds `bytes` to the transaction count its phase waits for.
+__device__ __forceinline__ void arrive_expect_tx(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(ptx::smem_u32(bar)), "r"(bytes)
+               : "memory");
+}
+// Bulk copy (async proxy) of `bytes` (a multiple of 16, both addresses 16-byte aligned) from global
+// to shared memory, counted against `bar`'s transaction bytes when it lands.
+__device__ __forceinline__ void bulk_copy_to_smem(void* dst, const void* src, unsigned bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   ptx::smem_u32(dst)),
+               "l"(src), "r"(bytes), "r"(ptx::smem_u32(bar))
+               : "memory");
+}
+
 }  // namespace vitrt::cuda::mbar
