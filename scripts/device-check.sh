@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, run every GPU test, the GPU fidelity checks and the benchmarks,
 # then print a short table. Logs go to $OUT (or ./device-out). Usage:
-#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [server] [attn-sweep] [attn-ab] [ncu] [ncu-src] [ncu-cmd] [decoder-ref] [compare] [anchors] [anchors-compiled] [attn-bench]
+#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [server] [attn-sweep] [attn-ab] [ncu] [ncu-src] [ncu-cmd] [store] [decoder-ref] [compare] [anchors] [anchors-compiled] [attn-bench]
 #   (default: tests bench)
 # The GPU machine has no internet: Debian packages travel as .deb files in .deps/ (see
 # scripts/fetch-device-deps.sh) and are unpacked into /tmp/deps; segment-anything(-fast) for the
@@ -301,16 +301,23 @@ fi
 # Per-SASS-instruction warp-stall samples of one kernel launch (NCU_SRC_KERNELS / NCU_SRC_MODEL, by
 # default NCU_KERNELS / NCU_MODEL; NCU_BATCH):
 # the report is kept ($OUT/ncu_src.ncu-rep) and its source page printed as CSV; the summary lists the
-# instructions with the most samples.
+# instructions with the most samples. NCU_SRC_CMD: profile that command instead of `vitrt bench`.
 if has ncu-src; then
   timeout 240 ncu --clock-control none -k "regex:${NCU_SRC_KERNELS:-${NCU_KERNELS:-flash_mma_kernel}}" --launch-count 1 \
     --section SourceCounters --section WarpStateStats --section SpeedOfLight --section Occupancy --section LaunchStats \
     --section SchedulerStats -f -o "$OUT/ncu_src" \
-    $V bench --device cuda --model ${NCU_SRC_MODEL:-${NCU_MODEL:-vit_b}} --batch ${NCU_BATCH:-8} --dtype bf16 --iters 1 --warmup 1 \
-    --no-decoder > "$OUT/ncu_src.log" 2>&1
+    ${NCU_SRC_CMD:-$V bench --device cuda --model ${NCU_SRC_MODEL:-${NCU_MODEL:-vit_b}} --batch ${NCU_BATCH:-8} --dtype bf16 --iters 1 --warmup 1 \
+    --no-decoder} > "$OUT/ncu_src.log" 2>&1
   timeout 120 ncu --import "$OUT/ncu_src.ncu-rep" --page source --print-source sass --csv > "$OUT/ncu_source.csv" 2>&1
   timeout 60 ncu --import "$OUT/ncu_src.ncu-rep" --page details > "$OUT/ncu_src_details.txt" 2>&1
   add_summary "ncu source page: $(wc -l < "$OUT/ncu_source.csv") lines (ncu_source.csv)"
+fi
+
+# store: the write rate of a layer output in each BSR kernel's store order (bench/store_pattern_bench.cu).
+if has store; then
+  build-dev/bin/store_pattern_bench > "$OUT/store_pattern.txt" 2>&1
+  cat "$OUT/store_pattern.txt"
+  add_summary "store patterns: $(tail -n +2 "$OUT/store_pattern.txt" | awk '{for (i = 2; i <= NF; i++) if ($i == "ms") {n = $1; for (j = 2; j < i - 1; j++) n = n " " $j; printf "%s %s ms; ", n, $(i-1)}}')"
 fi
 
 # segment-anything-fast's batched decoder path (predict_torch with N prompts), same points as vitrt bench.
