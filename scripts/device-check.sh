@@ -141,7 +141,7 @@ if has bsr; then
   timeout 240 build-dev/bin/bsr_gemm_bench $q --json "$OUT/bsr_gemm_bench.json" > "$OUT/bsr_gemm_bench.txt" 2>&1
   add_summary "bsr_gemm_bench rc=$?: $(grep -E 'MET|MISSED|break-even' "$OUT/bsr_gemm_bench.txt" | tr '\n' ';' | tail -c 900)"
   # BSR_AB_ENV="VAR=value[ VAR2=value];...": the bf16 micro-benchmark again with each setting (e.g.
-  # "VITRT_BSR_XRES=1;VITRT_BSR_XRES=2 VITRT_BSR_XRES_W=cpasync").
+  # "VITRT_BSR_XRES=1;VITRT_BSR_XRES=1 VITRT_GEMM_AUTOTUNE=0").
   IFS=';' read -ra bsr_ab <<< "${BSR_AB_ENV:-}"
   for ab in "${bsr_ab[@]}"; do
     [ -n "$ab" ] || continue

@@ -107,22 +107,23 @@ void bsr_linear_bf16(const void* x, int64_t M, const BsrDeviceView& w, const voi
                      const void* residual, DType out_dtype, void* y, const BsrTcConfig* config = nullptr);
 
 // ---- Hopper kernel for short K (bsr_gemm_xres.cu) ----
-// A persistent CTA keeps 128 tokens' x rows (K <= 768) in shared memory and streams the stored W
-// blocks past them (wgmma, one producer warp, one or two pairs of consumer warpgroups; a W block is
-// one bulk copy of `values_core_matrix` when the view has it): x is read once and y written in
-// whole lines, which is what the 768 -> 3072 MLP layer at high sparsity is bound by.
-// bsr_xres_supported: sm_90, block 32 or 64, K <= 768, bf16 output, no residual.
+// A persistent CTA keeps 128 tokens' x rows (K <= 768) in shared memory (TMA, slab by slab, the
+// next tile's slabs loaded as the current tile releases them) and streams the stored W blocks past
+// them (one producer thread, bulk copies of `values_core_matrix`; two consumer warpgroups, wgmma):
+// x is read once and y written in whole lines, which is what the 768 -> 3072 MLP layer at high
+// sparsity is bound by.
+// bsr_xres_supported: sm_90, block 32 or 64, K <= 768, bf16 output, no residual, and the view has
+// `values_core_matrix` (bsr_to_cuda makes it for bf16 blocks of 32 / 64) or no blocks.
 // bsr_xres_selected: whether bsr_linear_bf16 (without an explicit config or VITRT_BSR_TC_CONFIG)
-// takes it: VITRT_BSR_XRES=1 (or 2: two warpgroup pairs) whenever supported, =auto when supported
-// and there are at least as many 128-token tiles as SMs; by default never (it has measured slower
-// than the mma.sync kernel: an experiment kept for the next step, see BENCHMARKS.md).
+// takes it: VITRT_BSR_XRES=1 whenever supported, =auto when supported and there are at least as
+// many 128-token tiles as SMs; by default never (until it measures faster than the mma.sync
+// kernel, see BENCHMARKS.md).
 bool bsr_xres_supported(const BsrDeviceView& w, const void* residual, DType out_dtype);
 bool bsr_xres_selected(int64_t M, const BsrDeviceView& w, const void* residual, DType out_dtype);
 // y[M, N] = act(x W^T + bias), bf16; max_ctas > 0 caps the persistent grid (tests: several tiles
-// per CTA); pairs: consumer warpgroup pairs, 1 or 2 (0: VITRT_BSR_XRES=2 -> 2, else 1). Throws
-// InvalidArgument where not supported.
+// per CTA). Throws InvalidArgument where not supported.
 void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, const void* bias, bool gelu, void* y,
-                          int max_ctas = 0, int pairs = 0);
+                          int max_ctas = 0);
 
 // fp32 CUDA-core kernel: x fp32 [M, K], w.values fp32, bias fp32 [N] or null, residual fp32 [M, N]
 // or null, y fp32 [M, N]; pointers 16-byte aligned.

@@ -3,43 +3,39 @@
 //
 // Why a second kernel: at 90% sparsity the ViT MLP's 768 -> 3072 layer has ~1.2 stored blocks per
 // block-row, so bsr_gemm.cu's CTA per (token tile, block-row) spends most of its life on per-CTA
-// set-up, x-tile reloads and the epilogue (ncu, 3072 x 768 b64 @ 0.9: 25% occupancy, 0.71 eligible
-// warps per scheduler, issue slots 44% busy for 10% of the dense work). Its floor is the bytes it
-// must move (x 77.5 MB in, y 310 MB out at M = 50432), so this kernel is built to stream them:
+// set-up, x-tile reloads and the epilogue (ncu, 3072 x 768 b64 @ 0.9: 25% occupancy, issue slots
+// 44% busy for 10% of the dense work). Its floor is the bytes it must move (x 77.5 MB in, y 310 MB
+// out at M = 50432; bench/store_pattern_bench.cu writes that y in this kernel's order at 3.6 TB/s),
+// so this kernel is built to stream them:
 //  - a persistent CTA owns a tile of 128 tokens at a time and keeps all of its x rows in shared
-//    memory (128 x K bf16, 192 KB at K = 768), read from HBM exactly once;
-//  - the weight's stored blocks are consumed in storage order (block-row by block-row, which is
-//    the order of `values`), so one producer warp streams them through an S-slot ring with
-//    cp.async, whatever the sparsity pattern; full / empty mbarriers per slot;
-//  - two consumer warpgroups own 64 tokens each (P pairs of them, see XresCfg): for every block-row
-//    they run one wgmma (m64 x B x 16, both operands from shared memory) per k16 step of each
-//    stored block, then write that 64 x B tile of y (bias, GELU, bf16) through a per-warp staging
-//    buffer as full 128-byte lines; an empty block-row writes act(bias) at once;
-//  - each x half has its own full / empty barrier pair, so when its warpgroups finish a tile the
-//    producer refills it while the others still compute (as far as the S-slot ring lets them drift
-//    apart: every warp passes every W block).
-// x and the W blocks sit in the no-swizzle core-matrix layout of wgmma.cuh ([row / 8][16-byte
-// chunk][row % 8]). x is written chunk by chunk with cp.async (8 lanes per 128 contiguous bytes, so
-// the shared-memory writes are conflict-free and each global row segment is read in whole
-// sectors) and published by cp.async.mbarrier.arrive (each producer lane's arrival fires when its
-// copies land); the consumers fence the async proxy once per tile. A W block is one bulk copy
-// (cp.async.bulk, complete_tx on its full barrier) of the copy of the values bsr_to_cuda keeps in
-// that order (bsr_core_matrix_order): the async proxy writes it, so no fence, and one producer
-// instruction per block. (Without that copy, or with VITRT_BSR_XRES_W=cpasync, W blocks go by
-// cp.async like x, and the consumers fence after each wait.)
+//    memory as 64-column slabs (128 x K bf16, 192 KB at K = 768), read from HBM exactly once, by
+//    TMA in the 128-byte swizzle layout wgmma reads;
+//  - the weight's stored blocks are consumed in storage order (block-row by block-row, the order of
+//    `values`), so one producer thread streams them through an S-slot ring, one bulk copy per block
+//    from the copy of the values in wgmma's core-matrix order (bsr_core_matrix_order, made by
+//    bsr_to_cuda); full / empty mbarriers per slot;
+//  - two consumer warpgroups own 64 tokens each: for every block-row they start from the bias, run
+//    one wgmma (m64 x B x 16, both operands in shared memory) per k16 step of each stored block,
+//    then write that 64 x B tile of y (GELU, bf16) through a per-warp staging buffer (stmatrix) as
+//    full 128-byte lines; an empty block-row writes act(bias) at once;
+//  - each x slab of each half has its own full / empty barrier pair: a warpgroup releases a slab
+//    after its last use in the tile (a flag on that block's column index), and the producer loads
+//    the next tile's slab into it while the rest of the tile is computed, so the x load overlaps.
 // tests/protocol/test_bsr_xres_protocol.py models this barrier protocol (random interleavings: no
 // deadlock, no buffer read early or refilled while read); keep the two in step.
-// Status: an experiment, off by default (VITRT_BSR_XRES, below). Its first form was correct (tests)
-// but measured slower than bsr_gemm.cu's kernel: each consumer warp ran its block-rows as one
-// serial chain (barrier wait, proxy fence, MMA, wait, epilogue) with two consumer warps per
-// scheduler, and the proxy fence (a MEMBAR.ALL.CTA) waited for the previous block-row's output
-// stores (BENCHMARKS.md, 2026-12-03 13:45 session). Written since and not yet run on a GPU: the
-// fence moved before the stores (the next blocks are waited for early), two warpgroup pairs, and
-// the W blocks by bulk copies.
-// Scope: bf16 in and out, block 32 or 64, no residual (the 768 -> 3072 layer's epilogue is bias +
-// GELU); everything else runs bsr_gemm.cu's kernel. The GELU is the tanh form with the hardware
-// tanh, as bsr_gemm.cu's bf16-output path, so both kernels give the same model.
+// History (BENCHMARKS.md, 2026-12-03 sessions): the first form (x by cp.async from the producer
+// warp once per tile, zeroed accumulators, per-value epilogue stores) measured 0.211 ms against
+// the mma.sync kernel's 0.205 ms at 3072 x 768 b64 @ 0.9; its ncu source profile showed the
+// consumers waiting ~17% of the time for each tile's x and issuing ~520 instructions per
+// block-row per warp (212 in the block loop, 200 in the epilogue), which this form cuts.
+// Status: off by default (VITRT_BSR_XRES, below) until it measures faster.
+// Scope: bf16 in and out, block 32 or 64, K <= 768, no residual (the 768 -> 3072 layer's epilogue
+// is bias + GELU), the view's core-matrix copy present; everything else runs bsr_gemm.cu's
+// kernel. The GELU is the tanh form with the hardware tanh, as bsr_gemm.cu's bf16-output path, so
+// both kernels give the same model.
+#include <cuda.h>  // CUtensorMap (the driver entry point is fetched at run time: no libcuda link)
 #include <cuda_bf16.h>
+#include <cudaTypedefs.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -63,56 +59,56 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
-constexpr int kTileM = 128;          // tokens per tile: two consumer warpgroups of 64 (per pair)
-constexpr int kMaxK = 768;           // 128 x 768 bf16 = 192 KB of x per CTA
+constexpr int kTileM = 128;              // tokens per tile: two consumer warpgroups of 64
+constexpr int kMaxK = 768;               // 128 x 768 bf16 = 192 KB of x per CTA
+constexpr int kSlabCols = 64;            // x is held as slabs of 64 columns (128-byte rows)
+constexpr int kSlabBytes = 64 * 128;     // one half's slab: 64 rows x 128 bytes, a TMA box
+constexpr int kMaxSlabs = kMaxK / kSlabCols;
+constexpr int kConsumerWarps = 8;
+constexpr int kThreads = 32 * kConsumerWarps + 32;  // + the producer warp (one thread of it works)
 constexpr size_t kMaxSmem = 227 * 1024;  // sm_90's opt-in limit per CTA
+constexpr size_t kAlignSlack = 1024;     // the x slabs start 1024-byte aligned (128-byte swizzle)
+constexpr uint8_t kLastUse = 0x80;       // col_idx table flag: the last block of the tile reading its slab
 
-// P: consumer warpgroup pairs. Each pair covers the tile's 128 tokens (one warpgroup per x half)
-// and computes the block-rows r with r % P == its index, so P = 2 keeps two block-rows in flight
-// per x half, as long as the W ring holds both rows' blocks (VITRT_BSR_XRES=2; not yet measured on
-// a GPU).
-template <int B, int P>
+template <int B>
 struct XresCfg {
   static constexpr int S = B == 64 ? 3 : 8;          // W ring slots
   static constexpr int kBlockBytes = B * B * 2;
-  static constexpr int kChunks = B / 8;              // 16-byte chunks per W row / per x row of a block
-  static constexpr int kConsumerWarps = 8 * P;
-  static constexpr int kThreads = 32 * kConsumerWarps + 32;  // + one producer warp
+  static constexpr int kChunks = B / 8;              // 16-byte chunks per W row / per y row of a block
   static constexpr int kStageRow = 2 * B + 16;       // bytes per staged output row (+16: conflict-free)
-  static constexpr int kStageRows = 8 / P;           // rows per warp and staging pass
-  static constexpr int kStageBytes = kStageRows * kStageRow;
+  static constexpr int kStageBytes = 8 * kStageRow;  // 8 rows per warp and staging pass
   static constexpr int kAcc = B / 2;                 // fp32 accumulators per thread (m64 x B)
 };
 
 // The matrix's structure is copied into shared memory at the start (row_ptr as int, col_idx as
-// bytes: K / B <= 24), so that no global load sits on a block-row's critical path. The col_idx
-// table holds the view's nnz, or every block when that is unknown.
+// bytes: K / B <= 24, plus the kLastUse flag), so that no global load sits on a block-row's critical
+// path. The col_idx table holds the view's nnz, or every block when that is unknown.
 size_t xres_row_ptr_bytes(int64_t block_rows) { return (static_cast<size_t>(block_rows + 1) * 4 + 15) / 16 * 16; }
 int64_t xres_col_capacity(const BsrDeviceView& w) { return w.nnz >= 0 ? w.nnz : (w.rows / w.block) * (w.cols / w.block); }
 size_t xres_table_bytes(const BsrDeviceView& w) {
   return xres_row_ptr_bytes(w.rows / w.block) + (static_cast<size_t>(xres_col_capacity(w)) + 15) / 16 * 16;
 }
+int xres_slabs(int64_t K) { return static_cast<int>((K + kSlabCols - 1) / kSlabCols); }
 
-template <int B, int P>
+template <int B>
 size_t xres_smem_bytes(int64_t K, size_t table_bytes) {
-  using C = XresCfg<B, P>;
-  return static_cast<size_t>(kTileM) * K * 2 + C::S * C::kBlockBytes + C::kConsumerWarps * C::kStageBytes +
-         (4 + 2 * C::S) * sizeof(uint64_t) + table_bytes;
+  using C = XresCfg<B>;
+  return kAlignSlack + 2 * static_cast<size_t>(xres_slabs(K)) * kSlabBytes + C::S * C::kBlockBytes +
+         kConsumerWarps * C::kStageBytes + (4 * kMaxSlabs + 2 * C::S + 2) * sizeof(uint64_t) + table_bytes;
 }
 
 struct XresArgs {
-  const bf16* x;
+  CUtensorMap x_map;  // x [M, K] bf16, boxes of 64 x 64, 128-byte swizzle (first: 64-byte aligned)
   int64_t M;
   int K, N;
+  int slabs;  // ceil(K / 64)
   int block_rows;
   int rp_bytes;  // row_ptr table bytes in shared memory (16-byte multiple); col_idx follows
   int nnz_cap;   // col_idx table capacity (the view's nnz, or every block)
   const int32_t* row_ptr;
   const int32_t* col_idx;
-  const bf16* values;
-  const bf16* values_cm;  // core-matrix order (one bulk copy per block), or null: cp.async of values
+  const bf16* values_cm;  // the blocks in core-matrix order (bsr_core_matrix_order)
   const bf16* bias;
-  bool gelu;
   bf16* y;
   int tiles;
 };
@@ -123,133 +119,129 @@ __device__ __forceinline__ void wgmma_block_k16(float (&acc)[B / 2], uint64_t da
   if constexpr (B == 64) wgmma::wgmma_m64n64k16_ss(acc, da, db);
   else wgmma::wgmma_m64n32k16_ss(acc, da, db);
 }
+__device__ __forceinline__ unsigned pack_bf16x2(float a, float b) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<const unsigned*>(&v);
+}
 #endif
 
-template <int B, int P>
-__global__ void __launch_bounds__(XresCfg<B, P>::kThreads, 1) bsr_xres_kernel(const XresArgs p) {
+template <int B, bool Gelu>
+__global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_constant__ XresArgs p) {
 #if VITRT_WGMMA_ENABLED
-  using C = XresCfg<B, P>;
-  constexpr int kConsumerWarps = C::kConsumerWarps, kThreads = C::kThreads;
-  using ptx::cp_async16;
-  extern __shared__ __align__(128) unsigned char smem[];
-  const int xhalf_bytes = 64 * p.K * 2;
-  const int x_chunks = p.K / 8;  // 16-byte chunks per x row
-  unsigned char* xs = smem;                                // [2 halves][64 rows], core-matrix layout
-  unsigned char* ws = smem + 2 * xhalf_bytes;              // [S][B x B], core-matrix layout
-  unsigned char* stage = ws + C::S * C::kBlockBytes;       // [warp][kStageRows][kStageRow]
+  using C = XresCfg<B>;
+  constexpr int S = C::S;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((kAlignSlack - (ptx::smem_u32(smem_raw) & (kAlignSlack - 1))) & (kAlignSlack - 1));
+  const int ns = p.slabs;
+  unsigned char* xs = smem;                                   // [2 halves][ns slabs][64 rows x 128 B], swizzled
+  unsigned char* ws = xs + 2 * ns * kSlabBytes;               // [S][B x B], core-matrix layout
+  unsigned char* stage = ws + S * C::kBlockBytes;             // [warp][8 rows][kStageRow]
   uint64_t* bars = reinterpret_cast<uint64_t*>(stage + kConsumerWarps * C::kStageBytes);
-  uint64_t* xfull = bars;       // [2] x half h of the current tile landed (32 producer lanes)
-  uint64_t* xempty = bars + 2;  // [2] the P warpgroups on half h are done with it (4 P warps)
-  uint64_t* wfull = bars + 4;   // [S] W block landed (32 producer lanes)
-  uint64_t* wempty = bars + 4 + C::S;  // [S] every consumer warp has passed it
-  int* rp_s = reinterpret_cast<int*>(bars + 4 + 2 * C::S);          // [block_rows + 1]
-  uint8_t* col_s = reinterpret_cast<uint8_t*>(rp_s) + p.rp_bytes;   // [nnz]
+  uint64_t* xfull = bars;                   // [2][kMaxSlabs] slab landed (TMA complete_tx)
+  uint64_t* xempty = bars + 2 * kMaxSlabs;  // [2][kMaxSlabs] the 4 warps on that half are done with it
+  uint64_t* wfull = bars + 4 * kMaxSlabs;   // [S] W block landed (bulk copy complete_tx)
+  uint64_t* wempty = wfull + S;             // [S] every consumer warp has passed it
+  unsigned* used_slabs = reinterpret_cast<unsigned*>(wempty + S);  // bit s: some block reads slab s
+  int* rp_s = reinterpret_cast<int*>(wempty + S + 2);         // [block_rows + 1]
+  uint8_t* col_s = reinterpret_cast<uint8_t*>(rp_s) + p.rp_bytes;  // [nnz] column | kLastUse
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x == 0) {
-    for (int h = 0; h < 2; ++h) mbar::init(&xfull[h], 32), mbar::init(&xempty[h], 4 * P);
-    // wfull: the 32 lanes' cp.async arrivals, or one expect_tx arrival for a bulk copy.
-    for (int s = 0; s < C::S; ++s) mbar::init(&wfull[s], p.values_cm ? 1 : 32), mbar::init(&wempty[s], kConsumerWarps);
+    for (int i = 0; i < 2 * kMaxSlabs; ++i) mbar::init(&xfull[i], 1), mbar::init(&xempty[i], 4);
+    for (int s = 0; s < S; ++s) mbar::init(&wfull[s], 1), mbar::init(&wempty[s], kConsumerWarps);
+    *used_slabs = 0;
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   const int nnz = __ldg(p.row_ptr + p.block_rows);
   if (nnz > p.nnz_cap) __trap();  // a view whose nnz disagrees with its row_ptr (never from device_view)
   for (int i = threadIdx.x; i <= p.block_rows; i += kThreads) rp_s[i] = __ldg(p.row_ptr + i);
   for (int i = threadIdx.x; i < nnz; i += kThreads) col_s[i] = static_cast<uint8_t>(__ldg(p.col_idx + i));
-  __syncthreads();  // publishes the barriers' initialisation and the tables
+  __syncthreads();
+  // Each slab's last reader in the block sequence (warp s scans for slab s): that block releases it.
+  for (int s = warp; s < ns; s += kThreads / 32) {
+    int last = -1;
+    for (int i = lane; i < nnz; i += 32)
+      if ((col_s[i] & ~kLastUse) * B / kSlabCols == s) last = i;
+    last = __reduce_max_sync(0xffffffffu, last);
+    if (lane == 0 && last >= 0) col_s[last] |= kLastUse, atomicOr(used_slabs, 1u << s);
+  }
+  __syncthreads();  // publishes the barriers' initialisation, the tables and the flags
 
   if (warp == kConsumerWarps) {
-    // ---- producer warp
-    // A buffer is published by the hardware: each lane's cp.async.mbarrier.arrive fires once its
-    // copies have landed (32 arrivals complete the phase). The consumers fence the async proxy
-    // after their wait. (Publishing from the producer after a cp.async.wait_group held the ring's
-    // blocks back: with three slots, only one block was ever visible ahead of the consumers.)
-    auto copy_x_half = [&](int h, int64_t m0) {
-      unsigned char* dst = xs + h * xhalf_bytes + (lane % 8) * 16;
-      for (int rg = 0; rg < 8; ++rg) {
-        const int64_t m = m0 + 64 * h + rg * 8 + lane % 8;
-        const bool in = m < p.M;
-        const bf16* src = p.x + (in ? m : 0) * p.K;
-        unsigned char* d = dst + rg * x_chunks * 128;
-        for (int c = lane / 8; c < x_chunks; c += 4) cp_async16(d + c * 128, src + c * 8, in ? 16 : 0);
-      }
-    };
-    auto copy_w = [&](int slot, int k) {
-      if (p.values_cm) {  // one bulk copy (async proxy: the consumers need no fence for it)
-        if (lane == 0) {
-          mbar::arrive_expect_tx(&wfull[slot], C::kBlockBytes);
-          mbar::bulk_copy_to_smem(ws + slot * C::kBlockBytes, p.values_cm + static_cast<int64_t>(k) * B * B,
-                                  C::kBlockBytes, &wfull[slot]);
-        }
-        return;
-      }
-      unsigned char* dst = ws + slot * C::kBlockBytes + (lane % 8) * 16;
-      const bf16* src = p.values + static_cast<int64_t>(k) * B * B;
-#pragma unroll
-      for (int ng = 0; ng < B / 8; ++ng)
-#pragma unroll
-        for (int c = lane / 8; c < C::kChunks; c += 4)
-          cp_async16(dst + (ng * C::kChunks + c) * 128, src + (ng * 8 + lane % 8) * B + c * 8, 16);
-    };
-    int n = 0, tcount = 0;
-    for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tcount) {
-      const int64_t m0 = static_cast<int64_t>(tile) * kTileM;
-      bool xpend[2] = {true, true};
-      // Loads x half h of this tile once the warpgroups on half h released the previous tile's
-      // (blocking or not).
-      auto try_x = [&](bool block) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          if (!xpend[h]) continue;
-          if (tcount > 0) {
-            const unsigned parity = (tcount - 1) & 1;
-            if (!mbar::test(&xempty[h], parity)) {
-              if (!block) continue;
-              mbar::wait(&xempty[h], parity);
-            }
+    // ---- producer: one thread issues every copy. W blocks go in storage order, tile after tile;
+    // the x slabs of a tile are loaded as the previous tile releases them (polled while waiting for
+    // a W slot). Blocking on the previous tile's pending slabs at the start of a tile cannot
+    // deadlock: by then every W block and x slab of the tile before it has been issued.
+    if (lane != 0) return;
+    const unsigned used = *used_slabs;
+    const uint32_t used_mask = used | (used << 16);  // bit 16 h + s: slab s of half h
+    uint32_t pending = 0;
+    int pend_tc = 0;
+    int64_t pend_m0 = 0;
+    auto try_x = [&](bool block) {
+      for (uint32_t m = pending; m != 0; m &= m - 1) {
+        const int bit = __ffs(m) - 1, h = bit / 16, s = bit % 16;
+        uint64_t* empty = &xempty[h * kMaxSlabs + s];
+        if (pend_tc > 0) {
+          const unsigned parity = (pend_tc - 1) & 1;
+          if (!mbar::test(empty, parity)) {
+            if (!block) continue;
+            mbar::wait(empty, parity);
           }
-          copy_x_half(h, m0);
-          mbar::arrive_when_cp_async_lands(&xfull[h]);
-          xpend[h] = false;
         }
-      };
+        uint64_t* full = &xfull[h * kMaxSlabs + s];
+        mbar::arrive_expect_tx(full, kSlabBytes);
+        mbar::tma_load_2d(xs + (h * ns + s) * kSlabBytes, &p.x_map, s * kSlabCols, static_cast<int>(pend_m0 + 64 * h), full);
+        pending &= ~(1u << bit);
+      }
+    };
+    int slot = 0, n = 0;
+    unsigned round = 0;  // parity of the ring round of `slot`
+    int tc = 0;
+    for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tc) {
+      try_x(true);
+      pending = used_mask, pend_tc = tc, pend_m0 = static_cast<int64_t>(tile) * kTileM;
       try_x(false);
       for (int k = 0; k < nnz; ++k, ++n) {
-        const int slot = n % C::S;
-        if (n >= C::S) {
-          const unsigned parity = ((n / C::S) - 1) & 1;
-          // The slot frees once every consumer warp has passed its block; meanwhile keep trying the
-          // x halves (a warp that needs this tile's x to get there would otherwise wait for ever).
-          while (!mbar::test(&wempty[slot], parity)) {
+        if (n >= S) {  // the slot's previous block must have been passed by every consumer warp
+          while (!mbar::test(&wempty[slot], round ^ 1)) {
             try_x(false);
-            if (!xpend[0] && !xpend[1]) {
-              mbar::wait(&wempty[slot], parity);
+            if (pending == 0) {
+              mbar::wait(&wempty[slot], round ^ 1);
               break;
             }
-            __nanosleep(64);
+            __nanosleep(32);
           }
         }
-        copy_w(slot, k);
-        if (!p.values_cm) mbar::arrive_when_cp_async_lands(&wfull[slot]);
-        try_x(false);
+        mbar::arrive_expect_tx(&wfull[slot], C::kBlockBytes);
+        mbar::bulk_copy_to_smem(ws + slot * C::kBlockBytes, p.values_cm + static_cast<int64_t>(k) * B * B,
+                                C::kBlockBytes, &wfull[slot]);
+        if (++slot == S) slot = 0, round ^= 1;
       }
-      try_x(true);
     }
-    asm volatile("cp.async.wait_all;\n" ::: "memory");  // no copies outlive their thread
+    try_x(true);
     return;
   }
 
-  // ---- consumer warpgroups: warpgroup wg of pair wg / 2 owns rows 64 h .. 64 h + 63 of each tile
-  // (h = wg % 2, its x half) for the pair's block-rows; warp w4 rows 16 w4 .. 16 w4 + 15 of those.
-  const int wg = warp / 4, pair = wg / 2, h = wg % 2, w4 = warp % 4;
-  const int g = lane / 4, t = lane % 4;
-  const unsigned char* xh = xs + h * xhalf_bytes;
+  // ---- consumer warpgroups: warpgroup h owns rows 64 h .. 64 h + 63 of each tile (x half h), warp
+  // w4 rows 16 w4 .. 16 w4 + 15 of those; a thread holds rows g and g + 8 of its warp's 16.
+  const int h = warp / 4, w4 = warp % 4, g = lane / 4, t = lane % 4;
   unsigned char* st = stage + warp * C::kStageBytes;
-  const uint32_t x_sbo = static_cast<uint32_t>(x_chunks) * 128;  // between 8-row groups of x
-  float acc[C::kAcc];
-  int n = 0, tcount = 0;
-  for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tcount) {
+  const uint64_t xdesc = wgmma::make_smem_desc_sw128(xs + h * ns * kSlabBytes, 1024);
+  const uint64_t wdesc = wgmma::make_smem_desc(ws, 128, C::kChunks * 128);
+  // Epilogue addressing: a staging pass holds 8 rows x kChunks 16-byte chunks; lane covers chunk
+  // (lane % kChunks) of row (lane / kChunks) + i * (32 / kChunks).
+  constexpr int kRowsPerStore = 32 / C::kChunks;
+  const int st_row = lane / C::kChunks, st_chunk = lane % C::kChunks;
+  const unsigned char* st_load = st + st_row * C::kStageRow + st_chunk * 16;
+  unsigned char* st_matrix = st + (lane % 8) * C::kStageRow + (lane / 8) * 16;  // stmatrix row addresses
+  int slot = 0;
+  unsigned round = 0;
+  int tc = 0;
+  for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tc) {
     const int64_t row0 = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4;  // this warp's first row
-    mbar::wait(&xfull[h], tcount & 1);
-    wgmma::fence_proxy_async_smem();  // the cp.async writes -> wgmma's reads
+    const bool full_tile = static_cast<int64_t>(tile + 1) * kTileM <= p.M;
+    bf16* yrow = p.y + (row0 + st_row) * p.N + st_chunk * 8;
+    const unsigned xparity = tc & 1;
     // This thread's bias values (columns 8 j + 2 t, + 1) of block-row r, loaded one row ahead.
     __nv_bfloat162 bias_next[B / 8];
     auto load_bias = [&](int r) {
@@ -259,145 +251,126 @@ __global__ void __launch_bounds__(XresCfg<B, P>::kThreads, 1) bsr_xres_kernel(co
                            ? *reinterpret_cast<const __nv_bfloat162*>(p.bias + static_cast<int64_t>(r) * B + 8 * j + 2 * t)
                            : __floats2bfloat162_rn(0.f, 0.f);
     };
-    // Every warp waits for every fill of the ring in order, its own blocks and the other pairs'
-    // alike (it releases the latter at once): a warp that skipped a phase of a slot would take a
-    // later fill's parity for the one it waits for. `waited`: this tile's blocks [0, waited) done.
-    const int n_base = n;
-    int waited = 0, wrow = 0;  // wrow: the block-row of block `waited` (P > 1)
-    auto wait_through = [&](int last, bool fence = true) {
-      if (waited > last) return;
-      for (; waited <= last; ++waited) {
-        const int nn = n_base + waited;
-        mbar::wait(&wfull[nn % C::S], (nn / C::S) & 1);
-        if constexpr (P > 1) {
-          while (rp_s[wrow + 1] <= waited) ++wrow;
-          if (wrow % P != pair && lane == 0) mbar::arrive(&wempty[nn % C::S]);
-        }
-      }
-      // The cp.async writes -> wgmma's reads (bulk copies need none). This is a MEMBAR.ALL.CTA:
-      // issued after a block-row's output stores it waits for them, hence the early call before
-      // each epilogue below.
-      if (fence && !p.values_cm) wgmma::fence_proxy_async_smem();
-    };
-    load_bias(pair);
-    for (int r = pair; r < p.block_rows; r += P) {
+    load_bias(0);
+    for (int r = 0; r < p.block_rows; ++r) {
       const int kb = rp_s[r], ke = rp_s[r + 1];
-      const int64_t n0 = static_cast<int64_t>(r) * B;
-      float bias_r[B / 8][2];
+      float acc[C::kAcc];
 #pragma unroll
-      for (int j = 0; j < B / 8; ++j) bias_r[j][0] = __low2float(bias_next[j]), bias_r[j][1] = __high2float(bias_next[j]);
-      load_bias(r + P);
-#pragma unroll
-      for (int i = 0; i < C::kAcc; ++i) acc[i] = 0.f;
-      // The row's blocks, one commit group each. (A group spanning a loop of blocks, whose trip
-      // count ptxas cannot prove uniform, makes it serialise every wgmma: one k16 step at a time.)
+      for (int j = 0; j < B / 8; ++j) {
+        const float2 b2 = __bfloat1622float2(bias_next[j]);
+        acc[4 * j] = acc[4 * j + 2] = b2.x;  // rows g and g + 8 start from the bias
+        acc[4 * j + 1] = acc[4 * j + 3] = b2.y;
+      }
+      load_bias(r + 1);
+      // The row's blocks, one commit group each and retired before the next (a group spanning a
+      // loop whose trip count ptxas cannot prove uniform makes it serialise every wgmma).
       for (int k = kb; k < ke; ++k) {
-        const int slot = (n_base + k) % C::S;
-        wait_through(k);
+        const int c = col_s[k];
+        const int col = c & ~kLastUse;
+        const int slab = col * B / kSlabCols;
+        mbar::wait(&wfull[slot], round);
+        mbar::wait(&xfull[h * kMaxSlabs + slab], xparity);
         wgmma::fence_operands(acc);
         wgmma::fence();
-        const unsigned char* a = xh + col_s[k] * C::kChunks * 128;
-        const unsigned char* b = ws + slot * C::kBlockBytes;
+        const uint64_t da = xdesc + ((slab * kSlabBytes + (col * B % kSlabCols) * 2) >> 4);
+        const uint64_t db = wdesc + ((slot * C::kBlockBytes) >> 4);
 #pragma unroll
-        for (int kk = 0; kk < B / 16; ++kk)
-          wgmma_block_k16<B>(acc, wgmma::make_smem_desc(a + kk * 256, 128, x_sbo),
-                             wgmma::make_smem_desc(b + kk * 256, 128, C::kChunks * 128));
+        for (int kk = 0; kk < B / 16; ++kk) wgmma_block_k16<B>(acc, da + 2 * kk, db + 16 * kk);
         wgmma::commit();
         wgmma::wait<0>();
         wgmma::fence_operands(acc);
-        if (lane == 0) mbar::arrive(&wempty[slot]);
-      }
-      // Before this row's stores: wait for the next blocks this warp computes (this tile's only:
-      // the producer starts the next tile's once every warp is done with this one) as far as the
-      // ring allows without a slot this warp still holds (S - 1 past the next row's first).
-      int rn = r + P;
-      while (rn < p.block_rows && rp_s[rn] == rp_s[rn + 1]) rn += P;
-      if (rn < p.block_rows) wait_through(min(rp_s[rn + 1] - 1, rp_s[rn] + C::S - 1));
-      // Epilogue: the warp's 16 rows (a thread holds rows g and g + 8) in passes of kStageRows
-      // through the staging rows, then stored as whole lines.
-#pragma unroll
-      for (int pass = 0; pass < 16 / C::kStageRows; ++pass) {
-        const int half = pass * C::kStageRows / 8;                     // which of the thread's two rows
-        const int g0 = (pass * C::kStageRows) % 8;                     // first g of this pass
-        if (g >= g0 && g < g0 + C::kStageRows) {
-#pragma unroll
-          for (int j = 0; j < B / 8; ++j) {
-            float v0 = acc[4 * j + 2 * half] + bias_r[j][0], v1 = acc[4 * j + 2 * half + 1] + bias_r[j][1];
-            if (p.gelu) v0 = dev::gelu_tanh_approx(v0), v1 = dev::gelu_tanh_approx(v1);
-            *reinterpret_cast<__nv_bfloat162*>(st + (g - g0) * C::kStageRow + (8 * j + 2 * t) * 2) =
-                __floats2bfloat162_rn(v0, v1);
-          }
+        if (lane == 0) {
+          mbar::arrive(&wempty[slot]);
+          if (c & kLastUse) mbar::arrive(&xempty[h * kMaxSlabs + slab]);
         }
+        if (++slot == S) slot = 0, round ^= 1;
+      }
+      // Epilogue: rows g (pass 0) and g + 8 (pass 1) -> staging (stmatrix) -> whole-line stores.
+      bf16* yr = yrow + static_cast<int64_t>(r) * B;
+#pragma unroll
+      for (int pass = 0; pass < 2; ++pass) {
+        unsigned v[B / 8];
+#pragma unroll
+        for (int j = 0; j < B / 8; ++j) {
+          float v0 = acc[4 * j + 2 * pass], v1 = acc[4 * j + 2 * pass + 1];
+          if constexpr (Gelu) v0 = dev::gelu_tanh_approx(v0), v1 = dev::gelu_tanh_approx(v1);
+          v[j] = pack_bf16x2(v0, v1);
+        }
+#pragma unroll
+        for (int q = 0; q < B / 32; ++q) ptx::stsm_x4(st_matrix + q * 64, v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
         __syncwarp();
 #pragma unroll
-        for (int q = lane; q < C::kStageRows * C::kChunks; q += 32) {
-          const int rr = q / C::kChunks, c = q % C::kChunks;
-          const int64_t m = row0 + half * 8 + g0 + rr;
-          if (m < p.M)
-            *reinterpret_cast<uint4*>(p.y + m * p.N + n0 + c * 8) =
-                *reinterpret_cast<const uint4*>(st + rr * C::kStageRow + c * 16);
+        for (int i = 0; i < 8 / kRowsPerStore; ++i) {
+          const int row = pass * 8 + st_row + i * kRowsPerStore;  // of the warp's 16
+          const uint4 val = *reinterpret_cast<const uint4*>(st_load + i * kRowsPerStore * C::kStageRow);
+          if (full_tile || row0 + row < p.M)
+            *reinterpret_cast<uint4*>(yr + static_cast<int64_t>(pass * 8 + i * kRowsPerStore) * p.N) = val;
         }
         __syncwarp();
       }
     }
-    if constexpr (P > 1) wait_through(nnz - 1, false);  // the other pairs' blocks after this pair's last row
-    n = n_base + nnz;
-    if (lane == 0) mbar::arrive(&xempty[h]);  // every wgmma reading this half has retired
   }
 #endif
 }
 
-template <int B, int P>
+template <int B, bool Gelu>
 void launch_xres(const XresArgs& a, int grid, size_t smem) {
   static std::once_flag flag;
   std::call_once(flag, [&] {
-    VITRT_CUDA_CHECK(cudaFuncSetAttribute(bsr_xres_kernel<B, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    VITRT_CUDA_CHECK(cudaFuncSetAttribute(bsr_xres_kernel<B, Gelu>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           static_cast<int>(kMaxSmem)));
   });
-  bsr_xres_kernel<B, P><<<grid, XresCfg<B, P>::kThreads, smem, current_stream()>>>(a);
+  bsr_xres_kernel<B, Gelu><<<grid, kThreads, smem, current_stream()>>>(a);
   VITRT_CUDA_CHECK(cudaGetLastError());
 }
 
-// VITRT_BSR_XRES: "1" (one warpgroup pair) or "2" (two pairs) wherever supported, "auto" (one
-// pair) where there are enough tiles; unset / other: off. Off by default: the one-pair kernel
-// measured slower than bsr_gemm.cu's (BENCHMARKS.md, 2026-12-03 13:45 session: 0.221 against
-// 0.203 ms at 3072 x 768 b64 @ 0.9); the two-pair one has not run on a GPU yet.
+// x as a TMA tensor map: [M rows][K columns] bf16, boxes of 64 columns x 64 rows in the 128-byte
+// swizzle (rows and columns past the end read as zeros).
+CUtensorMap x_tensor_map(const void* x, int64_t M, int64_t K) {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    VITRT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
+    VITRT_CHECK(q == cudaDriverEntryPointSuccess && fn, Error, "cuTensorMapEncodeTiled is not available");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+  }();
+  CUtensorMap m;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(K), static_cast<cuuint64_t>(M)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(K) * 2};
+  const cuuint32_t box[2] = {kSlabCols, 64};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  const CUresult r = encode(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(x), dims, strides, box,
+                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  VITRT_CHECK(r == CUDA_SUCCESS, Error, "cuTensorMapEncodeTiled failed (", static_cast<int>(r), ") for x [", M,
+              ", ", K, "]");
+  return m;
+}
+
+// VITRT_BSR_XRES: "1" wherever supported, "auto" where there are enough tiles; unset / other: off.
 enum class XresMode { Off, On, Auto };
-// VITRT_BSR_XRES_W=cpasync: W blocks by cp.async even where the core-matrix copy exists (A/B).
-struct XresEnv {
-  XresMode mode = XresMode::Off;
-  int pairs = 1;
-  bool w_bulk = true;
-};
-XresEnv xres_env() {
-  static const XresEnv v = [] {
-    XresEnv r;
+XresMode xres_mode() {
+  static const XresMode v = [] {
     const char* e = std::getenv("VITRT_BSR_XRES");
-    if (e && (std::strcmp(e, "1") == 0 || std::strcmp(e, "2") == 0)) r.mode = XresMode::On, r.pairs = e[0] - '0';
-    if (e && std::strcmp(e, "auto") == 0) r.mode = XresMode::Auto;
-    const char* wm = std::getenv("VITRT_BSR_XRES_W");
-    r.w_bulk = !(wm && std::strcmp(wm, "cpasync") == 0);
-    return r;
+    if (e && std::strcmp(e, "1") == 0) return XresMode::On;
+    if (e && std::strcmp(e, "auto") == 0) return XresMode::Auto;
+    return XresMode::Off;
   }();
   return v;
 }
 
-}  // namespace
-
-namespace {
 // Shared memory for w (its tables sized for every block stored when nnz is unknown), or 0 when the
 // kernel does not cover it.
 size_t xres_smem_for(const BsrDeviceView& w) {
   if ((w.block != 32 && w.block != 64) || w.cols > kMaxK || w.cols % 32 != 0 || w.rows % w.block != 0) return 0;
+  if (!w.values_core_matrix && w.nnz != 0) return 0;  // the blocks go by bulk copies of that copy
   const int64_t block_rows = w.rows / w.block;
   if (block_rows >= (int64_t{1} << 20)) return 0;
   const size_t tables = xres_table_bytes(w);
-  // (The same for one and two pairs: two pairs stage half as many rows per warp.)
-  static_assert(XresCfg<64, 1>::kConsumerWarps * XresCfg<64, 1>::kStageBytes ==
-                XresCfg<64, 2>::kConsumerWarps * XresCfg<64, 2>::kStageBytes);
-  const size_t bytes = w.block == 64 ? xres_smem_bytes<64, 1>(w.cols, tables) : xres_smem_bytes<32, 1>(w.cols, tables);
+  const size_t bytes = w.block == 64 ? xres_smem_bytes<64>(w.cols, tables) : xres_smem_bytes<32>(w.cols, tables);
   return bytes <= kMaxSmem ? bytes : 0;
 }
+
 }  // namespace
 
 bool bsr_xres_supported(const BsrDeviceView& w, const void* residual, DType out_dtype) {
@@ -405,46 +378,44 @@ bool bsr_xres_supported(const BsrDeviceView& w, const void* residual, DType out_
 }
 
 bool bsr_xres_selected(int64_t M, const BsrDeviceView& w, const void* residual, DType out_dtype) {
-  const XresMode mode = xres_env().mode;
+  const XresMode mode = xres_mode();
   if (mode == XresMode::Off || !bsr_xres_supported(w, residual, out_dtype)) return false;
   // Auto: one tile per SM at least (below that its 128-token tiles leave SMs idle).
   return mode == XresMode::On || (M + kTileM - 1) / kTileM >= sm_count();
 }
 
 void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, const void* bias, bool gelu, void* y,
-                          int max_ctas, int pairs) {
+                          int max_ctas) {
   constexpr const char* kOp = "cuda bsr_linear_bf16 (x-resident)";
-  if (pairs == 0) pairs = xres_env().pairs;
-  VITRT_CHECK(pairs == 1 || pairs == 2, InvalidArgument, kOp, ": pairs must be 1 or 2, got ", pairs);
   check_bsr_linear_args(kOp, x, M, w, nullptr, y);
   VITRT_CHECK(bsr_xres_supported(w, nullptr, DType::BF16), InvalidArgument, kOp,
-              ": needs sm_90, block 32 or 64 and K <= ", kMaxK, " (block ", w.block, ", K ", w.cols, ")");
+              ": needs sm_90, block 32 or 64, K <= ", kMaxK, " and the core-matrix copy of the blocks (block ", w.block,
+              ", K ", w.cols, ")");
   const int64_t tiles = (M + kTileM - 1) / kTileM;
   if (tiles == 0) return;
   VITRT_CHECK(reinterpret_cast<uintptr_t>(bias) % 4 == 0, InvalidArgument, kOp,
               ": the bias must be 4-byte aligned (read as bf16 pairs)");
-  VITRT_CHECK(tiles <= INT32_MAX, InvalidArgument, kOp, ": too many tokens (", M, ")");
+  VITRT_CHECK(M <= INT32_MAX - kTileM, InvalidArgument, kOp, ": too many tokens (", M, ")");
   XresArgs a{};
-  a.x = static_cast<const bf16*>(x);
+  a.x_map = x_tensor_map(x, M, w.cols);
   a.M = M;
   a.K = static_cast<int>(w.cols);
   a.N = static_cast<int>(w.rows);
+  a.slabs = xres_slabs(w.cols);
   a.block_rows = static_cast<int>(w.rows / w.block);
   a.rp_bytes = static_cast<int>(xres_row_ptr_bytes(a.block_rows));
   a.nnz_cap = static_cast<int>(xres_col_capacity(w));
   a.row_ptr = w.row_ptr;
   a.col_idx = w.col_idx;
-  a.values = static_cast<const bf16*>(w.values);
-  if (xres_env().w_bulk) a.values_cm = static_cast<const bf16*>(w.values_core_matrix);
+  a.values_cm = static_cast<const bf16*>(w.values_core_matrix);
   a.bias = static_cast<const bf16*>(bias);
-  a.gelu = gelu;
   a.y = static_cast<bf16*>(y);
   a.tiles = static_cast<int>(tiles);
   int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
   const size_t smem = xres_smem_for(w);
-  if (w.block == 64) pairs == 1 ? launch_xres<64, 1>(a, grid, smem) : launch_xres<64, 2>(a, grid, smem);
-  else pairs == 1 ? launch_xres<32, 1>(a, grid, smem) : launch_xres<32, 2>(a, grid, smem);
+  if (w.block == 64) gelu ? launch_xres<64, true>(a, grid, smem) : launch_xres<64, false>(a, grid, smem);
+  else gelu ? launch_xres<32, true>(a, grid, smem) : launch_xres<32, false>(a, grid, smem);
 }
 
 }  // namespace vitrt::cuda

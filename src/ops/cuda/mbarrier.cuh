@@ -56,4 +56,15 @@ __device__ __forceinline__ void bulk_copy_to_smem(void* dst, const void* src, un
                : "memory");
 }
 
+// TMA load of one box of a 2-D tensor map (tensor_map: the address of a __grid_constant__ kernel
+// parameter) at element coordinates (c0 along the contiguous dimension, c1 along the other),
+// counted against `bar`'s transaction bytes (the whole box, out-of-bounds parts zero-filled).
+__device__ __forceinline__ void tma_load_2d(void* dst, const void* tensor_map, int c0, int c1, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          ptx::smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c0), "r"(c1), "r"(ptx::smem_u32(bar))
+      : "memory");
+}
+
 }  // namespace vitrt::cuda::mbar
