@@ -1,21 +1,50 @@
-"""Executable model of the barrier protocol of src/ops/cuda/bsr_gemm_xres.cu.
+"""Executable model of the barrier protocol of src/ops/cuda/bsr_gemm_xres.cu (bsr_xres_kernel).
 
-The kernel's producer warp streams the stored W blocks through an S-slot ring (full / empty
-mbarriers per slot) and refills two x halves per 128-token tile; 8 P consumer warps (P warpgroup
-pairs, pair p computing the block-rows r with r % P == p) wait for every fill in order, release
-the other pairs' blocks at once, and wait for their next blocks early (before each epilogue's
-stores). A hang or a wrong parity there costs a GPU call, so the protocol is checked here under
-random interleavings and copy latencies: no deadlock, every MMA reads the block and x tile it
-expects, no slot or x half is refilled while a warp reads it. The two unsafe variants the kernel
-avoids (passing another pair's block without waiting for its fill; waiting one block further
-ahead than the ring allows) must be caught, so the model is not vacuous.
+The protocol, for one CTA and its tiles of 128 tokens (tc: the CTA's local tile count):
+- W ring: one producer thread streams the nnz stored blocks in storage order, tile after tile,
+  through S slots (n: the global block counter, slot n % S). wfull[slot] (count 1, expect_tx,
+  completed when the bulk copy lands); wempty[slot] (count 8: every consumer warp arrives once per
+  block). Block n >= S first needs wempty[slot]'s phase of parity ((n / S) - 1) & 1.
+- x: ns = ceil(K / 64) slabs of 64 columns per half (2 halves of 64 tokens). Slab (h, s) has xfull
+  (count 1, TMA complete_tx) and xempty (count 4: the 4 warps of warpgroup h). Only used slabs
+  (some block's column maps to them: slab = col * B / 64) are loaded, waited for and released; the
+  last block in storage order reading a slab carries the kLastUse flag on its column entry.
+- Producer, per tile: first finish the previous tile's pending slab loads, blocking (try_x(true));
+  then mark every used slab of both halves pending for this tile and try them without blocking
+  (try_x(false)); a load for tile tc > 0 needs xempty's phase of parity (tc - 1) & 1. While the next
+  W slot is not free it polls the pending loads (then __nanosleep); with none pending it blocks on
+  the slot. After the last tile, try_x(true).
+- Consumers: 8 warps, warp w on half h = w // 4. Per tile, block-row and stored block: wait wfull
+  (the ring round's parity), wait xfull[h][slab] (parity tc & 1), the wgmma reads the W slot and
+  the x slab and retires, then the warp arrives on wempty[slot] and, if the block is flagged, on
+  xempty[h][slab]. An empty block-row touches no barrier (its epilogue writes act(bias)).
+
+A hang or a wrong parity costs a GPU call, so the protocol is run here under random interleavings
+(a seeded RNG picks the next agent, with per-run speed weights), random copy latencies and random
+sparsity patterns (block 32 / 64, K up to 768, S in {3, 8}, 1-4 tiles, empty rows, rows longer
+than the ring, unused slabs, nnz = 0). Buffer contents are tags, ("w", tile, k) and
+("x", tile, h, slab), so a read of garbage or of another tile's data is caught. Checked: no
+deadlock; every MMA reads the W block and the x slab it expects; no buffer is refilled while a warp
+reads it or before its previous fill landed; no copy is in flight when the CTA exits; and the runs
+go through every producer path (loads from the tile start, the slot wait's poll and the blocking
+flushes; loads overlapping the previous tile). The unsafe variants (run()'s flags) must be caught,
+so the model is not vacuous: a consumer skipping the xfull wait, slabs released at their first use,
+the producer reloading a slab without its xempty wait, the producer blocking on a W slot while slab
+loads are pending (deadlocks: the block that frees the slot may need such a slab), a W slot released
+before its wgmma retires.
+
+Agents: the producer thread and the 8 consumer warps (a warp's 32 lanes move together; lane 0
+arrives). A warpgroup's wgmma runs once its 4 warps have issued it, so a warp's wgmma.wait_group
+also waits for the other 3; a warp's operands count as read from its own issue to its retirement.
+The producer's __nanosleep polling is modelled as waiting until the slot or a pending slab is free
+(a poll before that does nothing).
 
 mbarrier semantics modelled: a phase completes when its expected arrivals have come;
 try_wait.parity / test_wait.parity(P) is true iff the phase of parity P has completed, i.e. the
-current (incomplete) phase's parity differs from P. A fill lands as one arrival here: the 32
-producer lanes' cp.async noinc arrivals, or a W block's bulk copy completing its expect_tx
-arrival. Keep this in step with the kernel.
+current (incomplete) phase's parity differs from P. A copy's arrive.expect_tx and its complete_tx
+are one arrival here, when the bytes land. Keep this in step with the kernel.
 """
+import collections
 import random
 
 
@@ -38,161 +67,271 @@ class Hazard(Exception):
     pass
 
 
-def run(P, S, rows, tiles, seed, pass_without_wait=False, prewait_extra=0):
-    rng = random.Random(seed)
-    nnz = sum(rows)
-    rp = [0]
-    for c in rows:
-        rp.append(rp[-1] + c)
-    R = len(rows)
-    xfull, xempty = [Bar(1), Bar(1)], [Bar(4 * P), Bar(4 * P)]
-    wfull, wempty = [Bar(1) for _ in range(S)], [Bar(8 * P) for _ in range(S)]
-    slot, xbuf, inflight = [None] * S, [None, None], []
-    readers_slot, readers_x = [0] * S, [0, 0]
+class StaleRead(Hazard):  # an MMA read a buffer before its fill landed, or another tile's data
+    pass
 
-    def copy(kind, idx, value, bar):  # cp.async: garbage until it lands, then one arrival
-        if kind == "w":
-            if readers_slot[idx]:
-                raise Hazard("W slot refilled while read")
-            slot[idx] = None
-        else:
-            if readers_x[idx]:
-                raise Hazard("x half refilled while read")
-            xbuf[idx] = None
-        inflight.append([rng.randint(1, 30), kind, idx, value, bar])
+
+class Overwrite(Hazard):  # a copy into a buffer a warp reads, or whose previous fill is in flight
+    pass
+
+
+class Deadlock(Hazard):
+    pass
+
+
+def slab_flags(B, cols, first=False):
+    """The kernel's set-up: {slab: the block (storage index) carrying kLastUse}. first=True: the
+    unsafe variant flagging each slab's first reader."""
+    flag = {}
+    for i, c in enumerate(cols):
+        s = c * B // 64
+        if first and s in flag:
+            continue
+        flag[s] = i
+    return flag
+
+
+def run(B, S, K, rows, tiles, seed, skip_xfull_wait=False, release_at_first_use=False, skip_xempty_wait=False,
+        block_on_slot_with_x_pending=False, release_w_before_retire=False):
+    """One CTA of `tiles` tiles; rows: the block-rows' column lists in storage order."""
+    rng = random.Random(seed)
+    cols = [c for row in rows for c in row]
+    nnz, ns = len(cols), (K + 63) // 64
+    assert all(0 <= c < K // B for c in cols) and ns <= 12
+    rp = [0]
+    for row in rows:
+        rp.append(rp[-1] + len(row))
+    slab_of = [c * B // 64 for c in cols]
+    flag = slab_flags(B, cols, first=release_at_first_use)
+    flagged, used = set(flag.values()), sorted(flag)
+
+    xfull = [[Bar(1) for _ in range(ns)] for _ in range(2)]
+    xempty = [[Bar(4) for _ in range(ns)] for _ in range(2)]
+    wfull, wempty = [Bar(1) for _ in range(S)], [Bar(8) for _ in range(S)]
+    wbuf, xbuf = [None] * S, [[None] * ns for _ in range(2)]  # contents (tags); None: garbage
+    wread, xread = [0] * S, [[0] * ns for _ in range(2)]  # warps whose wgmma reads the buffer
+    wbusy, xbusy = [False] * S, [[False] * ns for _ in range(2)]  # a fill in flight
+    inflight = []  # [steps left, contents, busy, index, tag, full barrier]
+    passed = [0] * 8  # blocks each consumer warp has passed (over all tiles)
+    issued = [0] * 8  # blocks whose wgmma each consumer warp has issued
+    stats = collections.Counter()  # how often the protocol's less common paths ran
+
+    def copy(what, buf, readers, busy, i, tag, bar):
+        if readers[i]:
+            raise Overwrite(f"{what} refilled while a warp reads it ({tag})")
+        if busy[i]:
+            raise Overwrite(f"{what} refilled before its previous fill landed ({tag})")
+        buf[i], busy[i] = None, True  # the copy may write any part of it from now on
+        inflight.append([rng.randint(1, 40), buf, busy, i, tag, bar])
 
     def producer():
+        pending, pend_tc = [], 0  # pending (h, s) in the kernel's bit order (16 h + s)
+
+        def x_ready(h, s):  # the load of slab (h, s) for tile pend_tc may be issued
+            return pend_tc == 0 or skip_xempty_wait or xempty[h][s].done((pend_tc - 1) & 1)
+
+        def try_x(block, where):
+            for h, s in list(pending):
+                if not x_ready(h, s):
+                    if not block:
+                        continue
+                    stats["producer blocked on xempty"] += 1
+                    yield lambda h=h, s=s: x_ready(h, s)
+                stats[f"x load from {where}"] += 1
+                if min(passed[4 * h:4 * h + 4]) < pend_tc * nnz:
+                    stats["x load while its half computes the previous tile"] += 1
+                copy("x slab", xbuf[h], xread[h], xbusy[h], s, ("x", pend_tc, h, s), xfull[h][s])
+                pending.remove((h, s))
+                yield None
+
         n = 0
         for tc in range(tiles):
-            xpend = [True, True]
-
-            def try_x(block):
-                for h in (0, 1):
-                    if not xpend[h]:
-                        continue
-                    if tc > 0:
-                        par = (tc - 1) & 1
-                        if not xempty[h].done(par):
-                            if not block:
-                                continue
-                            yield lambda h=h, par=par: xempty[h].done(par)
-                    copy("x", h, tc, xfull[h])
-                    xpend[h] = False
-
-            yield from try_x(False)
+            yield from try_x(True, "the tile start (blocking)")
+            pending[:] = [(h, s) for h in (0, 1) for s in used]
+            pend_tc = tc
+            yield from try_x(False, "the tile start")
             for k in range(nnz):
-                s = n % S
-                if n >= S:
-                    par = ((n // S) - 1) & 1
-                    while not wempty[s].done(par):
-                        yield from try_x(False)
-                        if not xpend[0] and not xpend[1]:
-                            yield lambda s=s, par=par: wempty[s].done(par)
+                slot = n % S
+                if n >= S:  # every consumer warp must have passed the slot's previous block
+                    bar, par = wempty[slot], ((n // S) - 1) & 1
+                    if block_on_slot_with_x_pending:
+                        yield lambda: bar.done(par)
+                    while not bar.done(par):
+                        yield from try_x(False, "the slot wait")
+                        if not pending:
+                            stats["producer blocked on a slot"] += 1
+                            yield lambda: bar.done(par)
                             break
-                        yield None  # __nanosleep
-                copy("w", s, (tc, k), wfull[s])
-                yield from try_x(False)
+                        # __nanosleep, then test the slot and poll again: a round does nothing until
+                        # the slot or a pending slab is free, so the model waits for that.
+                        stats["producer polled"] += 1
+                        yield lambda: bar.done(par) or any(x_ready(h, s) for h, s in pending)
+                copy("W slot", wbuf, wread, wbusy, slot, ("w", tc, k), wfull[slot])
+                yield None
                 n += 1
-            yield from try_x(True)
+        yield from try_x(True, "the end (blocking)")
 
     def consumer(warp):
-        pair, h = (warp // 4) // 2, (warp // 4) % 2
-        n = 0
+        h, n = warp // 4, 0
         for tc in range(tiles):
-            yield lambda: xfull[h].done(tc & 1)
-            if xbuf[h] != tc:
-                raise Hazard("x half read before its tile landed")
-            readers_x[h] += 1
-            n_base, st = n, {"waited": 0, "wrow": 0}
-
-            def wait_through(last):
-                while st["waited"] <= last:
-                    nn = n_base + st["waited"]
-                    mine = True
-                    if P > 1:
-                        while rp[st["wrow"] + 1] <= st["waited"]:
-                            st["wrow"] += 1
-                        mine = st["wrow"] % P == pair
-                    if mine or not pass_without_wait:
-                        yield lambda nn=nn: wfull[nn % S].done((nn // S) & 1)
-                    if not mine:
-                        wempty[nn % S].arrive()
-                    st["waited"] += 1
-
-            r = pair
-            while r < R:
+            for r in range(len(rows)):
                 for k in range(rp[r], rp[r + 1]):
-                    s = (n_base + k) % S
-                    yield from wait_through(k)
-                    if slot[s] != (tc, k):
-                        raise Hazard("W block read before it landed")
-                    readers_slot[s] += 1
-                    yield None  # the wgmma and its wait
-                    readers_slot[s] -= 1
-                    wempty[s].arrive()
-                rn = r + P
-                while rn < R and rp[rn] == rp[rn + 1]:
-                    rn += P
-                if rn < R:
-                    yield from wait_through(min(rp[rn + 1] - 1, rp[rn] + S - 1 + prewait_extra))
-                yield None  # the epilogue
-                r += P
-            if P > 1:  # the other pairs' blocks after this pair's last block-row
-                yield from wait_through(nnz - 1)
-            n = n_base + nnz
-            readers_x[h] -= 1
-            xempty[h].arrive()
+                    slot, slab = n % S, slab_of[k]
+                    wf, wpar, xf = wfull[slot], (n // S) & 1, xfull[h][slab]
+                    yield lambda: wf.done(wpar)
+                    if not skip_xfull_wait:
+                        yield lambda: xf.done(tc & 1)
+                    if wbuf[slot] != ("w", tc, k):
+                        raise StaleRead(f"warp {warp} tile {tc} block {k}: W slot {slot} holds {wbuf[slot]}")
+                    if xbuf[h][slab] != ("x", tc, h, slab):
+                        raise StaleRead(f"warp {warp} tile {tc} block {k}: x slab {h},{slab} holds {xbuf[h][slab]}")
+                    if release_w_before_retire:
+                        wempty[slot].arrive()
+                    wread[slot] += 1
+                    xread[h][slab] += 1
+                    issued[warp] = n + 1
+                    # The wgmma in flight, until wgmma.wait_group 0; a warpgroup's wgmma runs once its 4
+                    # warps have issued it. Its operands count as read from this warp's issue on.
+                    yield lambda: min(issued[4 * h:4 * h + 4]) > n
+                    wread[slot] -= 1
+                    xread[h][slab] -= 1
+                    if not release_w_before_retire:
+                        wempty[slot].arrive()
+                    if k in flagged:
+                        xempty[h][slab].arrive()
+                    n += 1
+                    passed[warp] = n
+                yield None  # the block-row's epilogue (no barrier)
 
-    agents = [producer()] + [consumer(w) for w in range(8 * P)]
-    conds, alive = [None] * len(agents), [True] * len(agents)
-    while any(alive) or inflight:
+    def tick(dt):
         for c in inflight:
-            c[0] -= 1
+            c[0] -= dt
         for c in [c for c in inflight if c[0] <= 0]:
             inflight.remove(c)
-            if c[1] == "w":
-                slot[c[2]] = c[3]
-            else:
-                xbuf[c[2]] = c[3]
-            c[4].arrive()
+            _, buf, busy, i, tag, bar = c
+            buf[i], busy[i] = tag, False
+            bar.arrive()
+
+    agents = [producer()] + [consumer(w) for w in range(8)]
+    weight = [rng.choice((1, 1, 1, 4, 0.2)) for _ in agents]  # some agents run faster than others
+    conds, alive = [None] * len(agents), [True] * len(agents)
+    while any(alive):
         runnable = [i for i in range(len(agents)) if alive[i] and (conds[i] is None or conds[i]())]
         if not runnable:
-            if inflight:
-                continue
-            if any(alive):
-                raise Hazard("deadlock")
-            break
-        i = rng.choice(runnable)
+            if not inflight:
+                blocked = [i for i in range(len(agents)) if alive[i]]
+                raise Deadlock(f"agents {blocked} wait for ever (0: producer, 1 + w: consumer warp w)")
+            tick(min(c[0] for c in inflight))  # nothing runs until the next copy lands
+            continue
+        i = rng.choices(runnable, [weight[j] for j in runnable])[0]
         try:
             conds[i] = next(agents[i])
         except StopIteration:
             alive[i], conds[i] = False, None
+        tick(1)
+    if inflight:
+        raise Overwrite(f"{len(inflight)} copies in flight when the CTA exits")
+    return stats
 
 
-def cases(count):
+def random_case(seed):
+    rng = random.Random(1000 + seed)
+    B, S = rng.choice((32, 64)), rng.choice((3, 8))  # the kernel: S = 3 at B = 64, 8 at B = 32
+    K = B * rng.randint(1, 768 // B)
+    pool = rng.sample(range(K // B), rng.randint(1, K // B))  # the columns in use (some slabs unused)
+    rows = []
+    for _ in range(rng.randint(1, 8)):
+        m = min(len(pool), rng.choice((0, 0, 1, 1, 2, 3, 5, 9, 12, 24)))
+        rows.append(sorted(rng.sample(pool, m)))
+    if rng.random() < 0.05:
+        rows = [[] for _ in rows]
+    while sum(map(len, rows)) > 40:  # keeps a run short
+        max(rows, key=len).pop()
+    return dict(B=B, S=S, K=K, rows=rows, tiles=rng.randint(1, 4), seed=seed)
+
+
+def failures(count, stop_at=(), stats=None, **variant):
+    """Counter of the hazards over `count` random cases; stops at the first of a kind in stop_at.
+    stats: a Counter that accumulates the runs' path counts."""
+    bad = collections.Counter()
     for seed in range(count):
-        rng = random.Random(1000 + seed)
-        rows = [rng.choice([0, 0, 1, 1, 2, 3, 5, 9]) for _ in range(rng.randint(1, 9))]
-        yield dict(P=rng.choice([1, 2]), S=rng.choice([3, 8]), rows=rows, tiles=rng.randint(1, 4), seed=seed)
-
-
-def failures(count, **variant):
-    bad = 0
-    for c in cases(count):
         try:
-            run(**c, **variant)
-        except Hazard:
-            bad += 1
+            st = run(**random_case(seed), **variant)
+            if stats is not None:
+                stats.update(st)
+        except Hazard as e:
+            bad[type(e).__name__] += 1
+            if type(e).__name__ in stop_at:
+                break
     return bad
 
 
+def test_random_cases_cover_the_edge_cases():
+    seen = collections.Counter()
+    for seed in range(400):
+        c = random_case(seed)
+        cols = [col for row in c["rows"] for col in row]
+        ns = (c["K"] + 63) // 64
+        seen["nnz=0"] += not cols
+        seen["empty row"] += any(not row for row in c["rows"]) and bool(cols)
+        seen[f"row longer than S={c['S']}"] += any(len(row) > c["S"] for row in c["rows"])
+        seen["unused slab"] += bool(cols) and len(slab_flags(c["B"], cols)) < ns
+        seen["slab read twice"] += len(slab_flags(c["B"], cols)) < len(cols)
+        seen[f"B={c['B']}"] += 1
+        seen[f"tiles={c['tiles']}"] += 1
+        seen["K=768"] += c["K"] == 768
+    for key in ("nnz=0", "empty row", "row longer than S=3", "row longer than S=8", "unused slab", "slab read twice",
+                "B=32", "B=64", "tiles=1", "tiles=4", "K=768"):
+        assert seen[key] >= 3, (key, seen)
+
+
 def test_kernel_protocol_has_no_deadlock_or_hazard():
-    assert failures(400) == 0
+    stats = collections.Counter()
+    assert failures(400, stats=stats) == {}
+    # The runs went through every path of the producer, and loads overlapped the previous tile.
+    for path in ("x load from the tile start", "x load from the tile start (blocking)", "x load from the slot wait",
+                 "x load from the end (blocking)", "x load while its half computes the previous tile",
+                 "producer blocked on xempty", "producer blocked on a slot", "producer polled"):
+        assert stats[path] > 0, (path, stats)
 
 
-def test_passing_a_block_without_waiting_for_its_fill_is_caught():
-    assert failures(200, pass_without_wait=True) > 0
+def test_kernel_protocol_directed_cases():
+    cases = [
+        dict(B=64, S=3, K=768, rows=[], tiles=3),  # no block-rows
+        dict(B=64, S=3, K=768, rows=[[], [], []], tiles=4),  # nnz = 0
+        dict(B=64, S=3, K=64, rows=[[0]], tiles=4),  # one block, one slab
+        dict(B=64, S=3, K=768, rows=[list(range(12))], tiles=4),  # one row, every slab, 4 ring rounds
+        dict(B=32, S=8, K=768, rows=[list(range(24)), [], [3]], tiles=4),  # a row of 3 ring rounds
+        dict(B=32, S=8, K=96, rows=[[0, 1, 2], [2], [], [0]], tiles=3),  # K = 96: a half-used slab
+        dict(B=64, S=3, K=768, rows=[[5]] * 9, tiles=4),  # every block reads one slab
+        dict(B=32, S=3, K=512, rows=[[0, 15], [1, 14], [7], [0]], tiles=4),  # slab 0's last use at the end
+    ]
+    for c in cases:
+        for seed in range(25):
+            run(**c, seed=seed)
 
 
-def test_waiting_further_ahead_than_the_ring_is_caught():
-    assert failures(200, prewait_extra=1) > 0
+def test_consumer_skipping_the_xfull_wait_is_caught():
+    assert failures(100, stop_at=("StaleRead",), skip_xfull_wait=True)["StaleRead"] > 0
+
+
+def test_releasing_a_slab_at_its_first_use_is_caught():
+    # The producer reloads the slab for the next tile while later blocks of this tile still read it.
+    bad = failures(200, stop_at=("Overwrite", "StaleRead"), release_at_first_use=True)
+    assert bad["Overwrite"] + bad["StaleRead"] > 0, bad
+
+
+def test_reloading_a_slab_without_waiting_for_xempty_is_caught():
+    bad = failures(100, stop_at=("Overwrite", "StaleRead"), skip_xempty_wait=True)
+    assert bad["Overwrite"] + bad["StaleRead"] > 0, bad
+
+
+def test_blocking_on_a_w_slot_while_slab_loads_are_pending_deadlocks():
+    # Why the producer polls x while it waits for a slot: the block that frees the slot may need a
+    # slab whose load still waits for the previous tile's release.
+    assert failures(300, stop_at=("Deadlock",), block_on_slot_with_x_pending=True)["Deadlock"] > 0
+
+
+def test_releasing_a_w_slot_before_the_wgmma_retires_is_caught():
+    bad = failures(200, stop_at=("Overwrite", "StaleRead"), release_w_before_retire=True)
+    assert bad["Overwrite"] + bad["StaleRead"] > 0, bad
