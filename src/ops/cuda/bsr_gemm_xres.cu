@@ -28,7 +28,7 @@
 // the mma.sync kernel's 0.205 ms at 3072 x 768 b64 @ 0.9; its ncu source profile showed the
 // consumers waiting ~17% of the time for each tile's x and issuing ~520 instructions per
 // block-row per warp (212 in the block loop, 200 in the epilogue), which this form cuts.
-// Status: off by default (VITRT_BSR_XRES, below) until it measures faster.
+// Status: the default for block 64 given one 128-token tile per SM at least (VITRT_BSR_XRES, below).
 // Scope: bf16 in and out, block 32 or 64, K <= 768, no residual (the 768 -> 3072 layer's epilogue
 // is bias + GELU), the view's core-matrix copy present; everything else runs bsr_gemm.cu's
 // kernel. The GELU is the tanh form with the hardware tanh, as bsr_gemm.cu's bf16-output path, so
@@ -177,22 +177,31 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
     uint32_t pending = 0;
     int pend_tc = 0;
     int64_t pend_m0 = 0;
+    auto issue_x = [&](int bit) {
+      const int h = bit / 16, s = bit % 16;
+      uint64_t* full = &xfull[h * kMaxSlabs + s];
+      mbar::arrive_expect_tx(full, kSlabBytes);
+      mbar::tma_load_2d(xs + (h * ns + s) * kSlabBytes, &p.x_map, s * kSlabCols, static_cast<int>(pend_m0 + 64 * h), full);
+      pending &= ~(1u << bit);
+    };
+    // Pending slab loads: all of them, waiting for each release (block), or at most one per call,
+    // round robin (poll): a poll sits between two looks at the W slot a consumer waits for, so it
+    // must be short (testing every pending slab each time delayed the W refills).
+    int poll_bit = -1;
     auto try_x = [&](bool block) {
-      for (uint32_t m = pending; m != 0; m &= m - 1) {
-        const int bit = __ffs(m) - 1, h = bit / 16, s = bit % 16;
-        uint64_t* empty = &xempty[h * kMaxSlabs + s];
-        if (pend_tc > 0) {
-          const unsigned parity = (pend_tc - 1) & 1;
-          if (!mbar::test(empty, parity)) {
-            if (!block) continue;
-            mbar::wait(empty, parity);
-          }
+      if (block || pend_tc == 0) {
+        for (uint32_t m = pending; m != 0; m &= m - 1) {
+          const int bit = __ffs(m) - 1;
+          if (pend_tc > 0) mbar::wait(&xempty[(bit / 16) * kMaxSlabs + bit % 16], (pend_tc - 1) & 1);
+          issue_x(bit);
         }
-        uint64_t* full = &xfull[h * kMaxSlabs + s];
-        mbar::arrive_expect_tx(full, kSlabBytes);
-        mbar::tma_load_2d(xs + (h * ns + s) * kSlabBytes, &p.x_map, s * kSlabCols, static_cast<int>(pend_m0 + 64 * h), full);
-        pending &= ~(1u << bit);
+        return;
       }
+      if (pending == 0) return;
+      uint32_t m = poll_bit < 0 ? 0u : pending & ~((2u << poll_bit) - 1);  // pending bits after the last polled
+      if (m == 0) m = pending;
+      poll_bit = __ffs(m) - 1;
+      if (mbar::test(&xempty[(poll_bit / 16) * kMaxSlabs + poll_bit % 16], (pend_tc - 1) & 1)) issue_x(poll_bit);
     };
     int slot = 0, n = 0;
     unsigned round = 0;  // parity of the ring round of `slot`
@@ -347,14 +356,16 @@ CUtensorMap x_tensor_map(const void* x, int64_t M, int64_t K) {
   return m;
 }
 
-// VITRT_BSR_XRES: "1" wherever supported, "auto" where there are enough tiles; unset / other: off.
+// VITRT_BSR_XRES: "0" off, "1" wherever supported; unset / other ("auto"): block 64 where there
+// are at least as many 128-token tiles as SMs (block 32 measured no faster than bsr_gemm.cu's
+// kernel, BENCHMARKS.md 2026-12-03 15:54 session, call 3).
 enum class XresMode { Off, On, Auto };
 XresMode xres_mode() {
   static const XresMode v = [] {
     const char* e = std::getenv("VITRT_BSR_XRES");
+    if (e && std::strcmp(e, "0") == 0) return XresMode::Off;
     if (e && std::strcmp(e, "1") == 0) return XresMode::On;
-    if (e && std::strcmp(e, "auto") == 0) return XresMode::Auto;
-    return XresMode::Off;
+    return XresMode::Auto;
   }();
   return v;
 }
@@ -380,8 +391,8 @@ bool bsr_xres_supported(const BsrDeviceView& w, const void* residual, DType out_
 bool bsr_xres_selected(int64_t M, const BsrDeviceView& w, const void* residual, DType out_dtype) {
   const XresMode mode = xres_mode();
   if (mode == XresMode::Off || !bsr_xres_supported(w, residual, out_dtype)) return false;
-  // Auto: one tile per SM at least (below that its 128-token tiles leave SMs idle).
-  return mode == XresMode::On || (M + kTileM - 1) / kTileM >= sm_count();
+  // Auto: block 64, one tile per SM at least (below that its 128-token tiles leave SMs idle).
+  return mode == XresMode::On || (w.block == 64 && (M + kTileM - 1) / kTileM >= sm_count());
 }
 
 void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, const void* bias, bool gelu, void* y,
