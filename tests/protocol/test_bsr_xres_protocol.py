@@ -11,9 +11,10 @@ The protocol, for one CTA and its tiles of 128 tokens (tc: the CTA's local tile 
   last block in storage order reading a slab carries the kLastUse flag on its column entry.
 - Producer, per tile: first finish the previous tile's pending slab loads, blocking (try_x(true));
   then mark every used slab of both halves pending for this tile and try them without blocking
-  (try_x(false)); a load for tile tc > 0 needs xempty's phase of parity (tc - 1) & 1. While the next
-  W slot is not free it polls the pending loads (then __nanosleep); with none pending it blocks on
-  the slot. After the last tile, try_x(true).
+  (try_x(false): all of them for the CTA's first tile; later, one poll tests one pending slab, round
+  robin in bit order); a load for tile tc > 0 needs xempty's phase of parity (tc - 1) & 1. While
+  the next W slot is not free it polls (then __nanosleep); with none pending it blocks on the slot.
+  After the last tile, try_x(true).
 - Consumers: 8 warps, warp w on half h = w // 4. Per tile, block-row and stored block: wait wfull
   (the ring round's parity), wait xfull[h][slab] (parity tc & 1), the wgmma reads the W slot and
   the x slab and retires, then the warp arrives on wempty[slot] and, if the block is flagged, on
@@ -36,8 +37,7 @@ before its wgmma retires.
 Agents: the producer thread and the 8 consumer warps (a warp's 32 lanes move together; lane 0
 arrives). A warpgroup's wgmma runs once its 4 warps have issued it, so a warp's wgmma.wait_group
 also waits for the other 3; a warp's operands count as read from its own issue to its retirement.
-The producer's __nanosleep polling is modelled as waiting until the slot or a pending slab is free
-(a poll before that does nothing).
+Each round of the producer's slot wait (test the slot, poll one slab, __nanosleep) is one step.
 
 mbarrier semantics modelled: a phase completes when its expected arrivals have come;
 try_wait.parity / test_wait.parity(P) is true iff the phase of parity P has completed, i.e. the
@@ -130,7 +130,25 @@ def run(B, S, K, rows, tiles, seed, skip_xfull_wait=False, release_at_first_use=
         def x_ready(h, s):  # the load of slab (h, s) for tile pend_tc may be issued
             return pend_tc == 0 or skip_xempty_wait or xempty[h][s].done((pend_tc - 1) & 1)
 
+        poll = [-1]  # the bit (16 h + s) polled last
+
         def try_x(block, where):
+            if not block and pend_tc > 0:
+                # A poll tests one pending slab, round robin in bit order, and issues it if free.
+                if not pending:
+                    return
+                bits = [16 * h + s for h, s in pending]
+                after = [b for b in bits if b > poll[0]]
+                poll[0] = min(after) if after else min(bits)
+                h, s = divmod(poll[0], 16)
+                if x_ready(h, s):
+                    stats[f"x load from {where}"] += 1
+                    if min(passed[4 * h:4 * h + 4]) < pend_tc * nnz:
+                        stats["x load while its half computes the previous tile"] += 1
+                    copy("x slab", xbuf[h], xread[h], xbusy[h], s, ("x", pend_tc, h, s), xfull[h][s])
+                    pending.remove((h, s))
+                    yield None
+                return
             for h, s in list(pending):
                 if not x_ready(h, s):
                     if not block:
@@ -162,10 +180,9 @@ def run(B, S, K, rows, tiles, seed, skip_xfull_wait=False, release_at_first_use=
                             stats["producer blocked on a slot"] += 1
                             yield lambda: bar.done(par)
                             break
-                        # __nanosleep, then test the slot and poll again: a round does nothing until
-                        # the slot or a pending slab is free, so the model waits for that.
+                        # __nanosleep, then test the slot and poll the next slab.
                         stats["producer polled"] += 1
-                        yield lambda: bar.done(par) or any(x_ready(h, s) for h, s in pending)
+                        yield None
                 copy("W slot", wbuf, wread, wbusy, slot, ("w", tc, k), wfull[slot])
                 yield None
                 n += 1
