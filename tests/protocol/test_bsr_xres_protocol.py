@@ -132,6 +132,13 @@ def run(B, S, K, rows, tiles, seed, skip_xfull_wait=False, release_at_first_use=
 
         poll = [-1]  # the bit (16 h + s) polled last
 
+        def issue_x(h, s, where):
+            stats[f"x load from {where}"] += 1
+            if min(passed[4 * h:4 * h + 4]) < pend_tc * nnz:
+                stats["x load while its half computes the previous tile"] += 1
+            copy("x slab", xbuf[h], xread[h], xbusy[h], s, ("x", pend_tc, h, s), xfull[h][s])
+            pending.remove((h, s))
+
         def try_x(block, where):
             if not block and pend_tc > 0:
                 # A poll tests one pending slab, round robin in bit order, and issues it if free.
@@ -142,11 +149,7 @@ def run(B, S, K, rows, tiles, seed, skip_xfull_wait=False, release_at_first_use=
                 poll[0] = min(after) if after else min(bits)
                 h, s = divmod(poll[0], 16)
                 if x_ready(h, s):
-                    stats[f"x load from {where}"] += 1
-                    if min(passed[4 * h:4 * h + 4]) < pend_tc * nnz:
-                        stats["x load while its half computes the previous tile"] += 1
-                    copy("x slab", xbuf[h], xread[h], xbusy[h], s, ("x", pend_tc, h, s), xfull[h][s])
-                    pending.remove((h, s))
+                    issue_x(h, s, where)
                     yield None
                 return
             for h, s in list(pending):
@@ -155,11 +158,7 @@ def run(B, S, K, rows, tiles, seed, skip_xfull_wait=False, release_at_first_use=
                         continue
                     stats["producer blocked on xempty"] += 1
                     yield lambda h=h, s=s: x_ready(h, s)
-                stats[f"x load from {where}"] += 1
-                if min(passed[4 * h:4 * h + 4]) < pend_tc * nnz:
-                    stats["x load while its half computes the previous tile"] += 1
-                copy("x slab", xbuf[h], xread[h], xbusy[h], s, ("x", pend_tc, h, s), xfull[h][s])
-                pending.remove((h, s))
+                issue_x(h, s, where)
                 yield None
 
         n = 0
