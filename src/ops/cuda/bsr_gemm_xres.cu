@@ -271,8 +271,12 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
         acc[4 * j + 1] = acc[4 * j + 3] = b2.y;
       }
       load_bias(r + 1);
-      // The row's blocks, one commit group each and retired before the next (a group spanning a
-      // loop whose trip count ptxas cannot prove uniform makes it serialise every wgmma).
+      // The row's blocks, one commit group each and retired before the next. (Keeping MMAs in
+      // flight across this loop, or across the stores, makes ptxas serialise every wgmma: it takes
+      // values read from shared memory and the warp index for divergent (C7518; a __shfl_sync from
+      // lane 0 makes them uniform for it), and it cannot follow wait_group 1 across a row whose
+      // block count it does not know (C7514); a two-rows-in-flight form tried on 2026-12-03 did not
+      // get past that.)
       for (int k = kb; k < ke; ++k) {
         const int c = col_s[k];
         const int col = c & ~kLastUse;
