@@ -27,7 +27,9 @@
 // warp once per tile, zeroed accumulators, per-value epilogue stores) measured 0.211 ms against
 // the mma.sync kernel's 0.205 ms at 3072 x 768 b64 @ 0.9; its ncu source profile showed the
 // consumers waiting ~17% of the time for each tile's x and issuing ~520 instructions per
-// block-row per warp (212 in the block loop, 200 in the epilogue), which this form cuts.
+// block-row per warp (212 in the block loop, 200 in the epilogue), which this form cuts: 0.148 ms.
+// What limits it now (ncu): waits for W fills (14% of the consumers' samples). The ring has only 3
+// slots of 8 KB at block 64 next to 192 KB of x, and every consumer warp must pass every slot.
 // Status: the default for block 64 given one 128-token tile per SM at least (VITRT_BSR_XRES, below).
 // Scope: bf16 in and out, block 32 or 64, K <= 768, no residual (the 768 -> 3072 layer's epilogue
 // is bias + GELU), the view's core-matrix copy present; everything else runs bsr_gemm.cu's
