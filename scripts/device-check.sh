@@ -301,7 +301,8 @@ fi
 # Per-SASS-instruction warp-stall samples of one kernel launch (NCU_SRC_KERNELS / NCU_SRC_MODEL, by
 # default NCU_KERNELS / NCU_MODEL; NCU_BATCH):
 # the report is kept ($OUT/ncu_src.ncu-rep) and its source page printed as CSV; the summary lists the
-# instructions with the most samples. NCU_SRC_CMD: profile that command instead of `vitrt bench`.
+# instructions with the most samples (scripts/ncu_source_top.py). NCU_SRC_CMD: profile that command instead of
+# `vitrt bench`.
 if has ncu-src; then
   timeout 240 ncu --clock-control none -k "regex:${NCU_SRC_KERNELS:-${NCU_KERNELS:-flash_mma_kernel}}" --launch-count 1 \
     --section SourceCounters --section WarpStateStats --section SpeedOfLight --section Occupancy --section LaunchStats \
@@ -310,7 +311,9 @@ if has ncu-src; then
     --no-decoder} > "$OUT/ncu_src.log" 2>&1
   timeout 120 ncu --import "$OUT/ncu_src.ncu-rep" --page source --print-source sass --csv > "$OUT/ncu_source.csv" 2>&1
   timeout 60 ncu --import "$OUT/ncu_src.ncu-rep" --page details > "$OUT/ncu_src_details.txt" 2>&1
-  add_summary "ncu source page: $(wc -l < "$OUT/ncu_source.csv") lines (ncu_source.csv)"
+  python3 scripts/ncu_source_top.py "$OUT/ncu_source.csv" --top ${NCU_SRC_TOP:-20} > "$OUT/ncu_source_top.txt" 2>&1
+  cat "$OUT/ncu_source_top.txt"
+  add_summary "ncu source page: $(wc -l < "$OUT/ncu_source.csv") lines (ncu_source.csv; top stalls in ncu_source_top.txt): $(sed -n 3p "$OUT/ncu_source_top.txt")"
 fi
 
 # store: the write rate of a layer output in each BSR kernel's store order (bench/store_pattern_bench.cu).

@@ -13,4 +13,4 @@ build/venv/bin/pip install -q . -Ccmake.define.VITRT_WITH_CUDA=OFF
 cd build
 ctest --output-on-failure -j"$(nproc)" "$@"
 cd ..
-VITRT_CLI="$PWD/build/bin/vitrt" build/venv/bin/python -m pytest -q python/tests bench/tests tests/protocol
+VITRT_CLI="$PWD/build/bin/vitrt" build/venv/bin/python -m pytest -q python/tests bench/tests scripts/tests tests/protocol
