@@ -82,6 +82,11 @@ struct XresCfg {
   static constexpr int kHalves = Split ? 1 : 2;      // x halves of 64 rows
   static constexpr int S = Split ? (B == 64 ? 14 : 48) : (B == 64 ? 3 : 8);  // W ring slots
   static constexpr int kBlockPassers = Split ? 4 : kConsumerWarps;  // warps that pass each W block
+  // W "full" barriers per slot: one set, or one per warpgroup with Split. (A warp that steps over
+  // the other warpgroup's fills of a slot cannot tell the phases of one shared barrier apart: it
+  // would take a fill two phases old for its own. tests/protocol found that.)
+  static constexpr int kFullSets = Split ? 2 : 1;
+  static_assert(S <= 64, "a consumer warp keeps one parity bit per slot (Split)");
   static constexpr int kBlockBytes = B * B * 2;
   static constexpr int kChunks = B / 8;              // 16-byte chunks per W row / per y row of a block
   static constexpr int kStageRow = 2 * B + 16;       // bytes per staged output row (+16: conflict-free)
@@ -102,7 +107,9 @@ int xres_slabs(int64_t K) { return static_cast<int>((K + kSlabCols - 1) / kSlabC
 // Barriers (x full / empty per half and slab, W full / empty per slot), then the used-slab mask and
 // the per-slab count of warpgroups reading it (8 words).
 template <int B, bool Split>
-constexpr size_t xres_barrier_words() { return 4 * kMaxSlabs + 2 * XresCfg<B, Split>::S + 8; }
+constexpr size_t xres_barrier_words() {
+  return 4 * kMaxSlabs + (XresCfg<B, Split>::kFullSets + 1) * XresCfg<B, Split>::S + 8;
+}
 
 template <int B, bool Split>
 size_t xres_smem_bytes(int64_t K, size_t table_bytes) {
@@ -153,8 +160,8 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
   uint64_t* bars = reinterpret_cast<uint64_t*>(stage + kConsumerWarps * C::kStageBytes);
   uint64_t* xfull = bars;                   // [2][kMaxSlabs] slab landed (TMA complete_tx)
   uint64_t* xempty = bars + 2 * kMaxSlabs;  // [2][kMaxSlabs] the warps reading that half and slab are done
-  uint64_t* wfull = bars + 4 * kMaxSlabs;   // [S] W block landed (bulk copy complete_tx)
-  uint64_t* wempty = wfull + S;             // [S] every warp computing its block-row has passed it
+  uint64_t* wfull = bars + 4 * kMaxSlabs;   // [kFullSets][S] W block landed (bulk copy complete_tx)
+  uint64_t* wempty = wfull + C::kFullSets * S;  // [S] every warp computing its block-row has passed it
   unsigned* used_slabs = reinterpret_cast<unsigned*>(wempty + S);  // bit s: some block reads slab s
   int* slab_readers = reinterpret_cast<int*>(used_slabs + 2);      // [kMaxSlabs] warpgroups reading slab s
   int* rp_s = reinterpret_cast<int*>(bars + xres_barrier_words<B, Split>());  // [block_rows + 1]
@@ -198,7 +205,8 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
 #pragma unroll 1
     for (int i = 0; i < 2 * kMaxSlabs; ++i)
       mbar::init(&xfull[i], 1), mbar::init(&xempty[i], 4 * (i % kMaxSlabs < ns ? max(1, slab_readers[i % kMaxSlabs]) : 1));
-    for (int s = 0; s < S; ++s) mbar::init(&wfull[s], 1), mbar::init(&wempty[s], C::kBlockPassers);
+    for (int s = 0; s < C::kFullSets * S; ++s) mbar::init(&wfull[s], 1);
+    for (int s = 0; s < S; ++s) mbar::init(&wempty[s], C::kBlockPassers);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();  // publishes the barriers' initialisation, the tables and the flags
@@ -247,7 +255,10 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
       try_x(true);
       pending = used_mask, pend_tc = tc, pend_m0 = static_cast<int64_t>(tile) * kTileM;
       try_x(false);
+      int row = 0;  // of block k (Split: its warpgroup, row % 2, owns the full barrier it lands on)
       for (int k = 0; k < nnz; ++k, ++n) {
+        while (rp_s[row + 1] <= k) ++row;
+        uint64_t* full = &wfull[(Split ? (row & 1) * S : 0) + slot];
         if (n >= S) {  // the slot's previous block must have been passed by every consumer warp
           while (!mbar::test(&wempty[slot], round ^ 1)) {
             try_x(false);
@@ -258,9 +269,9 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
             __nanosleep(32);
           }
         }
-        mbar::arrive_expect_tx(&wfull[slot], C::kBlockBytes);
+        mbar::arrive_expect_tx(full, C::kBlockBytes);
         mbar::bulk_copy_to_smem(ws + slot * C::kBlockBytes, p.values_cm + static_cast<int64_t>(k) * B * B,
-                                C::kBlockBytes, &wfull[slot]);
+                                C::kBlockBytes, full);
         if (++slot == S) slot = 0, round ^= 1;
       }
     }
@@ -287,6 +298,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
   // warpgroup's blocks are stepped over (the producer streams all nnz blocks of each tile).
   int slot = 0, pos = 0;
   unsigned round = 0;
+  uint64_t full_parity = 0;  // Split: bit s, the parity of this warpgroup's next fill of slot s
   auto advance_to = [&](int k) {
     for (; pos < k; ++pos)
       if (++slot == S) slot = 0, round ^= 1;
@@ -328,7 +340,12 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
         const int col = c & ~kLastUse;
         const int slab = col * B / kSlabCols;
         advance_to(k);
-        mbar::wait(&wfull[slot], round);
+        if constexpr (Split) {
+          mbar::wait(&wfull[h * S + slot], static_cast<unsigned>(full_parity >> slot) & 1);
+          full_parity ^= uint64_t{1} << slot;
+        } else {
+          mbar::wait(&wfull[slot], round);
+        }
         mbar::wait(&xfull[hx * kMaxSlabs + slab], xparity);
         wgmma::fence_operands(acc);
         wgmma::fence();
