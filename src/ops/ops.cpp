@@ -141,6 +141,77 @@ MatmulShape matmul_shape(const Tensor& a, const Tensor& b, bool transpose_b) {
   return s;
 }
 
+Shape permute_shape(const Tensor& x, const std::vector<int>& perm) {
+  const int64_t nd = x.dim();
+  VITRT_CHECK(static_cast<int64_t>(perm.size()) == nd, InvalidArgument, "ops::permute: ", perm.size(),
+              " axes given for shape ", shape_str(x.shape()));
+  std::vector<bool> seen(nd, false);
+  Shape out(nd);
+  for (int64_t d = 0; d < nd; ++d) {
+    VITRT_CHECK(perm[d] >= 0 && perm[d] < nd && !seen[perm[d]], InvalidArgument,
+                "ops::permute: axes are not a permutation of 0..", nd - 1);
+    seen[perm[d]] = true;
+    out[d] = x.size(perm[d]);
+  }
+  return out;
+}
+
+CatShape cat_shape(const std::vector<Tensor>& xs, int dim) {
+  VITRT_CHECK(!xs.empty(), InvalidArgument, "ops::cat: no tensors given");
+  const int64_t nd = xs[0].dim();
+  CatShape s;
+  s.dim = dim < 0 ? dim + nd : dim;
+  VITRT_CHECK(s.dim >= 0 && s.dim < nd, InvalidArgument, "ops::cat: dim ", dim, " out of range for ",
+              shape_str(xs[0].shape()));
+  s.out = xs[0].shape();
+  s.out[s.dim] = 0;
+  for (const Tensor& t : xs) {
+    bool ok = t.dim() == nd;
+    for (int64_t i = 0; ok && i < nd; ++i) ok = i == s.dim || t.size(i) == xs[0].size(i);
+    VITRT_CHECK(ok, InvalidArgument, "ops::cat: ", shape_str(t.shape()), " does not match ",
+                shape_str(xs[0].shape()), " outside dim ", s.dim);
+    s.out[s.dim] += t.size(s.dim);
+  }
+  for (int64_t i = 0; i < s.dim; ++i) s.outer *= s.out[i];
+  for (int64_t i = s.dim + 1; i < nd; ++i) s.inner *= s.out[i];
+  return s;
+}
+
+Shape window_partition_shape(const Tensor& x, int ws) {
+  VITRT_CHECK(x.dim() == 4 && ws >= 1, InvalidArgument, "ops::window_partition: need x [B, H, W, C] and window >= 1, got ",
+              shape_str(x.shape()), " and ", ws);
+  const int64_t nh = (x.size(1) + ws - 1) / ws, nw = (x.size(2) + ws - 1) / ws;
+  return {x.size(0) * nh * nw, ws, ws, x.size(3)};
+}
+
+Shape window_unpartition_shape(const Tensor& windows, int ws, int64_t H, int64_t W) {
+  VITRT_CHECK(ws >= 1 && H >= 0 && W >= 0, InvalidArgument, "ops::window_unpartition: bad window ", ws, " or size ",
+              H, "x", W);
+  const int64_t nh = (H + ws - 1) / ws, nw = (W + ws - 1) / ws;
+  VITRT_CHECK(windows.dim() == 4 && windows.size(1) == ws && windows.size(2) == ws && nh * nw > 0 &&
+                  windows.size(0) % (nh * nw) == 0,
+              InvalidArgument, "ops::window_unpartition: windows ", shape_str(windows.shape()), " do not tile ", H,
+              "x", W, " with window ", ws);
+  return {windows.size(0) / (nh * nw), H, W, windows.size(3)};
+}
+
+Shape interpolate_linear_rows_shape(const Tensor& x, int64_t new_len) {
+  VITRT_CHECK(x.dim() == 2 && x.size(0) >= 1 && new_len >= 1, InvalidArgument,
+              "ops::interpolate_linear_rows: need x [L >= 1, C] and new_len >= 1, got ", shape_str(x.shape()), " and ",
+              new_len);
+  return {new_len, x.size(1)};
+}
+
+Shape resize_bilinear_shape(const Tensor& x, int64_t out_h, int64_t out_w) {
+  VITRT_CHECK(x.dim() >= 2 && x.size(-2) >= 1 && x.size(-1) >= 1 && out_h >= 1 && out_w >= 1, InvalidArgument,
+              "ops::resize_bilinear: need planes [..., H, W] and an output size >= 1, got ", shape_str(x.shape()),
+              " -> ", out_h, "x", out_w);
+  Shape out = x.shape();
+  out[out.size() - 2] = out_h;
+  out.back() = out_w;
+  return out;
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_b) {
   if (a.is_cuda()) {
     VITRT_PROFILE_OP("matmul ", shape_str(a.shape()), "x", shape_str(b.shape()));
@@ -259,18 +330,7 @@ Tensor permute(const Tensor& x, const std::vector<int>& perm) {
     return cuda_impl::permute(x, perm);
   }
   check_input(x, "permute", "x");
-  const int64_t nd = x.dim();
-  VITRT_CHECK(static_cast<int64_t>(perm.size()) == nd, InvalidArgument, "ops::permute: ", perm.size(),
-              " axes given for shape ", shape_str(x.shape()));
-  std::vector<bool> seen(nd, false);
-  Shape out_shape(nd);
-  for (int64_t d = 0; d < nd; ++d) {
-    VITRT_CHECK(perm[d] >= 0 && perm[d] < nd && !seen[perm[d]], InvalidArgument,
-                "ops::permute: axes are not a permutation of 0..", nd - 1);
-    seen[perm[d]] = true;
-    out_shape[d] = x.size(perm[d]);
-  }
-  Tensor out = Tensor::empty(out_shape);
+  Tensor out = Tensor::empty(permute_shape(x, perm));
   cpu::permute(f32(x), f32(out), x.shape(), perm);
   return out;
 }
@@ -280,30 +340,16 @@ Tensor cat(const std::vector<Tensor>& xs, int dim) {
     VITRT_PROFILE_OP("cat ", xs.size(), " x ", shape_str(xs[0].shape()), " dim ", dim);
     return cuda_impl::cat(xs, dim);
   }
-  VITRT_CHECK(!xs.empty(), InvalidArgument, "ops::cat: no tensors given");
   for (const Tensor& t : xs) check_input(t, "cat", "input");
-  const int64_t nd = xs[0].dim();
-  const int64_t d = dim < 0 ? dim + nd : dim;
-  VITRT_CHECK(d >= 0 && d < nd, InvalidArgument, "ops::cat: dim ", dim, " out of range for ",
-              shape_str(xs[0].shape()));
-  Shape out_shape = xs[0].shape();
-  out_shape[d] = 0;
+  const CatShape s = cat_shape(xs, dim);
   std::vector<const float*> ptrs;
   std::vector<int64_t> sizes;
   for (const Tensor& t : xs) {
-    bool ok = t.dim() == nd;
-    for (int64_t i = 0; ok && i < nd; ++i) ok = i == d || t.size(i) == xs[0].size(i);
-    VITRT_CHECK(ok, InvalidArgument, "ops::cat: ", shape_str(t.shape()), " does not match ",
-                shape_str(xs[0].shape()), " outside dim ", d);
-    out_shape[d] += t.size(d);
     ptrs.push_back(f32(t));
-    sizes.push_back(t.size(d));
+    sizes.push_back(t.size(s.dim));
   }
-  int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < d; ++i) outer *= out_shape[i];
-  for (int64_t i = d + 1; i < nd; ++i) inner *= out_shape[i];
-  Tensor out = Tensor::empty(out_shape);
-  cpu::cat(ptrs, sizes, f32(out), outer, inner);
+  Tensor out = Tensor::empty(s.out);
+  cpu::cat(ptrs, sizes, f32(out), s.outer, s.inner);
   return out;
 }
 
@@ -374,28 +420,16 @@ Tensor conv_transpose2x2_nhwc(const Tensor& x, const Tensor& w, const Tensor* bi
 Tensor window_partition(const Tensor& x, int ws) {
   if (x.is_cuda()) return cuda_impl::window_partition(x, ws);
   check_input(x, "window_partition", "x");
-  VITRT_CHECK(x.dim() == 4 && ws >= 1, InvalidArgument, "ops::window_partition: need x [B, H, W, C] and window >= 1, got ",
-              shape_str(x.shape()), " and ", ws);
-  const int64_t B = x.size(0), H = x.size(1), W = x.size(2), C = x.size(3);
-  const int64_t nh = (H + ws - 1) / ws, nw = (W + ws - 1) / ws;
-  Tensor out = Tensor::empty({B * nh * nw, ws, ws, C});
-  cpu::window_partition(f32(x), f32(out), B, H, W, C, ws);
+  Tensor out = Tensor::empty(window_partition_shape(x, ws));
+  cpu::window_partition(f32(x), f32(out), x.size(0), x.size(1), x.size(2), x.size(3), ws);
   return out;
 }
 
 Tensor window_unpartition(const Tensor& windows, int ws, int64_t H, int64_t W) {
   if (windows.is_cuda()) return cuda_impl::window_unpartition(windows, ws, H, W);
   check_input(windows, "window_unpartition", "windows");
-  VITRT_CHECK(ws >= 1 && H >= 0 && W >= 0, InvalidArgument, "ops::window_unpartition: bad window ", ws,
-              " or size ", H, "x", W);
-  const int64_t nh = (H + ws - 1) / ws, nw = (W + ws - 1) / ws;
-  VITRT_CHECK(windows.dim() == 4 && windows.size(1) == ws && windows.size(2) == ws && nh * nw > 0 &&
-                  windows.size(0) % (nh * nw) == 0,
-              InvalidArgument, "ops::window_unpartition: windows ", shape_str(windows.shape()), " do not tile ", H,
-              "x", W, " with window ", ws);
-  const int64_t B = windows.size(0) / (nh * nw), C = windows.size(3);
-  Tensor out = Tensor::empty({B, H, W, C});
-  cpu::window_unpartition(f32(windows), f32(out), B, H, W, C, ws);
+  Tensor out = Tensor::empty(window_unpartition_shape(windows, ws, H, W));
+  cpu::window_unpartition(f32(windows), f32(out), out.size(0), H, W, out.size(3), ws);
   return out;
 }
 
@@ -498,10 +532,7 @@ Tensor attention_packed_qkv(const Tensor& qkv, int num_heads) {
 Tensor interpolate_linear_rows(const Tensor& x, int64_t new_len) {
   if (x.is_cuda()) return cuda_impl::interpolate_linear_rows(x, new_len);
   check_input(x, "interpolate_linear_rows", "x");
-  VITRT_CHECK(x.dim() == 2 && x.size(0) >= 1 && new_len >= 1, InvalidArgument,
-              "ops::interpolate_linear_rows: need x [L >= 1, C] and new_len >= 1, got ", shape_str(x.shape()), " and ",
-              new_len);
-  Tensor out = Tensor::empty({new_len, x.size(1)});
+  Tensor out = Tensor::empty(interpolate_linear_rows_shape(x, new_len));
   cpu::interpolate_linear_rows(f32(x), f32(out), x.size(0), x.size(1), new_len);
   return out;
 }
@@ -509,14 +540,8 @@ Tensor interpolate_linear_rows(const Tensor& x, int64_t new_len) {
 Tensor resize_bilinear(const Tensor& x, int64_t out_h, int64_t out_w) {
   if (x.is_cuda()) return cuda_impl::resize_bilinear(x, out_h, out_w);
   check_input(x, "resize_bilinear", "x");
-  VITRT_CHECK(x.dim() >= 2 && x.size(-2) >= 1 && x.size(-1) >= 1 && out_h >= 1 && out_w >= 1, InvalidArgument,
-              "ops::resize_bilinear: need planes [..., H, W] and an output size >= 1, got ", shape_str(x.shape()),
-              " -> ", out_h, "x", out_w);
+  Tensor out = Tensor::empty(resize_bilinear_shape(x, out_h, out_w));
   const int64_t H = x.size(-2), W = x.size(-1), N = x.numel() / (H * W);
-  Shape out_shape = x.shape();
-  out_shape[out_shape.size() - 2] = out_h;
-  out_shape.back() = out_w;
-  Tensor out = Tensor::empty(out_shape);
   cpu::resize_bilinear(f32(x), f32(out), N, H, W, out_h, out_w);
   return out;
 }

@@ -48,6 +48,21 @@ struct MatmulShape {
 };
 MatmulShape matmul_shape(const Tensor& a, const Tensor& b, bool transpose_b);
 
+// The shape rules of the layout ops below, shared by the CPU and CUDA implementations (each
+// checks its own devices and dtypes first): the output shape, or InvalidArgument.
+Shape permute_shape(const Tensor& x, const std::vector<int>& perm);
+// cat: the dimension (dim made non-negative), the products of the output's sizes before and after
+// it, and the output shape.
+struct CatShape {
+  int64_t dim = 0, outer = 1, inner = 1;
+  Shape out;
+};
+CatShape cat_shape(const std::vector<Tensor>& xs, int dim);
+Shape window_partition_shape(const Tensor& x, int ws);
+Shape window_unpartition_shape(const Tensor& windows, int ws, int64_t H, int64_t W);
+Shape interpolate_linear_rows_shape(const Tensor& x, int64_t new_len);
+Shape resize_bilinear_shape(const Tensor& x, int64_t out_h, int64_t out_w);
+
 // LayerNorm over the last dimension with affine weight/bias [C].
 // out_dtype: the output's dtype, by default x's. CPU: float32 only. CUDA: x, weight/bias (one
 // dtype for both) and the output each float32 or bfloat16, math in fp32 (e.g. float32 residual

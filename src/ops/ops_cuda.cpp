@@ -347,48 +347,22 @@ void softmax_lastdim_(Tensor& x) {
 
 Tensor permute(const Tensor& x, const std::vector<int>& perm) {
   check_dev(x, "permute", "x");
-  const int64_t nd = x.dim();
-  VITRT_CHECK(static_cast<int64_t>(perm.size()) == nd, InvalidArgument, "ops::permute: ", perm.size(),
-              " axes given for shape ", shape_str(x.shape()));
-  VITRT_CHECK(nd <= 6, InvalidArgument, "ops::permute: ", nd, " dimensions; the CUDA kernel takes at most 6");
-  std::vector<bool> seen(nd, false);
-  Shape out_shape(nd);
-  for (int64_t d = 0; d < nd; ++d) {
-    VITRT_CHECK(perm[d] >= 0 && perm[d] < nd && !seen[perm[d]], InvalidArgument,
-                "ops::permute: axes are not a permutation of 0..", nd - 1);
-    seen[perm[d]] = true;
-    out_shape[d] = x.size(perm[d]);
-  }
+  const Shape out_shape = ops::permute_shape(x, perm);
+  VITRT_CHECK(x.dim() <= 6, InvalidArgument, "ops::permute: ", x.dim(), " dimensions; the CUDA kernel takes at most 6");
   Tensor out = empty_like_dev(out_shape, x.dtype());
   cuda::permute(dtype_size(x.dtype()), x.raw(), out.raw(), x.shape(), perm);
   return out;
 }
 
 Tensor cat(const std::vector<Tensor>& xs, int dim) {
-  VITRT_CHECK(!xs.empty(), InvalidArgument, "ops::cat: no tensors given");
   for (const Tensor& t : xs) check_like(t, xs[0], "cat", "input");
-  const int64_t nd = xs[0].dim();
-  const int64_t d = dim < 0 ? dim + nd : dim;
-  VITRT_CHECK(d >= 0 && d < nd, InvalidArgument, "ops::cat: dim ", dim, " out of range for ",
-              shape_str(xs[0].shape()));
-  Shape out_shape = xs[0].shape();
-  out_shape[d] = 0;
-  for (const Tensor& t : xs) {
-    bool ok = t.dim() == nd;
-    for (int64_t i = 0; ok && i < nd; ++i) ok = i == d || t.size(i) == xs[0].size(i);
-    VITRT_CHECK(ok, InvalidArgument, "ops::cat: ", shape_str(t.shape()), " does not match ",
-                shape_str(xs[0].shape()), " outside dim ", d);
-    out_shape[d] += t.size(d);
-  }
-  int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < d; ++i) outer *= out_shape[i];
-  for (int64_t i = d + 1; i < nd; ++i) inner *= out_shape[i];
-  Tensor out = empty_like_dev(out_shape, xs[0].dtype());
-  const int64_t total_cols = out_shape[d] * inner;
+  const ops::CatShape s = ops::cat_shape(xs, dim);
+  Tensor out = empty_like_dev(s.out, xs[0].dtype());
+  const int64_t total_cols = s.out[s.dim] * s.inner;
   int64_t offset = 0;
   for (const Tensor& t : xs) {
-    const int64_t cols = t.size(d) * inner;
-    cuda::copy_columns(dtype_size(t.dtype()), t.raw(), out.raw(), outer, cols, total_cols, offset);
+    const int64_t cols = t.size(s.dim) * s.inner;
+    cuda::copy_columns(dtype_size(t.dtype()), t.raw(), out.raw(), s.outer, cols, total_cols, offset);
     offset += cols;
   }
   return out;
@@ -489,50 +463,29 @@ Tensor conv_transpose2x2_dot(const Tensor& x, const Tensor& w, const Tensor* bia
 
 Tensor window_partition(const Tensor& x, int ws) {
   check_dev(x, "window_partition", "x");
-  VITRT_CHECK(x.dim() == 4 && ws >= 1, InvalidArgument,
-              "ops::window_partition: need x [B, H, W, C] and window >= 1, got ", shape_str(x.shape()), " and ", ws);
-  const int64_t B = x.size(0), H = x.size(1), W = x.size(2), C = x.size(3);
-  const int64_t nh = (H + ws - 1) / ws, nw = (W + ws - 1) / ws;
-  Tensor out = empty_like_dev({B * nh * nw, ws, ws, C}, x.dtype());
-  cuda::window_partition(dtype_size(x.dtype()), x.raw(), out.raw(), B, H, W, C, ws);
+  Tensor out = empty_like_dev(ops::window_partition_shape(x, ws), x.dtype());
+  cuda::window_partition(dtype_size(x.dtype()), x.raw(), out.raw(), x.size(0), x.size(1), x.size(2), x.size(3), ws);
   return out;
 }
 
 Tensor window_unpartition(const Tensor& windows, int ws, int64_t H, int64_t W) {
   check_dev(windows, "window_unpartition", "windows");
-  VITRT_CHECK(ws >= 1 && H >= 0 && W >= 0, InvalidArgument, "ops::window_unpartition: bad window ", ws, " or size ",
-              H, "x", W);
-  const int64_t nh = (H + ws - 1) / ws, nw = (W + ws - 1) / ws;
-  VITRT_CHECK(windows.dim() == 4 && windows.size(1) == ws && windows.size(2) == ws && nh * nw > 0 &&
-                  windows.size(0) % (nh * nw) == 0,
-              InvalidArgument, "ops::window_unpartition: windows ", shape_str(windows.shape()), " do not tile ", H,
-              "x", W, " with window ", ws);
-  const int64_t B = windows.size(0) / (nh * nw), C = windows.size(3);
-  Tensor out = empty_like_dev({B, H, W, C}, windows.dtype());
-  cuda::window_unpartition(dtype_size(windows.dtype()), windows.raw(), out.raw(), B, H, W, C, ws);
+  Tensor out = empty_like_dev(ops::window_unpartition_shape(windows, ws, H, W), windows.dtype());
+  cuda::window_unpartition(dtype_size(windows.dtype()), windows.raw(), out.raw(), out.size(0), H, W, out.size(3), ws);
   return out;
 }
 
 Tensor interpolate_linear_rows(const Tensor& x, int64_t new_len) {
   check_float(x, "interpolate_linear_rows", "x");
-  VITRT_CHECK(x.dim() == 2 && x.size(0) >= 1 && new_len >= 1, InvalidArgument,
-              "ops::interpolate_linear_rows: need x [L >= 1, C] and new_len >= 1, got ", shape_str(x.shape()), " and ",
-              new_len);
-  Tensor out = empty_like_dev({new_len, x.size(1)}, x.dtype());
+  Tensor out = empty_like_dev(ops::interpolate_linear_rows_shape(x, new_len), x.dtype());
   cuda::interpolate_linear_rows(x.dtype(), x.raw(), out.raw(), x.size(0), x.size(1), new_len);
   return out;
 }
 
 Tensor resize_bilinear(const Tensor& x, int64_t out_h, int64_t out_w) {
   check_float(x, "resize_bilinear", "x");
-  VITRT_CHECK(x.dim() >= 2 && x.size(-2) >= 1 && x.size(-1) >= 1 && out_h >= 1 && out_w >= 1, InvalidArgument,
-              "ops::resize_bilinear: need planes [..., H, W] and an output size >= 1, got ", shape_str(x.shape()),
-              " -> ", out_h, "x", out_w);
+  Tensor out = empty_like_dev(ops::resize_bilinear_shape(x, out_h, out_w), x.dtype());
   const int64_t H = x.size(-2), W = x.size(-1), N = x.numel() / (H * W);
-  Shape out_shape = x.shape();
-  out_shape[out_shape.size() - 2] = out_h;
-  out_shape.back() = out_w;
-  Tensor out = empty_like_dev(out_shape, x.dtype());
   cuda::resize_bilinear(x.dtype(), x.raw(), N, H, W, H * W, W, x.dtype(), out.raw(), out_h, out_w);
   return out;
 }
