@@ -202,6 +202,19 @@ Shape interpolate_linear_rows_shape(const Tensor& x, int64_t new_len) {
   return {new_len, x.size(1)};
 }
 
+Conv2dShape conv2d_shape(const Tensor& x, const Tensor& w, int stride, int pad) {
+  VITRT_CHECK(x.dim() == 4 && w.dim() == 4 && w.size(1) == x.size(3), InvalidArgument, "ops::conv2d_nhwc: x ",
+              shape_str(x.shape()), " (NHWC) does not match weight ", shape_str(w.shape()), " ([Cout, Cin, kh, kw])");
+  VITRT_CHECK(stride >= 1 && pad >= 0, InvalidArgument, "ops::conv2d_nhwc: bad stride ", stride, " / padding ", pad);
+  Conv2dShape s;
+  s.B = x.size(0), s.H = x.size(1), s.W = x.size(2), s.Cin = x.size(3);
+  s.Cout = w.size(0), s.kh = w.size(2), s.kw = w.size(3);
+  VITRT_CHECK(s.H + 2 * pad >= s.kh && s.W + 2 * pad >= s.kw && s.kh > 0 && s.kw > 0, InvalidArgument,
+              "ops::conv2d_nhwc: kernel ", s.kh, "x", s.kw, " larger than the padded input ", shape_str(x.shape()));
+  s.Ho = (s.H + 2 * pad - s.kh) / stride + 1, s.Wo = (s.W + 2 * pad - s.kw) / stride + 1;
+  return s;
+}
+
 Shape resize_bilinear_shape(const Tensor& x, int64_t out_h, int64_t out_w) {
   VITRT_CHECK(x.dim() >= 2 && x.size(-2) >= 1 && x.size(-1) >= 1 && out_h >= 1 && out_w >= 1, InvalidArgument,
               "ops::resize_bilinear: need planes [..., H, W] and an output size >= 1, got ", shape_str(x.shape()),
@@ -362,20 +375,14 @@ Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int str
   check_out_f32(out_dtype, "conv2d_nhwc");
   check_input(x, "conv2d_nhwc", "x");
   check_input(w, "conv2d_nhwc", "weight");
-  VITRT_CHECK(x.dim() == 4 && w.dim() == 4 && w.size(1) == x.size(3), InvalidArgument, "ops::conv2d_nhwc: x ",
-              shape_str(x.shape()), " (NHWC) does not match weight ", shape_str(w.shape()), " ([Cout, Cin, kh, kw])");
-  VITRT_CHECK(stride >= 1 && pad >= 0, InvalidArgument, "ops::conv2d_nhwc: bad stride ", stride, " / padding ", pad);
-  const int64_t B = x.size(0), H = x.size(1), W = x.size(2), Cin = x.size(3);
-  const int64_t Cout = w.size(0), kh = w.size(2), kw = w.size(3);
-  VITRT_CHECK(H + 2 * pad >= kh && W + 2 * pad >= kw && kh > 0 && kw > 0, InvalidArgument,
-              "ops::conv2d_nhwc: kernel ", kh, "x", kw, " larger than the padded input ", shape_str(x.shape()));
+  const Conv2dShape s = conv2d_shape(x, w, stride, pad);
   if (bias) {
     check_input(*bias, "conv2d_nhwc", "bias");
-    bias->expect_shape({Cout}, "ops::conv2d_nhwc bias");
+    bias->expect_shape({s.Cout}, "ops::conv2d_nhwc bias");
   }
-  const int64_t Ho = (H + 2 * pad - kh) / stride + 1, Wo = (W + 2 * pad - kw) / stride + 1;
-  Tensor out = Tensor::empty({B, Ho, Wo, Cout});
-  cpu::conv2d_nhwc(f32(x), f32(w), bias ? f32(*bias) : nullptr, f32(out), B, H, W, Cin, Cout, kh, kw, stride, pad);
+  Tensor out = Tensor::empty({s.B, s.Ho, s.Wo, s.Cout});
+  cpu::conv2d_nhwc(f32(x), f32(w), bias ? f32(*bias) : nullptr, f32(out), s.B, s.H, s.W, s.Cin, s.Cout, s.kh, s.kw,
+                   stride, pad);
   return out;
 }
 

@@ -62,6 +62,11 @@ Shape window_partition_shape(const Tensor& x, int ws);
 Shape window_unpartition_shape(const Tensor& windows, int ws, int64_t H, int64_t W);
 Shape interpolate_linear_rows_shape(const Tensor& x, int64_t new_len);
 Shape resize_bilinear_shape(const Tensor& x, int64_t out_h, int64_t out_w);
+// conv2d_nhwc's problem: x [B, H, W, Cin], weight [Cout, Cin, kh, kw], out [B, Ho, Wo, Cout].
+struct Conv2dShape {
+  int64_t B = 0, H = 0, W = 0, Cin = 0, Cout = 0, kh = 0, kw = 0, Ho = 0, Wo = 0;
+};
+Conv2dShape conv2d_shape(const Tensor& x, const Tensor& w, int stride, int pad);
 
 // LayerNorm over the last dimension with affine weight/bias [C].
 // out_dtype: the output's dtype, by default x's. CPU: float32 only. CUDA: x, weight/bias (one

@@ -373,16 +373,9 @@ Tensor conv2d_nhwc(const Tensor& x, const Tensor& w, const Tensor* bias, int str
   check_float(x, "conv2d_nhwc", "x");
   check_like(w, x, "conv2d_nhwc", "weight");
   const DType od = out_dtype_for(x, out_dtype, "conv2d_nhwc");
-  VITRT_CHECK(x.dim() == 4 && w.dim() == 4 && w.size(1) == x.size(3), InvalidArgument, "ops::conv2d_nhwc: x ",
-              shape_str(x.shape()), " (NHWC) does not match weight ", shape_str(w.shape()), " ([Cout, Cin, kh, kw])");
-  VITRT_CHECK(stride >= 1 && pad >= 0, InvalidArgument, "ops::conv2d_nhwc: bad stride ", stride, " / padding ", pad);
-  const int64_t B = x.size(0), H = x.size(1), W = x.size(2), Cin = x.size(3);
-  const int64_t Cout = w.size(0), kh = w.size(2), kw = w.size(3);
-  VITRT_CHECK(H + 2 * pad >= kh && W + 2 * pad >= kw && kh > 0 && kw > 0, InvalidArgument,
-              "ops::conv2d_nhwc: kernel ", kh, "x", kw, " larger than the padded input ", shape_str(x.shape()));
+  const auto [B, H, W, Cin, Cout, kh, kw, Ho, Wo] = ops::conv2d_shape(x, w, stride, pad);
   Tensor b;
   if (bias) b = bias_for(*bias, x, od, Cout, "conv2d_nhwc");
-  const int64_t Ho = (H + 2 * pad - kh) / stride + 1, Wo = (W + 2 * pad - kw) / stride + 1;
   Tensor out = empty_like_dev({B, Ho, Wo, Cout}, od);
   const int64_t M = B * Ho * Wo, K = Cin * kh * kw;
   if (M == 0 || Cout == 0) return out;
