@@ -829,3 +829,46 @@ TEST(OpsCpu, FastErfMatchesErf) {
   EXPECT_EQ(vitrt::fast_erf::erf_as7126(0.f), 0.f);
   EXPECT_TRUE(std::isnan(vitrt::fast_erf::erf_as7126(NAN)));
 }
+
+// The shape rules both backends share (ops::*_shape; the CUDA front-end has no other copy of them,
+// so they are checked here where CI runs): output shapes on ordinary and edge inputs, and the
+// errors for inputs that do not fit.
+TEST(OpsCpu, SharedShapeRules) {
+  const Tensor x4 = Tensor::zeros({2, 5, 7, 3});
+  EXPECT_EQ(ops::permute_shape(x4, {0, 3, 1, 2}), (Shape{2, 3, 5, 7}));
+  EXPECT_THROW(ops::permute_shape(x4, {0, 1, 2}), InvalidArgument);     // too few axes
+  EXPECT_THROW(ops::permute_shape(x4, {0, 1, 1, 2}), InvalidArgument);  // not a permutation
+
+  const std::vector<Tensor> parts = {Tensor::zeros({2, 3, 4}), Tensor::zeros({2, 5, 4})};
+  const ops::CatShape c = ops::cat_shape(parts, -2);
+  EXPECT_EQ(c.dim, 1);
+  EXPECT_EQ(c.out, (Shape{2, 8, 4}));
+  EXPECT_EQ(c.outer, 2);
+  EXPECT_EQ(c.inner, 4);
+  EXPECT_THROW(ops::cat_shape({}, 0), InvalidArgument);
+  EXPECT_THROW(ops::cat_shape(parts, 3), InvalidArgument);  // dim out of range
+  EXPECT_THROW(ops::cat_shape(parts, 0), InvalidArgument);  // sizes differ outside dim 0
+
+  // Windows of 4 over 5 x 7: 2 x 2 windows per image, padded.
+  EXPECT_EQ(ops::window_partition_shape(x4, 4), (Shape{8, 4, 4, 3}));
+  EXPECT_THROW(ops::window_partition_shape(x4, 0), InvalidArgument);
+  EXPECT_EQ(ops::window_unpartition_shape(Tensor::zeros({8, 4, 4, 3}), 4, 5, 7), (Shape{2, 5, 7, 3}));
+  EXPECT_THROW(ops::window_unpartition_shape(Tensor::zeros({7, 4, 4, 3}), 4, 5, 7), InvalidArgument);  // 7 % 4
+  EXPECT_THROW(ops::window_unpartition_shape(Tensor::zeros({8, 4, 4, 3}), 3, 5, 7), InvalidArgument);  // ws
+
+  EXPECT_EQ(ops::interpolate_linear_rows_shape(Tensor::zeros({14, 6}), 27), (Shape{27, 6}));
+  EXPECT_THROW(ops::interpolate_linear_rows_shape(Tensor::zeros({14, 6}), 0), InvalidArgument);
+  EXPECT_EQ(ops::resize_bilinear_shape(x4, 9, 11), (Shape{2, 5, 9, 11}));  // the last two dimensions
+  EXPECT_THROW(ops::resize_bilinear_shape(x4, 0, 11), InvalidArgument);
+
+  // SAM's patch embedding: 16 x 16 kernel, stride 16; and a padded 3 x 3.
+  const ops::Conv2dShape p = ops::conv2d_shape(Tensor::zeros({1, 64, 48, 3}), Tensor::zeros({8, 3, 16, 16}), 16, 0);
+  EXPECT_EQ(std::vector<int64_t>({p.B, p.H, p.W, p.Cin, p.Cout, p.kh, p.kw, p.Ho, p.Wo}),
+            std::vector<int64_t>({1, 64, 48, 3, 8, 16, 16, 4, 3}));
+  const ops::Conv2dShape q = ops::conv2d_shape(x4, Tensor::zeros({4, 3, 3, 3}), 2, 1);
+  EXPECT_EQ(q.Ho, 3);
+  EXPECT_EQ(q.Wo, 4);
+  EXPECT_THROW(ops::conv2d_shape(x4, Tensor::zeros({4, 2, 3, 3}), 1, 0), InvalidArgument);  // Cin
+  EXPECT_THROW(ops::conv2d_shape(x4, Tensor::zeros({4, 3, 9, 3}), 1, 1), InvalidArgument);  // kernel too tall
+  EXPECT_THROW(ops::conv2d_shape(x4, Tensor::zeros({4, 3, 3, 3}), 0, 0), InvalidArgument);  // stride
+}
