@@ -121,7 +121,7 @@ size_t xres_smem_bytes(int64_t K, size_t table_bytes) {
 struct XresArgs {
   CUtensorMap x_map;  // x [M, K] bf16, boxes of 64 x 64, 128-byte swizzle (first: 64-byte aligned)
   int64_t M;
-  int K, N;
+  int N;
   int slabs;  // ceil(K / 64)
   int block_rows;
   int rp_bytes;  // row_ptr table bytes in shared memory (16-byte multiple); col_idx follows
@@ -500,7 +500,6 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   XresArgs a{};
   a.x_map = x_tensor_map(x, M, w.cols);
   a.M = M;
-  a.K = static_cast<int>(w.cols);
   a.N = static_cast<int>(w.rows);
   a.slabs = xres_slabs(w.cols);
   a.block_rows = static_cast<int>(w.rows / w.block);

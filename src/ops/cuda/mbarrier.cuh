@@ -37,11 +37,6 @@ __device__ __forceinline__ bool test(uint64_t* bar, unsigned parity) {
   return done != 0;
 }
 
-// Arrives on `bar` once every cp.async this thread has issued so far has landed (.noinc: the
-// arrival is one of the barrier's expected count).
-__device__ __forceinline__ void arrive_when_cp_async_lands(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(ptx::smem_u32(bar)) : "memory");
-}
 // Arrives on `bar` and adds `bytes` to the transaction count its phase waits for.
 __device__ __forceinline__ void arrive_expect_tx(uint64_t* bar, unsigned bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(ptx::smem_u32(bar)), "r"(bytes)
