@@ -486,6 +486,12 @@ def test_split_with_one_wfull_set_passes_a_w_slot_early():
     assert failures(100, stop_at=("StaleRead",), split=True, w_fix="one_wfull_set")["StaleRead"] > 0
 
 
+def assert_overwrite_or_stale_read(runs, **variant):
+    """The unsafe variant shows as a buffer refilled while read, or read before its fill."""
+    bad = failures(runs, stop_at=("Overwrite", "StaleRead"), **variant)
+    assert bad["Overwrite"] + bad["StaleRead"] > 0, bad
+
+
 @pytest.mark.parametrize("form", SAFE_FORMS)
 def test_consumer_skipping_the_xfull_wait_is_caught(form):
     assert failures(100, stop_at=("StaleRead",), skip_xfull_wait=True, **form)["StaleRead"] > 0
@@ -494,14 +500,12 @@ def test_consumer_skipping_the_xfull_wait_is_caught(form):
 @pytest.mark.parametrize("form", SAFE_FORMS)
 def test_releasing_a_slab_at_its_first_use_is_caught(form):
     # The producer reloads the slab for the next tile while later blocks of this tile still read it.
-    bad = failures(200, stop_at=("Overwrite", "StaleRead"), release_at_first_use=True, **form)
-    assert bad["Overwrite"] + bad["StaleRead"] > 0, bad
+    assert_overwrite_or_stale_read(200, release_at_first_use=True, **form)
 
 
 @pytest.mark.parametrize("form", SAFE_FORMS)
 def test_reloading_a_slab_without_waiting_for_xempty_is_caught(form):
-    bad = failures(100, stop_at=("Overwrite", "StaleRead"), skip_xempty_wait=True, **form)
-    assert bad["Overwrite"] + bad["StaleRead"] > 0, bad
+    assert_overwrite_or_stale_read(100, skip_xempty_wait=True, **form)
 
 
 @pytest.mark.parametrize("form", SAFE_FORMS)
@@ -513,15 +517,13 @@ def test_blocking_on_a_w_slot_while_slab_loads_are_pending_deadlocks(form):
 
 @pytest.mark.parametrize("form", SAFE_FORMS)
 def test_releasing_a_w_slot_before_the_wgmma_retires_is_caught(form):
-    bad = failures(200, stop_at=("Overwrite", "StaleRead"), release_w_before_retire=True, **form)
-    assert bad["Overwrite"] + bad["StaleRead"] > 0, bad
+    assert_overwrite_or_stale_read(200, release_w_before_retire=True, **form)
 
 
 @pytest.mark.parametrize("form", SPLIT_FIXED)
 def test_split_xempty_counting_one_warpgroup_is_caught(form):
     # A slab both warpgroups read is reloaded once one of them has released it.
-    bad = failures(200, stop_at=("Overwrite", "StaleRead"), xempty_count_one_warpgroup=True, **form)
-    assert bad["Overwrite"] + bad["StaleRead"] > 0, bad
+    assert_overwrite_or_stale_read(200, xempty_count_one_warpgroup=True, **form)
 
 
 def test_split_flagging_only_a_slab_s_last_reader_deadlocks():
