@@ -331,10 +331,9 @@ TEST_F(CudaBsr, PersistentVariantsRepeatAndDefaultIsSupported) {
 // (full rows longer than its W ring), K not a multiple of its 64-column x slabs (the TMA box reads
 // zeros past K), token counts around its 128-token tile (rows past M read as zeros), bias / GELU
 // on and off, and grids capped at 1 and 3 CTAs so that each CTA runs several tiles (each x slab is
-// refilled for the next tile while the current one is still computed), in both forms (split 0:
-// 128-token tiles; split 1: 64-token tiles, the warpgroups on alternate block-rows). The output is
-// poisoned first, so every element must be written. Also run through ops::linear_bsr by ctests
-// cuda_bsr_xres / cuda_bsr_xres_split (VITRT_BSR_XRES=1, VITRT_BSR_XRES_SPLIT=1). Skips off sm_90.
+// refilled for the next tile while the current one is still computed). The output is poisoned
+// first, so every element must be written. Also run through ops::linear_bsr by ctest
+// cuda_bsr_xres (VITRT_BSR_XRES=1). Skips off sm_90.
 TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
 #ifdef VITRT_HAVE_CUDA
   for (int b : {32, 64}) {
@@ -358,16 +357,15 @@ TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
         for (int flags = 0; flags < 3; ++flags) {  // none, bias, bias + GELU
           const Tensor want = reference(x, host, flags >= 1 ? &bias : nullptr,
                                         flags == 2 ? ops::Activation::GELU : ops::Activation::None, nullptr);
-          for (int split : {0, 1})  // the default form and the Split form (alternate block-rows)
-            for (int max_ctas : {0, 1, 3}) {
-              SCOPED_TRACE(::testing::Message() << name << " block " << b << " M " << M << " flags " << flags
-                                                << " split " << split << " max_ctas " << max_ctas);
-              Tensor y = Tensor::empty({M, host.rows}, DType::BF16, Device::CUDA);
-              VITRT_CUDA_CHECK(cudaMemset(y.raw(), 0xff, y.nbytes()));
-              cuda::bsr_linear_bf16_xres(x_dev.raw(), M, view, flags >= 1 ? bias_dev.raw() : nullptr, flags == 2,
-                                         y.raw(), max_ctas, split);
-              EXPECT_LE(rel_frobenius(y.to(Device::CPU), want), kTolBF16);
-            }
+          for (int max_ctas : {0, 1, 3}) {
+            SCOPED_TRACE(::testing::Message() << name << " block " << b << " M " << M << " flags " << flags
+                                              << " max_ctas " << max_ctas);
+            Tensor y = Tensor::empty({M, host.rows}, DType::BF16, Device::CUDA);
+            VITRT_CUDA_CHECK(cudaMemset(y.raw(), 0xff, y.nbytes()));
+            cuda::bsr_linear_bf16_xres(x_dev.raw(), M, view, flags >= 1 ? bias_dev.raw() : nullptr, flags == 2, y.raw(),
+                                       max_ctas);
+            EXPECT_LE(rel_frobenius(y.to(Device::CPU), want), kTolBF16);
+          }
         }
       }
     }

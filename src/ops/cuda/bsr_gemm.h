@@ -121,11 +121,9 @@ void bsr_linear_bf16(const void* x, int64_t M, const BsrDeviceView& w, const voi
 bool bsr_xres_supported(const BsrDeviceView& w, const void* residual, DType out_dtype);
 bool bsr_xres_selected(int64_t M, const BsrDeviceView& w, const void* residual, DType out_dtype);
 // y[M, N] = act(x W^T + bias), bf16; max_ctas > 0 caps the persistent grid (tests: several tiles
-// per CTA); split: 1 the Split form (64-token tiles, the warpgroups on alternate block-rows, a
-// deeper W ring; an experiment), 0 the default form, -1 as VITRT_BSR_XRES_SPLIT says. Throws
-// InvalidArgument where not supported.
+// per CTA). Throws InvalidArgument where not supported.
 void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, const void* bias, bool gelu, void* y,
-                          int max_ctas = 0, int split = -1);
+                          int max_ctas = 0);
 
 // fp32 CUDA-core kernel: x fp32 [M, K], w.values fp32, bias fp32 [N] or null, residual fp32 [M, N]
 // or null, y fp32 [M, N]; pointers 16-byte aligned.

@@ -61,6 +61,7 @@ namespace {
 
 using bf16 = __nv_bfloat16;
 
+constexpr int kTileM = 128;              // tokens per tile: two consumer warpgroups of 64
 constexpr int kMaxK = 768;               // 128 x 768 bf16 = 192 KB of x per CTA
 constexpr int kSlabCols = 64;            // x is held as slabs of 64 columns (128-byte rows)
 constexpr int kSlabBytes = 64 * 128;     // one half's slab: 64 rows x 128 bytes, a TMA box
@@ -71,22 +72,9 @@ constexpr size_t kMaxSmem = 227 * 1024;  // sm_90's opt-in limit per CTA
 constexpr size_t kAlignSlack = 1024;     // the x slabs start 1024-byte aligned (128-byte swizzle)
 constexpr uint8_t kLastUse = 0x80;       // col_idx table flag: the last block of the tile reading its slab
 
-// Split = false: a tile of 128 tokens, one x half of 64 per consumer warpgroup, both warpgroups
-// computing every block-row (every consumer warp passes every W block). Split = true
-// (VITRT_BSR_XRES_SPLIT=1, an experiment): a tile of 64 tokens that both warpgroups share, each
-// computing alternate block-rows, so each W block is passed by one warpgroup only and the x tile
-// takes half the shared memory, which goes to a deeper W ring (14 slots instead of 3 at block 64).
-template <int B, bool Split>
+template <int B>
 struct XresCfg {
-  static constexpr int kTileM = Split ? 64 : 128;    // tokens per tile
-  static constexpr int kHalves = Split ? 1 : 2;      // x halves of 64 rows
-  static constexpr int S = Split ? (B == 64 ? 14 : 48) : (B == 64 ? 3 : 8);  // W ring slots
-  static constexpr int kBlockPassers = Split ? 4 : kConsumerWarps;  // warps that pass each W block
-  // W "full" barriers per slot: one set, or one per warpgroup with Split. (A warp that steps over
-  // the other warpgroup's fills of a slot cannot tell the phases of one shared barrier apart: it
-  // would take a fill two phases old for its own. tests/protocol found that.)
-  static constexpr int kFullSets = Split ? 2 : 1;
-  static_assert(S <= 64, "a consumer warp keeps one parity bit per slot (Split)");
+  static constexpr int S = B == 64 ? 3 : 8;          // W ring slots
   static constexpr int kBlockBytes = B * B * 2;
   static constexpr int kChunks = B / 8;              // 16-byte chunks per W row / per y row of a block
   static constexpr int kStageRow = 2 * B + 16;       // bytes per staged output row (+16: conflict-free)
@@ -104,18 +92,11 @@ size_t xres_table_bytes(const BsrDeviceView& w) {
 }
 int xres_slabs(int64_t K) { return static_cast<int>((K + kSlabCols - 1) / kSlabCols); }
 
-// Barriers (x full / empty per half and slab, W full / empty per slot), then the used-slab mask and
-// the per-slab count of warpgroups reading it (8 words).
-template <int B, bool Split>
-constexpr size_t xres_barrier_words() {
-  return 4 * kMaxSlabs + (XresCfg<B, Split>::kFullSets + 1) * XresCfg<B, Split>::S + 8;
-}
-
-template <int B, bool Split>
+template <int B>
 size_t xres_smem_bytes(int64_t K, size_t table_bytes) {
-  using C = XresCfg<B, Split>;
-  return kAlignSlack + C::kHalves * static_cast<size_t>(xres_slabs(K)) * kSlabBytes + C::S * C::kBlockBytes +
-         kConsumerWarps * C::kStageBytes + xres_barrier_words<B, Split>() * sizeof(uint64_t) + table_bytes;
+  using C = XresCfg<B>;
+  return kAlignSlack + 2 * static_cast<size_t>(xres_slabs(K)) * kSlabBytes + C::S * C::kBlockBytes +
+         kConsumerWarps * C::kStageBytes + (4 * kMaxSlabs + 2 * C::S + 2) * sizeof(uint64_t) + table_bytes;
 }
 
 struct XresArgs {
@@ -146,68 +127,44 @@ __device__ __forceinline__ unsigned pack_bf16x2(float a, float b) {
 }
 #endif
 
-template <int B, bool Gelu, bool Split>
+template <int B, bool Gelu>
 __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_constant__ XresArgs p) {
 #if VITRT_WGMMA_ENABLED
-  using C = XresCfg<B, Split>;
-  constexpr int S = C::S, kTileM = C::kTileM;
+  using C = XresCfg<B>;
+  constexpr int S = C::S;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((kAlignSlack - (ptx::smem_u32(smem_raw) & (kAlignSlack - 1))) & (kAlignSlack - 1));
   const int ns = p.slabs;
-  unsigned char* xs = smem;                                   // [halves][ns slabs][64 rows x 128 B], swizzled
-  unsigned char* ws = xs + C::kHalves * ns * kSlabBytes;      // [S][B x B], core-matrix layout
+  unsigned char* xs = smem;                                   // [2 halves][ns slabs][64 rows x 128 B], swizzled
+  unsigned char* ws = xs + 2 * ns * kSlabBytes;               // [S][B x B], core-matrix layout
   unsigned char* stage = ws + S * C::kBlockBytes;             // [warp][8 rows][kStageRow]
   uint64_t* bars = reinterpret_cast<uint64_t*>(stage + kConsumerWarps * C::kStageBytes);
   uint64_t* xfull = bars;                   // [2][kMaxSlabs] slab landed (TMA complete_tx)
-  uint64_t* xempty = bars + 2 * kMaxSlabs;  // [2][kMaxSlabs] the warps reading that half and slab are done
-  uint64_t* wfull = bars + 4 * kMaxSlabs;   // [kFullSets][S] W block landed (bulk copy complete_tx)
-  uint64_t* wempty = wfull + C::kFullSets * S;  // [S] every warp computing its block-row has passed it
+  uint64_t* xempty = bars + 2 * kMaxSlabs;  // [2][kMaxSlabs] the 4 warps on that half are done with it
+  uint64_t* wfull = bars + 4 * kMaxSlabs;   // [S] W block landed (bulk copy complete_tx)
+  uint64_t* wempty = wfull + S;             // [S] every consumer warp has passed it
   unsigned* used_slabs = reinterpret_cast<unsigned*>(wempty + S);  // bit s: some block reads slab s
-  int* slab_readers = reinterpret_cast<int*>(used_slabs + 2);      // [kMaxSlabs] warpgroups reading slab s
-  int* rp_s = reinterpret_cast<int*>(bars + xres_barrier_words<B, Split>());  // [block_rows + 1]
+  int* rp_s = reinterpret_cast<int*>(wempty + S + 2);         // [block_rows + 1]
   uint8_t* col_s = reinterpret_cast<uint8_t*>(rp_s) + p.rp_bytes;  // [nnz] column | kLastUse
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (threadIdx.x == 0) *used_slabs = 0;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < 2 * kMaxSlabs; ++i) mbar::init(&xfull[i], 1), mbar::init(&xempty[i], 4);
+    for (int s = 0; s < S; ++s) mbar::init(&wfull[s], 1), mbar::init(&wempty[s], kConsumerWarps);
+    *used_slabs = 0;
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
   const int nnz = __ldg(p.row_ptr + p.block_rows);
   if (nnz > p.nnz_cap) __trap();  // a view whose nnz disagrees with its row_ptr (never from device_view)
   for (int i = threadIdx.x; i <= p.block_rows; i += kThreads) rp_s[i] = __ldg(p.row_ptr + i);
   for (int i = threadIdx.x; i < nnz; i += kThreads) col_s[i] = static_cast<uint8_t>(__ldg(p.col_idx + i));
   __syncthreads();
-  // Each slab's last reader in each warpgroup's block sequence (warp s scans for slab s; with Split
-  // the warpgroups take the even / odd block-rows): that block releases the slab for its warpgroup.
+  // Each slab's last reader in the block sequence (warp s scans for slab s): that block releases it.
   for (int s = warp; s < ns; s += kThreads / 32) {
-    int last_even = -1, last_odd = -1;  // (without Split every row counts as even)
-#pragma unroll 1
-    for (int r = lane; r < p.block_rows; r += 32)
-#pragma unroll 1
-      for (int i = rp_s[r]; i < rp_s[r + 1]; ++i)
-        if ((col_s[i] & ~kLastUse) * B / kSlabCols == s) {
-          if (Split && (r & 1)) last_odd = i;
-          else last_even = i;
-        }
-    int readers = 0;
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      const int l = __reduce_max_sync(0xffffffffu, q == 0 ? last_even : last_odd);
-      if (l >= 0) {
-        ++readers;
-        if (lane == 0) col_s[l] |= kLastUse;
-      }
-    }
-    if (lane == 0) {
-      slab_readers[s] = readers;
-      if (readers > 0) atomicOr(used_slabs, 1u << s);
-    }
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    // xempty: the 4 warps of each warpgroup reading the slab (Split: 1 or 2 warpgroups per slab).
-#pragma unroll 1
-    for (int i = 0; i < 2 * kMaxSlabs; ++i)
-      mbar::init(&xfull[i], 1), mbar::init(&xempty[i], 4 * (i % kMaxSlabs < ns ? max(1, slab_readers[i % kMaxSlabs]) : 1));
-    for (int s = 0; s < C::kFullSets * S; ++s) mbar::init(&wfull[s], 1);
-    for (int s = 0; s < S; ++s) mbar::init(&wempty[s], C::kBlockPassers);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    int last = -1;
+    for (int i = lane; i < nnz; i += 32)
+      if ((col_s[i] & ~kLastUse) * B / kSlabCols == s) last = i;
+    last = __reduce_max_sync(0xffffffffu, last);
+    if (lane == 0 && last >= 0) col_s[last] |= kLastUse, atomicOr(used_slabs, 1u << s);
   }
   __syncthreads();  // publishes the barriers' initialisation, the tables and the flags
 
@@ -218,7 +175,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
     // deadlock: by then every W block and x slab of the tile before it has been issued.
     if (lane != 0) return;
     const unsigned used = *used_slabs;
-    const uint32_t used_mask = Split ? used : used | (used << 16);  // bit 16 h + s: slab s of half h
+    const uint32_t used_mask = used | (used << 16);  // bit 16 h + s: slab s of half h
     uint32_t pending = 0;
     int pend_tc = 0;
     int64_t pend_m0 = 0;
@@ -255,10 +212,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
       try_x(true);
       pending = used_mask, pend_tc = tc, pend_m0 = static_cast<int64_t>(tile) * kTileM;
       try_x(false);
-      int row = 0;  // of block k (Split: its warpgroup, row % 2, owns the full barrier it lands on)
       for (int k = 0; k < nnz; ++k, ++n) {
-        while (rp_s[row + 1] <= k) ++row;
-        uint64_t* full = &wfull[(Split ? (row & 1) * S : 0) + slot];
         if (n >= S) {  // the slot's previous block must have been passed by every consumer warp
           while (!mbar::test(&wempty[slot], round ^ 1)) {
             try_x(false);
@@ -269,9 +223,9 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
             __nanosleep(32);
           }
         }
-        mbar::arrive_expect_tx(full, C::kBlockBytes);
+        mbar::arrive_expect_tx(&wfull[slot], C::kBlockBytes);
         mbar::bulk_copy_to_smem(ws + slot * C::kBlockBytes, p.values_cm + static_cast<int64_t>(k) * B * B,
-                                C::kBlockBytes, full);
+                                C::kBlockBytes, &wfull[slot]);
         if (++slot == S) slot = 0, round ^= 1;
       }
     }
@@ -279,14 +233,11 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
     return;
   }
 
-  // ---- consumer warpgroups: warpgroup h owns rows 64 h .. 64 h + 63 of each tile (x half h) and
-  // computes every block-row, or (Split) all 64 rows of the tile and the block-rows r with
-  // r % 2 == h; warp w4 has rows 16 w4 .. 16 w4 + 15 of those; a thread rows g and g + 8 of its 16.
+  // ---- consumer warpgroups: warpgroup h owns rows 64 h .. 64 h + 63 of each tile (x half h), warp
+  // w4 rows 16 w4 .. 16 w4 + 15 of those; a thread holds rows g and g + 8 of its warp's 16.
   const int h = warp / 4, w4 = warp % 4, g = lane / 4, t = lane % 4;
-  const int hx = Split ? 0 : h;                            // its x half
-  const int r_first = Split ? h : 0, r_step = Split ? 2 : 1;  // its block-rows
   unsigned char* st = stage + warp * C::kStageBytes;
-  const uint64_t xdesc = wgmma::make_smem_desc_sw128(xs + hx * ns * kSlabBytes, 1024);
+  const uint64_t xdesc = wgmma::make_smem_desc_sw128(xs + h * ns * kSlabBytes, 1024);
   const uint64_t wdesc = wgmma::make_smem_desc(ws, 128, C::kChunks * 128);
   // Epilogue addressing: a staging pass holds 8 rows x kChunks 16-byte chunks; lane covers chunk
   // (lane % kChunks) of row (lane / kChunks) + i * (32 / kChunks).
@@ -294,18 +245,11 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
   const int st_row = lane / C::kChunks, st_chunk = lane % C::kChunks;
   const unsigned char* st_load = st + st_row * C::kStageRow + st_chunk * 16;
   unsigned char* st_matrix = st + (lane % 8) * C::kStageRow + (lane / 8) * 16;  // stmatrix row addresses
-  // The W ring position (slot, round parity) of this tile's block `pos`; with Split the other
-  // warpgroup's blocks are stepped over (the producer streams all nnz blocks of each tile).
-  int slot = 0, pos = 0;
+  int slot = 0;
   unsigned round = 0;
-  uint64_t full_parity = 0;  // Split: bit s, the parity of this warpgroup's next fill of slot s
-  auto advance_to = [&](int k) {
-    for (; pos < k; ++pos)
-      if (++slot == S) slot = 0, round ^= 1;
-  };
   int tc = 0;
   for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tc) {
-    const int64_t row0 = static_cast<int64_t>(tile) * kTileM + 64 * hx + 16 * w4;  // this warp's first row
+    const int64_t row0 = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4;  // this warp's first row
     const bool full_tile = static_cast<int64_t>(tile + 1) * kTileM <= p.M;
     bf16* yrow = p.y + (row0 + st_row) * p.N + st_chunk * 8;
     const unsigned xparity = tc & 1;
@@ -318,8 +262,8 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
                            ? *reinterpret_cast<const __nv_bfloat162*>(p.bias + static_cast<int64_t>(r) * B + 8 * j + 2 * t)
                            : __floats2bfloat162_rn(0.f, 0.f);
     };
-    load_bias(r_first);
-    for (int r = r_first; r < p.block_rows; r += r_step) {
+    load_bias(0);
+    for (int r = 0; r < p.block_rows; ++r) {
       const int kb = rp_s[r], ke = rp_s[r + 1];
       float acc[C::kAcc];
 #pragma unroll
@@ -328,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
         acc[4 * j] = acc[4 * j + 2] = b2.x;  // rows g and g + 8 start from the bias
         acc[4 * j + 1] = acc[4 * j + 3] = b2.y;
       }
-      load_bias(r + r_step);
+      load_bias(r + 1);
       // The row's blocks, one commit group each and retired before the next. (Keeping MMAs in
       // flight across this loop, or across the stores, makes ptxas serialise every wgmma: it takes
       // values read from shared memory and the warp index for divergent (C7518; a __shfl_sync from
@@ -339,14 +283,8 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
         const int c = col_s[k];
         const int col = c & ~kLastUse;
         const int slab = col * B / kSlabCols;
-        advance_to(k);
-        if constexpr (Split) {
-          mbar::wait(&wfull[h * S + slot], static_cast<unsigned>(full_parity >> slot) & 1);
-          full_parity ^= uint64_t{1} << slot;
-        } else {
-          mbar::wait(&wfull[slot], round);
-        }
-        mbar::wait(&xfull[hx * kMaxSlabs + slab], xparity);
+        mbar::wait(&wfull[slot], round);
+        mbar::wait(&xfull[h * kMaxSlabs + slab], xparity);
         wgmma::fence_operands(acc);
         wgmma::fence();
         const uint64_t da = xdesc + ((slab * kSlabBytes + (col * B % kSlabCols) * 2) >> 4);
@@ -358,8 +296,9 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
         wgmma::fence_operands(acc);
         if (lane == 0) {
           mbar::arrive(&wempty[slot]);
-          if (c & kLastUse) mbar::arrive(&xempty[hx * kMaxSlabs + slab]);
+          if (c & kLastUse) mbar::arrive(&xempty[h * kMaxSlabs + slab]);
         }
+        if (++slot == S) slot = 0, round ^= 1;
       }
       // Epilogue: rows g (pass 0) and g + 8 (pass 1) -> staging (stmatrix) -> whole-line stores.
       bf16* yr = yrow + static_cast<int64_t>(r) * B;
@@ -385,26 +324,19 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
         __syncwarp();
       }
     }
-    advance_to(nnz);  // past the tile's remaining blocks (the other warpgroup's, with Split)
-    pos = 0;
   }
 #endif
 }
 
-template <int B, bool Gelu, bool Split>
+template <int B, bool Gelu>
 void launch_xres(const XresArgs& a, int grid, size_t smem) {
   static std::once_flag flag;
   std::call_once(flag, [&] {
-    VITRT_CUDA_CHECK(cudaFuncSetAttribute(bsr_xres_kernel<B, Gelu, Split>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kMaxSmem)));
+    VITRT_CUDA_CHECK(cudaFuncSetAttribute(bsr_xres_kernel<B, Gelu>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(kMaxSmem)));
   });
-  bsr_xres_kernel<B, Gelu, Split><<<grid, kThreads, smem, current_stream()>>>(a);
+  bsr_xres_kernel<B, Gelu><<<grid, kThreads, smem, current_stream()>>>(a);
   VITRT_CUDA_CHECK(cudaGetLastError());
-}
-template <int B, bool Split>
-void launch_xres(const XresArgs& a, bool gelu, int grid, size_t smem) {
-  if (gelu) launch_xres<B, true, Split>(a, grid, smem);
-  else launch_xres<B, false, Split>(a, grid, smem);
 }
 
 // x as a TMA tensor map: [M rows][K columns] bf16, boxes of 64 columns x 64 rows in the 128-byte
@@ -433,66 +365,50 @@ CUtensorMap x_tensor_map(const void* x, int64_t M, int64_t K) {
 // VITRT_BSR_XRES: "0" off, "1" wherever supported; unset / other ("auto"): block 64 where there
 // are at least as many 128-token tiles as SMs (block 32 measured no faster than bsr_gemm.cu's
 // kernel, BENCHMARKS.md 2026-12-03 15:54 session, call 3).
-// VITRT_BSR_XRES_SPLIT=1: the Split form (XresCfg), not yet measured.
 enum class XresMode { Off, On, Auto };
-struct XresEnv {
-  XresMode mode = XresMode::Auto;
-  bool split = false;
-};
-const XresEnv& xres_env() {
-  static const XresEnv v = [] {
-    XresEnv r;
+XresMode xres_mode() {
+  static const XresMode v = [] {
     const char* e = std::getenv("VITRT_BSR_XRES");
-    if (e && std::strcmp(e, "0") == 0) r.mode = XresMode::Off;
-    if (e && std::strcmp(e, "1") == 0) r.mode = XresMode::On;
-    const char* sp = std::getenv("VITRT_BSR_XRES_SPLIT");
-    r.split = sp && std::strcmp(sp, "1") == 0;
-    return r;
+    if (e && std::strcmp(e, "0") == 0) return XresMode::Off;
+    if (e && std::strcmp(e, "1") == 0) return XresMode::On;
+    return XresMode::Auto;
   }();
   return v;
 }
-constexpr int64_t kTileM = 128;  // the default form's tile (the Split form's is 64 tokens)
 
 // Shared memory for w (its tables sized for every block stored when nnz is unknown), or 0 when the
 // kernel does not cover it.
-size_t xres_smem_for(const BsrDeviceView& w, bool split) {
+size_t xres_smem_for(const BsrDeviceView& w) {
   if ((w.block != 32 && w.block != 64) || w.cols > kMaxK || w.cols % 32 != 0 || w.rows % w.block != 0) return 0;
   if (!w.values_core_matrix && w.nnz != 0) return 0;  // the blocks go by bulk copies of that copy
   const int64_t block_rows = w.rows / w.block;
   if (block_rows >= (int64_t{1} << 20)) return 0;
   const size_t tables = xres_table_bytes(w);
-  const size_t bytes = w.block == 64 ? (split ? xres_smem_bytes<64, true>(w.cols, tables)
-                                             : xres_smem_bytes<64, false>(w.cols, tables))
-                                     : (split ? xres_smem_bytes<32, true>(w.cols, tables)
-                                              : xres_smem_bytes<32, false>(w.cols, tables));
+  const size_t bytes = w.block == 64 ? xres_smem_bytes<64>(w.cols, tables) : xres_smem_bytes<32>(w.cols, tables);
   return bytes <= kMaxSmem ? bytes : 0;
 }
 
 }  // namespace
 
 bool bsr_xres_supported(const BsrDeviceView& w, const void* residual, DType out_dtype) {
-  // (Both forms: the Split one needs less shared memory for x and spends it on the W ring.)
-  return device_is_sm90() && residual == nullptr && out_dtype == DType::BF16 && xres_smem_for(w, false) > 0 &&
-         xres_smem_for(w, true) > 0;
+  return device_is_sm90() && residual == nullptr && out_dtype == DType::BF16 && xres_smem_for(w) > 0;
 }
 
 bool bsr_xres_selected(int64_t M, const BsrDeviceView& w, const void* residual, DType out_dtype) {
-  const XresMode mode = xres_env().mode;
+  const XresMode mode = xres_mode();
   if (mode == XresMode::Off || !bsr_xres_supported(w, residual, out_dtype)) return false;
   // Auto: block 64, one tile per SM at least (below that its 128-token tiles leave SMs idle).
   return mode == XresMode::On || (w.block == 64 && (M + kTileM - 1) / kTileM >= sm_count());
 }
 
 void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, const void* bias, bool gelu, void* y,
-                          int max_ctas, int split) {
+                          int max_ctas) {
   constexpr const char* kOp = "cuda bsr_linear_bf16 (x-resident)";
   check_bsr_linear_args(kOp, x, M, w, nullptr, y);
   VITRT_CHECK(bsr_xres_supported(w, nullptr, DType::BF16), InvalidArgument, kOp,
               ": needs sm_90, block 32 or 64, K <= ", kMaxK, " and the core-matrix copy of the blocks (block ", w.block,
               ", K ", w.cols, ")");
-  const bool sp = split < 0 ? xres_env().split : split != 0;
-  const int64_t tile_m = sp ? XresCfg<64, true>::kTileM : XresCfg<64, false>::kTileM;
-  const int64_t tiles = (M + tile_m - 1) / tile_m;
+  const int64_t tiles = (M + kTileM - 1) / kTileM;
   if (tiles == 0) return;
   VITRT_CHECK(reinterpret_cast<uintptr_t>(bias) % 4 == 0, InvalidArgument, kOp,
               ": the bias must be 4-byte aligned (read as bf16 pairs)");
@@ -513,9 +429,9 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   a.tiles = static_cast<int>(tiles);
   int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
-  const size_t smem = xres_smem_for(w, sp);
-  if (w.block == 64) sp ? launch_xres<64, true>(a, gelu, grid, smem) : launch_xres<64, false>(a, gelu, grid, smem);
-  else sp ? launch_xres<32, true>(a, gelu, grid, smem) : launch_xres<32, false>(a, gelu, grid, smem);
+  const size_t smem = xres_smem_for(w);
+  if (w.block == 64) gelu ? launch_xres<64, true>(a, grid, smem) : launch_xres<64, false>(a, grid, smem);
+  else gelu ? launch_xres<32, true>(a, grid, smem) : launch_xres<32, false>(a, grid, smem);
 }
 
 }  // namespace vitrt::cuda
