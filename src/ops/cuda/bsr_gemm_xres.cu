@@ -361,7 +361,7 @@ size_t xres_wreg_smem_bytes(int64_t K, size_t table_bytes) {
          (4 * kMaxSlabs + 2) * sizeof(uint64_t) + table_bytes;
 }
 
-template <bool Gelu, int Depth>
+template <bool Gelu>
 __global__ void __launch_bounds__(kThreads, 1) bsr_xres_wreg_kernel(const __grid_constant__ XresArgs p) {
 #if VITRT_WGMMA_ENABLED
   constexpr int B = 64;
@@ -421,20 +421,14 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_wreg_kernel(const __grid
   // chunk, at chunk ^ (row % 8) in the swizzle: the box rows start 1024-byte aligned).
   const int mi = lane / 8, i8 = lane % 8;
   const uint32_t st_off = (8 * (mi / 2) + i8) * 128 + (((2 * w4 + (mi & 1)) ^ i8) << 4);
-  // A fragments: block k, k16 step kk at frag[(4 k + kk) * 128]; loaded Depth blocks ahead (in
-  // storage order, wrapping to the next tile's first blocks) into a queue of registers.
+  // A fragments: block k, k16 step kk at frag[(4 k + kk) * 128]; loaded one block ahead.
   const uint4* frag = p.values_frag + (threadIdx.x % 128);
-  uint4 a_next[Depth][4];
-  int k_load = 0;  // the block the next load fetches
-  auto load_a = [&](uint4(&dst)[4]) {
+  uint4 a_next[4];
+  auto load_a = [&](int k) {
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) dst[kk] = __ldg(frag + (4 * k_load + kk) * 128);
-    if (++k_load == nnz) k_load = 0;
+    for (int kk = 0; kk < 4; ++kk) a_next[kk] = __ldg(frag + (4 * k + kk) * 128);
   };
-  if (nnz > 0) {
-#pragma unroll
-    for (int d = 0; d < Depth; ++d) load_a(a_next[d]);
-  }
+  if (nnz > 0) load_a(0);
   int boxc = 0;  // boxes written so far (box boxc % 2 is next)
   int tc = 0;
   for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tc) {
@@ -463,12 +457,8 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_wreg_kernel(const __grid
         const int slab = c & ~kLastUse;  // block 64: one slab per block column
         unsigned a[4][4];
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          a[kk][0] = a_next[0][kk].x, a[kk][1] = a_next[0][kk].y, a[kk][2] = a_next[0][kk].z, a[kk][3] = a_next[0][kk].w;
-#pragma unroll
-          for (int d = 0; d + 1 < Depth; ++d) a_next[d][kk] = a_next[d + 1][kk];
-        }
-        load_a(a_next[Depth - 1]);
+        for (int kk = 0; kk < 4; ++kk) a[kk][0] = a_next[kk].x, a[kk][1] = a_next[kk].y, a[kk][2] = a_next[kk].z, a[kk][3] = a_next[kk].w;
+        load_a(k + 1 == nnz ? 0 : k + 1);  // the next block in storage order (the next tile's first)
         mbar::wait(&xfull[h * kMaxSlabs + slab], xparity);
         wgmma::fence_operands(acc);
         wgmma::fence();
@@ -510,37 +500,15 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_wreg_kernel(const __grid
 #endif
 }
 
-template <bool Gelu, int Depth>
-void launch_xres_wreg_depth(const XresArgs& a, int grid, size_t smem) {
-  static std::once_flag flag;
-  std::call_once(flag, [&] {
-    VITRT_CUDA_CHECK(cudaFuncSetAttribute(bsr_xres_wreg_kernel<Gelu, Depth>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kMaxSmem)));
-  });
-  bsr_xres_wreg_kernel<Gelu, Depth><<<grid, kThreads, smem, current_stream()>>>(a);
-  VITRT_CUDA_CHECK(cudaGetLastError());
-}
-
-// How many blocks ahead each thread loads its A registers: VITRT_BSR_XRES_WREG_DEPTH = 1..4
-// (read once; for A/B runs), default 3. One block ahead left the loads' L2 latency exposed (ncu,
-// 2026-12-03: 22% of the samples waiting on them).
-int xres_wreg_depth() {
-  static const int d = [] {
-    const char* e = std::getenv("VITRT_BSR_XRES_WREG_DEPTH");
-    const int v = e ? std::atoi(e) : 3;
-    return v >= 1 && v <= 4 ? v : 3;
-  }();
-  return d;
-}
-
 template <bool Gelu>
 void launch_xres_wreg(const XresArgs& a, int grid, size_t smem) {
-  switch (xres_wreg_depth()) {
-    case 1: launch_xres_wreg_depth<Gelu, 1>(a, grid, smem); break;
-    case 2: launch_xres_wreg_depth<Gelu, 2>(a, grid, smem); break;
-    case 4: launch_xres_wreg_depth<Gelu, 4>(a, grid, smem); break;
-    default: launch_xres_wreg_depth<Gelu, 3>(a, grid, smem); break;
-  }
+  static std::once_flag flag;
+  std::call_once(flag, [&] {
+    VITRT_CUDA_CHECK(cudaFuncSetAttribute(bsr_xres_wreg_kernel<Gelu>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          static_cast<int>(kMaxSmem)));
+  });
+  bsr_xres_wreg_kernel<Gelu><<<grid, kThreads, smem, current_stream()>>>(a);
+  VITRT_CUDA_CHECK(cudaGetLastError());
 }
 
 template <int B, bool Gelu>
