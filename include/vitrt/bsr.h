@@ -27,10 +27,6 @@ struct BsrCudaArrays {
   // BF16 uploads with block 32 / 64 only: `values` with each block in wgmma's core-matrix order
   // (bsr_core_matrix_order), so that the Hopper kernel loads a block with one bulk copy.
   Tensor values_core_matrix;
-  // BF16 uploads with block 64 only: `values` in the register order of wgmma's A operand
-  // (bsr_wgmma_a_order), so that the Hopper kernel's W-in-registers form loads each thread's share
-  // of a block with four 16-byte loads.
-  Tensor values_wgmma_a;
 };
 
 struct BsrMatrix {
@@ -90,15 +86,6 @@ BsrMatrix bsr_to_cuda(const BsrMatrix& m, DType values_dtype);
 // (i: output feature, j: input feature) moves to ((i / 8) * (block / 8) + j / 8) * 64 + (i % 8) * 8
 // + j % 8, i.e. 8 x 8 tiles of 128 contiguous bytes (bf16), row-major over the tiles.
 Tensor bsr_core_matrix_order(const Tensor& values, int block);
-
-// The values [nnz, 64, 64] (any dtype, contiguous, host) with each block rearranged into the
-// per-thread register order of a warpgroup's wgmma A operand (m64 x k16 steps, A in registers):
-// element (i, j) (i: output feature, j: input feature) of block b moves to
-//   b * 4096 + (((j / 16) * 128 + (i / 16) * 32 + (i % 8) * 4 + (j % 8) / 2) * 4 + q) * 2 + j % 2,
-//   q = (i % 16) / 8 + 2 * ((j % 16) / 8),
-// i.e. for k16 step kk, thread T of the warpgroup (warp T / 32, lane T % 32) finds its four A
-// registers (8 values) at 16 contiguous bytes, (b * 4 + kk) * 128 + T in units of 16 bytes.
-Tensor bsr_wgmma_a_order(const Tensor& values);
 
 // Checks everything a kernel relies on: block supported and dividing rows/cols, row_ptr I32 of
 // length rows/block + 1, starting at 0, non-decreasing, ending at nnz; col_idx I32 [nnz] within

@@ -198,8 +198,6 @@ BsrMatrix bsr_to_cuda(const BsrMatrix& m, DType values_dtype) {
   out.cuda.row_order = order_host.to(Device::CUDA);
   if (values_dtype == DType::BF16 && (m.block == 32 || m.block == 64) && m.nnz_blocks() > 0)
     out.cuda.values_core_matrix = bsr_core_matrix_order(values, m.block).to(Device::CUDA);
-  if (values_dtype == DType::BF16 && m.block == 64 && m.nnz_blocks() > 0)
-    out.cuda.values_wgmma_a = bsr_wgmma_a_order(values).to(Device::CUDA);
   return out;
 }
 
@@ -218,28 +216,6 @@ Tensor bsr_core_matrix_order(const Tensor& values, int block) {
       for (int64_t j = 0; j < block; ++j) {
         const int64_t to = ((i / 8) * tiles_per_row + j / 8) * 64 + (i % 8) * 8 + j % 8;
         std::memcpy(dst + (b * per_block + to) * esize, in + (b * per_block + i * block + j) * esize, esize);
-      }
-  return out;
-}
-
-Tensor bsr_wgmma_a_order(const Tensor& values) {
-  constexpr int64_t b = 64;
-  VITRT_CHECK(values.dim() == 3 && values.size(1) == b && values.size(2) == b, InvalidArgument,
-              "bsr_wgmma_a_order: expected values [nnz, 64, 64], got ", shape_str(values.shape()));
-  VITRT_CHECK(values.device() == Device::CPU, InvalidArgument, "bsr_wgmma_a_order: values must be on the host");
-  Tensor out = Tensor::empty(values.shape(), values.dtype());
-  const size_t esize = dtype_size(values.dtype());
-  const auto* in = static_cast<const unsigned char*>(values.raw());
-  auto* dst = static_cast<unsigned char*>(out.raw());
-  for (int64_t blk = 0; blk < values.size(0); ++blk)
-    for (int64_t i = 0; i < b; ++i)
-      for (int64_t j = 0; j < b; ++j) {
-        // Thread T = 32 * warp + lane holds rows 16 warp + lane / 4 (+ 8) and columns 2 (lane % 4)
-        // (+ 1, + 8) of each k16 step: the mma.sync m16n8k16 A fragment, one per warp.
-        const int64_t kk = j / 16, warp = i / 16, lane = (i % 8) * 4 + (j % 8) / 2;
-        const int64_t q = (i % 16) / 8 + 2 * ((j % 16) / 8);
-        const int64_t to = blk * b * b + (((kk * 4 + warp) * 32 + lane) * 4 + q) * 2 + j % 2;
-        std::memcpy(dst + to * esize, in + (blk * b * b + i * b + j) * esize, esize);
       }
   return out;
 }

@@ -332,9 +332,8 @@ TEST_F(CudaBsr, PersistentVariantsRepeatAndDefaultIsSupported) {
 // zeros past K), token counts around its 128-token tile (rows past M read as zeros), bias / GELU
 // on and off, and grids capped at 1 and 3 CTAs so that each CTA runs several tiles (each x slab is
 // refilled for the next tile while the current one is still computed). The output is poisoned
-// first, so every element must be written. Block 64 runs both forms (the W ring and W in
-// registers). Also run through ops::linear_bsr by ctest cuda_bsr_xres (VITRT_BSR_XRES=1) and
-// cuda_bsr_xres_wreg (+ VITRT_BSR_XRES_FORM=wreg). Skips off sm_90.
+// first, so every element must be written. Also run through ops::linear_bsr by ctest
+// cuda_bsr_xres (VITRT_BSR_XRES=1). Skips off sm_90.
 TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
 #ifdef VITRT_HAVE_CUDA
   for (int b : {32, 64}) {
@@ -350,7 +349,6 @@ TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
       const cuda::BsrDeviceView view = cuda::device_view(dev);
       if (!cuda::bsr_xres_supported(view, nullptr, DType::BF16)) GTEST_SKIP() << "the x-resident kernel needs sm_90";
       EXPECT_EQ(view.values_core_matrix != nullptr, host.nnz_blocks() > 0);  // made by bsr_to_cuda for bf16
-      EXPECT_EQ(view.values_wgmma_a != nullptr, b == 64 && host.nnz_blocks() > 0);
       const Tensor bias = random_tensor({host.rows}, DType::BF16, 85, 0.5f);
       const Tensor bias_dev = bias.to(Device::CUDA);
       for (int64_t M : {1, 63, 128, 129, 197, 1000}) {
@@ -359,17 +357,14 @@ TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
         for (int flags = 0; flags < 3; ++flags) {  // none, bias, bias + GELU
           const Tensor want = reference(x, host, flags >= 1 ? &bias : nullptr,
                                         flags == 2 ? ops::Activation::GELU : ops::Activation::None, nullptr);
-          for (const cuda::XresForm form : {cuda::XresForm::WRing, cuda::XresForm::WRegisters}) {
-            if (form == cuda::XresForm::WRegisters && b != 64) continue;
-            for (int max_ctas : {0, 1, 3}) {
-              SCOPED_TRACE(::testing::Message() << name << " block " << b << " M " << M << " flags " << flags
-                                                << " max_ctas " << max_ctas << " form " << static_cast<int>(form));
-              Tensor y = Tensor::empty({M, host.rows}, DType::BF16, Device::CUDA);
-              VITRT_CUDA_CHECK(cudaMemset(y.raw(), 0xff, y.nbytes()));
-              cuda::bsr_linear_bf16_xres(x_dev.raw(), M, view, flags >= 1 ? bias_dev.raw() : nullptr, flags == 2,
-                                         y.raw(), max_ctas, form);
-              EXPECT_LE(rel_frobenius(y.to(Device::CPU), want), kTolBF16);
-            }
+          for (int max_ctas : {0, 1, 3}) {
+            SCOPED_TRACE(::testing::Message() << name << " block " << b << " M " << M << " flags " << flags
+                                              << " max_ctas " << max_ctas);
+            Tensor y = Tensor::empty({M, host.rows}, DType::BF16, Device::CUDA);
+            VITRT_CUDA_CHECK(cudaMemset(y.raw(), 0xff, y.nbytes()));
+            cuda::bsr_linear_bf16_xres(x_dev.raw(), M, view, flags >= 1 ? bias_dev.raw() : nullptr, flags == 2, y.raw(),
+                                       max_ctas);
+            EXPECT_LE(rel_frobenius(y.to(Device::CPU), want), kTolBF16);
           }
         }
       }
@@ -386,12 +381,6 @@ TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
   no_copy.values_core_matrix = nullptr;  // the blocks go by bulk copies of the core-matrix copy only
   EXPECT_FALSE(cuda::bsr_xres_supported(no_copy, nullptr, DType::BF16));
   EXPECT_THROW(cuda::bsr_linear_bf16_xres(x.raw(), 4, no_copy, nullptr, false, y.raw()), InvalidArgument);
-  cuda::BsrDeviceView no_frag = cuda::device_view(small);
-  no_frag.values_wgmma_a = nullptr;  // W in registers loads that copy only
-  EXPECT_FALSE(cuda::bsr_xres_form_supported(no_frag, cuda::XresForm::WRegisters));
-  EXPECT_TRUE(cuda::bsr_xres_form_supported(no_frag, cuda::XresForm::WRing));
-  EXPECT_THROW(cuda::bsr_linear_bf16_xres(x.raw(), 4, no_frag, nullptr, false, y.raw(), 0, cuda::XresForm::WRegisters),
-               InvalidArgument);
   EXPECT_FALSE(cuda::bsr_xres_supported(cuda::device_view(small), y.raw(), DType::BF16));  // a residual
   EXPECT_FALSE(cuda::bsr_xres_supported(cuda::device_view(small), nullptr, DType::F32));   // fp32 output
 #endif

@@ -337,35 +337,5 @@ TEST(Bsr, CoreMatrixOrderPlacesEachElementInItsTile) {
   EXPECT_THROW(bsr_core_matrix_order(Tensor::empty({32, 32}), 32), InvalidArgument);
 }
 
-// The W-in-registers form's copy: thread T of the warpgroup reads its 8 values of k16 step kk at
-// (4 b + kk) * 128 + T (16-byte units). Worked out by hand from the m16n8k16 A fragment (thread
-// lane of warp w holds rows 16 w + lane / 4 (+ 8), columns 2 (lane % 4) (+ 1, + 8)): for (i, j) =
-// (37, 21): kk = 1, warp 2, lane 5 * 4 + 5 / 2 = 22, register q = 0 + 2 * 0 = 0, element 1 ->
-// ((1 * 128 + 2 * 32 + 22) * 4 + 0) * 2 + 1 = 1713; for (i, j) = (46, 29): row 14 of warp 2 ->
-// q = 1 + 2 * 1 = 3, lane 6 * 4 + 2 = 26, element 1 -> ((128 + 64 + 26) * 4 + 3) * 2 + 1 = 1751.
-TEST(Bsr, WgmmaAOrderGivesEachThreadItsFragment) {
-  Tensor v = Tensor::empty({2, 64, 64});
-  for (int64_t k = 0; k < 2; ++k)
-    for (int64_t i = 0; i < 64; ++i)
-      for (int64_t j = 0; j < 64; ++j) v.data<float>()[(k * 64 + i) * 64 + j] = static_cast<float>(k * 100000 + i * 100 + j);
-  const Tensor a = bsr_wgmma_a_order(v);
-  const float* o = a.data<float>();
-  EXPECT_EQ(o[0], 0.f);                    // thread 0, step 0, register 0: (0, 0), (0, 1)
-  EXPECT_EQ(o[1], 1.f);
-  EXPECT_EQ(o[2], 800.f);                  // register 1: row 8
-  EXPECT_EQ(o[4], 8.f);                    // register 2: column 8
-  EXPECT_EQ(o[6], 808.f);                  // register 3: row 8, column 8
-  EXPECT_EQ(o[8], 2.f);                    // thread 1: columns 2, 3
-  EXPECT_EQ(o[1713], 3721.f);              // (37, 21)
-  EXPECT_EQ(o[1751], 4629.f);              // (46, 29)
-  EXPECT_EQ(o[4096 + 1713], 103721.f);     // the second block, same place
-  std::vector<float> in(v.data<float>(), v.data<float>() + v.numel()), out(o, o + a.numel());
-  std::sort(in.begin(), in.end());
-  std::sort(out.begin(), out.end());
-  EXPECT_EQ(in, out);  // a permutation within each block
-  EXPECT_THROW(bsr_wgmma_a_order(Tensor::empty({1, 32, 32})), InvalidArgument);
-  EXPECT_THROW(bsr_wgmma_a_order(Tensor::empty({64, 64})), InvalidArgument);
-}
-
 }  // namespace
 }  // namespace vitrt

@@ -931,7 +931,6 @@ BsrDeviceView device_view(const BsrMatrix& w) {
   v.row_order = w.cuda.row_order.data<int32_t>();
   v.nnz = w.cuda.col_idx.numel();
   v.values_core_matrix = w.cuda.values_core_matrix.defined() ? w.cuda.values_core_matrix.raw() : nullptr;
-  v.values_wgmma_a = w.cuda.values_wgmma_a.defined() ? w.cuda.values_wgmma_a.raw() : nullptr;
   return v;
 }
 

@@ -50,9 +50,6 @@ struct BsrDeviceView {
   // BF16 block 32 / 64: the values with each block in wgmma's core-matrix order
   // (bsr_core_matrix_order), for the Hopper kernel's bulk copies; null: it copies `values`.
   const void* values_core_matrix = nullptr;
-  // BF16 block 64: the values in wgmma's A-register order (bsr_wgmma_a_order), for the Hopper
-  // kernel's W-in-registers form; null: that form does not apply.
-  const void* values_wgmma_a = nullptr;
 };
 // The view of a matrix whose device copies bsr_to_cuda made (its `cuda` part), in its row order.
 BsrDeviceView device_view(const BsrMatrix& w);
@@ -123,17 +120,10 @@ void bsr_linear_bf16(const void* x, int64_t M, const BsrDeviceView& w, const voi
 // BENCHMARKS.md); VITRT_BSR_XRES=1 whenever supported; =0 never.
 bool bsr_xres_supported(const BsrDeviceView& w, const void* residual, DType out_dtype);
 bool bsr_xres_selected(int64_t M, const BsrDeviceView& w, const void* residual, DType out_dtype);
-// Its two forms: WRing streams W blocks through a shared-memory ring (bulk copies of
-// `values_core_matrix`; block 32 or 64); WRegisters (block 64, `values_wgmma_a`) computes y^T with
-// each W block as wgmma's A operand loaded into registers by every thread, so no W passes through
-// shared memory, and writes y by TMA stores. Auto: VITRT_BSR_XRES_FORM=wreg picks WRegisters for
-// block 64, otherwise WRing.
-enum class XresForm { Auto, WRing, WRegisters };
-bool bsr_xres_form_supported(const BsrDeviceView& w, XresForm form);
 // y[M, N] = act(x W^T + bias), bf16; max_ctas > 0 caps the persistent grid (tests: several tiles
 // per CTA). Throws InvalidArgument where not supported.
 void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, const void* bias, bool gelu, void* y,
-                          int max_ctas = 0, XresForm form = XresForm::Auto);
+                          int max_ctas = 0);
 
 // fp32 CUDA-core kernel: x fp32 [M, K], w.values fp32, bias fp32 [N] or null, residual fp32 [M, N]
 // or null, y fp32 [M, N]; pointers 16-byte aligned.

@@ -113,11 +113,6 @@ struct XresArgs {
   const bf16* bias;
   bf16* y;
   int tiles;
-  // The W-in-registers form only: y as a TMA tensor map (boxes of 64 tokens x 64 features, 128-byte
-  // swizzle) and the blocks in wgmma's A-register order (bsr_wgmma_a_order), 16 bytes per thread
-  // and k16 step.
-  CUtensorMap y_map;
-  const uint4* values_frag;
 };
 
 #if VITRT_WGMMA_ENABLED
@@ -129,29 +124,6 @@ __device__ __forceinline__ void wgmma_block_k16(float (&acc)[B / 2], uint64_t da
 __device__ __forceinline__ unsigned pack_bf16x2(float a, float b) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
   return *reinterpret_cast<const unsigned*>(&v);
-}
-
-// The CTA's copy of the matrix's structure (row_ptr, col_idx | kLastUse) and the set of slabs any
-// block reads (bit s of *used_slabs); returns nnz. Every thread calls it; it ends with a CTA
-// barrier, which also publishes what thread 0 initialised before it (the mbarriers).
-template <int B>
-__device__ __forceinline__ int load_tables(const XresArgs& p, int* rp_s, uint8_t* col_s, unsigned* used_slabs) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int nnz = __ldg(p.row_ptr + p.block_rows);
-  if (nnz > p.nnz_cap) __trap();  // a view whose nnz disagrees with its row_ptr (never from device_view)
-  for (int i = threadIdx.x; i <= p.block_rows; i += kThreads) rp_s[i] = __ldg(p.row_ptr + i);
-  for (int i = threadIdx.x; i < nnz; i += kThreads) col_s[i] = static_cast<uint8_t>(__ldg(p.col_idx + i));
-  __syncthreads();
-  // Each slab's last reader in the block sequence (warp s scans for slab s): that block releases it.
-  for (int s = warp; s < p.slabs; s += kThreads / 32) {
-    int last = -1;
-    for (int i = lane; i < nnz; i += 32)
-      if ((col_s[i] & ~kLastUse) * B / kSlabCols == s) last = i;
-    last = __reduce_max_sync(0xffffffffu, last);
-    if (lane == 0 && last >= 0) col_s[last] |= kLastUse, atomicOr(used_slabs, 1u << s);
-  }
-  __syncthreads();  // publishes the barriers' initialisation, the tables and the flags
-  return nnz;
 }
 #endif
 
@@ -181,7 +153,20 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
     *used_slabs = 0;
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  const int nnz = load_tables<B>(p, rp_s, col_s, used_slabs);
+  const int nnz = __ldg(p.row_ptr + p.block_rows);
+  if (nnz > p.nnz_cap) __trap();  // a view whose nnz disagrees with its row_ptr (never from device_view)
+  for (int i = threadIdx.x; i <= p.block_rows; i += kThreads) rp_s[i] = __ldg(p.row_ptr + i);
+  for (int i = threadIdx.x; i < nnz; i += kThreads) col_s[i] = static_cast<uint8_t>(__ldg(p.col_idx + i));
+  __syncthreads();
+  // Each slab's last reader in the block sequence (warp s scans for slab s): that block releases it.
+  for (int s = warp; s < ns; s += kThreads / 32) {
+    int last = -1;
+    for (int i = lane; i < nnz; i += 32)
+      if ((col_s[i] & ~kLastUse) * B / kSlabCols == s) last = i;
+    last = __reduce_max_sync(0xffffffffu, last);
+    if (lane == 0 && last >= 0) col_s[last] |= kLastUse, atomicOr(used_slabs, 1u << s);
+  }
+  __syncthreads();  // publishes the barriers' initialisation, the tables and the flags
 
   if (warp == kConsumerWarps) {
     // ---- producer: one thread issues every copy. W blocks go in storage order, tile after tile;
@@ -343,174 +328,6 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
 #endif
 }
 
-// ---- The W-in-registers form (block 64; VITRT_BSR_XRES_FORM, below) ----
-// The same x residency and x protocol as above, but each warpgroup computes the transposed
-// product, y^T (64 features x its 64 tokens) = W block (64 x 64, the A operand, in registers) x
-// x^T (the B operand: the x slab as it lies, K-major in the 128-byte swizzle). So no W block ever
-// goes through shared memory: each thread loads its 16 bytes per k16 step of a block straight from
-// the A-register-ordered copy (L2-resident: 461 KB at 3072 x 768 @ 0.9), one block ahead, and the W
-// ring with its full / empty barriers -- which all 8 consumer warps had to pass, and whose waits
-// were 14% of the ring form's time -- is gone: the two warpgroups only share the producer thread.
-// y^T's fragments are transposed on the way out (stmatrix .trans) into a per-warpgroup staging
-// box of 64 tokens x 64 features (two of them, alternating), and one thread per warpgroup writes
-// each box with a TMA store (rows past M are clipped by the tensor map).
-constexpr int kWregStageBytes = 64 * 128;
-
-size_t xres_wreg_smem_bytes(int64_t K, size_t table_bytes) {
-  return kAlignSlack + 2 * static_cast<size_t>(xres_slabs(K)) * kSlabBytes + 4 * kWregStageBytes +
-         (4 * kMaxSlabs + 2) * sizeof(uint64_t) + table_bytes;
-}
-
-template <bool Gelu>
-__global__ void __launch_bounds__(kThreads, 1) bsr_xres_wreg_kernel(const __grid_constant__ XresArgs p) {
-#if VITRT_WGMMA_ENABLED
-  constexpr int B = 64;
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  unsigned char* smem = smem_raw + ((kAlignSlack - (ptx::smem_u32(smem_raw) & (kAlignSlack - 1))) & (kAlignSlack - 1));
-  const int ns = p.slabs;
-  unsigned char* xs = smem;                          // [2 halves][ns slabs][64 rows x 128 B], swizzled
-  unsigned char* stage = xs + 2 * ns * kSlabBytes;   // [2 halves][2 boxes][64 tokens x 128 B], swizzled
-  uint64_t* bars = reinterpret_cast<uint64_t*>(stage + 4 * kWregStageBytes);
-  uint64_t* xfull = bars;                   // [2][kMaxSlabs] slab landed (TMA complete_tx)
-  uint64_t* xempty = bars + 2 * kMaxSlabs;  // [2][kMaxSlabs] the 4 warps on that half are done with it
-  unsigned* used_slabs = reinterpret_cast<unsigned*>(bars + 4 * kMaxSlabs);
-  int* rp_s = reinterpret_cast<int*>(bars + 4 * kMaxSlabs + 2);
-  uint8_t* col_s = reinterpret_cast<uint8_t*>(rp_s) + p.rp_bytes;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < 2 * kMaxSlabs; ++i) mbar::init(&xfull[i], 1), mbar::init(&xempty[i], 4);
-    *used_slabs = 0;
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  const int nnz = load_tables<B>(p, rp_s, col_s, used_slabs);
-
-  if (warp == kConsumerWarps) {
-    // ---- producer: one thread loads each tile's x slabs, each as soon as the previous tile's last
-    // reader of it (that half's warpgroup) has released it, in whatever order they come free.
-    if (lane != 0) return;
-    const unsigned used = *used_slabs;
-    const uint32_t used_mask = used | (used << 16);  // bit 16 h + s: slab s of half h
-    int tc = 0;
-    for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tc) {
-      const int m0 = tile * kTileM;
-      uint32_t pending = used_mask;
-      while (pending != 0) {
-        for (uint32_t m = pending; m != 0; m &= m - 1) {
-          const int bit = __ffs(m) - 1, h = bit / 16, s = bit % 16;
-          if (tc > 0 && !mbar::test(&xempty[h * kMaxSlabs + s], (tc - 1) & 1)) continue;
-          uint64_t* full = &xfull[h * kMaxSlabs + s];
-          mbar::arrive_expect_tx(full, kSlabBytes);
-          mbar::tma_load_2d(xs + (h * ns + s) * kSlabBytes, &p.x_map, s * kSlabCols, m0 + 64 * h, full);
-          pending &= ~(1u << bit);
-        }
-        if (pending != 0) __nanosleep(64);
-      }
-    }
-    return;
-  }
-
-  // ---- consumer warpgroups: warpgroup h owns tokens 64 h .. 64 h + 63 of each tile (x half h).
-  // Warp w4 computes features 16 w4 .. 16 w4 + 15 of each block-row (y^T's rows); a thread holds
-  // features g and g + 8 of those, tokens 8 j + 2 t and + 1 (j < 8).
-  const int h = warp / 4, w4 = warp % 4, g = lane / 4, t = lane % 4;
-  const bool leader = w4 == 0 && lane == 0;  // issues the warpgroup's TMA stores
-  const uint64_t xdesc = wgmma::make_smem_desc_sw128(xs + h * ns * kSlabBytes, 1024);
-  unsigned char* boxes = stage + 2 * h * kWregStageBytes;
-  // stmatrix .trans addresses: matrix mi = lane / 8 of store q holds tokens 16 q + 8 (mi / 2) + i
-  // (i = lane % 8; one 128-byte box row each) and features 8 (2 w4 + mi % 2) .. + 7 (one 16-byte
-  // chunk, at chunk ^ (row % 8) in the swizzle: the box rows start 1024-byte aligned).
-  const int mi = lane / 8, i8 = lane % 8;
-  const uint32_t st_off = (8 * (mi / 2) + i8) * 128 + (((2 * w4 + (mi & 1)) ^ i8) << 4);
-  // A fragments: block k, k16 step kk at frag[(4 k + kk) * 128]; loaded one block ahead.
-  const uint4* frag = p.values_frag + (threadIdx.x % 128);
-  uint4 a_next[4];
-  auto load_a = [&](int k) {
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) a_next[kk] = __ldg(frag + (4 * k + kk) * 128);
-  };
-  if (nnz > 0) load_a(0);
-  int boxc = 0;  // boxes written so far (box boxc % 2 is next)
-  int tc = 0;
-  for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tc) {
-    const int tok0 = tile * kTileM + 64 * h;  // this warpgroup's first token
-    const unsigned xparity = tc & 1;
-    float2 bias_next = make_float2(0.f, 0.f);  // features g and g + 8 of the next block-row
-    auto load_bias = [&](int r) {
-      if (p.bias && r < p.block_rows) {
-        const bf16* b = p.bias + r * B + 16 * w4 + g;
-        bias_next = make_float2(__bfloat162float(b[0]), __bfloat162float(b[8]));
-      }
-    };
-    load_bias(0);
-    for (int r = 0; r < p.block_rows; ++r) {
-      const int kb = rp_s[r], ke = rp_s[r + 1];
-      float acc[32];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        acc[4 * j] = acc[4 * j + 1] = bias_next.x;  // feature g
-        acc[4 * j + 2] = acc[4 * j + 3] = bias_next.y;  // feature g + 8
-      }
-      load_bias(r + 1);
-      // One block at a time, retired before the next (see the ring form on why).
-      for (int k = kb; k < ke; ++k) {
-        const int c = col_s[k];
-        const int slab = c & ~kLastUse;  // block 64: one slab per block column
-        unsigned a[4][4];
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) a[kk][0] = a_next[kk].x, a[kk][1] = a_next[kk].y, a[kk][2] = a_next[kk].z, a[kk][3] = a_next[kk].w;
-        load_a(k + 1 == nnz ? 0 : k + 1);  // the next block in storage order (the next tile's first)
-        mbar::wait(&xfull[h * kMaxSlabs + slab], xparity);
-        wgmma::fence_operands(acc);
-        wgmma::fence();
-        const uint64_t db = xdesc + ((slab * kSlabBytes) >> 4);
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) wgmma::wgmma_m64n64k16_rs<0>(acc, a[kk], db + 2 * kk);
-        wgmma::commit();
-        wgmma::wait<0>();
-        wgmma::fence_operands(acc);
-        if ((c & kLastUse) && lane == 0) mbar::arrive(&xempty[h * kMaxSlabs + slab]);
-      }
-      // Epilogue: act, bf16, transposed into box boxc % 2, then one TMA store for the warpgroup.
-      unsigned char* box = boxes + (boxc & 1) * kWregStageBytes;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        unsigned v[4];
-#pragma unroll
-        for (int m = 0; m < 4; ++m) {
-          const int j = 2 * q + m / 2, e = 4 * j + 2 * (m % 2);  // tokens 8 j.., features g (+ 8)
-          float v0 = acc[e], v1 = acc[e + 1];
-          if constexpr (Gelu) v0 = dev::gelu_tanh_approx(v0), v1 = dev::gelu_tanh_approx(v1);
-          v[m] = pack_bf16x2(v0, v1);
-        }
-        ptx::stsm_x4_t(box + st_off + q * 16 * 128, v[0], v[1], v[2], v[3]);
-      }
-      wgmma::fence_proxy_async_smem();  // this thread's box writes -> the TMA store's reads
-      // The box written two rows ago is free again once the store issued one row ago has read its
-      // own box: waited for before the barrier, which then tells every warp of the warpgroup.
-      if (leader) mbar::bulk_wait_group_read<0>();
-      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + h) : "memory");
-      if (leader && tok0 < p.M) {
-        mbar::tma_store_2d(&p.y_map, r * B, tok0, box);
-        mbar::bulk_commit_group();
-      }
-      ++boxc;
-    }
-  }
-  if (leader) mbar::bulk_wait_group<0>();
-#endif
-}
-
-template <bool Gelu>
-void launch_xres_wreg(const XresArgs& a, int grid, size_t smem) {
-  static std::once_flag flag;
-  std::call_once(flag, [&] {
-    VITRT_CUDA_CHECK(cudaFuncSetAttribute(bsr_xres_wreg_kernel<Gelu>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(kMaxSmem)));
-  });
-  bsr_xres_wreg_kernel<Gelu><<<grid, kThreads, smem, current_stream()>>>(a);
-  VITRT_CUDA_CHECK(cudaGetLastError());
-}
-
 template <int B, bool Gelu>
 void launch_xres(const XresArgs& a, int grid, size_t smem) {
   static std::once_flag flag;
@@ -522,10 +339,9 @@ void launch_xres(const XresArgs& a, int grid, size_t smem) {
   VITRT_CUDA_CHECK(cudaGetLastError());
 }
 
-// A [M rows][K columns] bf16 matrix as a TMA tensor map, boxes of 64 columns x 64 rows in the
-// 128-byte swizzle (loads read rows and columns past the end as zeros; stores skip them): x, and y
-// for the W-in-registers form.
-CUtensorMap tensor_map_64x64(const void* x, int64_t M, int64_t K) {
+// x as a TMA tensor map: [M rows][K columns] bf16, boxes of 64 columns x 64 rows in the 128-byte
+// swizzle (rows and columns past the end read as zeros).
+CUtensorMap x_tensor_map(const void* x, int64_t M, int64_t K) {
   static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult q{};
@@ -541,7 +357,7 @@ CUtensorMap tensor_map_64x64(const void* x, int64_t M, int64_t K) {
   const CUresult r = encode(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(x), dims, strides, box,
                             elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  VITRT_CHECK(r == CUDA_SUCCESS, Error, "cuTensorMapEncodeTiled failed (", static_cast<int>(r), ") for [", M,
+  VITRT_CHECK(r == CUDA_SUCCESS, Error, "cuTensorMapEncodeTiled failed (", static_cast<int>(r), ") for x [", M,
               ", ", K, "]");
   return m;
 }
@@ -558,25 +374,6 @@ XresMode xres_mode() {
     return XresMode::Auto;
   }();
   return v;
-}
-
-// VITRT_BSR_XRES_FORM (read once): "wreg" selects the W-in-registers form for block 64 where
-// XresForm::Auto is asked for; unset / anything else, the W-ring form.
-XresForm xres_form_from_env() {
-  static const XresForm v = [] {
-    const char* e = std::getenv("VITRT_BSR_XRES_FORM");
-    return e && std::strcmp(e, "wreg") == 0 ? XresForm::WRegisters : XresForm::WRing;
-  }();
-  return v;
-}
-
-// Shared memory of the W-in-registers form for w, or 0 when it does not cover it.
-size_t xres_wreg_smem_for(const BsrDeviceView& w) {
-  if (w.block != 64 || w.cols > kMaxK || w.cols % 32 != 0 || w.rows % 64 != 0) return 0;
-  if (!w.values_wgmma_a && w.nnz != 0) return 0;  // each thread loads its A registers from that copy
-  if (w.rows / 64 >= (int64_t{1} << 20)) return 0;
-  const size_t bytes = xres_wreg_smem_bytes(w.cols, xres_table_bytes(w));
-  return bytes <= kMaxSmem ? bytes : 0;
 }
 
 // Shared memory for w (its tables sized for every block stored when nnz is unknown), or 0 when the
@@ -604,14 +401,8 @@ bool bsr_xres_selected(int64_t M, const BsrDeviceView& w, const void* residual, 
   return mode == XresMode::On || (w.block == 64 && (M + kTileM - 1) / kTileM >= sm_count());
 }
 
-bool bsr_xres_form_supported(const BsrDeviceView& w, XresForm form) {
-  if (!device_is_sm90()) return false;
-  if (form == XresForm::WRegisters) return xres_wreg_smem_for(w) > 0;
-  return xres_smem_for(w) > 0;  // (Auto falls back to the ring form)
-}
-
 void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, const void* bias, bool gelu, void* y,
-                          int max_ctas, XresForm form) {
+                          int max_ctas) {
   constexpr const char* kOp = "cuda bsr_linear_bf16 (x-resident)";
   check_bsr_linear_args(kOp, x, M, w, nullptr, y);
   VITRT_CHECK(bsr_xres_supported(w, nullptr, DType::BF16), InvalidArgument, kOp,
@@ -622,13 +413,8 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   VITRT_CHECK(reinterpret_cast<uintptr_t>(bias) % 4 == 0, InvalidArgument, kOp,
               ": the bias must be 4-byte aligned (read as bf16 pairs)");
   VITRT_CHECK(M <= INT32_MAX - kTileM, InvalidArgument, kOp, ": too many tokens (", M, ")");
-  if (form == XresForm::Auto)
-    form = xres_form_from_env() == XresForm::WRegisters && xres_wreg_smem_for(w) > 0 ? XresForm::WRegisters
-                                                                                     : XresForm::WRing;
-  VITRT_CHECK(form == XresForm::WRing || xres_wreg_smem_for(w) > 0, InvalidArgument, kOp,
-              ": the W-in-registers form needs block 64 and the A-register copy of the blocks (block ", w.block, ")");
   XresArgs a{};
-  a.x_map = tensor_map_64x64(x, M, w.cols);
+  a.x_map = x_tensor_map(x, M, w.cols);
   a.M = M;
   a.N = static_cast<int>(w.rows);
   a.slabs = xres_slabs(w.cols);
@@ -643,13 +429,6 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   a.tiles = static_cast<int>(tiles);
   int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
-  if (form == XresForm::WRegisters) {
-    a.y_map = tensor_map_64x64(y, M, w.rows);
-    a.values_frag = static_cast<const uint4*>(w.values_wgmma_a);
-    const size_t smem = xres_wreg_smem_for(w);
-    gelu ? launch_xres_wreg<true>(a, grid, smem) : launch_xres_wreg<false>(a, grid, smem);
-    return;
-  }
   const size_t smem = xres_smem_for(w);
   if (w.block == 64) gelu ? launch_xres<64, true>(a, grid, smem) : launch_xres<64, false>(a, grid, smem);
   else gelu ? launch_xres<32, true>(a, grid, smem) : launch_xres<32, false>(a, grid, smem);

@@ -62,26 +62,4 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const void* tensor_map, i
       : "memory");
 }
 
-// TMA store of one box of a 2-D tensor map from shared memory (the bulk-group form: completion is
-// tracked by bulk_commit_group / bulk_wait_group*, not by an mbarrier). Parts of the box outside
-// the tensor are not written. The shared-memory writes it reads must be fenced for the async proxy
-// (wgmma::fence_proxy_async_smem) by the threads that made them, before it is issued.
-__device__ __forceinline__ void tma_store_2d(const void* tensor_map, int c0, int c1, const void* src) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
-                   reinterpret_cast<uint64_t>(tensor_map)),
-               "r"(c0), "r"(c1), "r"(ptx::smem_u32(src))
-               : "memory");
-}
-__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-// At most N of this thread's committed bulk groups still read their shared-memory source.
-template <int N>
-__device__ __forceinline__ void bulk_wait_group_read() {
-  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
-}
-// At most N of this thread's committed bulk groups are still incomplete (their writes included).
-template <int N>
-__device__ __forceinline__ void bulk_wait_group() {
-  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 }  // namespace vitrt::cuda::mbar

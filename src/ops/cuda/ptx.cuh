@@ -36,14 +36,6 @@ __device__ __forceinline__ void stsm_x4(void* p, unsigned r0, unsigned r1, unsig
                "r"(r2), "r"(r3)
                : "memory");
 }
-// stsm_x4 with each 8x8 matrix transposed on the way: the pair a thread holds for row r, columns
-// c and c + 1 lands in rows c and c + 1 at column r (lanes 8 i .. 8 i + 7 still give matrix i's 8
-// row addresses). sm_90.
-__device__ __forceinline__ void stsm_x4_t(void* p, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_u32(p)), "r"(r0),
-               "r"(r1), "r"(r2), "r"(r3)
-               : "memory");
-}
 // d += a * b, m16n8k16, bf16 inputs, fp32 accumulators. a: 16x16 row-major fragment; b: 16x8
 // "col" fragment, i.e. stored n-major with k contiguous (a weight's [n][k] layout, or K rows).
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
