@@ -30,6 +30,9 @@
 // block-row per warp (212 in the block loop, 200 in the epilogue), which this form cuts: 0.148 ms.
 // What limits it now (ncu): waits for W fills (14% of the consumers' samples). The ring has only 3
 // slots of 8 KB at block 64 next to 192 KB of x, and every consumer warp must pass every slot.
+// Tried and taken out (measured 2026-12-03, BENCHMARKS.md): 64-token tiles that both warpgroups
+// share, on alternate block-rows, with a 14-slot W ring (0.165 ms); W blocks as wgmma's A operand,
+// loaded into registers by every thread, computing y^T (0.20 ms: the loads' L2 latency exposed).
 // Status: the default for block 64 given one 128-token tile per SM at least (VITRT_BSR_XRES, below).
 // Scope: bf16 in and out, block 32 or 64, K <= 768, no residual (the 768 -> 3072 layer's epilogue
 // is bias + GELU), the view's core-matrix copy present; everything else runs bsr_gemm.cu's
