@@ -25,8 +25,10 @@
 //  - the rel-pos prologue is the mma.sync kernel's: G = Q T^T over all table rows on the tensor
 //    cores, scattered into rel_h / rel_w buffers in shared memory (aliasing the Q staging).
 // Softmax in the log2 domain with the row maxima and sums per thread quad, as attention.cu.
-// Variants for A/B runs (VITRT_ATTN_WGMMA, see variant_from_env): 128-key tiles, and the first,
-// lockstep schedule (WgCfg::LOCK).
+// Variants for A/B runs (VITRT_ATTN_WGMMA, see variant_from_env): 128-key tiles, the first,
+// lockstep schedule (WgCfg::LOCK), and three consumer warpgroups (WgCfg::CWG = 3, head dim 64:
+// written 2026-12-03 after ncu found the two-warpgroup kernel latency-bound, 0.68 eligible warps
+// per scheduler; NOT yet run on a GPU).
 #include <cuda_bf16.h>
 
 #include <atomic>
@@ -55,21 +57,31 @@ using ptx::mma_bf16;
 // the first version kept for A/B runs (VITRT_ATTN_WGMMA=lockstep): three warpgroups of 64 rows that
 // all load K / V with cp.async and meet at a CTA barrier every key tile (measured better for head
 // dim 64 in one run, worse for 80: BENCHMARKS.md, calls J and L).
-template <int HD_, int BN_, bool LOCK_ = false>
+// CWG: consumer warpgroups of the warp-specialised schedule, 2 (the default) or 3 (VITRT_ATTN_WGMMA=wg3,
+// head dim 64 only: 192 query rows per CTA, one more warp per scheduler to hide the softmax's
+// latency, at 152 registers per consumer thread instead of 224).
+template <int HD_, int BN_, bool LOCK_ = false, int CWG_ = 2>
 struct WgCfg {
   static constexpr int HD = HD_;
   static constexpr bool LOCK = LOCK_;
+  static constexpr int CWG = CWG_;
   static constexpr int RELW = 64;      // the grid's width: one key row
   static constexpr int BN = BN_;       // keys per tile: one (64) or two (128) key rows of the grid
   static constexpr int KH = BN / RELW;  // key rows per tile
-  static constexpr int CONSUMER_WARPS = LOCK ? 12 : 8;      // three / two warpgroups
+  static constexpr int CONSUMER_WARPS = LOCK ? 12 : 4 * CWG;  // three / CWG warpgroups
   static constexpr int PRODUCERS = LOCK ? 0 : 128;           // + one producer warpgroup
   static constexpr int THREADS = 32 * CONSUMER_WARPS + PRODUCERS;
   // Registers per thread after setmaxnreg: the producers give theirs to the consumers (the
   // launch's 65536 / 384 = 168 each would make the consumers spill their accumulators). The CTA
   // keeps what it was launched with (THREADS x 168): setmaxnreg.inc waits for registers freed by
   // .dec, so a total above that would hang the consumers for ever.
-  static constexpr int LAUNCH_REGS = 168, PRODUCER_REGS = 56, CONSUMER_REGS = 224;
+  // (setmaxnreg is per warpgroup, so the producers are a whole warpgroup: with three consumer
+  // warpgroups the launch has 512 threads x 128.)
+  static constexpr int LAUNCH_REGS = CWG == 3 ? 128 : 168, PRODUCER_REGS = CWG == 3 ? 40 : 56;
+  static constexpr int CONSUMER_REGS = CWG == 3 ? 152 : 224;
+  static_assert(CWG == 2 || CWG == 3, "two or three consumer warpgroups");
+  static_assert(!LOCK || CWG == 2, "the lockstep schedule has its own three warpgroups");
+  static_assert(CWG == 2 || HD == 64, "three consumer warpgroups fit their registers at head dim 64 only");
   static_assert(LOCK || PRODUCERS * PRODUCER_REGS + 32 * CONSUMER_WARPS * CONSUMER_REGS <= THREADS * LAUNCH_REGS,
                 "setmaxnreg must redistribute the launch's registers, not ask for more");
   static constexpr int BM = 16 * CONSUMER_WARPS;           // query rows per CTA
@@ -155,10 +167,10 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const unsigned (&a)[4]
 #endif
 }
 
-template <int HD, int BN_, bool LOCK>
-__global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK>::THREADS, 1) flash_wgmma_relpos_kernel(const KParams p) {
+template <int HD, int BN_, bool LOCK, int CWG>
+__global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG>::THREADS, 1) flash_wgmma_relpos_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
-  using C = WgCfg<HD, BN_, LOCK>;
+  using C = WgCfg<HD, BN_, LOCK, CWG>;
   constexpr int THREADS = C::THREADS, BM = C::BM, BN = C::BN, CPR = C::CPR, KS = C::KS, NT8 = C::NT8;
   constexpr int LDS = C::LDS, SW = C::SW, SH = C::SH, STAGES = C::STAGES, TE = C::tile_elems;
   constexpr int CONSUMERS = 32 * C::CONSUMER_WARPS;
@@ -445,18 +457,18 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK>::THREADS, 1) flash_wgmma_
           *reinterpret_cast<const uint4*>(St + (warp * 16 + r) * LDS + c * 8);
   }
 #else
-  using C = WgCfg<HD, BN_, LOCK>;  // (referenced so that the sm_80 pass does not warn about unused members)
+  using C = WgCfg<HD, BN_, LOCK, CWG>;  // (referenced so that the sm_80 pass does not warn about unused members)
   static_assert(C::CPR > 0 && C::KS > 0 && C::NT8 > 0 && C::PK > 0 && C::KH > 0 && C::NW8 > 0, "");
   (void)p;
   __trap();  // never launched: wgmma_relpos_plan only accepts sm_90 devices
 #endif
 }
 
-template <int HD, int BN, bool LOCK>
+template <int HD, int BN, bool LOCK, int CWG = 2>
 void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
   static std::atomic<int> configured{0};
-  ensure_smem(flash_wgmma_relpos_kernel<HD, BN, LOCK>, smem, configured, "bf16 wgmma");
-  flash_wgmma_relpos_kernel<HD, BN, LOCK><<<blocks, WgCfg<HD, BN, LOCK>::THREADS, smem, stream>>>(p);
+  ensure_smem(flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG>, smem, configured, "bf16 wgmma");
+  flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG><<<blocks, WgCfg<HD, BN, LOCK, CWG>::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_wgmma_relpos_kernel launch");
 }
 
@@ -464,7 +476,8 @@ void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
 // unset -> the warp-specialised kernel with 64-key tiles (the measured default); "0" -> off (the
 // mma.sync kernel runs); "bn128" -> 128-key tiles, two key rows (half the per-tile waits,
 // reductions and O rescaling per key, twice the score registers); "lockstep" -> the first,
-// lockstep schedule. Anything else is the default.
+// lockstep schedule; "wg3" -> three consumer warpgroups (head dim 64; head dim 80 keeps the default).
+// Anything else is the default.
 WgmmaVariant variant_from_env() {
   static const WgmmaVariant v = [] {
     const char* e = std::getenv("VITRT_ATTN_WGMMA");
@@ -472,6 +485,7 @@ WgmmaVariant variant_from_env() {
     if (s == "0") return WgmmaVariant::Off;
     if (s == "bn128") return WgmmaVariant::Keys128;
     if (s == "lockstep") return WgmmaVariant::Lockstep;
+    if (s == "wg3") return WgmmaVariant::Keys64Wg3;
     return WgmmaVariant::Keys64;
   }();
   return v;
@@ -487,6 +501,14 @@ WgmmaPlan plan_for(WgmmaVariant v, int relH) {
     case WgmmaVariant::Lockstep:
       pl.smem = wg_smem_bytes<WgCfg<HD, 64, true>>(relH), pl.bm = WgCfg<HD, 64, true>::BM;
       break;
+    case WgmmaVariant::Keys64Wg3:
+      if constexpr (HD == 64) {
+        pl.smem = wg_smem_bytes<WgCfg<HD, 64, false, 3>>(relH), pl.bm = WgCfg<HD, 64, false, 3>::BM;
+      } else {
+        pl.variant = WgmmaVariant::Keys64;
+        pl.smem = wg_smem_bytes<WgCfg<HD, 64>>(relH), pl.bm = WgCfg<HD, 64>::BM;
+      }
+      break;
     case WgmmaVariant::Off: break;
   }
   return pl;
@@ -498,6 +520,10 @@ void launch_variant(const WgmmaPlan& pl, const KParams& p, int blocks, cudaStrea
     case WgmmaVariant::Keys64: launch<HD, 64, false>(p, blocks, pl.smem, stream); break;
     case WgmmaVariant::Keys128: launch<HD, 128, false>(p, blocks, pl.smem, stream); break;
     case WgmmaVariant::Lockstep: launch<HD, 64, true>(p, blocks, pl.smem, stream); break;
+    case WgmmaVariant::Keys64Wg3:
+      if constexpr (HD == 64) launch<HD, 64, false, 3>(p, blocks, pl.smem, stream);
+      else throw Error("wgmma attention: three consumer warpgroups need head dim 64");
+      break;
     case WgmmaVariant::Off: throw Error("wgmma attention: launched without a plan");
   }
 }
