@@ -25,10 +25,12 @@
 //  - the rel-pos prologue is the mma.sync kernel's: G = Q T^T over all table rows on the tensor
 //    cores, scattered into rel_h / rel_w buffers in shared memory (aliasing the Q staging).
 // Softmax in the log2 domain with the row maxima and sums per thread quad, as attention.cu.
-// Variants for A/B runs (VITRT_ATTN_WGMMA, see variant_from_env): 128-key tiles, the first,
-// lockstep schedule (WgCfg::LOCK), and three consumer warpgroups (WgCfg::CWG = 3, head dim 64:
-// written 2026-12-03 after ncu found the two-warpgroup kernel latency-bound, 0.68 eligible warps
-// per scheduler; NOT yet run on a GPU).
+// At head dim 64 the CTA has three consumer warpgroups (WgCfg::CWG = 3, 192 query rows): ncu found
+// the two-warpgroup form latency-bound (0.68 eligible warps per scheduler), and one more consumer
+// warp per scheduler took vit_b's global attention from 26.1 to 22.3 ms (BENCHMARKS.md). Head dim 80
+// keeps two (its O accumulators do not fit 152 registers). Variants for A/B runs (VITRT_ATTN_WGMMA,
+// see variant_from_env): two warpgroups at head dim 64, 128-key tiles, and the first, lockstep
+// schedule (WgCfg::LOCK).
 #include <cuda_bf16.h>
 
 #include <atomic>
@@ -57,9 +59,9 @@ using ptx::mma_bf16;
 // the first version kept for A/B runs (VITRT_ATTN_WGMMA=lockstep): three warpgroups of 64 rows that
 // all load K / V with cp.async and meet at a CTA barrier every key tile (measured better for head
 // dim 64 in one run, worse for 80: BENCHMARKS.md, calls J and L).
-// CWG: consumer warpgroups of the warp-specialised schedule, 2 (the default) or 3 (VITRT_ATTN_WGMMA=wg3,
-// head dim 64 only: 192 query rows per CTA, one more warp per scheduler to hide the softmax's
-// latency, at 152 registers per consumer thread instead of 224).
+// CWG: consumer warpgroups of the warp-specialised schedule, 2 or 3 (head dim 64 only, the default
+// there: 192 query rows per CTA, one more warp per scheduler to hide the softmax's latency, at 152
+// registers per consumer thread instead of 224).
 template <int HD_, int BN_, bool LOCK_ = false, int CWG_ = 2>
 struct WgCfg {
   static constexpr int HD = HD_;
@@ -473,20 +475,21 @@ void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
 }
 
 // The variant, from VITRT_ATTN_WGMMA (read once per process; for A/B runs on the GPU machine):
-// unset -> the warp-specialised kernel with 64-key tiles (the measured default); "0" -> off (the
-// mma.sync kernel runs); "bn128" -> 128-key tiles, two key rows (half the per-tile waits,
-// reductions and O rescaling per key, twice the score registers); "lockstep" -> the first,
-// lockstep schedule; "wg3" -> three consumer warpgroups (head dim 64; head dim 80 keeps the default).
-// Anything else is the default.
+// unset -> the warp-specialised kernel with 64-key tiles and three consumer warpgroups at head dim
+// 64, two at 80 (the measured default: vit_b bs32 global attention 22.25 vs 26.06 ms with two,
+// BENCHMARKS.md 2026-12-03 18:44 session, call 5); "0" -> off (the mma.sync kernel runs); "wg2" ->
+// two consumer warpgroups at head dim 64 too; "bn128" -> 128-key tiles, two key rows (half the
+// per-tile waits, reductions and O rescaling per key, twice the score registers); "lockstep" ->
+// the first, lockstep schedule. Anything else is the default.
 WgmmaVariant variant_from_env() {
   static const WgmmaVariant v = [] {
     const char* e = std::getenv("VITRT_ATTN_WGMMA");
     const std::string s = e ? e : "";
     if (s == "0") return WgmmaVariant::Off;
+    if (s == "wg2") return WgmmaVariant::Keys64;
     if (s == "bn128") return WgmmaVariant::Keys128;
     if (s == "lockstep") return WgmmaVariant::Lockstep;
-    if (s == "wg3") return WgmmaVariant::Keys64Wg3;
-    return WgmmaVariant::Keys64;
+    return WgmmaVariant::Keys64Wg3;
   }();
   return v;
 }
