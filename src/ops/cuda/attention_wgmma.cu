@@ -83,7 +83,9 @@ struct WgCfg {
   static constexpr int CONSUMER_REGS = CWG == 3 ? 152 : 224;
   static_assert(CWG == 2 || CWG == 3, "two or three consumer warpgroups");
   static_assert(!LOCK || CWG == 2, "the lockstep schedule has its own three warpgroups");
-  static_assert(CWG == 2 || HD == 64, "three consumer warpgroups fit their registers at head dim 64 only");
+  // rel_w seeds: kept in registers for the whole loop, or (three warpgroups at head dim 80, whose
+  // accumulators leave no room for them) read from shared memory for every tile.
+  static constexpr bool BW_SMEM = CWG == 3 && HD == 80;
   static_assert(LOCK || PRODUCERS * PRODUCER_REGS + 32 * CONSUMER_WARPS * CONSUMER_REGS <= THREADS * LAUNCH_REGS,
                 "setmaxnreg must redistribute the launch's registers, not ask for more");
   static constexpr int BM = 16 * CONSUMER_WARPS;           // query rows per CTA
@@ -263,14 +265,17 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG>::THREADS, 1) flash_w
 
   // ---- consumers
   // This thread's share of rel_w / scale in the score accumulators' layout (tile-independent).
-  float bw[C::NW8 * 4];
+  const float* bw_row = BWs + tq * SW + warp * 32 + g * 4;  // + nt * 4 * SW: n8 tile nt of a key row
+  float bw[C::BW_SMEM ? 1 : C::NW8 * 4];
+  if constexpr (!C::BW_SMEM) {
 #pragma unroll
-  for (int nt = 0; nt < C::NW8; ++nt) {
-    const float4 w4 = *reinterpret_cast<const float4*>(BWs + (nt * 4 + tq) * SW + warp * 32 + g * 4);
-    bw[nt * 4 + 0] = w4.x;
-    bw[nt * 4 + 1] = w4.y;
-    bw[nt * 4 + 2] = w4.z;
-    bw[nt * 4 + 3] = w4.w;
+    for (int nt = 0; nt < C::NW8; ++nt) {
+      const float4 w4 = *reinterpret_cast<const float4*>(bw_row + nt * 4 * SW);
+      bw[nt * 4 + 0] = w4.x;
+      bw[nt * 4 + 1] = w4.y;
+      bw[nt * 4 + 2] = w4.z;
+      bw[nt * 4 + 3] = w4.w;
+    }
   }
   const float* bh_row = BHs + warp * 16 + g * 2;  // + kh * SH: (rel_h row g, row g + 8) * log2e
   static_assert(NT8 % C::NW8 == 0, "a tile is whole key rows");
@@ -292,8 +297,20 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG>::THREADS, 1) flash_w
   // wgmmas run (ptxas would serialise every wgmma of the kernel).
   auto issue_qk = [&](float(&sc)[NT8 * 4], int kt) {
     if constexpr (!LOCK) mbar::wait(&full[kt % STAGES], (kt / STAGES) & 1);  // fenced by the producers
+    if constexpr (C::BW_SMEM) {
 #pragma unroll
-    for (int i = 0; i < NT8 * 4; ++i) sc[i] = bw[i % (C::NW8 * 4)];  // every key row of the tile
+      for (int nt = 0; nt < C::NW8; ++nt) {
+        const float4 w4 = *reinterpret_cast<const float4*>(bw_row + nt * 4 * SW);
+#pragma unroll
+        for (int j = 0; j < C::KH; ++j) {  // every key row of the tile
+          const int i = (j * C::NW8 + nt) * 4;
+          sc[i] = w4.x, sc[i + 1] = w4.y, sc[i + 2] = w4.z, sc[i + 3] = w4.w;
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < NT8 * 4; ++i) sc[i] = bw[i % (C::NW8 * 4)];  // every key row of the tile
+    }
     wgmma::fence_operands(sc);
     wgmma::fence();
     const uint64_t d = kdesc0 + slot_desc16(kt);
@@ -480,7 +497,9 @@ void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
 // BENCHMARKS.md 2026-12-03 18:44 session, call 5); "0" -> off (the mma.sync kernel runs); "wg2" ->
 // two consumer warpgroups at head dim 64 too; "bn128" -> 128-key tiles, two key rows (half the
 // per-tile waits, reductions and O rescaling per key, twice the score registers); "lockstep" ->
-// the first, lockstep schedule. Anything else is the default.
+// the first, lockstep schedule; "wg3all" -> three consumer warpgroups at head dim 80 too (rel_w
+// read from shared memory every tile to fit 152 registers; written 2026-12-03, NOT yet run on a
+// GPU). Anything else is the default.
 WgmmaVariant variant_from_env() {
   static const WgmmaVariant v = [] {
     const char* e = std::getenv("VITRT_ATTN_WGMMA");
@@ -489,6 +508,7 @@ WgmmaVariant variant_from_env() {
     if (s == "wg2") return WgmmaVariant::Keys64;
     if (s == "bn128") return WgmmaVariant::Keys128;
     if (s == "lockstep") return WgmmaVariant::Lockstep;
+    if (s == "wg3all") return WgmmaVariant::Wg3All;
     return WgmmaVariant::Keys64Wg3;
   }();
   return v;
@@ -503,6 +523,9 @@ WgmmaPlan plan_for(WgmmaVariant v, int relH) {
     case WgmmaVariant::Keys128: pl.smem = wg_smem_bytes<WgCfg<HD, 128>>(relH), pl.bm = WgCfg<HD, 128>::BM; break;
     case WgmmaVariant::Lockstep:
       pl.smem = wg_smem_bytes<WgCfg<HD, 64, true>>(relH), pl.bm = WgCfg<HD, 64, true>::BM;
+      break;
+    case WgmmaVariant::Wg3All:
+      pl.smem = wg_smem_bytes<WgCfg<HD, 64, false, 3>>(relH), pl.bm = WgCfg<HD, 64, false, 3>::BM;
       break;
     case WgmmaVariant::Keys64Wg3:
       if constexpr (HD == 64) {
@@ -524,9 +547,7 @@ void launch_variant(const WgmmaPlan& pl, const KParams& p, int blocks, cudaStrea
     case WgmmaVariant::Keys128: launch<HD, 128, false>(p, blocks, pl.smem, stream); break;
     case WgmmaVariant::Lockstep: launch<HD, 64, true>(p, blocks, pl.smem, stream); break;
     case WgmmaVariant::Keys64Wg3:
-      if constexpr (HD == 64) launch<HD, 64, false, 3>(p, blocks, pl.smem, stream);
-      else throw Error("wgmma attention: three consumer warpgroups need head dim 64");
-      break;
+    case WgmmaVariant::Wg3All: launch<HD, 64, false, 3>(p, blocks, pl.smem, stream); break;
     case WgmmaVariant::Off: throw Error("wgmma attention: launched without a plan");
   }
 }
