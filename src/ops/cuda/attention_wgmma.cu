@@ -59,9 +59,10 @@ using ptx::mma_bf16;
 // the first version kept for A/B runs (VITRT_ATTN_WGMMA=lockstep): three warpgroups of 64 rows that
 // all load K / V with cp.async and meet at a CTA barrier every key tile (measured better for head
 // dim 64 in one run, worse for 80: BENCHMARKS.md, calls J and L).
-// CWG: consumer warpgroups of the warp-specialised schedule, 2 or 3 (head dim 64 only, the default
-// there: 192 query rows per CTA, one more warp per scheduler to hide the softmax's latency, at 152
-// registers per consumer thread instead of 224).
+// CWG: consumer warpgroups of the warp-specialised schedule, 2 or 3 (the default at head dim 64: 192
+// query rows per CTA, one more warp per scheduler to hide the softmax's latency, at 152 registers
+// per consumer thread instead of 224). Four do not fit: at 112 registers ptxas spills and serialises
+// the wgmmas (C7512), even with rel_w in shared memory (tried 2026-12-03).
 template <int HD_, int BN_, bool LOCK_ = false, int CWG_ = 2>
 struct WgCfg {
   static constexpr int HD = HD_;
