@@ -525,16 +525,11 @@ WgmmaPlan plan_for(WgmmaVariant v, int relH) {
     case WgmmaVariant::Lockstep:
       pl.smem = wg_smem_bytes<WgCfg<HD, 64, true>>(relH), pl.bm = WgCfg<HD, 64, true>::BM;
       break;
+    case WgmmaVariant::Keys64Wg3:
+      if constexpr (HD != 64) return plan_for<HD>(WgmmaVariant::Keys64, relH);  // two warpgroups at head dim 80
+      [[fallthrough]];
     case WgmmaVariant::Wg3All:
       pl.smem = wg_smem_bytes<WgCfg<HD, 64, false, 3>>(relH), pl.bm = WgCfg<HD, 64, false, 3>::BM;
-      break;
-    case WgmmaVariant::Keys64Wg3:
-      if constexpr (HD == 64) {
-        pl.smem = wg_smem_bytes<WgCfg<HD, 64, false, 3>>(relH), pl.bm = WgCfg<HD, 64, false, 3>::BM;
-      } else {
-        pl.variant = WgmmaVariant::Keys64;
-        pl.smem = wg_smem_bytes<WgCfg<HD, 64>>(relH), pl.bm = WgCfg<HD, 64>::BM;
-      }
       break;
     case WgmmaVariant::Off: break;
   }
