@@ -531,16 +531,17 @@ void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
 }
 
 // The variant, from VITRT_ATTN_WGMMA (read once per process; for A/B runs on the GPU machine):
-// unset -> the warp-specialised kernel with 64-key tiles and three consumer warpgroups at head dim
-// 64, two at 80 (the measured default: vit_b bs32 global attention 22.25 vs 26.06 ms with two,
-// BENCHMARKS.md 2026-12-03 18:44 session, call 5); "0" -> off (the mma.sync kernel runs); "wg2" ->
-// two consumer warpgroups at head dim 64 too; "bn128" -> 128-key tiles, two key rows (half the
+// unset -> the warp-specialised kernel with 64-key tiles, three consumer warpgroups at head dim 64
+// and two at 80, with the row sums from P V (WgCfg::ONES) and the rel_w seeds from shared memory
+// (WgCfg::BWS); "wg3" -> the same without ONES / BWS (the default measured 2026-12-03, vit_b bs32
+// global attention 22.25 vs 26.06 ms with two warpgroups, BENCHMARKS.md 18:44 session, call 5);
+// "ones" / "bws" -> one of the two; "0" -> off (the mma.sync kernel runs); "wg2" -> two consumer
+// warpgroups at head dim 64 too (no ONES / BWS); "bn128" -> 128-key tiles, two key rows (half the
 // per-tile waits, reductions and O rescaling per key, twice the score registers); "lockstep" ->
-// the first, lockstep schedule; "ones" -> the default's warpgroups with the row sums of P taken by
-// P V from a block of ones appended to V (WgCfg::ONES; written 2026-12-03 22:30 session, NOT yet
-// run on a GPU). Anything else is the default. (Three consumer warpgroups at head dim 80 too, rel_w
-// then read from shared memory every tile, measured no faster for vit_h: 91.5 vs 92.0 img/s, and
-// was taken out.)
+// the first, lockstep schedule. Anything else is the default. ONES / BWS were written in the
+// 2026-12-03 22:30 session (see the call of that session in BENCHMARKS.md for their A/B). (Three
+// consumer warpgroups at head dim 80 too, rel_w then read from shared memory every tile, measured
+// no faster for vit_h: 91.5 vs 92.0 img/s, and was taken out.)
 WgmmaVariant variant_from_env() {
   static const WgmmaVariant v = [] {
     const char* e = std::getenv("VITRT_ATTN_WGMMA");
@@ -551,8 +552,8 @@ WgmmaVariant variant_from_env() {
     if (s == "lockstep") return WgmmaVariant::Lockstep;
     if (s == "ones") return WgmmaVariant::Ones;
     if (s == "bws") return WgmmaVariant::Bws;
-    if (s == "ones_bws") return WgmmaVariant::OnesBws;
-    return WgmmaVariant::Keys64Wg3;
+    if (s == "wg3") return WgmmaVariant::Keys64Wg3;
+    return WgmmaVariant::OnesBws;
   }();
   return v;
 }
