@@ -40,6 +40,7 @@ struct KParams {
   float inv_relW;
   int ws, Hg, Wg, nwy, nwx;
   float inv_ws;
+  int win_dead_rows_softmax;  // windowed wgmma kernel: 1 = softmax on warps with no real rows too (A/B)
 };
 
 // Exact t / d for 0 <= t < 2^22, d >= 1, from a float reciprocal plus one correction step.

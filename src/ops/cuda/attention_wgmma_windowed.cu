@@ -103,6 +103,11 @@ __device__ __forceinline__ void seed_scores(float (&sc)[NSR], const float (&rw0)
     sc[nt * 4 + 3] = rw1[2 * hf + 1];
   }
 }
+template <int ROWS>
+__device__ __forceinline__ void zero_p(unsigned (&pa)[ROWS][4]) {
+#pragma unroll
+  for (int j = 0; j < ROWS; ++j) pa[j][0] = pa[j][1] = pa[j][2] = pa[j][3] = 0u;
+}
 // Row maxima of a chunk in the log2 domain: max over its key rows of max(s) * scale_log2 + rel_h
 // (bh0 / bh1: the rows' rel_h * log2(e), indexed by -kh), reduced over the quad.
 template <int ROWS>
@@ -374,9 +379,18 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
       wgmma::commit();
       wgmma::wait<1>();  // chunk 0's scores
       wgmma::fence_operands(sa);
-      chunk_max<CROWS>(sa, 0, bh0, bh1, sl2, m0, m1);
+      // A warp whose 16 rows are all past the window's real rows (warps 1-3 of the last m-tile: 196
+      // rows make 3 m-tiles and 4 rows) skips its softmax and multiplies P = 0: 3 of the window's 16
+      // warp-tiles of exps and sums.
+      const bool live = mt * 64 + warp * 16 < nq_out || p.win_dead_rows_softmax;
       unsigned pa[CROWS][4], pb[CROWS][4];
-      chunk_exp<CROWS>(sa, 0, bh0, bh1, sl2, m0, m1, l0, l1, pa);
+      if (live) {
+        chunk_max<CROWS>(sa, 0, bh0, bh1, sl2, m0, m1);
+        chunk_exp<CROWS>(sa, 0, bh0, bh1, sl2, m0, m1, l0, l1, pa);
+      } else {
+        m0 = m1 = 0.f;
+        zero_p(pa);
+      }
       // Keeps chunk 0's softmax before the wait (ptxas would otherwise hoist the wait above it).
       wgmma::fence_operands(pa);
       pin(l0, l1);
@@ -391,14 +405,15 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
       wgmma::commit();
       // Chunk 1's softmax against the reference maximum m, which only moves when chunk 1's row
       // maximum exceeds it by more than 2^8 (p stays below 2^8; the global kernel's lazy rescaling).
-      float x0, x1;
-      chunk_max<CROWS>(sb, CROWS, bh0, bh1, sl2, x0, x1);
+      float x0 = 0.f, x1 = 0.f;
+      if (live) chunk_max<CROWS>(sb, CROWS, bh0, bh1, sl2, x0, x1);
       constexpr float kSlack = 8.f;
       const float n0 = x0 > m0 + kSlack ? x0 : m0, n1 = x1 > m1 + kSlack ? x1 : m1;
       float al0 = ex2(m0 - n0), al1 = ex2(m1 - n1);
       l0 *= al0;
       l1 *= al1;
-      chunk_exp<CROWS>(sb, CROWS, bh0, bh1, sl2, n0, n1, l0, l1, pb);
+      if (live) chunk_exp<CROWS>(sb, CROWS, bh0, bh1, sl2, n0, n1, l0, l1, pb);
+      else zero_p(pb);
       wgmma::fence_operands(pb);
       pin(l0, l1, al0, al1);
       wgmma::wait<0>();  // chunk 0's P V
@@ -454,14 +469,16 @@ void launch(const KParams& p, size_t smem, int blocks, cudaStream_t stream) {
 }
 
 // VITRT_ATTN_WGMMA_WINDOWS: "0" turns this kernel off (the mma.sync kernel then runs the windows);
-// "onepass" takes the unsplit variant (one m64n224 chain per m-tile). Read once per process.
-enum class WinMode { Off, Split, OnePass };
+// "onepass" takes the unsplit variant (one m64n224 chain per m-tile); "alldead" runs the softmax on
+// the warps with no real rows too (as before 2026-12-03 22:30; A/B). Read once per process.
+enum class WinMode { Off, Split, OnePass, AllWarps };
 WinMode mode_from_env() {
   static const WinMode v = [] {
     const char* e = std::getenv("VITRT_ATTN_WGMMA_WINDOWS");
     const std::string s = e ? e : "";
     if (s == "0") return WinMode::Off;
     if (s == "onepass") return WinMode::OnePass;
+    if (s == "alldead") return WinMode::AllWarps;
     return WinMode::Split;
   }();
   return v;
@@ -483,8 +500,10 @@ size_t wgmma_windowed_smem(const KParams& p, int optin_smem_limit) {
   return smem <= static_cast<size_t>(optin_smem_limit) ? smem : 0;
 }
 
-void wgmma_windowed_launch(const KParams& p, size_t smem, int blocks, cudaStream_t stream) {
+void wgmma_windowed_launch(const KParams& params, size_t smem, int blocks, cudaStream_t stream) {
   if (blocks <= 0) return;
+  KParams p = params;
+  p.win_dead_rows_softmax = mode_from_env() == WinMode::AllWarps;
   const bool split = mode_from_env() != WinMode::OnePass;
   if (p.hd == 64) split ? launch<64, true>(p, smem, blocks, stream) : launch<64, false>(p, smem, blocks, stream);
   else split ? launch<80, true>(p, smem, blocks, stream) : launch<80, false>(p, smem, blocks, stream);
