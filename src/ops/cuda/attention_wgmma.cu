@@ -63,23 +63,11 @@ using ptx::mma_bf16;
 // query rows per CTA, one more warp per scheduler to hide the softmax's latency, at 152 registers
 // per consumer thread instead of 224). Four do not fit: at 112 registers ptxas spills and serialises
 // the wgmmas (C7512), even with rel_w in shared memory (tried 2026-12-03).
-// ONES: V is stored with a block of 8 columns of ones after its HD columns, so P V (m64n(HD+8))
-// also yields every query row's sum of P: the softmax then has no row-sum FADDs (32 per thread and
-// tile, with their tree: ~14% of a consumer warp's instructions per tile, when ncu found the kernel
-// bound by instruction issue and dependency waits). The sums are of the bf16 P that P V multiplies,
-// so each output row is an exactly normalised mix of the values.
-// BWS: the rel_w seeds of S are loaded from shared memory (8 LDS.128 straight into the score
-// accumulators per 64-key tile) instead of being kept in 32 registers and copied (32 MOVs). ncu's
-// SASS showed ptxas giving P's registers (the A operand of the P V in flight) to the softmax's
-// temporaries under the 152-register budget, which puts the wait for that P V above the softmax:
-// the two did not overlap. The 32 registers freed are meant to prevent that.
-template <int HD_, int BN_, bool LOCK_ = false, int CWG_ = 2, bool ONES_ = false, bool BWS_ = false>
+template <int HD_, int BN_, bool LOCK_ = false, int CWG_ = 2>
 struct WgCfg {
   static constexpr int HD = HD_;
   static constexpr bool LOCK = LOCK_;
   static constexpr int CWG = CWG_;
-  static constexpr bool ONES = ONES_;
-  static constexpr bool BWS = BWS_;
   static constexpr int RELW = 64;      // the grid's width: one key row
   static constexpr int BN = BN_;       // keys per tile: one (64) or two (128) key rows of the grid
   static constexpr int KH = BN / RELW;  // key rows per tile
@@ -108,18 +96,13 @@ struct WgCfg {
   static constexpr int NRG = BM / 16;  // m16 row groups (one per consumer warp)
   static constexpr int SW = NRG * 32 + 8, SH = NRG * 16 + 8;  // bias layouts as attention.cu's
   static constexpr int LDS = HD + 8;   // padded rows: Q staging, tables, output staging
-  static constexpr int HDO = ONES ? HD + 8 : HD;  // columns of V and O (+ the ones block)
-  static constexpr int CPRV = HDO / 8;             // 16-byte chunks per row of V
-  static constexpr int tile_elems = BN * HD;       // K tile
-  static constexpr int vtile_elems = BN * HDO;     // V tile
-  static constexpr int slot_elems = tile_elems + vtile_elems;
-  static constexpr int kv_elems = STAGES * slot_elems;
+  static constexpr int tile_elems = BN * HD;
+  static constexpr int kv_elems = STAGES * 2 * tile_elems;
   static_assert(!LOCK || BN == 64, "the lockstep schedule is kept in its measured form only");
-  static_assert(!ONES || !LOCK, "the ones block is filled by the producer warps");
   static_assert(kv_elems >= BM * LDS, "the output staging fits the K/V ring");
   static_assert(kv_elems >= 4 * RELW * LDS, "the prologue's table chunk fits the K/V ring");
   static_assert(BN == 64 || BN == 128, "wgmma.cuh has the n64 / n128 shapes for S");
-  static_assert(HD == 64 || HD == 80, "wgmma.cuh has the n64 / n80 (n72 / n88 with ones) shapes for O");
+  static_assert(HD == 64 || HD == 80, "wgmma shapes exist for n64 / n80 only (wgmma.cuh)");
 };
 
 // [Q staging | rel_w, rel_h buffers (aliased)] [K/V ring] [mbarriers: full[STAGES], empty[STAGES]]
@@ -143,8 +126,9 @@ __device__ __forceinline__ void copy_kv_chunk(int step, int ln, bf16* Ks, bf16* 
                                               long long r0, const KParams& p) {
   const int r = (ln & 7) + ((ln >> 4) << 3) + (step % (C::BN / 16)) * 16;
   const int c = ((ln >> 3) & 1) + 2 * (step / (C::BN / 16));
-  cp_async16(Ks + core_matrix_offset<C::CPR>(r, c), kb + (r0 + r) * p.ldk + c * 8, 16);
-  cp_async16(Vs + core_matrix_offset<C::CPRV>(r, c), vb + (r0 + r) * p.ldv + c * 8, 16);
+  const int off = core_matrix_offset<C::CPR>(r, c);
+  cp_async16(Ks + off, kb + (r0 + r) * p.ldk + c * 8, 16);
+  cp_async16(Vs + off, vb + (r0 + r) * p.ldv + c * 8, 16);
 }
 
 #if VITRT_WGMMA_ENABLED
@@ -166,8 +150,7 @@ __device__ __forceinline__ void consumer_sync() {
 #endif
 
 
-// d[64 x N] += a * b with N = 64 (S, or O for head_dim 64), 80 (O for head_dim 80), 72 / 88 (O with
-// the ones block) or 128 (S).
+// d[64 x N] += a * b with N = 64 (S, or O for head_dim 64), 80 (O for head_dim 80) or 128 (S).
 template <int N>
 __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const unsigned (&a)[4], uint64_t desc, bool trans_b) {
 #if VITRT_WGMMA_ENABLED
@@ -177,14 +160,7 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const unsigned (&a)[4]
   } else if constexpr (N == 128) {
     (void)trans_b;
     wgmma::wgmma_m64n128k16_rs<0>(d, a, desc);  // S only (K-major)
-  } else if constexpr (N == 72) {
-    (void)trans_b;
-    wgmma::wgmma_m64n72k16_rs<1>(d, a, desc);  // O with the ones block only (MN-major V)
-  } else if constexpr (N == 88) {
-    (void)trans_b;
-    wgmma::wgmma_m64n88k16_rs<1>(d, a, desc);
   } else {
-    static_assert(N == 80, "wgmma.cuh shapes");
     if (trans_b) wgmma::wgmma_m64n80k16_rs<1>(d, a, desc);
     else wgmma::wgmma_m64n80k16_rs<0>(d, a, desc);
   }
@@ -193,14 +169,12 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const unsigned (&a)[4]
 #endif
 }
 
-template <int HD, int BN_, bool LOCK, int CWG, bool ONES, bool BWS>
-__global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, ONES, BWS>::THREADS, 1)
-    flash_wgmma_relpos_kernel(const KParams p) {
+template <int HD, int BN_, bool LOCK, int CWG>
+__global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG>::THREADS, 1) flash_wgmma_relpos_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
-  using C = WgCfg<HD, BN_, LOCK, CWG, ONES, BWS>;
+  using C = WgCfg<HD, BN_, LOCK, CWG>;
   constexpr int THREADS = C::THREADS, BM = C::BM, BN = C::BN, CPR = C::CPR, KS = C::KS, NT8 = C::NT8;
   constexpr int LDS = C::LDS, SW = C::SW, SH = C::SH, STAGES = C::STAGES, TE = C::tile_elems;
-  constexpr int SLOT = C::slot_elems, HDO = C::HDO;
   constexpr int CONSUMERS = 32 * C::CONSUMER_WARPS;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const size_t region_a = wg_region_a<C>(p.relH);
@@ -258,18 +232,11 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, ONES, BWS>::THREADS,
   if (!LOCK && !consumer) {
     setmaxnreg_dec<C::PRODUCER_REGS>();
     const int pw = warp - C::CONSUMER_WARPS;
-    if constexpr (ONES) {
-      // The ones block of every slot's V tile (chunk HD / 8 of each row), written once: the copies
-      // never touch it, and the fence before the first full arrival publishes it to wgmma.
-      const uint4 ones = make_uint4(0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u);  // bf16 1.0 x 8
-      for (int i = tid - 32 * C::CONSUMER_WARPS; i < STAGES * BN; i += C::PRODUCERS)
-        *reinterpret_cast<uint4*>(KV + (i / BN) * SLOT + TE + core_matrix_offset<C::CPRV>(i % BN, CPR)) = ones;
-    }
     constexpr int STEPS = BN * CPR / 32;  // 32-chunk steps per tile (16 or 20), spread over the warps
     for (int kt = 0; kt < nkt; ++kt) {
       const int slot = kt % STAGES, round = kt / STAGES;
       if (round > 0) mbar::wait(&empty[slot], (round - 1) & 1);
-      bf16* Ks = KV + slot * SLOT;
+      bf16* Ks = KV + slot * 2 * TE;
       bf16* Vs = Ks + TE;
       const long long r0 = k0 + static_cast<long long>(kt) * BN;
       constexpr int PW = LOCK ? 1 : C::PRODUCERS / 32;  // (the lockstep schedule has no producers)
@@ -297,48 +264,37 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, ONES, BWS>::THREADS,
   // ---- consumers
   // This thread's share of rel_w / scale in the score accumulators' layout (tile-independent).
   const float* bw_row = BWs + tq * SW + warp * 32 + g * 4;  // + nt * 4 * SW: n8 tile nt of a key row
-  float bw[C::BWS ? 1 : C::NW8 * 4];
-  if constexpr (!C::BWS) {
+  float bw[C::NW8 * 4];
 #pragma unroll
-    for (int nt = 0; nt < C::NW8; ++nt) {
-      const float4 w4 = *reinterpret_cast<const float4*>(bw_row + nt * 4 * SW);
-      bw[nt * 4 + 0] = w4.x;
-      bw[nt * 4 + 1] = w4.y;
-      bw[nt * 4 + 2] = w4.z;
-      bw[nt * 4 + 3] = w4.w;
-    }
+  for (int nt = 0; nt < C::NW8; ++nt) {
+    const float4 w4 = *reinterpret_cast<const float4*>(bw_row + nt * 4 * SW);
+    bw[nt * 4 + 0] = w4.x;
+    bw[nt * 4 + 1] = w4.y;
+    bw[nt * 4 + 2] = w4.z;
+    bw[nt * 4 + 3] = w4.w;
   }
   const float* bh_row = BHs + warp * 16 + g * 2;  // + kh * SH: (rel_h row g, row g + 8) * log2e
   static_assert(NT8 % C::NW8 == 0, "a tile is whole key rows");
 
-  float o[HDO / 2];  // (with ONES, o[HD / 2 + 0 / 2] end up as the row sums of rows g / g + 8)
+  float o[HD / 2];
 #pragma unroll
-  for (int i = 0; i < HDO / 2; ++i) o[i] = 0.f;
+  for (int i = 0; i < HD / 2; ++i) o[i] = 0.f;
   float mrow0 = -INFINITY, mrow1 = -INFINITY, lrow0 = 0.f, lrow1 = 0.f;
   constexpr uint32_t kChunkBytes = 128, kRowGroupBytes = CPR * 128;
-  auto slot_k = [&](int kt) { return KV + (kt % STAGES) * SLOT; };
+  auto slot_k = [&](int kt) { return KV + (kt % STAGES) * 2 * TE; };
   // Shared-memory descriptors of slot 0's K and V tiles, built once: a tile's step is the base plus
   // a byte offset >> 4 in the address field (bits 0-13; shared addresses < 256 KiB never carry out).
   const uint64_t kdesc0 = wgmma::make_smem_desc(KV, kChunkBytes, kRowGroupBytes);
-  constexpr uint32_t kRowGroupBytesV = C::CPRV * 128;
-  const uint64_t vdesc0 = wgmma::make_smem_desc(KV + TE, kRowGroupBytesV, kChunkBytes);
-  auto slot_desc16 = [&](int kt) { return static_cast<uint64_t>((kt % STAGES) * (SLOT * 2 / 16)); };
+  const uint64_t vdesc0 = wgmma::make_smem_desc(KV + TE, kRowGroupBytes, kChunkBytes);
+  auto slot_desc16 = [&](int kt) { return static_cast<uint64_t>((kt % STAGES) * (2 * TE * 2 / 16)); };
 
   // S = rel_w / scale + Q K^T for tile kt, issued asynchronously (one wgmma group). Called with no
   // wgmma in flight: the MOVs that seed S define a wgmma input, which must not happen while other
   // wgmmas run (ptxas would serialise every wgmma of the kernel).
   auto issue_qk = [&](float(&sc)[NT8 * 4], int kt) {
     if constexpr (!LOCK) mbar::wait(&full[kt % STAGES], (kt / STAGES) & 1);  // fenced by the producers
-    if constexpr (C::BWS) {
 #pragma unroll
-      for (int nt = 0; nt < NT8; ++nt) {  // every key row of the tile
-        const float4 w4 = *reinterpret_cast<const float4*>(bw_row + (nt % C::NW8) * 4 * SW);
-        sc[nt * 4 + 0] = w4.x, sc[nt * 4 + 1] = w4.y, sc[nt * 4 + 2] = w4.z, sc[nt * 4 + 3] = w4.w;
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < NT8 * 4; ++i) sc[i] = bw[i % (C::NW8 * 4)];  // every key row of the tile
-    }
+    for (int i = 0; i < NT8 * 4; ++i) sc[i] = bw[i % (C::NW8 * 4)];  // every key row of the tile
     wgmma::fence_operands(sc);
     wgmma::fence();
     const uint64_t d = kdesc0 + slot_desc16(kt);
@@ -352,7 +308,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, ONES, BWS>::THREADS,
     wgmma::fence();
     const uint64_t d = vdesc0 + slot_desc16(kt);
 #pragma unroll
-    for (int c = 0; c < C::PK; ++c) mma_rs<HDO>(o, pa[c], d + c * (2 * kRowGroupBytesV / 16), true);
+    for (int c = 0; c < C::PK; ++c) mma_rs<HD>(o, pa[c], d + c * (2 * CPR * 64 * 2 / 16), true);
     wgmma::commit();
   };
   // This warp is done with tile kt's slot (its Q K^T and P V have completed).
@@ -395,7 +351,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, ONES, BWS>::THREADS,
     al1 = ex2(mrow1 - mn1);
     mrow0 = mn0;
     mrow1 = mn1;
-    [[maybe_unused]] float t0[NT8], t1[NT8];
+    float t0[NT8], t1[NT8];
 #pragma unroll
     for (int nt = 0; nt < NT8; ++nt) {
       const float c0 = bhk[nt / RW].x - mn0, c1 = bhk[nt / RW].y - mn1;
@@ -403,15 +359,11 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, ONES, BWS>::THREADS,
       sc[nt * 4 + 1] = ex2(fmaf(sc[nt * 4 + 1], p.scale_log2, c0));
       sc[nt * 4 + 2] = ex2(fmaf(sc[nt * 4 + 2], p.scale_log2, c1));
       sc[nt * 4 + 3] = ex2(fmaf(sc[nt * 4 + 3], p.scale_log2, c1));
-      if constexpr (!ONES) {
-        t0[nt] = sc[nt * 4 + 0] + sc[nt * 4 + 1];
-        t1[nt] = sc[nt * 4 + 2] + sc[nt * 4 + 3];
-      }
+      t0[nt] = sc[nt * 4 + 0] + sc[nt * 4 + 1];
+      t1[nt] = sc[nt * 4 + 2] + sc[nt * 4 + 3];
     }
-    if constexpr (!ONES) {  // (with ONES, P V sums P)
-      lrow0 = lrow0 * al0 + tree_reduce<NT8>(t0, [](float a, float b) { return a + b; });
-      lrow1 = lrow1 * al1 + tree_reduce<NT8>(t1, [](float a, float b) { return a + b; });
-    }
+    lrow0 = lrow0 * al0 + tree_reduce<NT8>(t0, [](float a, float b) { return a + b; });
+    lrow1 = lrow1 * al1 + tree_reduce<NT8>(t1, [](float a, float b) { return a + b; });
   };
   // P as bf16 A fragments, two n8 tiles of S per k16 step.
   auto to_p = [&](const float(&sc)[NT8 * 4], unsigned(&pa)[C::PK][4]) {
@@ -424,7 +376,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, ONES, BWS>::THREADS,
     }
   };
   // O *= the last softmax's factors (only ever called with no wgmma in flight).
-  auto rescale_if_needed = [&]() { rescale_rows_if_needed<HDO>(o, al0, al1); };
+  auto rescale_if_needed = [&]() { rescale_rows_if_needed<HD>(o, al0, al1); };
 
   float sc[NT8 * 4];
   unsigned pa[C::PK][4];
@@ -474,8 +426,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, ONES, BWS>::THREADS,
       wgmma::fence_operands(sc);
       softmax(sc, kt);
       wgmma::fence_operands(sc);
-      if constexpr (ONES) pin(al0, al1);
-      else pin(lrow0, lrow1, al0, al1);
+      pin(lrow0, lrow1, al0, al1);
       wgmma::wait<0>();
       wgmma::fence_operands(o);
       wgmma::fence_operands(pa);  // P of tile kt - 1 stays live (its registers reserved) until here
@@ -490,13 +441,8 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, ONES, BWS>::THREADS,
 
   // ---- epilogue: normalise, stage each warp's 16 rows in the (now free) K/V ring, 16-byte stores.
   consumer_sync<CONSUMERS>();  // every consumer warpgroup is done with the ring (the producers are idle)
-  if constexpr (ONES) {
-    lrow0 = o[HD / 2 + 0];  // the ones block: every column of it holds the row's sum of P
-    lrow1 = o[HD / 2 + 2];
-  } else {
-    lrow0 = quad_sum(lrow0);
-    lrow1 = quad_sum(lrow1);
-  }
+  lrow0 = quad_sum(lrow0);
+  lrow1 = quad_sum(lrow1);
   const float inv0 = lrow0 > 0.f ? 1.f / lrow0 : 0.f, inv1 = lrow1 > 0.f ? 1.f / lrow1 : 0.f;
   bf16* St = KV;
   const int r0 = warp * 16 + g, r1 = r0 + 8;
@@ -514,34 +460,33 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, ONES, BWS>::THREADS,
           *reinterpret_cast<const uint4*>(St + (warp * 16 + r) * LDS + c * 8);
   }
 #else
-  using C = WgCfg<HD, BN_, LOCK, CWG, ONES, BWS>;  // (referenced so that the sm_80 pass does not warn about unused members)
-  static_assert(C::CPR > 0 && C::KS > 0 && C::NT8 > 0 && C::PK > 0 && C::KH > 0 && C::NW8 > 0 && (C::BWS || !C::BWS) && C::HDO > 0, "");
+  using C = WgCfg<HD, BN_, LOCK, CWG>;  // (referenced so that the sm_80 pass does not warn about unused members)
+  static_assert(C::CPR > 0 && C::KS > 0 && C::NT8 > 0 && C::PK > 0 && C::KH > 0 && C::NW8 > 0, "");
   (void)p;
   __trap();  // never launched: wgmma_relpos_plan only accepts sm_90 devices
 #endif
 }
 
-template <int HD, int BN, bool LOCK, int CWG = 2, bool ONES = false, bool BWS = false>
+template <int HD, int BN, bool LOCK, int CWG = 2>
 void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
   static std::atomic<int> configured{0};
-  ensure_smem(flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, ONES, BWS>, smem, configured, "bf16 wgmma");
-  flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, ONES, BWS>
-      <<<blocks, WgCfg<HD, BN, LOCK, CWG, ONES, BWS>::THREADS, smem, stream>>>(p);
+  ensure_smem(flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG>, smem, configured, "bf16 wgmma");
+  flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG><<<blocks, WgCfg<HD, BN, LOCK, CWG>::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_wgmma_relpos_kernel launch");
 }
 
 // The variant, from VITRT_ATTN_WGMMA (read once per process; for A/B runs on the GPU machine):
-// unset -> the warp-specialised kernel with 64-key tiles, three consumer warpgroups at head dim 64
-// and two at 80, with the row sums from P V (WgCfg::ONES) and the rel_w seeds from shared memory
-// (WgCfg::BWS); "wg3" -> the same without ONES / BWS (the default measured 2026-12-03, vit_b bs32
-// global attention 22.25 vs 26.06 ms with two warpgroups, BENCHMARKS.md 18:44 session, call 5);
-// "ones" / "bws" -> one of the two; "0" -> off (the mma.sync kernel runs); "wg2" -> two consumer
-// warpgroups at head dim 64 too (no ONES / BWS); "bn128" -> 128-key tiles, two key rows (half the
+// unset -> the warp-specialised kernel with 64-key tiles and three consumer warpgroups at head dim
+// 64, two at 80 (the measured default: vit_b bs32 global attention 22.25 vs 26.06 ms with two,
+// BENCHMARKS.md 2026-12-03 18:44 session, call 5); "0" -> off (the mma.sync kernel runs); "wg2" ->
+// two consumer warpgroups at head dim 64 too; "bn128" -> 128-key tiles, two key rows (half the
 // per-tile waits, reductions and O rescaling per key, twice the score registers); "lockstep" ->
-// the first, lockstep schedule. Anything else is the default. ONES / BWS were written in the
-// 2026-12-03 22:30 session (see the call of that session in BENCHMARKS.md for their A/B). (Three
-// consumer warpgroups at head dim 80 too, rel_w then read from shared memory every tile, measured
-// no faster for vit_h: 91.5 vs 92.0 img/s, and was taken out.)
+// the first, lockstep schedule. Anything else is the default. Measured and taken out (BENCHMARKS.md,
+// 2026-12-03 22:30 session): three consumer warpgroups at head dim 80 too, rel_w read from shared
+// memory every tile (vit_h 91.5 vs 92.0 img/s); the row sums of P from P V with a block of ones
+// appended to V (m64n72 / n88: 26 fewer instructions per tile, but vit_b's global attention 23.05
+// vs 21.49 ms, vit_h's 45.04 vs 44.27); the rel_w seeds loaded from shared memory into S instead of
+// copied from registers (25.13 vs 21.49 ms, vit_h 55.23 vs 44.27).
 WgmmaVariant variant_from_env() {
   static const WgmmaVariant v = [] {
     const char* e = std::getenv("VITRT_ATTN_WGMMA");
@@ -550,10 +495,7 @@ WgmmaVariant variant_from_env() {
     if (s == "wg2") return WgmmaVariant::Keys64;
     if (s == "bn128") return WgmmaVariant::Keys128;
     if (s == "lockstep") return WgmmaVariant::Lockstep;
-    if (s == "ones") return WgmmaVariant::Ones;
-    if (s == "bws") return WgmmaVariant::Bws;
-    if (s == "wg3") return WgmmaVariant::Keys64Wg3;
-    return WgmmaVariant::OnesBws;
+    return WgmmaVariant::Keys64Wg3;
   }();
   return v;
 }
@@ -572,21 +514,6 @@ WgmmaPlan plan_for(WgmmaVariant v, int relH) {
       if constexpr (HD != 64) return plan_for<HD>(WgmmaVariant::Keys64, relH);  // two warpgroups at head dim 80
       else pl.smem = wg_smem_bytes<WgCfg<HD, 64, false, 3>>(relH), pl.bm = WgCfg<HD, 64, false, 3>::BM;
       break;
-    case WgmmaVariant::Ones: {
-      using C = WgCfg<HD, 64, false, HD == 64 ? 3 : 2, true>;
-      pl.smem = wg_smem_bytes<C>(relH), pl.bm = C::BM;
-      break;
-    }
-    case WgmmaVariant::Bws: {
-      using C = WgCfg<HD, 64, false, HD == 64 ? 3 : 2, false, true>;
-      pl.smem = wg_smem_bytes<C>(relH), pl.bm = C::BM;
-      break;
-    }
-    case WgmmaVariant::OnesBws: {
-      using C = WgCfg<HD, 64, false, HD == 64 ? 3 : 2, true, true>;
-      pl.smem = wg_smem_bytes<C>(relH), pl.bm = C::BM;
-      break;
-    }
     case WgmmaVariant::Off: break;
   }
   return pl;
@@ -602,9 +529,6 @@ void launch_variant(const WgmmaPlan& pl, const KParams& p, int blocks, cudaStrea
       if constexpr (HD == 64) launch<HD, 64, false, 3>(p, blocks, pl.smem, stream);
       else throw Error("wgmma attention: the three-warpgroup plan is for head dim 64");  // (plan_for never makes it)
       break;
-    case WgmmaVariant::Ones: launch<HD, 64, false, HD == 64 ? 3 : 2, true>(p, blocks, pl.smem, stream); break;
-    case WgmmaVariant::Bws: launch<HD, 64, false, HD == 64 ? 3 : 2, false, true>(p, blocks, pl.smem, stream); break;
-    case WgmmaVariant::OnesBws: launch<HD, 64, false, HD == 64 ? 3 : 2, true, true>(p, blocks, pl.smem, stream); break;
     case WgmmaVariant::Off: throw Error("wgmma attention: launched without a plan");
   }
 }
