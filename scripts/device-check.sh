@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, run every GPU test, the GPU fidelity checks and the benchmarks,
 # then print a short table. Logs go to $OUT (or ./device-out). Usage:
-#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [server] [attn-sweep] [attn-ab] [ncu] [ncu-src] [ncu-cmd] [store] [decoder-ref] [compare] [anchors] [anchors-compiled] [attn-bench]
+#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [server] [attn-sweep] [attn-ab] [ncu] [ncu-src] [ncu-cmd] [store] [wgmma-rate] [decoder-ref] [compare] [anchors] [anchors-compiled] [attn-bench]
 #   (default: tests bench)
 # The GPU machine has no internet: Debian packages travel as .deb files in .deps/ (see
 # scripts/fetch-device-deps.sh) and are unpacked into /tmp/deps; segment-anything(-fast) for the
@@ -314,6 +314,13 @@ if has ncu-src; then
   python3 scripts/ncu_source_top.py "$OUT/ncu_source.csv" --top ${NCU_SRC_TOP:-20} > "$OUT/ncu_source_top.txt" 2>&1
   cat "$OUT/ncu_source_top.txt"
   add_summary "ncu source page: $(wc -l < "$OUT/ncu_source.csv") lines (ncu_source.csv; top stalls in ncu_source_top.txt): $(sed -n 3p "$OUT/ncu_source_top.txt")"
+fi
+
+# wgmma-rate: the tensor-core rate of single wgmma shapes, one CTA per SM (bench/wgmma_rate_bench.cu).
+if has wgmma-rate; then
+  timeout 120 build-dev/bin/wgmma_rate_bench ${WGMMA_RATE_ARGS:-} > "$OUT/wgmma_rate.txt" 2>&1
+  cat "$OUT/wgmma_rate.txt"
+  add_summary "wgmma rates (FLOP/clk/SM of 4096): $(grep -E '^m64' "$OUT/wgmma_rate.txt" | awk '{printf "%s %s %s %s; ", $1, $2, $3, $8}' | tail -c 700)"
 fi
 
 # store: the write rate of a layer output in each BSR kernel's store order (bench/store_pattern_bench.cu).
