@@ -63,11 +63,17 @@ using ptx::mma_bf16;
 // query rows per CTA, one more warp per scheduler to hide the softmax's latency, at 152 registers
 // per consumer thread instead of 224). Four do not fit: at 112 registers ptxas spills and serialises
 // the wgmmas (C7512), even with rel_w in shared memory (tried 2026-12-03).
-template <int HD_, int BN_, bool LOCK_ = false, int CWG_ = 2>
+// SKIPDEAD: a consumer warpgroup whose 64 query rows are all past the sequence (the last query tile
+// of a 64 x 64 grid: 4096 = 21 x 192 + 64, so two of its three warpgroups at head dim 64) leaves at
+// once instead of computing rows nobody reads (~3% of the work); the ring's empty barriers then
+// count the live warps only. A template flag, so that the other variants' code stays as measured
+// (a run-time branch changed ptxas's schedule of the key loop).
+template <int HD_, int BN_, bool LOCK_ = false, int CWG_ = 2, bool SKIPDEAD_ = false>
 struct WgCfg {
   static constexpr int HD = HD_;
   static constexpr bool LOCK = LOCK_;
   static constexpr int CWG = CWG_;
+  static constexpr bool SKIPDEAD = SKIPDEAD_;
   static constexpr int RELW = 64;      // the grid's width: one key row
   static constexpr int BN = BN_;       // keys per tile: one (64) or two (128) key rows of the grid
   static constexpr int KH = BN / RELW;  // key rows per tile
@@ -99,6 +105,7 @@ struct WgCfg {
   static constexpr int tile_elems = BN * HD;
   static constexpr int kv_elems = STAGES * 2 * tile_elems;
   static_assert(!LOCK || BN == 64, "the lockstep schedule is kept in its measured form only");
+  static_assert(!LOCK || !SKIPDEAD, "the lockstep schedule's CTA barriers need every warp");
   static_assert(kv_elems >= BM * LDS, "the output staging fits the K/V ring");
   static_assert(kv_elems >= 4 * RELW * LDS, "the prologue's table chunk fits the K/V ring");
   static_assert(BN == 64 || BN == 128, "wgmma.cuh has the n64 / n128 shapes for S");
@@ -146,6 +153,8 @@ template <int N>
 __device__ __forceinline__ void consumer_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(N) : "memory");
 }
+// The same for the first n consumer threads (a multiple of 32).
+__device__ __forceinline__ void consumer_sync_n(int n) { asm volatile("bar.sync 1, %0;\n" ::"r"(n) : "memory"); }
 
 #endif
 
@@ -169,10 +178,11 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const unsigned (&a)[4]
 #endif
 }
 
-template <int HD, int BN_, bool LOCK, int CWG>
-__global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG>::THREADS, 1) flash_wgmma_relpos_kernel(const KParams p) {
+template <int HD, int BN_, bool LOCK, int CWG, bool SKIPDEAD>
+__global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD>::THREADS, 1)
+    flash_wgmma_relpos_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
-  using C = WgCfg<HD, BN_, LOCK, CWG>;
+  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD>;
   constexpr int THREADS = C::THREADS, BM = C::BM, BN = C::BN, CPR = C::CPR, KS = C::KS, NT8 = C::NT8;
   constexpr int LDS = C::LDS, SW = C::SW, SH = C::SH, STAGES = C::STAGES, TE = C::tile_elems;
   constexpr int CONSUMERS = 32 * C::CONSUMER_WARPS;
@@ -197,10 +207,12 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG>::THREADS, 1) flash_w
   const bf16* kb = static_cast<const bf16*>(p.k) + h * HD;
   const bf16* vb = static_cast<const bf16*>(p.v) + h * HD;
 
+  // Consumer warps that take part in the key loop (SKIPDEAD: those with real query rows).
+  const int live_warps = C::SKIPDEAD ? 4 * min(C::CWG, (p.nq - m0 + 63) / 64) : C::CONSUMER_WARPS;
   if (tid == 0) {
     for (int i = 0; i < STAGES; ++i) {
-      mbar::init(&full[i], C::PRODUCERS);           // every producer thread, once its copies land
-      mbar::init(&empty[i], C::CONSUMER_WARPS);     // one arrival per consumer warp
+      mbar::init(&full[i], C::PRODUCERS);  // every producer thread, once its copies land
+      mbar::init(&empty[i], live_warps);   // one arrival per live consumer warp
     }
   }
 
@@ -260,6 +272,9 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG>::THREADS, 1) flash_w
     return;
   }
   if constexpr (!LOCK) setmaxnreg_inc<C::CONSUMER_REGS>();
+  if constexpr (C::SKIPDEAD) {
+    if (warp >= live_warps) return;  // no real query row (the empty barriers do not count it)
+  }
 
   // ---- consumers
   // This thread's share of rel_w / scale in the score accumulators' layout (tile-independent).
@@ -440,7 +455,9 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG>::THREADS, 1) flash_w
   }
 
   // ---- epilogue: normalise, stage each warp's 16 rows in the (now free) K/V ring, 16-byte stores.
-  consumer_sync<CONSUMERS>();  // every consumer warpgroup is done with the ring (the producers are idle)
+  // Every (live) consumer warpgroup is done with the ring (the producers are idle).
+  if constexpr (C::SKIPDEAD) consumer_sync_n(32 * live_warps);
+  else consumer_sync<CONSUMERS>();
   lrow0 = quad_sum(lrow0);
   lrow1 = quad_sum(lrow1);
   const float inv0 = lrow0 > 0.f ? 1.f / lrow0 : 0.f, inv1 = lrow1 > 0.f ? 1.f / lrow1 : 0.f;
@@ -460,18 +477,19 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG>::THREADS, 1) flash_w
           *reinterpret_cast<const uint4*>(St + (warp * 16 + r) * LDS + c * 8);
   }
 #else
-  using C = WgCfg<HD, BN_, LOCK, CWG>;  // (referenced so that the sm_80 pass does not warn about unused members)
+  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD>;  // (referenced so that the sm_80 pass does not warn about unused members)
   static_assert(C::CPR > 0 && C::KS > 0 && C::NT8 > 0 && C::PK > 0 && C::KH > 0 && C::NW8 > 0, "");
   (void)p;
   __trap();  // never launched: wgmma_relpos_plan only accepts sm_90 devices
 #endif
 }
 
-template <int HD, int BN, bool LOCK, int CWG = 2>
+template <int HD, int BN, bool LOCK, int CWG = 2, bool SKIPDEAD = false>
 void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
   static std::atomic<int> configured{0};
-  ensure_smem(flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG>, smem, configured, "bf16 wgmma");
-  flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG><<<blocks, WgCfg<HD, BN, LOCK, CWG>::THREADS, smem, stream>>>(p);
+  ensure_smem(flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD>, smem, configured, "bf16 wgmma");
+  flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD>
+      <<<blocks, WgCfg<HD, BN, LOCK, CWG, SKIPDEAD>::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_wgmma_relpos_kernel launch");
 }
 
@@ -481,7 +499,8 @@ void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
 // BENCHMARKS.md 2026-12-03 18:44 session, call 5); "0" -> off (the mma.sync kernel runs); "wg2" ->
 // two consumer warpgroups at head dim 64 too; "bn128" -> 128-key tiles, two key rows (half the
 // per-tile waits, reductions and O rescaling per key, twice the score registers); "lockstep" ->
-// the first, lockstep schedule. Anything else is the default. Measured and taken out (BENCHMARKS.md,
+// the first, lockstep schedule; "skipdead" -> the default with WgCfg::SKIPDEAD (written 2026-12-03
+// 22:29 session, NOT yet run on a GPU). Anything else is the default. Measured and taken out (BENCHMARKS.md,
 // 2026-12-03 22:30 session): three consumer warpgroups at head dim 80 too, rel_w read from shared
 // memory every tile (vit_h 91.5 vs 92.0 img/s); the row sums of P from P V with a block of ones
 // appended to V (m64n72 / n88: 26 fewer instructions per tile, but vit_b's global attention 23.05
@@ -495,6 +514,7 @@ WgmmaVariant variant_from_env() {
     if (s == "wg2") return WgmmaVariant::Keys64;
     if (s == "bn128") return WgmmaVariant::Keys128;
     if (s == "lockstep") return WgmmaVariant::Lockstep;
+    if (s == "skipdead") return WgmmaVariant::SkipDead;
     return WgmmaVariant::Keys64Wg3;
   }();
   return v;
@@ -514,6 +534,11 @@ WgmmaPlan plan_for(WgmmaVariant v, int relH) {
       if constexpr (HD != 64) return plan_for<HD>(WgmmaVariant::Keys64, relH);  // two warpgroups at head dim 80
       else pl.smem = wg_smem_bytes<WgCfg<HD, 64, false, 3>>(relH), pl.bm = WgCfg<HD, 64, false, 3>::BM;
       break;
+    case WgmmaVariant::SkipDead: {
+      using C = WgCfg<HD, 64, false, HD == 64 ? 3 : 2, true>;
+      pl.smem = wg_smem_bytes<C>(relH), pl.bm = C::BM;
+      break;
+    }
     case WgmmaVariant::Off: break;
   }
   return pl;
@@ -529,6 +554,7 @@ void launch_variant(const WgmmaPlan& pl, const KParams& p, int blocks, cudaStrea
       if constexpr (HD == 64) launch<HD, 64, false, 3>(p, blocks, pl.smem, stream);
       else throw Error("wgmma attention: the three-warpgroup plan is for head dim 64");  // (plan_for never makes it)
       break;
+    case WgmmaVariant::SkipDead: launch<HD, 64, false, HD == 64 ? 3 : 2, true>(p, blocks, pl.smem, stream); break;
     case WgmmaVariant::Off: throw Error("wgmma attention: launched without a plan");
   }
 }
