@@ -21,16 +21,9 @@
 #include <string>
 #include <vector>
 
-namespace {
+#include "cuda_check.h"
 
-#define CHECK(x)                                                                              \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));        \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
+namespace {
 
 constexpr int kTileRows = 128;
 constexpr int kThreads = 256;  // 8 warps, 16 rows each

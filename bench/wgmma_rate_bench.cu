@@ -23,16 +23,9 @@
 
 #include "ops/cuda/wgmma.cuh"
 
-namespace {
+#include "cuda_check.h"
 
-#define CHECK(x)                                                                              \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));        \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
+namespace {
 
 constexpr int kK = 64;              // K per group: 4 k16 steps (the attention kernels' head dim 64)
 constexpr int kSmemBytes = 160 << 10;  // > half of the SM's shared memory: one CTA per SM
