@@ -499,7 +499,9 @@ TEST_F(CudaOps, PermuteExact) {
     std::vector<int> perm;
   };
   const Case cases[] = {{{2, 3, 4, 5}, {0, 2, 3, 1}}, {{2, 3, 4, 5}, {3, 2, 1, 0}}, {{2, 3, 1, 4, 5, 3}, {5, 0, 4, 1, 3, 2}},
-                        {{7}, {0}},                   {{6, 5}, {1, 0}},             {{1, 64, 64, 24}, {0, 3, 1, 2}}};
+                        {{7}, {0}},                   {{6, 5}, {1, 0}},             {{1, 64, 64, 24}, {0, 3, 1, 2}},
+                        // batches of transposes (the tiled kernel): tiles cut at both edges, one batch
+                        {{3, 40, 70, 33}, {0, 3, 1, 2}}, {{100, 129}, {1, 0}}, {{5, 1, 37, 1, 64}, {0, 4, 1, 3, 2}}};
   uint32_t seed = 1000;
   for (DType dt : kDtypes)
     for (const Case& c : cases) {

@@ -1,5 +1,6 @@
 #include "ops/cuda/layout.h"
 #include "ops/cuda/im2col_taps.h"
+#include "ops/cuda/permute_plan.h"
 
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/runtime.h"
@@ -28,6 +29,31 @@ __global__ void permute_kernel(const T* x, T* out, int64_t total, PermuteParams 
       rem /= p.out_shape[d];
     }
     out[i] = x[off];
+  }
+}
+
+// out[b] = x[b]^T for B matrices of R x C: 32 x 32 tiles through shared memory, so that both the
+// reads (along C) and the writes (along R) are whole runs of a row. (The general kernel above reads
+// with a stride of C elements here: SAM's final NHWC -> NCHW permute of the embeddings, [32, 4096,
+// 256], took 0.42 ms, ~6x the copy time.)
+constexpr int kTransposeTile = 32, kTransposeRows = 8;  // block: 32 x 8 threads
+template <class T>
+__global__ void transpose_kernel(const T* x, T* out, int64_t B, int64_t R, int64_t C) {
+  __shared__ T tile[kTransposeTile][kTransposeTile + 1];  // +1: the column reads hit distinct banks
+  const int64_t tiles_c = (C + kTransposeTile - 1) / kTransposeTile, tiles_r = (R + kTransposeTile - 1) / kTransposeTile;
+  const int64_t per_matrix = tiles_r * tiles_c;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  for (int64_t t = blockIdx.x; t < B * per_matrix; t += gridDim.x) {
+    const int64_t b = t / per_matrix, rem = t - b * per_matrix, r0 = rem / tiles_c * kTransposeTile,
+                  c0 = rem % tiles_c * kTransposeTile;
+    const T* xb = x + b * R * C;
+    T* ob = out + b * R * C;
+    for (int i = ty; i < kTransposeTile; i += kTransposeRows)
+      if (r0 + i < R && c0 + tx < C) tile[i][tx] = xb[(r0 + i) * C + c0 + tx];
+    __syncthreads();
+    for (int i = ty; i < kTransposeTile; i += kTransposeRows)
+      if (c0 + i < C && r0 + tx < R) ob[(c0 + i) * R + r0 + tx] = tile[tx][i];
+    __syncthreads();  // the tile is refilled by the next iteration
   }
 }
 
@@ -159,6 +185,23 @@ void permute(size_t elem_size, const void* x, void* out, const std::vector<int64
               " dims (at most ", kMaxDims, ") with ", perm.size(), " axes");
   const int64_t total = shape_numel(shape);
   if (total == 0) return;
+  // A batch of matrix transposes ([B,] R, C -> [B,] C, R after merging): the tiled kernel.
+  const MergedPermutation merged = merge_permutation(shape, perm);
+  const std::vector<int64_t>& ms = merged.shape;
+  const std::vector<int>& mp = merged.perm;
+  const bool transpose2 = mp.size() == 2 && mp[0] == 1, transpose3 = mp.size() == 3 && mp == std::vector<int>{0, 2, 1};
+  if (transpose2 || transpose3) {
+    const int64_t B = transpose3 ? ms[0] : 1, R = ms[mp.size() - 2], C = ms[mp.size() - 1];
+    const int64_t tiles = B * ((R + kTransposeTile - 1) / kTransposeTile) * ((C + kTransposeTile - 1) / kTransposeTile);
+    const int blocks = static_cast<int>(std::min<int64_t>(tiles, int64_t{1} << 20));
+    dispatch_size(elem_size, "permute", [&](auto tag) {
+      using T = decltype(tag);
+      transpose_kernel<T><<<blocks, dim3(kTransposeTile, kTransposeRows), 0, current_stream()>>>(
+          static_cast<const T*>(x), static_cast<T*>(out), B, R, C);
+    });
+    check_launch("transpose kernel");
+    return;
+  }
   std::vector<int64_t> in_stride(nd);
   int64_t s = 1;
   for (int d = nd - 1; d >= 0; --d) {
