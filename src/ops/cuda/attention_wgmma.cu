@@ -68,21 +68,12 @@ using ptx::mma_bf16;
 // once instead of computing rows nobody reads (~3% of the work); the ring's empty barriers then
 // count the live warps only. A template flag, so that the other variants' code stays as measured
 // (a run-time branch changed ptxas's schedule of the key loop).
-// ORDER: the consumer warpgroups issue their wgmmas in turn (a token passed round a ring of named
-// barriers, FlashAttention-3's "ping-pong" scheduler barriers): warpgroup w issues Q K^T of tile kt
-// and P V of tile kt - 1 only after warpgroup w - 1 has issued its own, so the tensor cores finish
-// one warpgroup's S before the next one's and the softmaxes are staggered instead of contending for
-// the MUFU all at once. Why: at head dim 64 a tile's exps take the SM's MUFU (16 / clk) exactly as
-// long as its wgmmas take the tensor cores (256 clk per warpgroup and 64-key tile each), and ncu's
-// 41% tensor-pipe use matches the two phases running one after the other for all warpgroups
-// together (BENCHMARKS.md, 2026-12-04).
-template <int HD_, int BN_, bool LOCK_ = false, int CWG_ = 2, bool SKIPDEAD_ = false, bool ORDER_ = false>
+template <int HD_, int BN_, bool LOCK_ = false, int CWG_ = 2, bool SKIPDEAD_ = false>
 struct WgCfg {
   static constexpr int HD = HD_;
   static constexpr bool LOCK = LOCK_;
   static constexpr int CWG = CWG_;
   static constexpr bool SKIPDEAD = SKIPDEAD_;
-  static constexpr bool ORDER = ORDER_;
   static constexpr int RELW = 64;      // the grid's width: one key row
   static constexpr int BN = BN_;       // keys per tile: one (64) or two (128) key rows of the grid
   static constexpr int KH = BN / RELW;  // key rows per tile
@@ -115,7 +106,6 @@ struct WgCfg {
   static constexpr int kv_elems = STAGES * 2 * tile_elems;
   static_assert(!LOCK || BN == 64, "the lockstep schedule is kept in its measured form only");
   static_assert(!LOCK || !SKIPDEAD, "the lockstep schedule's CTA barriers need every warp");
-  static_assert(!ORDER || (!LOCK && !SKIPDEAD), "the token ring needs every consumer warpgroup, warp-specialised");
   static_assert(kv_elems >= BM * LDS, "the output staging fits the K/V ring");
   static_assert(kv_elems >= 4 * RELW * LDS, "the prologue's table chunk fits the K/V ring");
   static_assert(BN == 64 || BN == 128, "wgmma.cuh has the n64 / n128 shapes for S");
@@ -165,13 +155,6 @@ __device__ __forceinline__ void consumer_sync() {
 }
 // The same for the first n consumer threads (a multiple of 32).
 __device__ __forceinline__ void consumer_sync_n(int n) { asm volatile("bar.sync 1, %0;\n" ::"r"(n) : "memory"); }
-// The ORDER token ring: named barrier 2 + w belongs to consumer warpgroup w. Warpgroup w waits on
-// it (its 128 threads + the 128 arrivals of warpgroup w - 1) before issuing, and arrives, without
-// waiting, on warpgroup w + 1's once its wgmmas are issued.
-__device__ __forceinline__ void ring_wait(int wg) { asm volatile("bar.sync %0, 256;\n" ::"r"(2 + wg) : "memory"); }
-__device__ __forceinline__ void ring_pass(int next_wg) {
-  asm volatile("bar.arrive %0, 256;\n" ::"r"(2 + next_wg) : "memory");
-}
 
 #endif
 
@@ -195,11 +178,11 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const unsigned (&a)[4]
 #endif
 }
 
-template <int HD, int BN_, bool LOCK, int CWG, bool SKIPDEAD, bool ORDER>
-__global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, ORDER>::THREADS, 1)
+template <int HD, int BN_, bool LOCK, int CWG, bool SKIPDEAD>
+__global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD>::THREADS, 1)
     flash_wgmma_relpos_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
-  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, ORDER>;
+  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD>;
   constexpr int THREADS = C::THREADS, BM = C::BM, BN = C::BN, CPR = C::CPR, KS = C::KS, NT8 = C::NT8;
   constexpr int LDS = C::LDS, SW = C::SW, SH = C::SH, STAGES = C::STAGES, TE = C::tile_elems;
   constexpr int CONSUMERS = 32 * C::CONSUMER_WARPS;
@@ -214,7 +197,6 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, ORDER>::TH
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
-  [[maybe_unused]] const int wg = warp >> 2, next_wg = wg + 1 < C::CWG ? wg + 1 : 0;  // (consumers: the ORDER ring)
   const bool consumer = warp < C::CONSUMER_WARPS;
   const int tile = blockIdx.x % p.num_qtiles;
   const int sh = blockIdx.x / p.num_qtiles;
@@ -329,7 +311,6 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, ORDER>::TH
 #pragma unroll
     for (int i = 0; i < NT8 * 4; ++i) sc[i] = bw[i % (C::NW8 * 4)];  // every key row of the tile
     wgmma::fence_operands(sc);
-    if constexpr (C::ORDER) ring_wait(wg);  // this warpgroup's turn to issue (passed on after P V)
     wgmma::fence();
     const uint64_t d = kdesc0 + slot_desc16(kt);
 #pragma unroll
@@ -448,13 +429,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, ORDER>::TH
     // FlashAttention-3's intra-warpgroup order: Q K^T of tile kt and P V of tile kt - 1 are issued
     // back to back; the softmax of tile kt runs while P V is on the tensor cores. O is rescaled
     // for tile kt after P V of tile kt - 1 has retired (nothing in flight), before P V of tile kt.
-    // ORDER: the last warpgroup's token opens the ring for warpgroup 0 (then every warpgroup
-    // waits and passes once per issue; warpgroup 0 takes the last pass after the loop).
-    if constexpr (C::ORDER) {
-      if (wg == C::CWG - 1) ring_pass(0);
-    }
     issue_qk(sc, 0);
-    if constexpr (C::ORDER) ring_pass(next_wg);
     wgmma::wait<0>();
     wgmma::fence_operands(sc);
     softmax(sc, 0);
@@ -462,7 +437,6 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, ORDER>::TH
     for (int kt = 1; kt < nkt; ++kt) {
       issue_qk(sc, kt);
       issue_pv(pa, kt - 1);
-      if constexpr (C::ORDER) ring_pass(next_wg);
       wgmma::wait<1>();  // Q K^T of tile kt (P V of tile kt - 1 may still run)
       wgmma::fence_operands(sc);
       softmax(sc, kt);
@@ -475,12 +449,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, ORDER>::TH
       to_p(sc, pa);
       rescale_if_needed();
     }
-    if constexpr (C::ORDER) ring_wait(wg);
     issue_pv(pa, nkt - 1);
-    if constexpr (C::ORDER) {
-      ring_pass(next_wg);
-      if (wg == 0) ring_wait(0);  // the last warpgroup's final pass: no arrival left pending
-    }
     wgmma::wait<0>();
     wgmma::fence_operands(o);
   }
@@ -508,19 +477,19 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, ORDER>::TH
           *reinterpret_cast<const uint4*>(St + (warp * 16 + r) * LDS + c * 8);
   }
 #else
-  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, ORDER>;  // (referenced so that the sm_80 pass does not warn about unused members)
+  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD>;  // (referenced so that the sm_80 pass does not warn about unused members)
   static_assert(C::CPR > 0 && C::KS > 0 && C::NT8 > 0 && C::PK > 0 && C::KH > 0 && C::NW8 > 0, "");
   (void)p;
   __trap();  // never launched: wgmma_relpos_plan only accepts sm_90 devices
 #endif
 }
 
-template <int HD, int BN, bool LOCK, int CWG = 2, bool SKIPDEAD = false, bool ORDER = false>
+template <int HD, int BN, bool LOCK, int CWG = 2, bool SKIPDEAD = false>
 void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
   static std::atomic<int> configured{0};
-  ensure_smem(flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD, ORDER>, smem, configured, "bf16 wgmma");
-  flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD, ORDER>
-      <<<blocks, WgCfg<HD, BN, LOCK, CWG, SKIPDEAD, ORDER>::THREADS, smem, stream>>>(p);
+  ensure_smem(flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD>, smem, configured, "bf16 wgmma");
+  flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD>
+      <<<blocks, WgCfg<HD, BN, LOCK, CWG, SKIPDEAD>::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_wgmma_relpos_kernel launch");
 }
 
@@ -530,9 +499,8 @@ void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
 // BENCHMARKS.md 2026-12-03 18:44 session, call 5); "0" -> off (the mma.sync kernel runs); "wg2" ->
 // two consumer warpgroups at head dim 64 too; "bn128" -> 128-key tiles, two key rows (half the
 // per-tile waits, reductions and O rescaling per key, twice the score registers); "lockstep" ->
-// the first, lockstep schedule; "skipdead" -> the default with WgCfg::SKIPDEAD (vit_b 454.1 vs 452.2
-// img/s, vit_h 89.1 vs 89.5: noise, 2026-12-04 call 1); "order" -> the default's warpgroups with
-// WgCfg::ORDER (written 2026-12-04, NOT yet run on a GPU). Anything else is the default. Measured and taken out (BENCHMARKS.md,
+// the first, lockstep schedule; "skipdead" -> the default with WgCfg::SKIPDEAD (written 2026-12-03
+// 22:29 session, NOT yet run on a GPU). Anything else is the default. Measured and taken out (BENCHMARKS.md,
 // 2026-12-03 22:30 session): three consumer warpgroups at head dim 80 too, rel_w read from shared
 // memory every tile (vit_h 91.5 vs 92.0 img/s); the row sums of P from P V with a block of ones
 // appended to V (m64n72 / n88: 26 fewer instructions per tile, but vit_b's global attention 23.05
@@ -547,7 +515,6 @@ WgmmaVariant variant_from_env() {
     if (s == "bn128") return WgmmaVariant::Keys128;
     if (s == "lockstep") return WgmmaVariant::Lockstep;
     if (s == "skipdead") return WgmmaVariant::SkipDead;
-    if (s == "order") return WgmmaVariant::Ordered;
     return WgmmaVariant::Keys64Wg3;
   }();
   return v;
@@ -572,11 +539,6 @@ WgmmaPlan plan_for(WgmmaVariant v, int relH) {
       pl.smem = wg_smem_bytes<C>(relH), pl.bm = C::BM;
       break;
     }
-    case WgmmaVariant::Ordered: {
-      using C = WgCfg<HD, 64, false, HD == 64 ? 3 : 2, false, true>;
-      pl.smem = wg_smem_bytes<C>(relH), pl.bm = C::BM;
-      break;
-    }
     case WgmmaVariant::Off: break;
   }
   return pl;
@@ -593,9 +555,6 @@ void launch_variant(const WgmmaPlan& pl, const KParams& p, int blocks, cudaStrea
       else throw Error("wgmma attention: the three-warpgroup plan is for head dim 64");  // (plan_for never makes it)
       break;
     case WgmmaVariant::SkipDead: launch<HD, 64, false, HD == 64 ? 3 : 2, true>(p, blocks, pl.smem, stream); break;
-    case WgmmaVariant::Ordered:
-      launch<HD, 64, false, HD == 64 ? 3 : 2, false, true>(p, blocks, pl.smem, stream);
-      break;
     case WgmmaVariant::Off: throw Error("wgmma attention: launched without a plan");
   }
 }
