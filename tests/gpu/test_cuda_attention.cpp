@@ -167,9 +167,22 @@ struct RelposCase {
   Rel rel;
 };
 
-void run_relpos(const RelposCase& c, uint64_t seed) {
+// Keys of grid rows [y0, y1) multiplied by `factor` (before the bf16 rounding): scores that jump far
+// above those of the first key rows, as a softmax without per-tile maxima must survive.
+struct KeyRowScale {
+  int64_t y0 = 0, y1 = 0;
+  float factor = 1.f;
+};
+
+void run_relpos(const RelposCase& c, uint64_t seed, const std::vector<KeyRowScale>& key_scales = {}) {
   const int64_t N = c.H * c.W, C = int64_t{c.heads} * c.hd;
   Tensor qkv = randn({c.B, N, 3 * C}, seed);
+  for (const KeyRowScale& ks : key_scales)
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t t = ks.y0 * c.W; t < std::min(ks.y1, c.H) * c.W; ++t) {
+        float* k = qkv.data<float>() + (b * N + t) * 3 * C + C;
+        for (int64_t j = 0; j < C; ++j) k[j] *= ks.factor;
+      }
   if (c.dt == DType::BF16) qkv = round_bf16(qkv);
   RelTabs rt = make_rel(c.rel, c.H, c.W, c.hd, seed + 100);
   const bool rel = c.rel != Rel::None;
@@ -340,6 +353,20 @@ TEST(CudaAttention, RelposGlobal64) {
   run_relpos({DType::BF16, 2, 64, 64, 2, 64, Rel::BF16}, seed++);
   run_relpos({DType::BF16, 1, 64, 64, 2, 80, Rel::F32}, seed++);
   run_relpos({DType::BF16, 1, 64, 64, 2, 64, Rel::None}, seed++);
+}
+
+// Scores far above the first key tile's (with 64 x 64 grids a key tile is one grid row): rows 5..7
+// reach ~50 nats more (2^70 and more over the first tile's maximum), rows 10..19 ~100 (the exps of a
+// softmax that kept the earlier maximum would overflow); and the opposite, the largest
+// scores in the first tile. (VITRT_ATTN_WGMMA=nomax takes its fall-back path here.)
+TEST(CudaAttention, RelposGlobalScoreJumps) {
+  REQUIRE_GPU();
+  uint64_t seed = 3500;
+  for (int hd : {64, 80}) {
+    run_relpos({DType::BF16, 1, 64, 64, 2, hd, Rel::F32}, seed++, {{5, 8, 16.f}, {10, 20, 30.f}});
+    run_relpos({DType::BF16, 1, 64, 64, 1, hd, Rel::BF16}, seed++, {{0, 1, 30.f}});
+    run_relpos({DType::F32, 1, 64, 64, 1, hd, Rel::F32}, seed++, {{5, 8, 16.f}, {10, 20, 30.f}});
+  }
 }
 
 TEST(CudaAttention, WindowedVariant) {
