@@ -358,7 +358,7 @@ TEST(CudaAttention, RelposGlobal64) {
 // Scores far above the first key tile's (with 64 x 64 grids a key tile is one grid row): rows 5..7
 // reach ~50 nats more (2^70 and more over the first tile's maximum), rows 10..19 ~100 (the exps of a
 // softmax that kept the earlier maximum would overflow); and the opposite, the largest
-// scores in the first tile. (VITRT_ATTN_WGMMA=nomax takes its fall-back path here.)
+// scores in the first tile. (A softmax without per-tile maxima, measured 2026-12-04, needed its fall-back path here.)
 TEST(CudaAttention, RelposGlobalScoreJumps) {
   REQUIRE_GPU();
   uint64_t seed = 3500;

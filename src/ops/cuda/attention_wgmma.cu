@@ -68,22 +68,12 @@ using ptx::mma_bf16;
 // once instead of computing rows nobody reads (~3% of the work); the ring's empty barriers then
 // count the live warps only. A template flag, so that the other variants' code stays as measured
 // (a run-time branch changed ptxas's schedule of the key loop).
-// SPEC: the softmax of every tile after the first skips its row maxima. The exps use the row's
-// reference maximum as it stands (the first tile's, exact), which is safe while every p stays
-// finite; the tile's row sums (computed anyway) tell: if one of a warp's exceeds 2^64 (or is not a
-// number), the warp computes its 16 rows of S again (mma.sync from the Q fragments and the K tile,
-// still in its slot) and runs the exact softmax on them, which moves the maximum and rescales O.
-// Why: at head dim 64 the exps of a tile take the SM's MUFU as long as its wgmmas take the tensor
-// cores, and the max tree (36 FMNMX, 4 shuffles per warp and tile) sits between them on every
-// tile's critical path. Exactness: m never exceeds the running true maximum, so no p underflows
-// that the exact softmax would keep, and p <= 2^64 keeps P V and the row sums far from overflow.
-template <int HD_, int BN_, bool LOCK_ = false, int CWG_ = 2, bool SKIPDEAD_ = false, bool SPEC_ = false>
+template <int HD_, int BN_, bool LOCK_ = false, int CWG_ = 2, bool SKIPDEAD_ = false>
 struct WgCfg {
   static constexpr int HD = HD_;
   static constexpr bool LOCK = LOCK_;
   static constexpr int CWG = CWG_;
   static constexpr bool SKIPDEAD = SKIPDEAD_;
-  static constexpr bool SPEC = SPEC_;
   static constexpr int RELW = 64;      // the grid's width: one key row
   static constexpr int BN = BN_;       // keys per tile: one (64) or two (128) key rows of the grid
   static constexpr int KH = BN / RELW;  // key rows per tile
@@ -116,7 +106,6 @@ struct WgCfg {
   static constexpr int kv_elems = STAGES * 2 * tile_elems;
   static_assert(!LOCK || BN == 64, "the lockstep schedule is kept in its measured form only");
   static_assert(!LOCK || !SKIPDEAD, "the lockstep schedule's CTA barriers need every warp");
-  static_assert(!LOCK || !SPEC, "the lockstep schedule is kept in its measured form only");
   static_assert(kv_elems >= BM * LDS, "the output staging fits the K/V ring");
   static_assert(kv_elems >= 4 * RELW * LDS, "the prologue's table chunk fits the K/V ring");
   static_assert(BN == 64 || BN == 128, "wgmma.cuh has the n64 / n128 shapes for S");
@@ -189,11 +178,11 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const unsigned (&a)[4]
 #endif
 }
 
-template <int HD, int BN_, bool LOCK, int CWG, bool SKIPDEAD, bool SPEC>
-__global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, SPEC>::THREADS, 1)
+template <int HD, int BN_, bool LOCK, int CWG, bool SKIPDEAD>
+__global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD>::THREADS, 1)
     flash_wgmma_relpos_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
-  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, SPEC>;
+  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD>;
   constexpr int THREADS = C::THREADS, BM = C::BM, BN = C::BN, CPR = C::CPR, KS = C::KS, NT8 = C::NT8;
   constexpr int LDS = C::LDS, SW = C::SW, SH = C::SH, STAGES = C::STAGES, TE = C::tile_elems;
   constexpr int CONSUMERS = 32 * C::CONSUMER_WARPS;
@@ -391,60 +380,6 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, SPEC>::THR
     lrow0 = lrow0 * al0 + tree_reduce<NT8>(t0, [](float a, float b) { return a + b; });
     lrow1 = lrow1 * al1 + tree_reduce<NT8>(t1, [](float a, float b) { return a + b; });
   };
-  // SPEC: this warp's 16 rows of S for tile kt again (rel_w / scale + Q K^T), with mma.sync: the Q
-  // fragments are in mma.sync's A layout and the wgmma accumulators in its C layout, and K is read
-  // from its slot with ldmatrix (four 8 x 8 core matrices: keys n..n+7 / n+8..n+15, dims of chunk
-  // 2 ks / 2 ks + 1). Only on the rare fall-back path of softmax_spec.
-  auto recompute_s = [&](float(&sc)[NT8 * 4], int kt) {
-    const bf16* Ks = slot_k(kt);
-#pragma unroll
-    for (int i = 0; i < NT8 * 4; ++i) sc[i] = bw[i % (C::NW8 * 4)];
-#pragma unroll
-    for (int n2 = 0; n2 < NT8 / 2; ++n2) {
-#pragma unroll
-      for (int ks = 0; ks < KS; ++ks) {
-        unsigned b0, b1, b2, b3;
-        ldsm_x4(b0, b1, b2, b3,
-                Ks + core_matrix_offset<CPR>(n2 * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * ks + ((lane >> 3) & 1)));
-        float d0[4] = {sc[(2 * n2) * 4 + 0], sc[(2 * n2) * 4 + 1], sc[(2 * n2) * 4 + 2], sc[(2 * n2) * 4 + 3]};
-        float d1[4] = {sc[(2 * n2 + 1) * 4 + 0], sc[(2 * n2 + 1) * 4 + 1], sc[(2 * n2 + 1) * 4 + 2],
-                       sc[(2 * n2 + 1) * 4 + 3]};
-        mma_bf16(d0, qf[0][ks], b0, b1);
-        mma_bf16(d1, qf[0][ks], b2, b3);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) sc[(2 * n2) * 4 + j] = d0[j], sc[(2 * n2 + 1) * 4 + j] = d1[j];
-      }
-    }
-  };
-  // SPEC: tile kt's softmax against the reference maxima as they stand (see WgCfg::SPEC); the exact
-  // one on S computed again when a row sum leaves the safe range (the branch is warp-uniform).
-  auto softmax_spec = [&](float(&sc)[NT8 * 4], int kt) {
-    constexpr float kSpecLimit = 18446744073709551616.f;  // 2^64
-    float2 bhk[C::KH];
-#pragma unroll
-    for (int j = 0; j < C::KH; ++j) bhk[j] = *reinterpret_cast<const float2*>(bh_row + (kt * C::KH + j) * SH);
-    float t0[NT8], t1[NT8];
-#pragma unroll
-    for (int nt = 0; nt < NT8; ++nt) {
-      const float c0 = bhk[nt / C::NW8].x - mrow0, c1 = bhk[nt / C::NW8].y - mrow1;
-      sc[nt * 4 + 0] = ex2(fmaf(sc[nt * 4 + 0], p.scale_log2, c0));
-      sc[nt * 4 + 1] = ex2(fmaf(sc[nt * 4 + 1], p.scale_log2, c0));
-      sc[nt * 4 + 2] = ex2(fmaf(sc[nt * 4 + 2], p.scale_log2, c1));
-      sc[nt * 4 + 3] = ex2(fmaf(sc[nt * 4 + 3], p.scale_log2, c1));
-      t0[nt] = sc[nt * 4 + 0] + sc[nt * 4 + 1];
-      t1[nt] = sc[nt * 4 + 2] + sc[nt * 4 + 3];
-    }
-    const float s0 = tree_reduce<NT8>(t0, [](float a, float b) { return a + b; });
-    const float s1 = tree_reduce<NT8>(t1, [](float a, float b) { return a + b; });
-    if (__all_sync(0xffffffffu, s0 <= kSpecLimit && s1 <= kSpecLimit)) {  // (false for NaN)
-      lrow0 += s0;
-      lrow1 += s1;
-      al0 = al1 = 1.f;
-    } else {
-      recompute_s(sc, kt);
-      softmax(sc, kt);
-    }
-  };
   // P as bf16 A fragments, two n8 tiles of S per k16 step.
   auto to_p = [&](const float(&sc)[NT8 * 4], unsigned(&pa)[C::PK][4]) {
 #pragma unroll
@@ -504,8 +439,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, SPEC>::THR
       issue_pv(pa, kt - 1);
       wgmma::wait<1>();  // Q K^T of tile kt (P V of tile kt - 1 may still run)
       wgmma::fence_operands(sc);
-      if constexpr (C::SPEC) softmax_spec(sc, kt);
-      else softmax(sc, kt);
+      softmax(sc, kt);
       wgmma::fence_operands(sc);
       pin(lrow0, lrow1, al0, al1);
       wgmma::wait<0>();
@@ -543,19 +477,19 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, SPEC>::THR
           *reinterpret_cast<const uint4*>(St + (warp * 16 + r) * LDS + c * 8);
   }
 #else
-  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, SPEC>;  // (referenced so that the sm_80 pass does not warn about unused members)
+  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD>;  // (referenced so that the sm_80 pass does not warn about unused members)
   static_assert(C::CPR > 0 && C::KS > 0 && C::NT8 > 0 && C::PK > 0 && C::KH > 0 && C::NW8 > 0, "");
   (void)p;
   __trap();  // never launched: wgmma_relpos_plan only accepts sm_90 devices
 #endif
 }
 
-template <int HD, int BN, bool LOCK, int CWG = 2, bool SKIPDEAD = false, bool SPEC = false>
+template <int HD, int BN, bool LOCK, int CWG = 2, bool SKIPDEAD = false>
 void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
   static std::atomic<int> configured{0};
-  ensure_smem(flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD, SPEC>, smem, configured, "bf16 wgmma");
-  flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD, SPEC>
-      <<<blocks, WgCfg<HD, BN, LOCK, CWG, SKIPDEAD, SPEC>::THREADS, smem, stream>>>(p);
+  ensure_smem(flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD>, smem, configured, "bf16 wgmma");
+  flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD>
+      <<<blocks, WgCfg<HD, BN, LOCK, CWG, SKIPDEAD>::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_wgmma_relpos_kernel launch");
 }
 
@@ -566,13 +500,17 @@ void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
 // two consumer warpgroups at head dim 64 too; "bn128" -> 128-key tiles, two key rows (half the
 // per-tile waits, reductions and O rescaling per key, twice the score registers); "lockstep" ->
 // the first, lockstep schedule; "skipdead" -> the default with WgCfg::SKIPDEAD (vit_b 454.1 vs 452.2
-// img/s, vit_h 89.1 vs 89.5: noise, 2026-12-04 call 1); "nomax" -> the default's warpgroups with
-// WgCfg::SPEC (written 2026-12-04, NOT yet run on a GPU). Anything else is the default. Measured and taken out (BENCHMARKS.md,
+// img/s, vit_h 89.1 vs 89.5: noise; 2026-12-04 call 1). Anything else is the default. Measured and taken out (BENCHMARKS.md,
 // 2026-12-03 22:30 session): three consumer warpgroups at head dim 80 too, rel_w read from shared
 // memory every tile (vit_h 91.5 vs 92.0 img/s); the row sums of P from P V with a block of ones
 // appended to V (m64n72 / n88: 26 fewer instructions per tile, but vit_b's global attention 23.05
 // vs 21.49 ms, vit_h's 45.04 vs 44.27); the rel_w seeds loaded from shared memory into S instead of
-// copied from registers (25.13 vs 21.49 ms, vit_h 55.23 vs 44.27).
+// copied from registers (25.13 vs 21.49 ms, vit_h 55.23 vs 44.27). And (2026-12-04, calls 2 and 3;
+// the kernel alone at vit_b / vit_h shapes): the consumer warpgroups issuing their wgmmas in turn,
+// a token passed round named barriers (FlashAttention-3's scheduler barriers): 4.859 vs 4.719 ms,
+// 4.372 vs 4.289; the tiles after the first without row maxima (the exps against the reference
+// maximum as it stood, a warp recomputing S with mma.sync when a row sum left 2^64; 35 fewer
+// instructions and 2 fewer MUFU per warp and tile): 5.214 vs 4.724 ms, 4.582 vs 4.251.
 WgmmaVariant variant_from_env() {
   static const WgmmaVariant v = [] {
     const char* e = std::getenv("VITRT_ATTN_WGMMA");
@@ -582,7 +520,6 @@ WgmmaVariant variant_from_env() {
     if (s == "bn128") return WgmmaVariant::Keys128;
     if (s == "lockstep") return WgmmaVariant::Lockstep;
     if (s == "skipdead") return WgmmaVariant::SkipDead;
-    if (s == "nomax") return WgmmaVariant::NoMax;
     return WgmmaVariant::Keys64Wg3;
   }();
   return v;
@@ -607,11 +544,6 @@ WgmmaPlan plan_for(WgmmaVariant v, int relH) {
       pl.smem = wg_smem_bytes<C>(relH), pl.bm = C::BM;
       break;
     }
-    case WgmmaVariant::NoMax: {
-      using C = WgCfg<HD, 64, false, HD == 64 ? 3 : 2, false, true>;
-      pl.smem = wg_smem_bytes<C>(relH), pl.bm = C::BM;
-      break;
-    }
     case WgmmaVariant::Off: break;
   }
   return pl;
@@ -628,7 +560,6 @@ void launch_variant(const WgmmaPlan& pl, const KParams& p, int blocks, cudaStrea
       else throw Error("wgmma attention: the three-warpgroup plan is for head dim 64");  // (plan_for never makes it)
       break;
     case WgmmaVariant::SkipDead: launch<HD, 64, false, HD == 64 ? 3 : 2, true>(p, blocks, pl.smem, stream); break;
-    case WgmmaVariant::NoMax: launch<HD, 64, false, HD == 64 ? 3 : 2, false, true>(p, blocks, pl.smem, stream); break;
     case WgmmaVariant::Off: throw Error("wgmma attention: launched without a plan");
   }
 }
