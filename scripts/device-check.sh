@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, run every GPU test, the GPU fidelity checks and the benchmarks,
 # then print a short table. Logs go to $OUT (or ./device-out). Usage:
-#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [server] [attn-sweep] [attn-ab] [ncu] [ncu-src] [ncu-cmd] [store] [wgmma-rate] [decoder-ref] [compare] [anchors] [anchors-compiled] [attn-bench]
+#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [amg] [server] [attn-sweep] [attn-ab] [gemm-ab] [ncu] [ncu-src] [ncu-cmd] [store] [wgmma-rate] [decoder-ref] [compare] [anchors] [anchors-compiled] [attn-bench]
 #   (default: tests bench)
 # The GPU machine has no internet: Debian packages travel as .deb files in .deps/ (see
 # scripts/fetch-device-deps.sh) and are unpacked into /tmp/deps; segment-anything(-fast) for the
@@ -29,6 +29,8 @@ if ! [ -f /usr/include/dnnl.hpp ]; then
   export CPATH=/tmp/deps/usr/include${CPATH:+:$CPATH}
   export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
+# CUTLASS headers from the wheel in .deps/ (offline), for gemm_cutlass.cu.
+scripts/fetch-cutlass.sh > "$OUT/fetch-cutlass.log" 2>&1 || add_summary "CUTLASS headers: not extracted (see fetch-cutlass.log)"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | tee "$OUT/gpu.txt"
 t0=$(date +%s)
 cmake -S . -B build-dev -DCMAKE_BUILD_TYPE=Release -DVITRT_BUILD_PYTHON=OFF -DVITRT_CUDA_SM80=OFF > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
@@ -254,6 +256,20 @@ import json,sys
 d=json.load(open(sys.argv[1]));p=d['profile']['ops']
 g=sum(r['ms'] for r in p if 'global' in r['op']);w=sum(r['ms'] for r in p if 'windowed' in r['op'])
 print('%.1f img/s; eager global %.2f ms, windowed %.2f ms'%(d['images_per_s'],g,w))" "$OUT/attn_ab_${m}_$v.json" 2>&1 | tail -c 200)"
+  done; done
+fi
+
+# gemm-ab: the encoder at batch 32 with the MLP's bias + GELU GEMM on cuBLASLt (0) and on CUTLASS (1,
+# VITRT_GEMM_CUTLASS): img/s and the lin1 + GELU time of one eager profile. GEMM_AB_MODELS.
+if has gemm-ab; then
+  for m in ${GEMM_AB_MODELS:-vit_b vit_h}; do for v in 0 1; do
+    VITRT_GEMM_CUTLASS=$v timeout 120 $V bench --device cuda --model $m --batch 32 --dtype bf16 --iters ${BENCH_ITERS:-5} \
+      --no-decoder --profile --json > "$OUT/gemm_ab_${m}_$v.json" 2> "$OUT/gemm_ab_${m}_$v.err"
+    add_summary "VITRT_GEMM_CUTLASS=$v, $m bs32: $(python3 -c "
+import json,sys
+d=json.load(open(sys.argv[1]));p=d['profile']['ops']
+g=sum(r['ms'] for r in p if 'gelu' in r['op'] and 'linear' in r['op'])
+print('%.1f img/s; eager linear + gelu %.2f ms'%(d['images_per_s'],g))" "$OUT/gemm_ab_${m}_$v.json" 2>&1 | tail -c 200)"
   done; done
 fi
 

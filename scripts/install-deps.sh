@@ -14,3 +14,5 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+# CUTLASS / CuTe headers (PyPI's nvidia-cutlass wheel, pinned) for the CUDA build.
+"$(dirname "$0")/fetch-cutlass.sh"

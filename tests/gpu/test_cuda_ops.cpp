@@ -29,6 +29,7 @@
 
 #ifdef VITRT_HAVE_CUDA
 #include "ops/cuda/gemm.h"
+#include "ops/cuda/gemm_cutlass.h"
 #include "ops/cuda/runtime.h"
 #endif
 
@@ -336,6 +337,41 @@ TEST_F(CudaOps, LinearAutotunedInPlace) {
   std::printf("[gemm plans autotuned so far: %lld]\n", static_cast<long long>(cuda::gemm_autotuned_plans()));
 #endif
 }
+
+#ifdef VITRT_HAVE_CUDA
+// The CUTLASS bias + GELU GEMM (gemm_cutlass.h; VITRT_GEMM_CUTLASS=1 puts it behind cu::linear) against
+// the CPU's linear with the exact GELU, on the bf16 values the GPU sees: the MLP shapes of vit_b and
+// vit_h, M not a multiple of the 128-row tile, small N and K; and the products it must decline.
+TEST_F(CudaOps, GemmCutlassBiasGelu) {
+  if (!cuda::cutlass_gemm_built() || !cuda::device_is_sm90()) GTEST_SKIP() << "no CUTLASS build or no sm_90 device";
+  Tensor ws = Tensor::empty({8 << 20}, DType::F32, Device::CUDA);  // 32 MiB, as gemm()'s workspace
+  const size_t ws_bytes = size_t{32} << 20;
+  struct Shape3 {
+    int64_t M, N, K;
+  };
+  uint32_t seed = 1200;
+  for (const Shape3 sh : {Shape3{1000, 3072, 768}, Shape3{131, 5120, 1280}, Shape3{64, 256, 64}, Shape3{4099, 1024, 512}}) {
+    Tensor x = randn({sh.M, sh.K}, ++seed), w = randn({sh.N, sh.K}, ++seed, 1.f / std::sqrt(float(sh.K)));
+    Tensor b = randn({sh.N}, ++seed, 0.5f);
+    Tensor bs = seen(b, DType::BF16);
+    Tensor want = ops::linear(seen(x, DType::BF16), seen(w, DType::BF16), &bs, Activation::GELU, nullptr);
+    Tensor xd = up(x, DType::BF16), wd = up(w, DType::BF16), bd = up(b, DType::BF16);
+    Tensor yd = Tensor::empty({sh.M, sh.N}, DType::BF16, Device::CUDA);
+    ASSERT_TRUE(cuda::cutlass_gemm_bias_gelu_bf16(xd.raw(), wd.raw(), bd.raw(), yd.raw(), sh.M, sh.N, sh.K, ws.raw(),
+                                                  ws_bytes, cuda::current_stream()))
+        << sh.M << "x" << sh.N << "x" << sh.K;
+    cuda::synchronize();
+    EXPECT_TRUE(close(down(yd), want, kTolBF16)) << sh.M << "x" << sh.N << "x" << sh.K;
+  }
+  // Declined, nothing enqueued: K not a multiple of 8, a pointer off 16 bytes, no workspace room.
+  Tensor xd = up(randn({64, 24}, 7), DType::BF16), wd = up(randn({64, 24}, 8), DType::BF16);
+  Tensor bd = up(randn({64}, 9), DType::BF16), yd = Tensor::empty({64, 64}, DType::BF16, Device::CUDA);
+  EXPECT_FALSE(cuda::cutlass_gemm_bias_gelu_bf16(xd.raw(), wd.raw(), bd.raw(), yd.raw(), 64, 64, 12, ws.raw(), ws_bytes,
+                                                 cuda::current_stream()));
+  EXPECT_FALSE(cuda::cutlass_gemm_bias_gelu_bf16(static_cast<char*>(xd.raw()) + 2, wd.raw(), bd.raw(), yd.raw(), 63, 64,
+                                                 16, ws.raw(), ws_bytes, cuda::current_stream()));
+}
+#endif
 
 TEST_F(CudaOps, LinearMisalignedViews) {
   // Row 1 onwards of [38, 53]: pointers aligned to 4 (F32) / 2 (BF16) bytes only.

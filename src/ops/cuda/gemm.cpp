@@ -10,6 +10,7 @@
 // so cuBLASLt's m = N, n = M, k = K, and its bias (one value per row of col-major D) is our
 // per-column bias [N], which is exactly nn.Linear's bias.
 #include "ops/cuda/gemm.h"
+#include "ops/cuda/gemm_cutlass.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -336,6 +337,13 @@ void gemm(const GemmArgs& g) {
     VITRT_CUDA_CHECK(cudaMalloc(&p, kWorkspaceBytes));
     ws = p;
   }
+  // Bias + GELU in bf16 on CUTLASS's kernel when asked (VITRT_GEMM_CUTLASS=1; gemm_cutlass.h says
+  // why); it declines (and cuBLASLt runs) for anything but packed, aligned, sm_90 products.
+  static const bool cutlass_on = env_flag("VITRT_GEMM_CUTLASS", false);
+  if (cutlass_on && g.gelu_tanh && g.bias && g.dtype == DType::BF16 && g.out_dtype() == DType::BF16 && g.trans_b &&
+      g.batch == 1 && g.alpha == 1.f && k.lda == g.K && k.ldb == g.K && k.ldd == g.N &&
+      cutlass_gemm_bias_gelu_bf16(g.a, g.b, g.bias, g.d, g.M, g.N, g.K, ws, kWorkspaceBytes, stream))
+    return;
   auto it = st.plans.find(k);
   if (it == st.plans.end()) it = st.plans.emplace(k, make_plan(st, k, g, t, td)).first;
   Plan& p = it->second;

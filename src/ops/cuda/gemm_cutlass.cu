@@ -1,0 +1,117 @@
+// CUTLASS GEMM with bias + exact GELU (gemm_cutlass.h). Compiled with the CUTLASS headers when CMake
+// finds them (VITRT_HAVE_CUTLASS, scripts/fetch-cutlass.sh); otherwise the entry points decline.
+//
+// NDEBUG before CUTLASS: its device-side asserts are function calls, and a call inside the kernel
+// makes ptxas serialise every wgmma (C7510), whatever the build type.
+#ifndef NDEBUG
+#define NDEBUG
+#endif
+#include "ops/cuda/gemm_cutlass.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "ops/cuda/runtime.h"
+#include "vitrt/error.h"
+
+#if VITRT_HAVE_CUTLASS
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/operations.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/util/packed_stride.hpp"
+#include "ops/cuda/fast_erf.h"
+#endif
+
+namespace vitrt::cuda {
+
+#if VITRT_HAVE_CUTLASS
+namespace {
+
+// The GELU of the fused epilogue: 0.5 x (1 + erf(x / sqrt 2)) with fast_erf's branch-free erf
+// (within 2e-6 of the exact GELU; CUTLASS's own GELU calls erff). Scalar and fragment forms, as
+// CUTLASS's activations.
+template <class T>
+struct ErfGelu {
+  CUTLASS_HOST_DEVICE T operator()(T const& x) const { return T(fast_erf::gelu(float(x))); }
+};
+template <class T, int N>
+struct ErfGelu<cutlass::Array<T, N>> {
+  CUTLASS_HOST_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& x) const {
+    cutlass::Array<T, N> y;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) y[i] = T(fast_erf::gelu(float(x[i])));
+    return y;
+  }
+};
+
+using namespace cute;
+using Bf16 = cutlass::bfloat16_t;
+// 128 x 256 output tiles, K in steps of 64, two consumer warpgroups sharing each tile
+// (cooperative), one CTA per cluster. The weight [N, K] is CUTLASS's column-major B.
+using TileShapeMNK = Shape<_128, _256, _64>;
+using ClusterShapeMNK = Shape<_1, _1, _1>;
+using BiasGelu = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<ErfGelu, Bf16, float, Bf16, void, float>;
+using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShapeMNK, ClusterShapeMNK,
+    cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, cutlass::layout::RowMajor, 8, Bf16,
+    cutlass::layout::RowMajor, 8, cutlass::epilogue::TmaWarpSpecializedCooperative, BiasGelu>::CollectiveOp;
+using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16, cutlass::layout::RowMajor, 8, Bf16,
+    cutlass::layout::ColumnMajor, 8, float, TileShapeMNK, ClusterShapeMNK,
+    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
+    cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue>;
+using BiasGeluGemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace
+
+bool cutlass_gemm_built() { return true; }
+
+bool cutlass_gemm_bias_gelu_bf16(const void* a, const void* w, const void* bias, void* d, int64_t M, int64_t N,
+                                 int64_t K, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  if (!device_is_sm90() || M <= 0 || N % 8 != 0 || K % 8 != 0 || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
+    return false;
+  if (!aligned16(a) || !aligned16(w) || !aligned16(bias) || !aligned16(d)) return false;
+  using StrideA = typename Kernel::StrideA;
+  using StrideB = typename Kernel::StrideB;
+  using StrideD = typename Kernel::StrideD;
+  const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
+  const StrideA sa = cutlass::make_cute_packed_stride(StrideA{}, make_shape(m, k, 1));
+  const StrideB sb = cutlass::make_cute_packed_stride(StrideB{}, make_shape(n, k, 1));
+  const StrideD sd = cutlass::make_cute_packed_stride(StrideD{}, make_shape(m, n, 1));
+  typename BiasGeluGemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
+                                        {m, n, k, 1},
+                                        {static_cast<const Bf16*>(a), sa, static_cast<const Bf16*>(w), sb},
+                                        {{}, nullptr, sd, static_cast<Bf16*>(d), sd}};
+  args.epilogue.thread.alpha = 1.f;
+  args.epilogue.thread.beta = 0.f;
+  args.epilogue.thread.bias_ptr = static_cast<const Bf16*>(bias);
+  BiasGeluGemm gemm;
+  if (gemm.can_implement(args) != cutlass::Status::kSuccess) return false;
+  if (BiasGeluGemm::get_workspace_size(args) > workspace_bytes) return false;
+  if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return false;
+  const cutlass::Status s = gemm.run(stream);
+  check(cudaGetLastError(), "CUTLASS bias + GELU GEMM launch");
+  if (s != cutlass::Status::kSuccess)
+    throw Error("CUTLASS bias + GELU GEMM failed to launch after initialising");
+  return true;
+}
+
+#else
+
+bool cutlass_gemm_built() { return false; }
+
+bool cutlass_gemm_bias_gelu_bf16(const void*, const void*, const void*, void*, int64_t, int64_t, int64_t, void*, size_t,
+                                 cudaStream_t) {
+  return false;
+}
+
+#endif
+
+}  // namespace vitrt::cuda

@@ -1,0 +1,25 @@
+// A CUTLASS (3.x, sm_90a) GEMM for the one product whose cuBLASLt epilogue costs time: the MLP's
+// first linear, bias + GELU in bf16 (vit_b bs32: 571 TFLOP/s against ~695 for the same GEMM with a
+// bias only, BENCHMARKS.md 2026-12-03). CUTLASS's warp-specialised kernel runs the epilogue of one
+// tile while its consumer warpgroups already compute the next one, and the GELU is the exact-erf
+// form of fast_erf.h (cuBLASLt's is the tanh form). Opt-in for A/B runs (VITRT_GEMM_CUTLASS=1)
+// until a GPU run has measured it; gemm() calls it and falls back to cuBLASLt when it declines.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace vitrt::cuda {
+
+// Whether this build has the CUTLASS kernels (CMake found the CUTLASS headers).
+bool cutlass_gemm_built();
+
+// D[M, N] = GELU(A[M, K] @ W[N, K]^T + bias[N]), all bf16 (row-major, packed), fp32 accumulation.
+// Returns false, having enqueued nothing, when it does not apply: not built, not an sm_90 device,
+// K or N not a multiple of 8, a pointer not 16-byte aligned, or a workspace larger than
+// `workspace_bytes`. Enqueues on `stream`; no allocation, so it can be captured in a CUDA graph.
+bool cutlass_gemm_bias_gelu_bf16(const void* a, const void* w, const void* bias, void* d, int64_t M, int64_t N,
+                                 int64_t K, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+
+}  // namespace vitrt::cuda
