@@ -350,6 +350,7 @@ TEST_F(CudaOps, GemmCutlassBiasGelu) {
     int64_t M, N, K;
   };
   uint32_t seed = 1200;
+  for (const cuda::CutlassSchedule schedule : {cuda::CutlassSchedule::Cooperative, cuda::CutlassSchedule::Pingpong})
   for (const Shape3 sh : {Shape3{1000, 3072, 768}, Shape3{131, 5120, 1280}, Shape3{64, 256, 64}, Shape3{4099, 1024, 512}}) {
     Tensor x = randn({sh.M, sh.K}, ++seed), w = randn({sh.N, sh.K}, ++seed, 1.f / std::sqrt(float(sh.K)));
     Tensor b = randn({sh.N}, ++seed, 0.5f);
@@ -357,11 +358,12 @@ TEST_F(CudaOps, GemmCutlassBiasGelu) {
     Tensor want = ops::linear(seen(x, DType::BF16), seen(w, DType::BF16), &bs, Activation::GELU, nullptr);
     Tensor xd = up(x, DType::BF16), wd = up(w, DType::BF16), bd = up(b, DType::BF16);
     Tensor yd = Tensor::empty({sh.M, sh.N}, DType::BF16, Device::CUDA);
+    const char* name = schedule == cuda::CutlassSchedule::Pingpong ? "ping-pong" : "cooperative";
     ASSERT_TRUE(cuda::cutlass_gemm_bias_gelu_bf16(xd.raw(), wd.raw(), bd.raw(), yd.raw(), sh.M, sh.N, sh.K, ws.raw(),
-                                                  ws_bytes, cuda::current_stream()))
-        << sh.M << "x" << sh.N << "x" << sh.K;
+                                                  ws_bytes, cuda::current_stream(), schedule))
+        << name << " " << sh.M << "x" << sh.N << "x" << sh.K;
     cuda::synchronize();
-    EXPECT_TRUE(close(down(yd), want, kTolBF16)) << sh.M << "x" << sh.N << "x" << sh.K;
+    EXPECT_TRUE(close(down(yd), want, kTolBF16)) << name << " " << sh.M << "x" << sh.N << "x" << sh.K;
   }
   // Declined, nothing enqueued: K not a multiple of 8, a pointer off 16 bytes, no workspace room.
   Tensor xd = up(randn({64, 24}, 7), DType::BF16), wd = up(randn({64, 24}, 8), DType::BF16);

@@ -50,57 +50,75 @@ struct ErfGelu<cutlass::Array<T, N>> {
 
 using namespace cute;
 using Bf16 = cutlass::bfloat16_t;
-// 128 x 256 output tiles, K in steps of 64, two consumer warpgroups sharing each tile
-// (cooperative), one CTA per cluster. The weight [N, K] is CUTLASS's column-major B.
-using TileShapeMNK = Shape<_128, _256, _64>;
-using ClusterShapeMNK = Shape<_1, _1, _1>;
 using BiasGelu = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<ErfGelu, Bf16, float, Bf16, void, float>;
-using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShapeMNK, ClusterShapeMNK,
-    cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, cutlass::layout::RowMajor, 8, Bf16,
-    cutlass::layout::RowMajor, 8, cutlass::epilogue::TmaWarpSpecializedCooperative, BiasGelu>::CollectiveOp;
-using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16, cutlass::layout::RowMajor, 8, Bf16,
-    cutlass::layout::ColumnMajor, 8, float, TileShapeMNK, ClusterShapeMNK,
-    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
-    cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
-using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue>;
-using BiasGeluGemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+
+// One CUTLASS GEMM: A row-major [M, K], the weight [N, K] as CUTLASS's column-major B, D row-major,
+// no C (beta = 0), one CTA per cluster, `TileShapeMNK` tiles, the kernel / epilogue schedules given.
+template <class TileShapeMNK, class KernelSchedule, class EpilogueSchedule>
+struct BiasGeluGemmOf {
+  using ClusterShapeMNK = Shape<_1, _1, _1>;
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShapeMNK, ClusterShapeMNK,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, cutlass::layout::RowMajor, 8, Bf16,
+      cutlass::layout::RowMajor, 8, EpilogueSchedule, BiasGelu>::CollectiveOp;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16, cutlass::layout::RowMajor, 8, Bf16,
+      cutlass::layout::ColumnMajor, 8, float, TileShapeMNK, ClusterShapeMNK,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
+      KernelSchedule>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+};
+// Cooperative: both consumer warpgroups on one 128 x 256 tile. Ping-pong: each warpgroup on its own
+// 128 x 128 tile, one's epilogue (the GELU) while the other runs its mainloop.
+using CooperativeGemm = BiasGeluGemmOf<Shape<_128, _256, _64>, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+                                       cutlass::epilogue::TmaWarpSpecializedCooperative>;
+using PingpongGemm = BiasGeluGemmOf<Shape<_128, _128, _64>, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                                    cutlass::epilogue::TmaWarpSpecialized>;
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+template <class G>
+bool run_bias_gelu(const void* a, const void* w, const void* bias, void* d, int m, int n, int k, void* workspace,
+                   size_t workspace_bytes, cudaStream_t stream) {
+  using Gemm = typename G::Gemm;
+  using StrideA = typename G::Kernel::StrideA;
+  using StrideB = typename G::Kernel::StrideB;
+  using StrideD = typename G::Kernel::StrideD;
+  const StrideA sa = cutlass::make_cute_packed_stride(StrideA{}, make_shape(m, k, 1));
+  const StrideB sb = cutlass::make_cute_packed_stride(StrideB{}, make_shape(n, k, 1));
+  const StrideD sd = cutlass::make_cute_packed_stride(StrideD{}, make_shape(m, n, 1));
+  typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
+                                {m, n, k, 1},
+                                {static_cast<const Bf16*>(a), sa, static_cast<const Bf16*>(w), sb},
+                                {{}, nullptr, sd, static_cast<Bf16*>(d), sd}};
+  args.epilogue.thread.alpha = 1.f;
+  args.epilogue.thread.beta = 0.f;
+  args.epilogue.thread.bias_ptr = static_cast<const Bf16*>(bias);
+  Gemm gemm;
+  if (gemm.can_implement(args) != cutlass::Status::kSuccess) return false;
+  if (Gemm::get_workspace_size(args) > workspace_bytes) return false;
+  if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return false;
+  const cutlass::Status s = gemm.run(stream);
+  check(cudaGetLastError(), "CUTLASS bias + GELU GEMM launch");
+  if (s != cutlass::Status::kSuccess) throw Error("CUTLASS bias + GELU GEMM failed to launch after initialising");
+  return true;
+}
 
 }  // namespace
 
 bool cutlass_gemm_built() { return true; }
 
 bool cutlass_gemm_bias_gelu_bf16(const void* a, const void* w, const void* bias, void* d, int64_t M, int64_t N,
-                                 int64_t K, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+                                 int64_t K, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                                 CutlassSchedule schedule) {
   if (!device_is_sm90() || M <= 0 || N % 8 != 0 || K % 8 != 0 || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
     return false;
   if (!aligned16(a) || !aligned16(w) || !aligned16(bias) || !aligned16(d)) return false;
-  using StrideA = typename Kernel::StrideA;
-  using StrideB = typename Kernel::StrideB;
-  using StrideD = typename Kernel::StrideD;
   const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
-  const StrideA sa = cutlass::make_cute_packed_stride(StrideA{}, make_shape(m, k, 1));
-  const StrideB sb = cutlass::make_cute_packed_stride(StrideB{}, make_shape(n, k, 1));
-  const StrideD sd = cutlass::make_cute_packed_stride(StrideD{}, make_shape(m, n, 1));
-  typename BiasGeluGemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
-                                        {m, n, k, 1},
-                                        {static_cast<const Bf16*>(a), sa, static_cast<const Bf16*>(w), sb},
-                                        {{}, nullptr, sd, static_cast<Bf16*>(d), sd}};
-  args.epilogue.thread.alpha = 1.f;
-  args.epilogue.thread.beta = 0.f;
-  args.epilogue.thread.bias_ptr = static_cast<const Bf16*>(bias);
-  BiasGeluGemm gemm;
-  if (gemm.can_implement(args) != cutlass::Status::kSuccess) return false;
-  if (BiasGeluGemm::get_workspace_size(args) > workspace_bytes) return false;
-  if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return false;
-  const cutlass::Status s = gemm.run(stream);
-  check(cudaGetLastError(), "CUTLASS bias + GELU GEMM launch");
-  if (s != cutlass::Status::kSuccess)
-    throw Error("CUTLASS bias + GELU GEMM failed to launch after initialising");
-  return true;
+  return schedule == CutlassSchedule::Pingpong
+             ? run_bias_gelu<PingpongGemm>(a, w, bias, d, m, n, k, workspace, workspace_bytes, stream)
+             : run_bias_gelu<CooperativeGemm>(a, w, bias, d, m, n, k, workspace, workspace_bytes, stream);
 }
 
 #else
@@ -108,7 +126,7 @@ bool cutlass_gemm_bias_gelu_bf16(const void* a, const void* w, const void* bias,
 bool cutlass_gemm_built() { return false; }
 
 bool cutlass_gemm_bias_gelu_bf16(const void*, const void*, const void*, void*, int64_t, int64_t, int64_t, void*, size_t,
-                                 cudaStream_t) {
+                                 cudaStream_t, CutlassSchedule) {
   return false;
 }
 

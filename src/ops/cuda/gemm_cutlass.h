@@ -2,7 +2,8 @@
 // first linear, bias + GELU in bf16 (vit_b bs32: 571 TFLOP/s against ~695 for the same GEMM with a
 // bias only, BENCHMARKS.md 2026-12-03). CUTLASS's warp-specialised kernel runs the epilogue of one
 // tile while its consumer warpgroups already compute the next one, and the GELU is the exact-erf
-// form of fast_erf.h (cuBLASLt's is the tanh form). Opt-in for A/B runs (VITRT_GEMM_CUTLASS=1)
+// form of fast_erf.h (cuBLASLt's is the tanh form). Opt-in for A/B runs (VITRT_GEMM_CUTLASS=1 or
+// =cooperative, =pingpong)
 // until a GPU run has measured it; gemm() calls it and falls back to cuBLASLt when it declines.
 #pragma once
 #include <cuda_runtime.h>
@@ -12,6 +13,11 @@
 
 namespace vitrt::cuda {
 
+// CUTLASS's two warp-specialised schedules: both consumer warpgroups on one 128 x 256 tile
+// (cooperative), or each on its own 128 x 128 tile, one's epilogue overlapping the other's mainloop
+// (ping-pong).
+enum class CutlassSchedule { Cooperative, Pingpong };
+
 // Whether this build has the CUTLASS kernels (CMake found the CUTLASS headers).
 bool cutlass_gemm_built();
 
@@ -20,6 +26,7 @@ bool cutlass_gemm_built();
 // K or N not a multiple of 8, a pointer not 16-byte aligned, or a workspace larger than
 // `workspace_bytes`. Enqueues on `stream`; no allocation, so it can be captured in a CUDA graph.
 bool cutlass_gemm_bias_gelu_bf16(const void* a, const void* w, const void* bias, void* d, int64_t M, int64_t N,
-                                 int64_t K, void* workspace, size_t workspace_bytes, cudaStream_t stream);
+                                 int64_t K, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                                 CutlassSchedule schedule = CutlassSchedule::Cooperative);
 
 }  // namespace vitrt::cuda
