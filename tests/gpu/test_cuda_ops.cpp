@@ -339,10 +339,11 @@ TEST_F(CudaOps, LinearAutotunedInPlace) {
 }
 
 #ifdef VITRT_HAVE_CUDA
-// The CUTLASS bias + GELU GEMM (gemm_cutlass.h; VITRT_GEMM_CUTLASS=1 puts it behind cu::linear) against
-// the CPU's linear with the exact GELU, on the bf16 values the GPU sees: the MLP shapes of vit_b and
-// vit_h, M not a multiple of the 128-row tile, small N and K; and the products it must decline.
-TEST_F(CudaOps, GemmCutlassBiasGelu) {
+// The CUTLASS bias (+ GELU) GEMMs (gemm_cutlass.h; VITRT_GEMM_CUTLASS puts them behind cu::linear)
+// against the CPU's linear (with the exact GELU), on the bf16 values the GPU sees, both schedules:
+// the MLP shapes of vit_b and vit_h, M not a multiple of the 128-row tile, small N and K; and the
+// products they must decline.
+TEST_F(CudaOps, GemmCutlassBias) {
   if (!cuda::cutlass_gemm_built() || !cuda::device_is_sm90()) GTEST_SKIP() << "no CUTLASS build or no sm_90 device";
   Tensor ws = Tensor::empty({8 << 20}, DType::F32, Device::CUDA);  // 32 MiB, as gemm()'s workspace
   const size_t ws_bytes = size_t{32} << 20;
@@ -350,28 +351,32 @@ TEST_F(CudaOps, GemmCutlassBiasGelu) {
     int64_t M, N, K;
   };
   uint32_t seed = 1200;
+  for (const bool gelu : {true, false})
   for (const cuda::CutlassSchedule schedule : {cuda::CutlassSchedule::Cooperative, cuda::CutlassSchedule::Pingpong})
   for (const Shape3 sh : {Shape3{1000, 3072, 768}, Shape3{131, 5120, 1280}, Shape3{64, 256, 64}, Shape3{4099, 1024, 512}}) {
     Tensor x = randn({sh.M, sh.K}, ++seed), w = randn({sh.N, sh.K}, ++seed, 1.f / std::sqrt(float(sh.K)));
     Tensor b = randn({sh.N}, ++seed, 0.5f);
     Tensor bs = seen(b, DType::BF16);
-    Tensor want = ops::linear(seen(x, DType::BF16), seen(w, DType::BF16), &bs, Activation::GELU, nullptr);
+    Tensor want = ops::linear(seen(x, DType::BF16), seen(w, DType::BF16), &bs, gelu ? Activation::GELU : Activation::None,
+                              nullptr);
     Tensor xd = up(x, DType::BF16), wd = up(w, DType::BF16), bd = up(b, DType::BF16);
     Tensor yd = Tensor::empty({sh.M, sh.N}, DType::BF16, Device::CUDA);
-    const char* name = schedule == cuda::CutlassSchedule::Pingpong ? "ping-pong" : "cooperative";
-    ASSERT_TRUE(cuda::cutlass_gemm_bias_gelu_bf16(xd.raw(), wd.raw(), bd.raw(), yd.raw(), sh.M, sh.N, sh.K, ws.raw(),
-                                                  ws_bytes, cuda::current_stream(), schedule))
-        << name << " " << sh.M << "x" << sh.N << "x" << sh.K;
+    const std::string name = std::string(schedule == cuda::CutlassSchedule::Pingpong ? "ping-pong" : "cooperative") +
+                             (gelu ? " + gelu " : " ") + std::to_string(sh.M) + "x" + std::to_string(sh.N) + "x" +
+                             std::to_string(sh.K);
+    ASSERT_TRUE(cuda::cutlass_gemm_bias_bf16(xd.raw(), wd.raw(), bd.raw(), yd.raw(), sh.M, sh.N, sh.K, gelu, ws.raw(),
+                                             ws_bytes, cuda::current_stream(), schedule))
+        << name;
     cuda::synchronize();
-    EXPECT_TRUE(close(down(yd), want, kTolBF16)) << name << " " << sh.M << "x" << sh.N << "x" << sh.K;
+    EXPECT_TRUE(close(down(yd), want, kTolBF16)) << name;
   }
-  // Declined, nothing enqueued: K not a multiple of 8, a pointer off 16 bytes, no workspace room.
+  // Declined, nothing enqueued: K not a multiple of 8, a pointer off 16 bytes.
   Tensor xd = up(randn({64, 24}, 7), DType::BF16), wd = up(randn({64, 24}, 8), DType::BF16);
   Tensor bd = up(randn({64}, 9), DType::BF16), yd = Tensor::empty({64, 64}, DType::BF16, Device::CUDA);
-  EXPECT_FALSE(cuda::cutlass_gemm_bias_gelu_bf16(xd.raw(), wd.raw(), bd.raw(), yd.raw(), 64, 64, 12, ws.raw(), ws_bytes,
-                                                 cuda::current_stream()));
-  EXPECT_FALSE(cuda::cutlass_gemm_bias_gelu_bf16(static_cast<char*>(xd.raw()) + 2, wd.raw(), bd.raw(), yd.raw(), 63, 64,
-                                                 16, ws.raw(), ws_bytes, cuda::current_stream()));
+  EXPECT_FALSE(cuda::cutlass_gemm_bias_bf16(xd.raw(), wd.raw(), bd.raw(), yd.raw(), 64, 64, 12, true, ws.raw(), ws_bytes,
+                                            cuda::current_stream()));
+  EXPECT_FALSE(cuda::cutlass_gemm_bias_bf16(static_cast<char*>(xd.raw()) + 2, wd.raw(), bd.raw(), yd.raw(), 63, 64, 16,
+                                            false, ws.raw(), ws_bytes, cuda::current_stream()));
 }
 #endif
 

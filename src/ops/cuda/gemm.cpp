@@ -338,18 +338,18 @@ void gemm(const GemmArgs& g) {
     VITRT_CUDA_CHECK(cudaMalloc(&p, kWorkspaceBytes));
     ws = p;
   }
-  // Bias + GELU in bf16 on CUTLASS's kernel when asked (VITRT_GEMM_CUTLASS=1 or =cooperative,
-  // =pingpong; gemm_cutlass.h says why); it declines (and cuBLASLt runs) for anything but packed,
-  // aligned, sm_90 products.
+  // Bias (+ GELU) products in bf16 on CUTLASS's kernels when asked (VITRT_GEMM_CUTLASS=1 or
+  // =cooperative, =pingpong; gemm_cutlass.h says why); they decline (and cuBLASLt runs) for anything
+  // but packed, aligned, sm_90 products.
   static const int cutlass_mode = [] {
     const char* e = std::getenv("VITRT_GEMM_CUTLASS");
     const std::string v = e ? e : "";
     return v == "pingpong" ? 2 : (v == "1" || v == "cooperative") ? 1 : 0;
   }();
-  if (cutlass_mode && g.gelu_tanh && g.bias && g.dtype == DType::BF16 && g.out_dtype() == DType::BF16 && g.trans_b &&
-      g.batch == 1 && g.alpha == 1.f && k.lda == g.K && k.ldb == g.K && k.ldd == g.N &&
-      cutlass_gemm_bias_gelu_bf16(g.a, g.b, g.bias, g.d, g.M, g.N, g.K, ws, kWorkspaceBytes, stream,
-                                  cutlass_mode == 2 ? CutlassSchedule::Pingpong : CutlassSchedule::Cooperative))
+  if (cutlass_mode && g.bias && !g.relu && !g.c && g.dtype == DType::BF16 && g.out_dtype() == DType::BF16 &&
+      g.trans_b && g.batch == 1 && g.alpha == 1.f && k.lda == g.K && k.ldb == g.K && k.ldd == g.N &&
+      cutlass_gemm_bias_bf16(g.a, g.b, g.bias, g.d, g.M, g.N, g.K, g.gelu_tanh, ws, kWorkspaceBytes, stream,
+                             cutlass_mode == 2 ? CutlassSchedule::Pingpong : CutlassSchedule::Cooperative))
     return;
   auto it = st.plans.find(k);
   if (it == st.plans.end()) it = st.plans.emplace(k, make_plan(st, k, g, t, td)).first;

@@ -1,4 +1,4 @@
-// CUTLASS GEMM with bias + exact GELU (gemm_cutlass.h). Compiled with the CUTLASS headers when CMake
+// CUTLASS GEMMs with a bias and optionally the exact GELU (gemm_cutlass.h). Compiled with the CUTLASS headers when CMake
 // finds them (VITRT_HAVE_CUTLASS, scripts/fetch-cutlass.sh); otherwise the entry points decline.
 //
 // NDEBUG before CUTLASS: its device-side asserts are function calls, and a call inside the kernel
@@ -51,16 +51,18 @@ struct ErfGelu<cutlass::Array<T, N>> {
 using namespace cute;
 using Bf16 = cutlass::bfloat16_t;
 using BiasGelu = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<ErfGelu, Bf16, float, Bf16, void, float>;
+using BiasOnly = cutlass::epilogue::fusion::LinCombPerColBias<Bf16, float, Bf16, void, float>;
 
 // One CUTLASS GEMM: A row-major [M, K], the weight [N, K] as CUTLASS's column-major B, D row-major,
-// no C (beta = 0), one CTA per cluster, `TileShapeMNK` tiles, the kernel / epilogue schedules given.
-template <class TileShapeMNK, class KernelSchedule, class EpilogueSchedule>
-struct BiasGeluGemmOf {
+// no C (beta = 0), one CTA per cluster, `TileShapeMNK` tiles, the kernel / epilogue schedules and
+// the epilogue's fusion given.
+template <class TileShapeMNK, class KernelSchedule, class EpilogueSchedule, class Fusion>
+struct BiasGemmOf {
   using ClusterShapeMNK = Shape<_1, _1, _1>;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShapeMNK, ClusterShapeMNK,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, cutlass::layout::RowMajor, 8, Bf16,
-      cutlass::layout::RowMajor, 8, EpilogueSchedule, BiasGelu>::CollectiveOp;
+      cutlass::layout::RowMajor, 8, EpilogueSchedule, Fusion>::CollectiveOp;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16, cutlass::layout::RowMajor, 8, Bf16,
       cutlass::layout::ColumnMajor, 8, float, TileShapeMNK, ClusterShapeMNK,
@@ -71,15 +73,17 @@ struct BiasGeluGemmOf {
 };
 // Cooperative: both consumer warpgroups on one 128 x 256 tile. Ping-pong: each warpgroup on its own
 // 128 x 128 tile, one's epilogue (the GELU) while the other runs its mainloop.
-using CooperativeGemm = BiasGeluGemmOf<Shape<_128, _256, _64>, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
-                                       cutlass::epilogue::TmaWarpSpecializedCooperative>;
-using PingpongGemm = BiasGeluGemmOf<Shape<_128, _128, _64>, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
-                                    cutlass::epilogue::TmaWarpSpecialized>;
+template <class Fusion>
+using CooperativeGemm = BiasGemmOf<Shape<_128, _256, _64>, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+                                   cutlass::epilogue::TmaWarpSpecializedCooperative, Fusion>;
+template <class Fusion>
+using PingpongGemm = BiasGemmOf<Shape<_128, _128, _64>, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                                cutlass::epilogue::TmaWarpSpecialized, Fusion>;
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 template <class G>
-bool run_bias_gelu(const void* a, const void* w, const void* bias, void* d, int m, int n, int k, void* workspace,
+bool run_bias(const void* a, const void* w, const void* bias, void* d, int m, int n, int k, void* workspace,
                    size_t workspace_bytes, cudaStream_t stream) {
   using Gemm = typename G::Gemm;
   using StrideA = typename G::Kernel::StrideA;
@@ -100,8 +104,8 @@ bool run_bias_gelu(const void* a, const void* w, const void* bias, void* d, int 
   if (Gemm::get_workspace_size(args) > workspace_bytes) return false;
   if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return false;
   const cutlass::Status s = gemm.run(stream);
-  check(cudaGetLastError(), "CUTLASS bias + GELU GEMM launch");
-  if (s != cutlass::Status::kSuccess) throw Error("CUTLASS bias + GELU GEMM failed to launch after initialising");
+  check(cudaGetLastError(), "CUTLASS bias GEMM launch");
+  if (s != cutlass::Status::kSuccess) throw Error("CUTLASS bias GEMM failed to launch after initialising");
   return true;
 }
 
@@ -109,24 +113,27 @@ bool run_bias_gelu(const void* a, const void* w, const void* bias, void* d, int 
 
 bool cutlass_gemm_built() { return true; }
 
-bool cutlass_gemm_bias_gelu_bf16(const void* a, const void* w, const void* bias, void* d, int64_t M, int64_t N,
-                                 int64_t K, void* workspace, size_t workspace_bytes, cudaStream_t stream,
-                                 CutlassSchedule schedule) {
+bool cutlass_gemm_bias_bf16(const void* a, const void* w, const void* bias, void* d, int64_t M, int64_t N, int64_t K,
+                            bool gelu, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                            CutlassSchedule schedule) {
   if (!device_is_sm90() || M <= 0 || N % 8 != 0 || K % 8 != 0 || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
     return false;
   if (!aligned16(a) || !aligned16(w) || !aligned16(bias) || !aligned16(d)) return false;
   const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
-  return schedule == CutlassSchedule::Pingpong
-             ? run_bias_gelu<PingpongGemm>(a, w, bias, d, m, n, k, workspace, workspace_bytes, stream)
-             : run_bias_gelu<CooperativeGemm>(a, w, bias, d, m, n, k, workspace, workspace_bytes, stream);
+  const bool pp = schedule == CutlassSchedule::Pingpong;
+  if (gelu)
+    return pp ? run_bias<PingpongGemm<BiasGelu>>(a, w, bias, d, m, n, k, workspace, workspace_bytes, stream)
+              : run_bias<CooperativeGemm<BiasGelu>>(a, w, bias, d, m, n, k, workspace, workspace_bytes, stream);
+  return pp ? run_bias<PingpongGemm<BiasOnly>>(a, w, bias, d, m, n, k, workspace, workspace_bytes, stream)
+            : run_bias<CooperativeGemm<BiasOnly>>(a, w, bias, d, m, n, k, workspace, workspace_bytes, stream);
 }
 
 #else
 
 bool cutlass_gemm_built() { return false; }
 
-bool cutlass_gemm_bias_gelu_bf16(const void*, const void*, const void*, void*, int64_t, int64_t, int64_t, void*, size_t,
-                                 cudaStream_t, CutlassSchedule) {
+bool cutlass_gemm_bias_bf16(const void*, const void*, const void*, void*, int64_t, int64_t, int64_t, bool, void*, size_t,
+                            cudaStream_t, CutlassSchedule) {
   return false;
 }
 

@@ -1,4 +1,4 @@
-// A CUTLASS (3.x, sm_90a) GEMM for the one product whose cuBLASLt epilogue costs time: the MLP's
+// CUTLASS (3.x, sm_90a) GEMMs, first for the one product whose cuBLASLt epilogue costs time: the MLP's
 // first linear, bias + GELU in bf16 (vit_b bs32: 571 TFLOP/s against ~695 for the same GEMM with a
 // bias only, BENCHMARKS.md 2026-12-03). CUTLASS's warp-specialised kernel runs the epilogue of one
 // tile while its consumer warpgroups already compute the next one, and the GELU is the exact-erf
@@ -21,12 +21,13 @@ enum class CutlassSchedule { Cooperative, Pingpong };
 // Whether this build has the CUTLASS kernels (CMake found the CUTLASS headers).
 bool cutlass_gemm_built();
 
-// D[M, N] = GELU(A[M, K] @ W[N, K]^T + bias[N]), all bf16 (row-major, packed), fp32 accumulation.
+// D[M, N] = A[M, K] @ W[N, K]^T + bias[N], then GELU if `gelu`; all bf16 (row-major, packed), fp32
+// accumulation. (Without the GELU: qkv and the other bias-only products, for the A/B.)
 // Returns false, having enqueued nothing, when it does not apply: not built, not an sm_90 device,
 // K or N not a multiple of 8, a pointer not 16-byte aligned, or a workspace larger than
 // `workspace_bytes`. Enqueues on `stream`; no allocation, so it can be captured in a CUDA graph.
-bool cutlass_gemm_bias_gelu_bf16(const void* a, const void* w, const void* bias, void* d, int64_t M, int64_t N,
-                                 int64_t K, void* workspace, size_t workspace_bytes, cudaStream_t stream,
-                                 CutlassSchedule schedule = CutlassSchedule::Cooperative);
+bool cutlass_gemm_bias_bf16(const void* a, const void* w, const void* bias, void* d, int64_t M, int64_t N, int64_t K,
+                            bool gelu, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                            CutlassSchedule schedule = CutlassSchedule::Cooperative);
 
 }  // namespace vitrt::cuda
