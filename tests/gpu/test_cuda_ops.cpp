@@ -339,8 +339,8 @@ TEST_F(CudaOps, LinearAutotunedInPlace) {
 }
 
 #ifdef VITRT_HAVE_CUDA
-// The CUTLASS bias (+ GELU) GEMMs (gemm_cutlass.h; VITRT_GEMM_CUTLASS puts them behind cu::linear)
-// against the CPU's linear (with the exact GELU), on the bf16 values the GPU sees, both schedules:
+// The CUTLASS bias (+ GELU, + residual) GEMMs (gemm_cutlass.h; VITRT_GEMM_CUTLASS puts them behind
+// cu::linear) against the CPU's linear (with the exact GELU), on the bf16 values the GPU sees, both schedules:
 // the MLP shapes of vit_b and vit_h, M not a multiple of the 128-row tile, small N and K; and the
 // products they must decline.
 TEST_F(CudaOps, GemmCutlassBias) {
@@ -370,6 +370,20 @@ TEST_F(CudaOps, GemmCutlassBias) {
     cuda::synchronize();
     EXPECT_TRUE(close(down(yd), want, kTolBF16)) << name;
   }
+  // Bias + residual into fp32 (the encoder's proj / lin2), in place (C = D) and with a separate C.
+  for (const cuda::CutlassSchedule schedule : {cuda::CutlassSchedule::Cooperative, cuda::CutlassSchedule::Pingpong})
+    for (const bool in_place : {true, false}) {
+      const Shape3 sh{1000, 768, 3072};
+      Tensor x = randn({sh.M, sh.K}, ++seed), w = randn({sh.N, sh.K}, ++seed, 1.f / std::sqrt(float(sh.K)));
+      Tensor b = randn({sh.N}, ++seed, 0.5f), y = randn({sh.M, sh.N}, ++seed, 2.f);
+      Tensor want = ops::linear(seen(x, DType::BF16), seen(w, DType::BF16), &b, Activation::None, &y);
+      Tensor xd = up(x, DType::BF16), wd = up(w, DType::BF16), bd = up(b, DType::F32), cd = up(y, DType::F32);
+      Tensor dd = in_place ? cd : Tensor::empty({sh.M, sh.N}, DType::F32, Device::CUDA);
+      ASSERT_TRUE(cuda::cutlass_gemm_bias_residual_f32(xd.raw(), wd.raw(), bd.raw(), cd.raw(), dd.raw(), sh.M, sh.N, sh.K,
+                                                       ws.raw(), ws_bytes, cuda::current_stream(), schedule));
+      cuda::synchronize();
+      EXPECT_TRUE(close(down(dd), want, 1e-4)) << (in_place ? "in place" : "separate C");
+    }
   // Declined, nothing enqueued: K not a multiple of 8, a pointer off 16 bytes.
   Tensor xd = up(randn({64, 24}, 7), DType::BF16), wd = up(randn({64, 24}, 8), DType::BF16);
   Tensor bd = up(randn({64}, 9), DType::BF16), yd = Tensor::empty({64, 64}, DType::BF16, Device::CUDA);

@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "ops/cuda/runtime.h"
 #include "vitrt/error.h"
@@ -52,17 +53,20 @@ using namespace cute;
 using Bf16 = cutlass::bfloat16_t;
 using BiasGelu = cutlass::epilogue::fusion::LinCombPerColBiasEltAct<ErfGelu, Bf16, float, Bf16, void, float>;
 using BiasOnly = cutlass::epilogue::fusion::LinCombPerColBias<Bf16, float, Bf16, void, float>;
+// fp32 D = A W^T + bias + C (the residual stream; C may be D itself), fp32 bias.
+using BiasResidualF32 = cutlass::epilogue::fusion::LinCombPerColBias<float, float, float, float, float>;
 
-// One CUTLASS GEMM: A row-major [M, K], the weight [N, K] as CUTLASS's column-major B, D row-major,
-// no C (beta = 0), one CTA per cluster, `TileShapeMNK` tiles, the kernel / epilogue schedules and
-// the epilogue's fusion given.
-template <class TileShapeMNK, class KernelSchedule, class EpilogueSchedule, class Fusion>
-struct BiasGemmOf {
+// One CUTLASS GEMM: A row-major [M, K] bf16, the weight [N, K] bf16 as CUTLASS's column-major B, C (or
+// none: void) and D row-major, one CTA per cluster, `TileShapeMNK` tiles, the kernel / epilogue
+// schedules and the epilogue's fusion given.
+template <class TileShapeMNK, class KernelSchedule, class EpilogueSchedule, class Fusion, class ElementC, class ElementD>
+struct GemmOf {
   using ClusterShapeMNK = Shape<_1, _1, _1>;
+  static constexpr int kAlignD = 128 / cutlass::sizeof_bits<ElementD>::value;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShapeMNK, ClusterShapeMNK,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, cutlass::layout::RowMajor, 8, Bf16,
-      cutlass::layout::RowMajor, 8, EpilogueSchedule, Fusion>::CollectiveOp;
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, ElementC, cutlass::layout::RowMajor, kAlignD,
+      ElementD, cutlass::layout::RowMajor, kAlignD, EpilogueSchedule, Fusion>::CollectiveOp;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16, cutlass::layout::RowMajor, 8, Bf16,
       cutlass::layout::ColumnMajor, 8, float, TileShapeMNK, ClusterShapeMNK,
@@ -70,43 +74,56 @@ struct BiasGemmOf {
       KernelSchedule>::CollectiveOp;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  using C = ElementC;
+  using D = ElementD;
+  using Bias = typename Fusion::ElementBias;
 };
 // Cooperative: both consumer warpgroups on one 128 x 256 tile. Ping-pong: each warpgroup on its own
 // 128 x 128 tile, one's epilogue (the GELU) while the other runs its mainloop.
-template <class Fusion>
-using CooperativeGemm = BiasGemmOf<Shape<_128, _256, _64>, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
-                                   cutlass::epilogue::TmaWarpSpecializedCooperative, Fusion>;
-template <class Fusion>
-using PingpongGemm = BiasGemmOf<Shape<_128, _128, _64>, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
-                                cutlass::epilogue::TmaWarpSpecialized, Fusion>;
+template <class Fusion, class ElementC, class ElementD>
+using CooperativeGemm = GemmOf<Shape<_128, _256, _64>, cutlass::gemm::KernelTmaWarpSpecializedCooperative,
+                               cutlass::epilogue::TmaWarpSpecializedCooperative, Fusion, ElementC, ElementD>;
+template <class Fusion, class ElementC, class ElementD>
+using PingpongGemm = GemmOf<Shape<_128, _128, _64>, cutlass::gemm::KernelTmaWarpSpecializedPingpong,
+                            cutlass::epilogue::TmaWarpSpecialized, Fusion, ElementC, ElementD>;
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// D = A W^T + bias (+ C when c is given, beta = 1), on G's kernel; false if CUTLASS declines.
 template <class G>
-bool run_bias(const void* a, const void* w, const void* bias, void* d, int m, int n, int k, void* workspace,
-                   size_t workspace_bytes, cudaStream_t stream) {
+bool run(const void* a, const void* w, const void* bias, const void* c, void* d, int m, int n, int k, void* workspace,
+         size_t workspace_bytes, cudaStream_t stream) {
   using Gemm = typename G::Gemm;
   using StrideA = typename G::Kernel::StrideA;
   using StrideB = typename G::Kernel::StrideB;
+  using StrideC = typename G::Kernel::StrideC;
   using StrideD = typename G::Kernel::StrideD;
+  using CPtr = std::conditional_t<std::is_void_v<typename G::C>, const void*, const typename G::C*>;
   const StrideA sa = cutlass::make_cute_packed_stride(StrideA{}, make_shape(m, k, 1));
   const StrideB sb = cutlass::make_cute_packed_stride(StrideB{}, make_shape(n, k, 1));
+  const StrideC sc = cutlass::make_cute_packed_stride(StrideC{}, make_shape(m, n, 1));
   const StrideD sd = cutlass::make_cute_packed_stride(StrideD{}, make_shape(m, n, 1));
   typename Gemm::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
                                 {m, n, k, 1},
                                 {static_cast<const Bf16*>(a), sa, static_cast<const Bf16*>(w), sb},
-                                {{}, nullptr, sd, static_cast<Bf16*>(d), sd}};
+                                {{}, static_cast<CPtr>(c), sc, static_cast<typename G::D*>(d), sd}};
   args.epilogue.thread.alpha = 1.f;
-  args.epilogue.thread.beta = 0.f;
-  args.epilogue.thread.bias_ptr = static_cast<const Bf16*>(bias);
+  args.epilogue.thread.beta = c ? 1.f : 0.f;
+  args.epilogue.thread.bias_ptr = static_cast<const typename G::Bias*>(bias);
   Gemm gemm;
   if (gemm.can_implement(args) != cutlass::Status::kSuccess) return false;
   if (Gemm::get_workspace_size(args) > workspace_bytes) return false;
   if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return false;
   const cutlass::Status s = gemm.run(stream);
-  check(cudaGetLastError(), "CUTLASS bias GEMM launch");
-  if (s != cutlass::Status::kSuccess) throw Error("CUTLASS bias GEMM failed to launch after initialising");
+  check(cudaGetLastError(), "CUTLASS GEMM launch");
+  if (s != cutlass::Status::kSuccess) throw Error("CUTLASS GEMM failed to launch after initialising");
   return true;
+}
+
+bool applies(const void* a, const void* w, const void* bias, const void* c, const void* d, int64_t M, int64_t N,
+             int64_t K) {
+  return device_is_sm90() && M > 0 && N % 8 == 0 && K % 8 == 0 && M <= INT32_MAX && N <= INT32_MAX && K <= INT32_MAX &&
+         aligned16(a) && aligned16(w) && aligned16(bias) && (!c || aligned16(c)) && aligned16(d);
 }
 
 }  // namespace
@@ -116,16 +133,28 @@ bool cutlass_gemm_built() { return true; }
 bool cutlass_gemm_bias_bf16(const void* a, const void* w, const void* bias, void* d, int64_t M, int64_t N, int64_t K,
                             bool gelu, void* workspace, size_t workspace_bytes, cudaStream_t stream,
                             CutlassSchedule schedule) {
-  if (!device_is_sm90() || M <= 0 || N % 8 != 0 || K % 8 != 0 || M > INT32_MAX || N > INT32_MAX || K > INT32_MAX)
-    return false;
-  if (!aligned16(a) || !aligned16(w) || !aligned16(bias) || !aligned16(d)) return false;
+  if (!applies(a, w, bias, nullptr, d, M, N, K)) return false;
   const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
   const bool pp = schedule == CutlassSchedule::Pingpong;
   if (gelu)
-    return pp ? run_bias<PingpongGemm<BiasGelu>>(a, w, bias, d, m, n, k, workspace, workspace_bytes, stream)
-              : run_bias<CooperativeGemm<BiasGelu>>(a, w, bias, d, m, n, k, workspace, workspace_bytes, stream);
-  return pp ? run_bias<PingpongGemm<BiasOnly>>(a, w, bias, d, m, n, k, workspace, workspace_bytes, stream)
-            : run_bias<CooperativeGemm<BiasOnly>>(a, w, bias, d, m, n, k, workspace, workspace_bytes, stream);
+    return pp ? run<PingpongGemm<BiasGelu, void, Bf16>>(a, w, bias, nullptr, d, m, n, k, workspace, workspace_bytes, stream)
+              : run<CooperativeGemm<BiasGelu, void, Bf16>>(a, w, bias, nullptr, d, m, n, k, workspace, workspace_bytes,
+                                                           stream);
+  return pp ? run<PingpongGemm<BiasOnly, void, Bf16>>(a, w, bias, nullptr, d, m, n, k, workspace, workspace_bytes, stream)
+            : run<CooperativeGemm<BiasOnly, void, Bf16>>(a, w, bias, nullptr, d, m, n, k, workspace, workspace_bytes,
+                                                         stream);
+}
+
+bool cutlass_gemm_bias_residual_f32(const void* a, const void* w, const void* bias, const void* c, void* d, int64_t M,
+                                    int64_t N, int64_t K, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                                    CutlassSchedule schedule) {
+  if (!c || !applies(a, w, bias, c, d, M, N, K)) return false;
+  const int m = static_cast<int>(M), n = static_cast<int>(N), k = static_cast<int>(K);
+  return schedule == CutlassSchedule::Pingpong
+             ? run<PingpongGemm<BiasResidualF32, float, float>>(a, w, bias, c, d, m, n, k, workspace, workspace_bytes,
+                                                                stream)
+             : run<CooperativeGemm<BiasResidualF32, float, float>>(a, w, bias, c, d, m, n, k, workspace,
+                                                                   workspace_bytes, stream);
 }
 
 #else
@@ -134,6 +163,11 @@ bool cutlass_gemm_built() { return false; }
 
 bool cutlass_gemm_bias_bf16(const void*, const void*, const void*, void*, int64_t, int64_t, int64_t, bool, void*, size_t,
                             cudaStream_t, CutlassSchedule) {
+  return false;
+}
+
+bool cutlass_gemm_bias_residual_f32(const void*, const void*, const void*, const void*, void*, int64_t, int64_t, int64_t,
+                                    void*, size_t, cudaStream_t, CutlassSchedule) {
   return false;
 }
 

@@ -30,4 +30,11 @@ bool cutlass_gemm_bias_bf16(const void* a, const void* w, const void* bias, void
                             bool gelu, void* workspace, size_t workspace_bytes, cudaStream_t stream,
                             CutlassSchedule schedule = CutlassSchedule::Cooperative);
 
+// D[M, N] = A[M, K] @ W[N, K]^T + bias[N] + C[M, N] with A, W bf16 and bias, C, D fp32 (the encoder's
+// residual adds into its fp32 stream: proj and the MLP's second linear). C may be D (in place). Declines
+// as above.
+bool cutlass_gemm_bias_residual_f32(const void* a, const void* w, const void* bias, const void* c, void* d, int64_t M,
+                                    int64_t N, int64_t K, void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                                    CutlassSchedule schedule = CutlassSchedule::Cooperative);
+
 }  // namespace vitrt::cuda
