@@ -260,8 +260,8 @@ print('%.1f img/s; eager global %.2f ms, windowed %.2f ms'%(d['images_per_s'],g,
 fi
 
 # gemm-ab: the encoder at batch 32 with the bias (+ GELU) GEMMs on cuBLASLt (0) and on CUTLASS's two
-# schedules (VITRT_GEMM_CUTLASS): img/s, and the lin1 + GELU and bias-only (qkv) times of one eager
-# profile. GEMM_AB_MODELS.
+# schedules (VITRT_GEMM_CUTLASS): img/s, and the lin1 + GELU, bias-only (qkv) and + residual (proj,
+# lin2) times of one eager profile. GEMM_AB_MODELS.
 if has gemm-ab; then
   for m in ${GEMM_AB_MODELS:-vit_b vit_h}; do for v in 0 cooperative pingpong; do
     VITRT_GEMM_CUTLASS=$v timeout 120 $V bench --device cuda --model $m --batch 32 --dtype bf16 --iters ${BENCH_ITERS:-5} \
@@ -270,8 +270,9 @@ if has gemm-ab; then
 import json,sys
 d=json.load(open(sys.argv[1]));p=d['profile']['ops']
 lin=[r for r in p if r['op'].startswith('linear')]
-g=sum(r['ms'] for r in lin if 'gelu' in r['op']);b=sum(r['ms'] for r in lin if 'gelu' not in r['op'] and '+=' not in r['op'])
-print('%.1f img/s; eager linear + gelu %.2f ms, bias-only linears %.2f ms'%(d['images_per_s'],g,b))" "$OUT/gemm_ab_${m}_$v.json" 2>&1 | tail -c 200)"
+g=sum(r['ms'] for r in lin if 'gelu' in r['op']);r_=sum(r['ms'] for r in lin if '+=' in r['op'])
+b=sum(r['ms'] for r in lin if 'gelu' not in r['op'] and '+=' not in r['op'])
+print('%.1f img/s; eager linear + gelu %.2f ms, bias-only %.2f ms, + residual %.2f ms'%(d['images_per_s'],g,b,r_))" "$OUT/gemm_ab_${m}_$v.json" 2>&1 | tail -c 200)"
   done; done
 fi
 
