@@ -1,5 +1,6 @@
-// CUTLASS GEMMs with a bias and optionally the exact GELU (gemm_cutlass.h). Compiled with the CUTLASS headers when CMake
-// finds them (VITRT_HAVE_CUTLASS, scripts/fetch-cutlass.sh); otherwise the entry points decline.
+// CUTLASS GEMMs with a bias, and the exact GELU or a residual (gemm_cutlass.h). Compiled with the
+// CUTLASS headers when CMake finds them (VITRT_HAVE_CUTLASS, scripts/fetch-cutlass.sh); otherwise
+// the entry points decline.
 //
 // NDEBUG before CUTLASS: its device-side asserts are function calls, and a call inside the kernel
 // makes ptxas serialise every wgmma (C7510), whatever the build type.

@@ -1,10 +1,10 @@
-// CUTLASS (3.x, sm_90a) GEMMs, first for the one product whose cuBLASLt epilogue costs time: the MLP's
-// first linear, bias + GELU in bf16 (vit_b bs32: 571 TFLOP/s against ~695 for the same GEMM with a
-// bias only, BENCHMARKS.md 2026-12-03). CUTLASS's warp-specialised kernel runs the epilogue of one
-// tile while its consumer warpgroups already compute the next one, and the GELU is the exact-erf
-// form of fast_erf.h (cuBLASLt's is the tanh form). Opt-in for A/B runs (VITRT_GEMM_CUTLASS=1 or
-// =cooperative, =pingpong)
-// until a GPU run has measured it; gemm() calls it and falls back to cuBLASLt when it declines.
+// CUTLASS (3.x, sm_90a) GEMMs for the encoder's products, an A/B against cuBLASLt. First motive: the
+// MLP's first linear, bias + GELU in bf16, runs at 571 TFLOP/s on cuBLASLt against ~695 for the same
+// GEMM with a bias only (vit_b bs32, BENCHMARKS.md 2026-12-03). CUTLASS's warp-specialised kernels
+// overlap a tile's epilogue with the mainloop (ping-pong: of the other warpgroup's tile), and the GELU
+// is the exact-erf form of fast_erf.h (cuBLASLt's is the tanh form). Opt-in
+// (VITRT_GEMM_CUTLASS=1 | cooperative | pingpong) until a GPU run has measured it: gemm() calls these
+// and falls back to cuBLASLt when they decline.
 #pragma once
 #include <cuda_runtime.h>
 
