@@ -338,25 +338,24 @@ void gemm(const GemmArgs& g) {
     VITRT_CUDA_CHECK(cudaMalloc(&p, kWorkspaceBytes));
     ws = p;
   }
-  // Bias (+ GELU) products in bf16, and bias + residual ones into fp32, on CUTLASS's kernels when asked (VITRT_GEMM_CUTLASS=1 or
-  // =cooperative, =pingpong; gemm_cutlass.h says why); they decline (and cuBLASLt runs) for anything
-  // but packed, aligned, sm_90 products.
+  // Bias (+ GELU) products in bf16, and bias + residual ones into fp32, on CUTLASS's kernels when
+  // asked (VITRT_GEMM_CUTLASS=1 or =cooperative, =pingpong; gemm_cutlass.h says why); they decline
+  // (and cuBLASLt runs) for anything but packed, aligned, sm_90 products.
   static const int cutlass_mode = [] {
     const char* e = std::getenv("VITRT_GEMM_CUTLASS");
     const std::string v = e ? e : "";
     return v == "pingpong" ? 2 : (v == "1" || v == "cooperative") ? 1 : 0;
   }();
-  if (cutlass_mode && g.bias && !g.relu && !g.c && g.dtype == DType::BF16 && g.out_dtype() == DType::BF16 &&
-      g.trans_b && g.batch == 1 && g.alpha == 1.f && k.lda == g.K && k.ldb == g.K && k.ldd == g.N &&
-      cutlass_gemm_bias_bf16(g.a, g.b, g.bias, g.d, g.M, g.N, g.K, g.gelu_tanh, ws, kWorkspaceBytes, stream,
-                             cutlass_mode == 2 ? CutlassSchedule::Pingpong : CutlassSchedule::Cooperative))
-    return;
-  if (cutlass_mode && g.bias && g.c && !g.relu && !g.gelu_tanh && g.dtype == DType::BF16 &&
-      g.out_dtype() == DType::F32 && g.trans_b && g.batch == 1 && g.alpha == 1.f && k.lda == g.K && k.ldb == g.K &&
-      k.ldd == g.N &&
-      cutlass_gemm_bias_residual_f32(g.a, g.b, g.bias, g.c, g.d, g.M, g.N, g.K, ws, kWorkspaceBytes, stream,
-                                     cutlass_mode == 2 ? CutlassSchedule::Pingpong : CutlassSchedule::Cooperative))
-    return;
+  if (cutlass_mode && g.bias && !g.relu && g.dtype == DType::BF16 && g.trans_b && g.batch == 1 && g.alpha == 1.f &&
+      k.lda == g.K && k.ldb == g.K && k.ldd == g.N) {
+    const CutlassSchedule schedule = cutlass_mode == 2 ? CutlassSchedule::Pingpong : CutlassSchedule::Cooperative;
+    if (!g.c && g.out_dtype() == DType::BF16 &&
+        cutlass_gemm_bias_bf16(g.a, g.b, g.bias, g.d, g.M, g.N, g.K, g.gelu_tanh, ws, kWorkspaceBytes, stream, schedule))
+      return;
+    if (g.c && g.out_dtype() == DType::F32 &&
+        cutlass_gemm_bias_residual_f32(g.a, g.b, g.bias, g.c, g.d, g.M, g.N, g.K, ws, kWorkspaceBytes, stream, schedule))
+      return;
+  }
   auto it = st.plans.find(k);
   if (it == st.plans.end()) it = st.plans.emplace(k, make_plan(st, k, g, t, td)).first;
   Plan& p = it->second;

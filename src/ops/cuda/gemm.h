@@ -39,7 +39,7 @@ struct GemmArgs {
   bool relu = false;         // ReLU after everything else (i.e. after C is added)
   // GELU, tanh form (cuBLASLt's GELU epilogue), after the bias; exclusive with relu and c. Within
   // ~5e-4 of the exact erf GELU, far below bf16's rounding: used for bf16 only (see ops_cuda.cpp).
-  // With VITRT_GEMM_CUTLASS=1 packed bf16 products with a bias run CUTLASS's kernel and the erf
+  // With VITRT_GEMM_CUTLASS set, packed bf16 products with a bias run CUTLASS's kernel and the erf
   // form instead (gemm_cutlass.h).
   bool gelu_tanh = false;
   float alpha = 1.f;
