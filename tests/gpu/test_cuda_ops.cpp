@@ -351,8 +351,10 @@ TEST_F(CudaOps, GemmCutlassBias) {
     int64_t M, N, K;
   };
   uint32_t seed = 1200;
+  const cuda::CutlassConfig configs[] = {{cuda::CutlassSchedule::Cooperative, 1}, {cuda::CutlassSchedule::Pingpong, 1},
+                                         {cuda::CutlassSchedule::Cooperative, 2}, {cuda::CutlassSchedule::Pingpong, 2}};
   for (const bool gelu : {true, false})
-  for (const cuda::CutlassSchedule schedule : {cuda::CutlassSchedule::Cooperative, cuda::CutlassSchedule::Pingpong})
+  for (const cuda::CutlassConfig& config : configs)
   for (const Shape3 sh : {Shape3{1000, 3072, 768}, Shape3{131, 5120, 1280}, Shape3{64, 256, 64}, Shape3{4099, 1024, 512}}) {
     Tensor x = randn({sh.M, sh.K}, ++seed), w = randn({sh.N, sh.K}, ++seed, 1.f / std::sqrt(float(sh.K)));
     Tensor b = randn({sh.N}, ++seed, 0.5f);
@@ -361,16 +363,17 @@ TEST_F(CudaOps, GemmCutlassBias) {
                               nullptr);
     Tensor xd = up(x, DType::BF16), wd = up(w, DType::BF16), bd = up(b, DType::BF16);
     Tensor yd = Tensor::empty({sh.M, sh.N}, DType::BF16, Device::CUDA);
-    const std::string name = std::string(schedule == cuda::CutlassSchedule::Pingpong ? "ping-pong" : "cooperative") +
+    const std::string name = cuda::to_string(config) +
                              (gelu ? " + gelu " : " ") + std::to_string(sh.M) + "x" + std::to_string(sh.N) + "x" +
                              std::to_string(sh.K);
     ASSERT_TRUE(cuda::cutlass_gemm_bias_bf16(xd.raw(), wd.raw(), bd.raw(), yd.raw(), sh.M, sh.N, sh.K, gelu, ws.raw(),
-                                             ws_bytes, cuda::current_stream(), schedule))
+                                             ws_bytes, cuda::current_stream(), config))
         << name;
     cuda::synchronize();
     EXPECT_TRUE(close(down(yd), want, kTolBF16)) << name;
   }
-  // Bias + residual into fp32 (the encoder's proj / lin2), in place (C = D) and with a separate C.
+  // Bias + residual into fp32 (the encoder's proj / lin2), in place (C = D) and with a separate C; a
+  // cluster of 2 declines (not instantiated).
   for (const cuda::CutlassSchedule schedule : {cuda::CutlassSchedule::Cooperative, cuda::CutlassSchedule::Pingpong})
     for (const bool in_place : {true, false}) {
       const Shape3 sh{1000, 768, 3072};
@@ -380,10 +383,17 @@ TEST_F(CudaOps, GemmCutlassBias) {
       Tensor xd = up(x, DType::BF16), wd = up(w, DType::BF16), bd = up(b, DType::F32), cd = up(y, DType::F32);
       Tensor dd = in_place ? cd : Tensor::empty({sh.M, sh.N}, DType::F32, Device::CUDA);
       ASSERT_TRUE(cuda::cutlass_gemm_bias_residual_f32(xd.raw(), wd.raw(), bd.raw(), cd.raw(), dd.raw(), sh.M, sh.N, sh.K,
-                                                       ws.raw(), ws_bytes, cuda::current_stream(), schedule));
+                                                       ws.raw(), ws_bytes, cuda::current_stream(), {schedule, 1}));
       cuda::synchronize();
       EXPECT_TRUE(close(down(dd), want, 1e-4)) << (in_place ? "in place" : "separate C");
     }
+  {
+    Tensor x = up(randn({64, 64}, 5), DType::BF16), w = up(randn({64, 64}, 6), DType::BF16);
+    Tensor b = up(randn({64}, 4), DType::F32), c = up(randn({64, 64}, 3), DType::F32);
+    EXPECT_FALSE(cuda::cutlass_gemm_bias_residual_f32(x.raw(), w.raw(), b.raw(), c.raw(), c.raw(), 64, 64, 64, ws.raw(),
+                                                      ws_bytes, cuda::current_stream(),
+                                                      {cuda::CutlassSchedule::Pingpong, 2}));
+  }
   // Declined, nothing enqueued: K not a multiple of 8, a pointer off 16 bytes.
   Tensor xd = up(randn({64, 24}, 7), DType::BF16), wd = up(randn({64, 24}, 8), DType::BF16);
   Tensor bd = up(randn({64}, 9), DType::BF16), yd = Tensor::empty({64, 64}, DType::BF16, Device::CUDA);
@@ -391,6 +401,23 @@ TEST_F(CudaOps, GemmCutlassBias) {
                                             cuda::current_stream()));
   EXPECT_FALSE(cuda::cutlass_gemm_bias_bf16(static_cast<char*>(xd.raw()) + 2, wd.raw(), bd.raw(), yd.raw(), 63, 64, 16,
                                             false, ws.raw(), ws_bytes, cuda::current_stream()));
+}
+#endif
+
+#ifdef VITRT_HAVE_CUDA
+// VITRT_GEMM_CUTLASS's values (no GPU needed).
+TEST(CutlassConfig, ParseAndPrint) {
+  for (const char* name : {"cooperative", "pingpong", "cooperative-c2", "pingpong-c2"}) {
+    cuda::CutlassConfig c;
+    ASSERT_TRUE(cuda::parse_cutlass_config(name, &c)) << name;
+    EXPECT_EQ(cuda::to_string(c), name);
+  }
+  cuda::CutlassConfig c{cuda::CutlassSchedule::Pingpong, 2};
+  ASSERT_TRUE(cuda::parse_cutlass_config("1", &c));
+  EXPECT_EQ(c.schedule, cuda::CutlassSchedule::Cooperative);
+  EXPECT_EQ(c.cluster_m, 1);
+  for (const char* bad : {"", "0", "pingpong-c3", "-c2", "ping", "cooperative-c2-c2", "1-c2"})
+    EXPECT_FALSE(cuda::parse_cutlass_config(bad, &c)) << bad;
 }
 #endif
 

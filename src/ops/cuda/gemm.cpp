@@ -21,6 +21,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -338,22 +339,29 @@ void gemm(const GemmArgs& g) {
     VITRT_CUDA_CHECK(cudaMalloc(&p, kWorkspaceBytes));
     ws = p;
   }
-  // Bias (+ GELU) products in bf16, and bias + residual ones into fp32, on CUTLASS's kernels when
-  // asked (VITRT_GEMM_CUTLASS=1 or =cooperative, =pingpong; gemm_cutlass.h says why); they decline
-  // (and cuBLASLt runs) for anything but packed, aligned, sm_90 products.
-  static const int cutlass_mode = [] {
+  // Bias (+ GELU) products in bf16, and (VITRT_GEMM_CUTLASS_RESIDUAL=1) bias + residual ones into
+  // fp32, on CUTLASS's kernels when asked (VITRT_GEMM_CUTLASS=<config>, gemm_cutlass.h: cooperative,
+  // pingpong, either with -c2); they decline (and cuBLASLt runs) for anything but packed, aligned,
+  // sm_90 products. The residual form is opt-in apart: it measured slower than cuBLASLt's (BENCHMARKS.md).
+  static const std::optional<CutlassConfig> cutlass_config = []() -> std::optional<CutlassConfig> {
     const char* e = std::getenv("VITRT_GEMM_CUTLASS");
     const std::string v = e ? e : "";
-    return v == "pingpong" ? 2 : (v == "1" || v == "cooperative") ? 1 : 0;
+    if (v.empty() || v == "0") return std::nullopt;
+    CutlassConfig c;
+    VITRT_CHECK(parse_cutlass_config(v, &c), InvalidArgument,
+                "VITRT_GEMM_CUTLASS=" + v + ": expected 0, cooperative, pingpong, cooperative-c2 or pingpong-c2");
+    return c;
   }();
-  if (cutlass_mode && g.bias && !g.relu && g.dtype == DType::BF16 && g.trans_b && g.batch == 1 && g.alpha == 1.f &&
+  static const bool cutlass_residual = env_flag("VITRT_GEMM_CUTLASS_RESIDUAL", false);
+  if (cutlass_config && g.bias && !g.relu && g.dtype == DType::BF16 && g.trans_b && g.batch == 1 && g.alpha == 1.f &&
       k.lda == g.K && k.ldb == g.K && k.ldd == g.N) {
-    const CutlassSchedule schedule = cutlass_mode == 2 ? CutlassSchedule::Pingpong : CutlassSchedule::Cooperative;
     if (!g.c && g.out_dtype() == DType::BF16 &&
-        cutlass_gemm_bias_bf16(g.a, g.b, g.bias, g.d, g.M, g.N, g.K, g.gelu_tanh, ws, kWorkspaceBytes, stream, schedule))
+        cutlass_gemm_bias_bf16(g.a, g.b, g.bias, g.d, g.M, g.N, g.K, g.gelu_tanh, ws, kWorkspaceBytes, stream,
+                               *cutlass_config))
       return;
-    if (g.c && g.out_dtype() == DType::F32 &&
-        cutlass_gemm_bias_residual_f32(g.a, g.b, g.bias, g.c, g.d, g.M, g.N, g.K, ws, kWorkspaceBytes, stream, schedule))
+    if (cutlass_residual && g.c && g.out_dtype() == DType::F32 &&
+        cutlass_gemm_bias_residual_f32(g.a, g.b, g.bias, g.c, g.d, g.M, g.N, g.K, ws, kWorkspaceBytes, stream,
+                                       *cutlass_config))
       return;
   }
   auto it = st.plans.find(k);
