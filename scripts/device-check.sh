@@ -264,11 +264,12 @@ print('%.1f img/s; eager global %.2f ms, windowed %.2f ms'%(d['images_per_s'],g,
 fi
 
 # gemm-ab: the encoder at batch 32 with the bias (+ GELU) GEMMs on cuBLASLt (0) and on CUTLASS's
-# configs (VITRT_GEMM_CUTLASS, GEMM_AB_CONFIGS): img/s, and the lin1 + GELU, bias-only (qkv) and
+# configs (VITRT_GEMM_CUTLASS, GEMM_AB_CONFIGS; "default" = unset): img/s, and the lin1 + GELU, bias-only (qkv) and
 # + residual (proj, lin2) times of one eager profile. GEMM_AB_MODELS.
 if has gemm-ab; then
-  for m in ${GEMM_AB_MODELS:-vit_b vit_h}; do for v in 0 ${GEMM_AB_CONFIGS:-pingpong pingpong-c2 cooperative-c2}; do
-    VITRT_GEMM_CUTLASS=$v timeout 120 $V bench --device cuda --model $m --batch 32 --dtype bf16 --iters ${BENCH_ITERS:-5} \
+  for m in ${GEMM_AB_MODELS:-vit_b vit_h}; do for v in 0 ${GEMM_AB_CONFIGS:-default}; do
+    gemm_env=(VITRT_GEMM_CUTLASS=$v); [ "$v" = default ] && gemm_env=()
+    env "${gemm_env[@]}" timeout 120 $V bench --device cuda --model $m --batch 32 --dtype bf16 --iters ${BENCH_ITERS:-5} \
       --no-decoder --profile --json > "$OUT/gemm_ab_${m}_$v.json" 2> "$OUT/gemm_ab_${m}_$v.err"
     add_summary "VITRT_GEMM_CUTLASS=$v, $m bs32: $(python3 -c "
 import json,sys
