@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ops/ops.h"
@@ -424,6 +425,63 @@ TEST(CudaAttention, PlainAttention) {
   }
 }
 
+TEST(CudaAttention, ShortSequences) {
+  // attention_wgmma_short.cu on Hopper (the mma.sync kernel elsewhere): dense self-attention of
+  // ViT token counts without rel-pos, both head dims, every chunk layout (3 or 4 chunks of 64 keys,
+  // with and without the 16-key chunk, 1 and 16 real keys in it), partial last m-tiles (warps with
+  // no real row), many m-tiles, one query row; against the CPU on bf16-rounded inputs. Then the
+  // ViT's own path (q, k, v read in place from one packed qkv tensor), and keys whose later chunks
+  // score far above the first (the lazy rescaling of O between chunks).
+  REQUIRE_GPU();
+  uint64_t seed = 5800;
+  const AttnCase cases[] = {
+      {DType::BF16, 3, 197, 197, 768, 12},  // ViT-B/16: 3 x 64 + 5 keys
+      {DType::BF16, 2, 257, 257, 1280, 16},  // ViT-H/14: 4 x 64 + 1
+      {DType::BF16, 2, 192, 192, 256, 4},   // 3 x 64, no 16-key chunk
+      {DType::BF16, 1, 256, 256, 320, 4},   // 4 x 64, head dim 80
+      {DType::BF16, 3, 208, 208, 128, 2},   // the 16-key chunk full
+      {DType::BF16, 2, 193, 193, 160, 2},   // one key in it, head dim 80
+      {DType::BF16, 2, 100, 200, 256, 4},   // nq != nk
+      {DType::BF16, 1, 1000, 272, 320, 4},  // 16 m-tiles
+      {DType::BF16, 5, 1, 197, 128, 2},     // one query row
+  };
+  for (const AttnCase& c : cases) {
+    Tensor q = round_bf16(randn({c.B, c.Nq, c.D}, seed)), k = round_bf16(randn({c.B, c.Nk, c.D}, seed + 1));
+    Tensor v = round_bf16(randn({c.B, c.Nk, c.D}, seed + 2));
+    seed += 3;
+    const Tensor ref = ops::attention(q, k, v, c.heads);
+    const Tensor got = to_host(cimpl::attention(to_dev(q, c.dt), to_dev(k, c.dt), to_dev(v, c.dt), c.heads));
+    const Cmp r = compare(got, ref);
+    std::printf("  short B=%lld Nq=%lld Nk=%lld D=%lld heads=%d: rel %.3e max_abs %.3e\n", static_cast<long long>(c.B),
+                static_cast<long long>(c.Nq), static_cast<long long>(c.Nk), static_cast<long long>(c.D), c.heads, r.rel,
+                r.max_abs);
+    EXPECT_EQ(r.nonfinite, 0);
+    EXPECT_LE(r.rel, 8e-3) << "Nq=" << c.Nq << " Nk=" << c.Nk << " D=" << c.D;  // bf16 output rounding: ~3e-3
+  }
+  // Packed qkv [B, N, 3C] (the ViT's attention_packed_qkv), and later chunks scoring far higher:
+  // k rows 64.. scaled by 3, 128.. by 6 (q ~ N(0, 1): each chunk's row maximum ~2^8 or more above
+  // the previous one's, so O is rescaled between chunks).
+  for (const auto& [N, C, heads, jump] : {std::tuple<int64_t, int64_t, int, bool>{197, 768, 12, false},
+                                          {257, 1280, 16, false}, {197, 768, 12, true}, {257, 320, 4, true}}) {
+    const int64_t B = 2;
+    Tensor qkv = randn({B, N, 3 * C}, seed++);
+    if (jump) {
+      float* x = qkv.data<float>();
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t t = 64; t < N; ++t)
+          for (int64_t d = C; d < 2 * C; ++d) x[(b * N + t) * 3 * C + d] *= t >= 128 ? 6.f : 3.f;
+    }
+    qkv = round_bf16(qkv);
+    const Tensor ref = ops::attention_packed_qkv(qkv, heads);
+    const Tensor got = to_host(ops::attention_packed_qkv(to_dev(qkv, DType::BF16), heads));
+    const Cmp r = compare(got, ref);
+    std::printf("  short packed qkv B=2 N=%lld C=%lld heads=%d%s: rel %.3e max_abs %.3e\n", static_cast<long long>(N),
+                static_cast<long long>(C), heads, jump ? " (score jumps)" : "", r.rel, r.max_abs);
+    EXPECT_EQ(r.nonfinite, 0);
+    EXPECT_LE(r.rel, 8e-3) << "packed N=" << N << " C=" << C << (jump ? " with score jumps" : "");
+  }
+}
+
 TEST(CudaAttention, FewKeys) {
   // attention_few_keys.cu (at most 16 keys, head_dim 16 or 32, no rel-pos): one key, the largest
   // count, one past it (the tensor-core kernel again), partial 128-row query blocks, one q for all
@@ -592,6 +650,24 @@ TEST(CudaAttentionBench, VitShapes) {
       std::snprintf(what, sizeof what, "%s bf16 global %lld x %d heads x 4096, no rel", m.name,
                     static_cast<long long>(B), m.heads);
       report(what, flops, time_ms([&] { cimpl::attention_relpos(qkv, m.heads, 64, 64, nullptr, nullptr); }, 5));
+    }
+  }
+  {
+    // The ViT classifier's self-attention (no rel-pos): ViT-B/16 at batch 256 (197 tokens, 12 heads of
+    // 64) and ViT-H/14 at batch 64 (257 tokens, 16 heads of 80), one layer.
+    struct Vit {
+      const char* name;
+      int64_t batch, tokens;
+      int heads, hd;
+    };
+    for (const Vit v : {Vit{"ViT-B/16", 256, 197, 12, 64}, Vit{"ViT-H/14", 64, 257, 16, 80}}) {
+      const int64_t C = int64_t{v.heads} * v.hd;
+      Tensor qkv = dev_uniform({v.batch, v.tokens, 3 * C}, DType::BF16, 17);
+      char what[160];
+      std::snprintf(what, sizeof what, "%s bf16 self-attention %lld x %d heads x %lld, no rel", v.name,
+                    static_cast<long long>(v.batch), v.heads, static_cast<long long>(v.tokens));
+      report(what, 4.0 * v.tokens * v.tokens * v.hd * v.heads * v.batch,
+             time_ms([&] { ops::attention_packed_qkv(qkv, v.heads); }, 20));
     }
   }
   {

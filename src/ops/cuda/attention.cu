@@ -1110,6 +1110,14 @@ void attention_launch(const AttentionArgs& a, cudaStream_t stream) {
       return;
     }
   }
+  if (tc && !rel && a.window == 0) {  // Hopper: short sequences, no rel-pos (attention_wgmma_short.cu)
+    if (wgmma_short_smem(p, optin_smem_limit()) > 0) {
+      const long long blocks = static_cast<long long>(a.heads) * a.num_seq;
+      VITRT_CHECK(blocks <= INT_MAX, InvalidArgument, "cuda attention: problem too large (", blocks, " blocks)");
+      wgmma_short_launch(p, static_cast<int>(blocks), stream);
+      return;
+    }
+  }
   if (tc && rel && a.window == 0) {  // Hopper: the wgmma kernel for global attention (attention_wgmma.cu)
     if (const WgmmaPlan wp = wgmma_relpos_plan(p, optin_smem_limit()); wp.smem > 0) {
       p.num_qtiles = static_cast<int>((a.nq + wp.bm - 1) / wp.bm);

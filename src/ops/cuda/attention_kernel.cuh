@@ -355,6 +355,13 @@ bool wgmma_off_by_env();
 size_t wgmma_windowed_smem(const KParams& p, int optin_smem_limit);
 void wgmma_windowed_launch(const KParams& p, size_t smem, int items, cudaStream_t stream);
 
+// The Hopper kernel for short dense sequences without rel-pos (attention_wgmma_short.cu: the ViT
+// classifier's 197 / 257 tokens), head_dim 64 or 80, BF16. wgmma_short_smem: its dynamic shared
+// memory for `p`, or 0 when it does not cover `p` (also when VITRT_ATTN_WGMMA_SHORT=0 or
+// VITRT_ATTN_WGMMA=0); wgmma_short_launch: one CTA per (sequence, head), `blocks` = num_seq * heads.
+size_t wgmma_short_smem(const KParams& p, int optin_smem_limit);
+void wgmma_short_launch(const KParams& p, int blocks, cudaStream_t stream);
+
 // The few-keys kernel (attention_few_keys.cu): dense attention without rel-pos against at most
 // kFewKeysMax keys per sequence, head_dim 16 or 32 (SAM's decoder: 4096 image tokens per prompt
 // attending to its ~7 tokens), F32 or BF16. few_keys_supported: whether it covers `p`
