@@ -1,6 +1,12 @@
-// `vitrt classify`: ImageNet top-k of a torchvision ViT checkpoint on one image.
+// `vitrt classify`: ImageNet top-k of a torchvision ViT checkpoint on one or more images (text, or
+// JSON with the logits for fidelity scripts such as scripts/fidelity_vit.py).
+#include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -12,11 +18,12 @@ namespace vitrt::cli {
 namespace {
 
 struct ClassifyArgs {
-  std::string checkpoint, image, classes;
+  std::string checkpoint, classes;
+  std::vector<std::string> images;
   std::string device = "auto", dtype = "fp32";
   int topk = 5;
   int num_heads = 0;
-  bool quiet = false;
+  bool quiet = false, json = false, logits = false;
 };
 
 // The class list: --classes if given; else Debian's opencv-doc file when that package is
@@ -32,8 +39,8 @@ std::string find_class_names_file(const std::string& requested) {
 
 void run_classify(const ClassifyArgs& a) {
   VITRT_CHECK(a.topk >= 1, InvalidArgument, "--topk must be at least 1, got ", a.topk);
-  StageTimer timer(a.quiet);
-  Image image = timer.run("reading image " + a.image, [&] { return read_image(a.image); });
+  VITRT_CHECK(!a.images.empty(), InvalidArgument, "classify: no --image given");
+  StageTimer timer(a.quiet || a.json);
   auto [device, dtype] = parse_device(a.device, a.dtype);
   auto model = timer.run("loading checkpoint " + a.checkpoint,
                          [&] { return load_vit(a.checkpoint, device, dtype, a.num_heads); });
@@ -51,7 +58,7 @@ void run_classify(const ClassifyArgs& a) {
                 "class names file '", names_path, "' has ", names.size(), " names but the model has ",
                 cfg.num_classes, " classes");
   }
-  if (!a.quiet) {
+  if (!a.quiet && !a.json) {
     note("model " + cfg.name + " (" + std::to_string(cfg.image_size) + "px, patch " + std::to_string(cfg.patch_size) +
          ", " + std::to_string(cfg.num_layers) + " layers of " + std::to_string(cfg.hidden_dim) + ", " +
          std::to_string(cfg.num_classes) + " classes) on " + (device == Device::CUDA ? "cuda " : "cpu ") +
@@ -61,15 +68,40 @@ void run_classify(const ClassifyArgs& a) {
   }
   // torchvision's eval transform keeps the 256/224 ratio of resize to crop.
   const int crop = cfg.image_size, resize = vit_resize_size(crop);
-  std::vector<std::pair<int, float>> top;
-  timer.run("classifying", [&] {
-    Tensor logits = vit_logits(*model, vit_preprocess(image, resize, crop));
-    top = top_k_softmax(logits.data<float>(), cfg.num_classes, a.topk);
-  });
-  for (size_t i = 0; i < top.size(); ++i) {
-    const auto [cls, p] = top[i];
-    if (names.empty()) std::printf("%zu. %6.2f%%  [%d]\n", i + 1, 100.0 * p, cls);
-    else std::printf("%zu. %6.2f%%  [%d] %s\n", i + 1, 100.0 * p, cls, names[cls].c_str());
+  nlohmann::json results = nlohmann::json::array();
+  for (const std::string& path : a.images) {
+    Image image = timer.run("reading image " + path, [&] { return read_image(path); });
+    std::vector<std::pair<int, float>> top;
+    Tensor logits;
+    timer.run("classifying", [&] {
+      logits = vit_logits(*model, vit_preprocess(image, resize, crop));
+      top = top_k_softmax(logits.data<float>(), cfg.num_classes, a.topk);
+    });
+    if (a.json) {
+      nlohmann::json r = {{"image", path}, {"top", nlohmann::json::array()}};
+      for (const auto& [cls, p] : top) {
+        nlohmann::json t = {{"class", cls}, {"prob", p}};
+        if (!names.empty()) t["name"] = names[cls];
+        r["top"].push_back(t);
+      }
+      if (a.logits) r["logits"] = std::vector<float>(logits.data<float>(), logits.data<float>() + cfg.num_classes);
+      results.push_back(std::move(r));
+      continue;
+    }
+    if (a.images.size() > 1) std::printf("%s:\n", path.c_str());
+    for (size_t i = 0; i < top.size(); ++i) {
+      const auto [cls, p] = top[i];
+      if (names.empty()) std::printf("%zu. %6.2f%%  [%d]\n", i + 1, 100.0 * p, cls);
+      else std::printf("%zu. %6.2f%%  [%d] %s\n", i + 1, 100.0 * p, cls, names[cls].c_str());
+    }
+  }
+  if (a.json) {
+    const nlohmann::json out = {{"model", cfg.name},
+                                {"device", device == Device::CUDA ? "cuda" : "cpu"},
+                                {"dtype", dtype_name(dtype)},
+                                {"num_classes", cfg.num_classes},
+                                {"results", results}};
+    std::printf("%s\n", out.dump().c_str());
   }
 }
 
@@ -84,7 +116,9 @@ void add_classify(CLI::App& app) {
       "Example: vitrt classify --checkpoint vit_b_16-c867db91.pth --image cat.jpg");
   c->add_option("--checkpoint", a->checkpoint, "torchvision VisionTransformer state_dict (.pth or .safetensors)")
       ->required()->check(CLI::ExistingFile);
-  c->add_option("--image", a->image, "Input image (PNG or JPEG)")->required()->check(CLI::ExistingFile);
+  c->add_option("--image", a->images, "Input image(s) (PNG or JPEG); repeat, or list several, to classify each")
+      ->required()
+      ->check(CLI::ExistingFile);
   c->add_option("--topk", a->topk, "How many classes to print")->capture_default_str();
   c->add_option("--classes", a->classes,
                 std::string("Class names, one per line (default: ") + kOpencvDocImagenetClasses +
@@ -94,6 +128,8 @@ void add_classify(CLI::App& app) {
   c->add_option("--device", a->device, "auto (cuda if present), cpu or cuda")->capture_default_str();
   c->add_option("--dtype", a->dtype, "fp32, or bf16 on cuda")->capture_default_str();
   c->add_flag("-q,--quiet", a->quiet, "Do not print stage timings");
+  c->add_flag("--json", a->json, "Print one JSON object (top-k per image) instead of text");
+  c->add_flag("--logits", a->logits, "With --json: include each image's logits");
   c->callback([a] { run_classify(*a); });
 }
 
