@@ -19,7 +19,8 @@
 //    warps) skips its softmax and multiplies P = 0.
 // Covered: dense sequences (no window, no q sharing), no rel-pos, nk in {192, 193..208, 256,
 // 257..272} (NF = 3 or 4, with or without the 16-key chunk), nq <= 1024; the dispatcher falls back
-// to the mma.sync kernel otherwise. VITRT_ATTN_WGMMA_SHORT=0 turns it off (A/B runs).
+// to the mma.sync kernel otherwise. VITRT_ATTN_WGMMA_SHORT=0 turns it off (A/B runs), =onep takes
+// the one-P-buffer variant (three CTAs per SM at head dim 64).
 #include <cuda_bf16.h>
 
 #include <atomic>
@@ -108,8 +109,10 @@ __device__ __forceinline__ void static_for(std::integer_sequence<int, I...>, F&&
 }
 #endif
 
-template <int HD, int NF, int TAIL>
-__global__ void __launch_bounds__(128, 2) flash_wgmma_short_kernel(const KParams p) {
+// ONEP: one P buffer (P V of chunk c - 1 waited for before chunk c's softmax), which frees the
+// registers for three CTAs per SM at head dim 64 (VITRT_ATTN_WGMMA_SHORT=onep; A/B).
+template <int HD, int NF, int TAIL, bool ONEP>
+__global__ void __launch_bounds__(128, ONEP && HD == 64 ? 3 : 2) flash_wgmma_short_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
   using C = ShortCfg<HD, NF, TAIL>;
   constexpr int CPR = C::CPR, KS = C::KS, NC = C::NC, NKP = C::NKP;
@@ -180,7 +183,8 @@ __global__ void __launch_bounds__(128, 2) flash_wgmma_short_kernel(const KParams
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
     float sc[2][32];      // S of the full chunks, alternating
     float st[8];          // S of the 16-key chunk
-    unsigned pa[2][4][4];  // P of the full chunks, alternating
+    constexpr int PB = ONEP ? 1 : 2;
+    unsigned pa[PB][4][4];  // P of the full chunks (alternating when PB = 2)
     unsigned pt[1][4];     // P of the 16-key chunk
 
     auto issue_s = [&](auto cc) {
@@ -213,7 +217,12 @@ __global__ void __launch_bounds__(128, 2) flash_wgmma_short_kernel(const KParams
       constexpr int c = decltype(cc)::value;
       constexpr bool next = c + 1 < NC;
       if constexpr (next) issue_s(std::integral_constant<int, c + 1>{});
-      wait_n<(c > 0 ? 1 : 0) + (next ? 1 : 0)>();
+      // (ONEP: P V of chunk c - 1 too, so that this softmax may overwrite its P.)
+      wait_n<(c > 0 && !ONEP ? 1 : 0) + (next ? 1 : 0)>();
+      if constexpr (ONEP && c > 0) {
+        wgmma::fence_operands(o);
+        wgmma::fence_operands(pa[0]);
+      }
       constexpr bool full = c < NF;
       float* s = full ? sc[c & 1] : st;
       if constexpr (full) wgmma::fence_operands(sc[c & 1]);
@@ -222,7 +231,7 @@ __global__ void __launch_bounds__(128, 2) flash_wgmma_short_kernel(const KParams
         wgmma::fence_operands(qf);
         if (mt + 1 < mtiles) load_q(mt + 1);
       }
-      unsigned(*pc)[4] = full ? pa[c & 1] : pt;
+      unsigned(*pc)[4] = full ? pa[c % PB] : pt;
       float al0 = 1.f, al1 = 1.f;
       if (live) {
         float x0, x1, s0, s1;
@@ -243,20 +252,22 @@ __global__ void __launch_bounds__(128, 2) flash_wgmma_short_kernel(const KParams
 #pragma unroll
         for (int j = 0; j < R; ++j) pc[j][0] = pc[j][1] = pc[j][2] = pc[j][3] = 0u;
       }
-      if constexpr (full) wgmma::fence_operands(pa[c & 1]);
+      if constexpr (full) wgmma::fence_operands(pa[c % PB]);
       else wgmma::fence_operands(pt);
       pin(l0, l1, al0, al1);
       if constexpr (c > 0) {
-        wait_n<next ? 1 : 0>();  // P V of chunk c - 1 (S_{c+1} may still run)
-        wgmma::fence_operands(o);
-        wgmma::fence_operands(pa[(c - 1) & 1]);
+        if constexpr (!ONEP) {
+          wait_n<next ? 1 : 0>();  // P V of chunk c - 1 (S_{c+1} may still run)
+          wgmma::fence_operands(o);
+          wgmma::fence_operands(pa[(c - 1) % PB]);
+        }
         rescale_rows_if_needed<HD>(o, al0, al1);
       }
       wgmma::fence_operands(o);
       wgmma::fence();
       if constexpr (full) {
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) mma_o<HD>(o, pa[c & 1][kk], vdesc + (c * 4 + kk) * kStepV);
+        for (int kk = 0; kk < 4; ++kk) mma_o<HD>(o, pa[c % PB][kk], vdesc + (c * 4 + kk) * kStepV);
       } else {
         mma_o<HD>(o, pt[0], vdesc + (NF * 4) * kStepV);
       }
@@ -267,7 +278,7 @@ __global__ void __launch_bounds__(128, 2) flash_wgmma_short_kernel(const KParams
     static_for(std::make_integer_sequence<int, NC>{}, step);
     wgmma::wait<0>();
     wgmma::fence_operands(o);
-    wgmma::fence_operands(pa[(NC - 1) & 1]);
+    wgmma::fence_operands(pa[(NC - 1) % PB]);
     wgmma::fence_operands(pt);
 
     l0 = quad_sum(l0);
@@ -297,28 +308,34 @@ __global__ void __launch_bounds__(128, 2) flash_wgmma_short_kernel(const KParams
 #endif
 }
 
-template <int HD, int NF, int TAIL>
+template <int HD, int NF, int TAIL, bool ONEP>
 void launch(const KParams& p, int blocks, cudaStream_t stream) {
   using C = ShortCfg<HD, NF, TAIL>;
   static std::atomic<int> configured{0};
   constexpr size_t smem = short_smem_bytes<C>();
-  ensure_smem(flash_wgmma_short_kernel<HD, NF, TAIL>, smem, configured, "bf16 wgmma short");
-  flash_wgmma_short_kernel<HD, NF, TAIL><<<blocks, C::THREADS, smem, stream>>>(p);
+  ensure_smem(flash_wgmma_short_kernel<HD, NF, TAIL, ONEP>, smem, configured, "bf16 wgmma short");
+  flash_wgmma_short_kernel<HD, NF, TAIL, ONEP><<<blocks, C::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_wgmma_short_kernel launch");
 }
 
-template <int HD>
+template <int HD, bool ONEP>
 void launch_hd(const KParams& p, int blocks, cudaStream_t stream) {
   const int nf = p.nk / 64;
   const bool tail = p.nk % 64 != 0;
-  if (nf == 3) tail ? launch<HD, 3, 16>(p, blocks, stream) : launch<HD, 3, 0>(p, blocks, stream);
-  else tail ? launch<HD, 4, 16>(p, blocks, stream) : launch<HD, 4, 0>(p, blocks, stream);
+  if (nf == 3) tail ? launch<HD, 3, 16, ONEP>(p, blocks, stream) : launch<HD, 3, 0, ONEP>(p, blocks, stream);
+  else tail ? launch<HD, 4, 16, ONEP>(p, blocks, stream) : launch<HD, 4, 0, ONEP>(p, blocks, stream);
 }
 
-bool off_by_env() {
-  static const bool v = [] {
+// VITRT_ATTN_WGMMA_SHORT: "0" turns the kernel off (the mma.sync kernel then runs these), "onep" takes
+// the one-P-buffer variant at head dim 64. Read once per process.
+enum class ShortMode { Off, TwoP, OneP };
+ShortMode mode_from_env() {
+  static const ShortMode v = [] {
     const char* e = std::getenv("VITRT_ATTN_WGMMA_SHORT");
-    return e != nullptr && std::string(e) == "0";
+    const std::string s = e ? e : "";
+    if (s == "0") return ShortMode::Off;
+    if (s == "onep") return ShortMode::OneP;
+    return ShortMode::TwoP;
   }();
   return v;
 }
@@ -326,7 +343,7 @@ bool off_by_env() {
 }  // namespace
 
 size_t wgmma_short_smem(const KParams& p, int optin_smem_limit) {
-  if (off_by_env() || wgmma_off_by_env() || !device_is_sm90()) return 0;
+  if (mode_from_env() == ShortMode::Off || wgmma_off_by_env() || !device_is_sm90()) return 0;
   if (p.hd != 64 && p.hd != 80) return 0;
   if (p.th != nullptr || p.ws != 0 || p.q_share != 1) return 0;
   if (p.nq < 1 || p.nq > 1024) return 0;
@@ -339,8 +356,12 @@ size_t wgmma_short_smem(const KParams& p, int optin_smem_limit) {
 
 void wgmma_short_launch(const KParams& p, int blocks, cudaStream_t stream) {
   if (blocks <= 0) return;
-  if (p.hd == 64) launch_hd<64>(p, blocks, stream);
-  else launch_hd<80>(p, blocks, stream);
+  if (p.hd == 64) {
+    if (mode_from_env() == ShortMode::OneP) launch_hd<64, true>(p, blocks, stream);
+    else launch_hd<64, false>(p, blocks, stream);
+  } else {
+    launch_hd<80, false>(p, blocks, stream);
+  }
 }
 
 }  // namespace vitrt::cuda::attn
