@@ -19,8 +19,8 @@
 //    warps) skips its softmax and multiplies P = 0.
 // Covered: dense sequences (no window, no q sharing), no rel-pos, nk in {192, 193..208, 256,
 // 257..272} (NF = 3 or 4, with or without the 16-key chunk), nq <= 1024; the dispatcher falls back
-// to the mma.sync kernel otherwise. VITRT_ATTN_WGMMA_SHORT=0 turns it off (A/B runs), =onep takes
-// the one-P-buffer variant (three CTAs per SM at head dim 64).
+// to the mma.sync kernel otherwise. VITRT_ATTN_WGMMA_SHORT=0 turns it off (A/B runs); =twop / =ones
+// pick other buffering at head dim 64 (see BUF below).
 #include <cuda_bf16.h>
 
 #include <atomic>
@@ -109,10 +109,18 @@ __device__ __forceinline__ void static_for(std::integer_sequence<int, I...>, F&&
 }
 #endif
 
-// ONEP: one P buffer (P V of chunk c - 1 waited for before chunk c's softmax), which frees the
-// registers for three CTAs per SM at head dim 64 (VITRT_ATTN_WGMMA_SHORT=onep; A/B).
-template <int HD, int NF, int TAIL, bool ONEP>
-__global__ void __launch_bounds__(128, ONEP && HD == 64 ? 3 : 2) flash_wgmma_short_kernel(const KParams p) {
+// BUF: the S and P buffers per warpgroup, traded against CTAs per SM (registers):
+//  2 (TwoP): two S, two P: chunk c + 1's Q K^T and chunk c - 1's P V both overlap chunk c's softmax;
+//  1 (OneP): two S, one P: P V of chunk c - 1 is waited for before chunk c's softmax (158
+//    registers: three CTAs per SM at head dim 64; the default there, 1.2x TwoP on ViT-B/16);
+//  0 (OneS): one S, one P: nothing overlaps a softmax inside the warpgroup; four CTAs per SM at
+//    head dim 64 overlap each other's instead.
+template <int BUF, int HD>
+constexpr int short_ctas_per_sm() {
+  return HD == 64 ? (BUF == 2 ? 2 : BUF == 1 ? 3 : 4) : 2;
+}
+template <int HD, int NF, int TAIL, int BUF>
+__global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma_short_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
   using C = ShortCfg<HD, NF, TAIL>;
   constexpr int CPR = C::CPR, KS = C::KS, NC = C::NC, NKP = C::NKP;
@@ -181,9 +189,9 @@ __global__ void __launch_bounds__(128, ONEP && HD == 64 ? 3 : 2) flash_wgmma_sho
 #pragma unroll
     for (int i = 0; i < HD / 2; ++i) o[i] = 0.f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
-    float sc[2][32];      // S of the full chunks, alternating
-    float st[8];          // S of the 16-key chunk
-    constexpr int PB = ONEP ? 1 : 2;
+    constexpr int SB = BUF == 0 ? 1 : 2, PB = BUF == 2 ? 2 : 1;
+    float sc[SB][32];       // S of the full chunks (alternating when SB = 2)
+    float st[8];            // S of the 16-key chunk
     unsigned pa[PB][4][4];  // P of the full chunks (alternating when PB = 2)
     unsigned pt[1][4];     // P of the 16-key chunk
 
@@ -193,7 +201,7 @@ __global__ void __launch_bounds__(128, ONEP && HD == 64 ? 3 : 2) flash_wgmma_sho
         wgmma::fence();
 #pragma unroll
         for (int ks = 0; ks < KS; ++ks)
-          wgmma::wgmma_m64n64k16_rs_sd<0>(sc[c & 1], qf[ks], kdesc + c * kChunkK + ks * kStepK, ks > 0);
+          wgmma::wgmma_m64n64k16_rs_sd<0>(sc[c % SB], qf[ks], kdesc + c * kChunkK + ks * kStepK, ks > 0);
       } else {
         // Seeds: 0 for a real key, -inf past nk (n8 tile j, columns 2 tq + {0, 1}).
 #pragma unroll
@@ -212,20 +220,23 @@ __global__ void __launch_bounds__(128, ONEP && HD == 64 ? 3 : 2) flash_wgmma_sho
       wgmma::commit();
     };
 
-    // Commit order: S0, S1, PV0, S2, PV1, ...: waiting for S_c leaves PV_{c-1} and S_{c+1} pending.
+    // Commit order (SB = 2): S0, S1, PV0, S2, PV1, ...: waiting for S_c leaves PV_{c-1} and S_{c+1}
+    // pending. (SB = 1: S0, PV0, S1, PV1, ...: S_c is issued in step c and waited for with PV_{c-1}.)
     auto step = [&](auto cc) {
       constexpr int c = decltype(cc)::value;
       constexpr bool next = c + 1 < NC;
-      if constexpr (next) issue_s(std::integral_constant<int, c + 1>{});
-      // (ONEP: P V of chunk c - 1 too, so that this softmax may overwrite its P.)
-      wait_n<(c > 0 && !ONEP ? 1 : 0) + (next ? 1 : 0)>();
-      if constexpr (ONEP && c > 0) {
+      if constexpr (SB == 2 && next) issue_s(std::integral_constant<int, c + 1>{});
+      if constexpr (SB == 1 && c > 0) issue_s(std::integral_constant<int, c>{});
+      // (PB = 1: P V of chunk c - 1 too, so that this softmax may overwrite its P.)
+      if constexpr (SB == 1) wait_n<0>();
+      else wait_n<(c > 0 && PB == 2 ? 1 : 0) + (next ? 1 : 0)>();
+      if constexpr (PB == 1 && c > 0) {
         wgmma::fence_operands(o);
         wgmma::fence_operands(pa[0]);
       }
       constexpr bool full = c < NF;
-      float* s = full ? sc[c & 1] : st;
-      if constexpr (full) wgmma::fence_operands(sc[c & 1]);
+      float* s = full ? sc[c % SB] : st;
+      if constexpr (full) wgmma::fence_operands(sc[c % SB]);
       else wgmma::fence_operands(st);
       if constexpr (!next) {  // every Q K^T of this m-tile is done: the next tile's Q can load
         wgmma::fence_operands(qf);
@@ -256,7 +267,7 @@ __global__ void __launch_bounds__(128, ONEP && HD == 64 ? 3 : 2) flash_wgmma_sho
       else wgmma::fence_operands(pt);
       pin(l0, l1, al0, al1);
       if constexpr (c > 0) {
-        if constexpr (!ONEP) {
+        if constexpr (PB == 2) {
           wait_n<next ? 1 : 0>();  // P V of chunk c - 1 (S_{c+1} may still run)
           wgmma::fence_operands(o);
           wgmma::fence_operands(pa[(c - 1) % PB]);
@@ -308,34 +319,37 @@ __global__ void __launch_bounds__(128, ONEP && HD == 64 ? 3 : 2) flash_wgmma_sho
 #endif
 }
 
-template <int HD, int NF, int TAIL, bool ONEP>
+template <int HD, int NF, int TAIL, int BUF>
 void launch(const KParams& p, int blocks, cudaStream_t stream) {
   using C = ShortCfg<HD, NF, TAIL>;
   static std::atomic<int> configured{0};
   constexpr size_t smem = short_smem_bytes<C>();
-  ensure_smem(flash_wgmma_short_kernel<HD, NF, TAIL, ONEP>, smem, configured, "bf16 wgmma short");
-  flash_wgmma_short_kernel<HD, NF, TAIL, ONEP><<<blocks, C::THREADS, smem, stream>>>(p);
+  ensure_smem(flash_wgmma_short_kernel<HD, NF, TAIL, BUF>, smem, configured, "bf16 wgmma short");
+  flash_wgmma_short_kernel<HD, NF, TAIL, BUF><<<blocks, C::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_wgmma_short_kernel launch");
 }
 
-template <int HD, bool ONEP>
+template <int HD, int BUF>
 void launch_hd(const KParams& p, int blocks, cudaStream_t stream) {
   const int nf = p.nk / 64;
   const bool tail = p.nk % 64 != 0;
-  if (nf == 3) tail ? launch<HD, 3, 16, ONEP>(p, blocks, stream) : launch<HD, 3, 0, ONEP>(p, blocks, stream);
-  else tail ? launch<HD, 4, 16, ONEP>(p, blocks, stream) : launch<HD, 4, 0, ONEP>(p, blocks, stream);
+  if (nf == 3) tail ? launch<HD, 3, 16, BUF>(p, blocks, stream) : launch<HD, 3, 0, BUF>(p, blocks, stream);
+  else tail ? launch<HD, 4, 16, BUF>(p, blocks, stream) : launch<HD, 4, 0, BUF>(p, blocks, stream);
 }
 
-// VITRT_ATTN_WGMMA_SHORT: "0" turns the kernel off (the mma.sync kernel then runs these), "onep" takes
-// the one-P-buffer variant at head dim 64. Read once per process.
-enum class ShortMode { Off, TwoP, OneP };
+// VITRT_ATTN_WGMMA_SHORT: "0" turns the kernel off (the mma.sync kernel then runs these); "twop" /
+// "onep" / "ones" pick the buffering at head dim 64 (default onep; head dim 80 always runs twop, its
+// shared memory allowing two CTAs per SM). Read once per process.
+enum class ShortMode { Off, Default, TwoP, OneP, OneS };
 ShortMode mode_from_env() {
   static const ShortMode v = [] {
     const char* e = std::getenv("VITRT_ATTN_WGMMA_SHORT");
     const std::string s = e ? e : "";
     if (s == "0") return ShortMode::Off;
+    if (s == "twop") return ShortMode::TwoP;
     if (s == "onep") return ShortMode::OneP;
-    return ShortMode::TwoP;
+    if (s == "ones") return ShortMode::OneS;
+    return ShortMode::Default;
   }();
   return v;
 }
@@ -357,10 +371,13 @@ size_t wgmma_short_smem(const KParams& p, int optin_smem_limit) {
 void wgmma_short_launch(const KParams& p, int blocks, cudaStream_t stream) {
   if (blocks <= 0) return;
   if (p.hd == 64) {
-    if (mode_from_env() == ShortMode::OneP) launch_hd<64, true>(p, blocks, stream);
-    else launch_hd<64, false>(p, blocks, stream);
+    switch (mode_from_env()) {
+      case ShortMode::TwoP: launch_hd<64, 2>(p, blocks, stream); break;
+      case ShortMode::OneS: launch_hd<64, 0>(p, blocks, stream); break;
+      default: launch_hd<64, 1>(p, blocks, stream); break;
+    }
   } else {
-    launch_hd<80, false>(p, blocks, stream);
+    launch_hd<80, 2>(p, blocks, stream);
   }
 }
 
