@@ -491,7 +491,8 @@ TEST_F(CudaOps, LayerNorm) {
     Shape x;
     float eps, offset;
   };
-  // C = 131, 1 and 1664: the generic kernel; multiples of 128 (4 per lane) and of 64 (2 per lane) up
+  // C = 131, 1 and 1664: the generic kernel; bf16 multiples of 256 (768, 1536: 8 per lane), multiples
+  // of 128 (4 per lane) and of 64 (2 per lane) up
   // to 1536: the row held in registers; 32, 64 and 128: 4-16 lanes per row, several rows per warp,
   // with row counts that leave a warp's last rows past the end.
   const Case cases[] = {{{5, 7, 131}, 1e-6f, 3.f}, {{64, 768}, 1e-6f, 0.f}, {{3, 256}, 1e-5f, -2.f},
@@ -608,10 +609,14 @@ TEST_F(CudaOps, CatExact) {
     std::vector<Shape> xs;
     int dim;
   };
+  // Copied in 16-byte units (the ViT's class token + patches: rows of 768), 8- and 4-byte units
+  // ([2, *, 4] in bf16 / f32 mixes) and element by element (odd widths).
   const Case cases[] = {{{{2, 3, 4}, {2, 5, 4}, {2, 1, 4}}, 1},
                         {{{1, 3, 4}, {2, 3, 4}}, 0},
                         {{{2, 3, 1}, {2, 3, 7}}, -1},
-                        {{{5, 0, 2}, {5, 3, 2}}, 1}};
+                        {{{5, 0, 2}, {5, 3, 2}}, 1},
+                        {{{3, 1, 768}, {3, 196, 768}}, 1},
+                        {{{3, 2, 6}, {3, 2, 10}}, -1}};
   uint32_t seed = 1100;
   for (DType dt : kDtypes)
     for (const Case& c : cases) {

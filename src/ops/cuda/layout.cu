@@ -230,11 +230,26 @@ void permute(size_t elem_size, const void* x, void* out, const std::vector<int64
 void copy_columns(size_t elem_size, const void* x, void* out, int64_t outer, int64_t cols, int64_t total_cols,
                   int64_t col_offset) {
   if (outer == 0 || cols == 0) return;
-  dispatch_size(elem_size, "cat", [&](auto tag) {
+  // Copies move bytes: in the widest unit (16, 8, 4 bytes) that divides every row length and offset
+  // and both addresses, not element by element (the ViT's [B, 196, 768] bf16 cat ran at ~0.7 TB/s
+  // in 2-byte units, each with a 64-bit division).
+  const auto bytes = [&](int64_t n) { return static_cast<uint64_t>(n) * elem_size; };
+  const uint64_t all = bytes(cols) | bytes(total_cols) | bytes(col_offset) | reinterpret_cast<uintptr_t>(x) |
+                       reinterpret_cast<uintptr_t>(out);
+  size_t unit = elem_size;
+  for (size_t u : {size_t{16}, size_t{8}, size_t{4}})
+    if (u > unit && all % u == 0) {
+      unit = u;
+      break;
+    }
+  const int64_t k = static_cast<int64_t>(unit / elem_size);
+  const auto launch = [&](auto tag) {
     using T = decltype(tag);
-    copy_columns_kernel<T><<<dev::blocks_for(outer * cols), dev::kThreads, 0, current_stream()>>>(
-        static_cast<const T*>(x), static_cast<T*>(out), outer, cols, total_cols, col_offset);
-  });
+    copy_columns_kernel<T><<<dev::blocks_for(outer * (cols / k)), dev::kThreads, 0, current_stream()>>>(
+        static_cast<const T*>(x), static_cast<T*>(out), outer, cols / k, total_cols / k, col_offset / k);
+  };
+  if (unit == 16) launch(uint4{});
+  else dispatch_size(unit, "cat", launch);
   check_launch("cat kernel");
 }
 
