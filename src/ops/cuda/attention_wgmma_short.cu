@@ -11,15 +11,17 @@
 //    while this tile's last key chunk is on the tensor cores);
 //  - the keys in NF chunks of 64 and, when the count is not a multiple of 64, a last chunk of 16
 //    whose slots past the sequence are zero in shared memory and -inf in S (seeded);
-//  - chunk c + 1's Q K^T runs while chunk c's softmax does, and chunk c's P V while chunk c + 1's
-//    softmax does (two S buffers, two P buffers), with the global kernel's lazy rescaling (the
-//    reference maximum moves only when a chunk's row maximum exceeds it by more than 2^8);
+//  - an online softmax over the chunks with the global kernel's lazy rescaling (the reference
+//    maximum moves only when a chunk's row maximum exceeds it by more than 2^8); how much of the
+//    next chunk's Q K^T and the previous chunk's P V overlaps a chunk's softmax inside the
+//    warpgroup is the BUF parameter below: fewer buffers, more CTAs per SM (at head dim 64 four
+//    CTAs with no overlap inside each beat two with full overlap);
 //  - the first k16 step of each full chunk's Q K^T overwrites S (scale-d = 0): no seeding;
 //  - a warp whose 16 query rows are all past the sequence (the last m-tile of 197 rows: 3 of 4
 //    warps) skips its softmax and multiplies P = 0.
 // Covered: dense sequences (no window, no q sharing), no rel-pos, nk in {192, 193..208, 256,
 // 257..272} (NF = 3 or 4, with or without the 16-key chunk), nq <= 1024; the dispatcher falls back
-// to the mma.sync kernel otherwise. VITRT_ATTN_WGMMA_SHORT=0 turns it off (A/B runs); =twop / =ones
+// to the mma.sync kernel otherwise. VITRT_ATTN_WGMMA_SHORT=0 turns it off (A/B runs); =twop / =onep
 // pick other buffering at head dim 64 (see BUF below).
 #include <cuda_bf16.h>
 
@@ -112,9 +114,12 @@ __device__ __forceinline__ void static_for(std::integer_sequence<int, I...>, F&&
 // BUF: the S and P buffers per warpgroup, traded against CTAs per SM (registers):
 //  2 (TwoP): two S, two P: chunk c + 1's Q K^T and chunk c - 1's P V both overlap chunk c's softmax;
 //  1 (OneP): two S, one P: P V of chunk c - 1 is waited for before chunk c's softmax (158
-//    registers: three CTAs per SM at head dim 64; the default there, 1.2x TwoP on ViT-B/16);
+//    registers: three CTAs per SM at head dim 64);
 //  0 (OneS): one S, one P: nothing overlaps a softmax inside the warpgroup; four CTAs per SM at
-//    head dim 64 overlap each other's instead.
+//    head dim 64 (123-128 registers) overlap each other's instead. The default at head dim 64:
+//    ViT-B/16's layer (bs256) takes 0.154 ms against 0.172 (OneP), 0.204 (TwoP) and 0.206 ms for
+//    the mma.sync kernel (BENCHMARKS.md, 2026-12-04 12:08 session). Head dim 80 runs TwoP: its
+//    272-key K / V (87 KB) leave room for two CTAs per SM only, and there TwoP is 1.39x mma.sync.
 template <int BUF, int HD>
 constexpr int short_ctas_per_sm() {
   return HD == 64 ? (BUF == 2 ? 2 : BUF == 1 ? 3 : 4) : 2;
@@ -338,8 +343,8 @@ void launch_hd(const KParams& p, int blocks, cudaStream_t stream) {
 }
 
 // VITRT_ATTN_WGMMA_SHORT: "0" turns the kernel off (the mma.sync kernel then runs these); "twop" /
-// "onep" / "ones" pick the buffering at head dim 64 (default onep; head dim 80 always runs twop, its
-// shared memory allowing two CTAs per SM). Read once per process.
+// "onep" / "ones" pick the buffering at head dim 64 (default ones; head dim 80 always runs twop).
+// Read once per process.
 enum class ShortMode { Off, Default, TwoP, OneP, OneS };
 ShortMode mode_from_env() {
   static const ShortMode v = [] {
@@ -373,8 +378,8 @@ void wgmma_short_launch(const KParams& p, int blocks, cudaStream_t stream) {
   if (p.hd == 64) {
     switch (mode_from_env()) {
       case ShortMode::TwoP: launch_hd<64, 2>(p, blocks, stream); break;
-      case ShortMode::OneS: launch_hd<64, 0>(p, blocks, stream); break;
-      default: launch_hd<64, 1>(p, blocks, stream); break;
+      case ShortMode::OneP: launch_hd<64, 1>(p, blocks, stream); break;
+      default: launch_hd<64, 0>(p, blocks, stream); break;
     }
   } else {
     launch_hd<80, 2>(p, blocks, stream);
