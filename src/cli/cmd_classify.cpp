@@ -1,5 +1,6 @@
 // `vitrt classify`: ImageNet top-k of a torchvision ViT checkpoint on one or more images (text, or
 // JSON with the logits for fidelity scripts such as scripts/fidelity_vit.py).
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -23,6 +24,7 @@ struct ClassifyArgs {
   std::string device = "auto", dtype = "fp32";
   int topk = 5;
   int num_heads = 0;
+  int batch = 32;
   bool quiet = false, json = false, logits = false;
 };
 
@@ -40,6 +42,7 @@ std::string find_class_names_file(const std::string& requested) {
 void run_classify(const ClassifyArgs& a) {
   VITRT_CHECK(a.topk >= 1, InvalidArgument, "--topk must be at least 1, got ", a.topk);
   VITRT_CHECK(!a.images.empty(), InvalidArgument, "classify: no --image given");
+  VITRT_CHECK(a.batch >= 1, InvalidArgument, "--batch must be at least 1, got ", a.batch);
   StageTimer timer(a.quiet || a.json);
   auto [device, dtype] = parse_device(a.device, a.dtype);
   auto model = timer.run("loading checkpoint " + a.checkpoint,
@@ -69,30 +72,43 @@ void run_classify(const ClassifyArgs& a) {
   // torchvision's eval transform keeps the 256/224 ratio of resize to crop.
   const int crop = cfg.image_size, resize = vit_resize_size(crop);
   nlohmann::json results = nlohmann::json::array();
-  for (const std::string& path : a.images) {
-    Image image = timer.run("reading image " + path, [&] { return read_image(path); });
-    std::vector<std::pair<int, float>> top;
-    Tensor logits;
-    timer.run("classifying", [&] {
-      logits = vit_logits(*model, vit_preprocess(image, resize, crop));
-      top = top_k_softmax(logits.data<float>(), cfg.num_classes, a.topk);
-    });
-    if (a.json) {
-      nlohmann::json r = {{"image", path}, {"top", nlohmann::json::array()}};
-      for (const auto& [cls, p] : top) {
-        nlohmann::json t = {{"class", cls}, {"prob", p}};
-        if (!names.empty()) t["name"] = names[cls];
-        r["top"].push_back(t);
-      }
-      if (a.logits) r["logits"] = std::vector<float>(logits.data<float>(), logits.data<float>() + cfg.num_classes);
-      results.push_back(std::move(r));
-      continue;
+  // Images go through the model in batches of --batch (one forward each): each image's logits are
+  // those of a batch of one up to the GEMMs' summation order.
+  const int64_t n = static_cast<int64_t>(a.images.size());
+  for (int64_t first = 0; first < n; first += a.batch) {
+    const int64_t count = std::min<int64_t>(a.batch, n - first);
+    Tensor batch = Tensor::empty({count, crop, crop, 3});
+    const int64_t per_image = int64_t{crop} * crop * 3;
+    for (int64_t i = 0; i < count; ++i) {
+      const std::string& path = a.images[first + i];
+      Image image = timer.run("reading image " + path, [&] { return read_image(path); });
+      const Tensor x = vit_preprocess(image, resize, crop);
+      std::copy(x.data<float>(), x.data<float>() + per_image, batch.data<float>() + i * per_image);
     }
-    if (a.images.size() > 1) std::printf("%s:\n", path.c_str());
-    for (size_t i = 0; i < top.size(); ++i) {
-      const auto [cls, p] = top[i];
-      if (names.empty()) std::printf("%zu. %6.2f%%  [%d]\n", i + 1, 100.0 * p, cls);
-      else std::printf("%zu. %6.2f%%  [%d] %s\n", i + 1, 100.0 * p, cls, names[cls].c_str());
+    Tensor logits;
+    timer.run("classifying " + std::to_string(count) + " image" + (count > 1 ? "s" : ""),
+              [&] { logits = vit_logits(*model, batch); });
+    for (int64_t i = 0; i < count; ++i) {
+      const std::string& path = a.images[first + i];
+      const float* row = logits.data<float>() + i * cfg.num_classes;
+      const auto top = top_k_softmax(row, cfg.num_classes, a.topk);
+      if (a.json) {
+        nlohmann::json r = {{"image", path}, {"top", nlohmann::json::array()}};
+        for (const auto& [cls, p] : top) {
+          nlohmann::json t = {{"class", cls}, {"prob", p}};
+          if (!names.empty()) t["name"] = names[cls];
+          r["top"].push_back(t);
+        }
+        if (a.logits) r["logits"] = std::vector<float>(row, row + cfg.num_classes);
+        results.push_back(std::move(r));
+        continue;
+      }
+      if (n > 1) std::printf("%s:\n", path.c_str());
+      for (size_t k = 0; k < top.size(); ++k) {
+        const auto [cls, p] = top[k];
+        if (names.empty()) std::printf("%zu. %6.2f%%  [%d]\n", k + 1, 100.0 * p, cls);
+        else std::printf("%zu. %6.2f%%  [%d] %s\n", k + 1, 100.0 * p, cls, names[cls].c_str());
+      }
     }
   }
   if (a.json) {
@@ -128,6 +144,7 @@ void add_classify(CLI::App& app) {
   c->add_option("--device", a->device, "auto (cuda if present), cpu or cuda")->capture_default_str();
   c->add_option("--dtype", a->dtype, "fp32, or bf16 on cuda")->capture_default_str();
   c->add_flag("-q,--quiet", a->quiet, "Do not print stage timings");
+  c->add_option("--batch", a->batch, "Images per forward pass")->capture_default_str();
   c->add_flag("--json", a->json, "Print one JSON object (top-k per image) instead of text");
   c->add_flag("--logits", a->logits, "With --json: include each image's logits");
   c->callback([a] { run_classify(*a); });

@@ -185,30 +185,40 @@ TEST(Vit, CliClassifyPrintsTop5WithImagenetNames) {
 }
 
 TEST(Vit, CliClassifyJsonCoversEveryImageWithLogits) {
-  // Several images in one run, --json --logits: one result per image, in order, with the logits of
-  // the library's own pipeline (bit-identical: same code, same device) and a top-k that agrees.
-  const std::string a = kDir + "/images/landscape_512x384.png", b = kDir + "/images/small_150x97.png";
+  // Three images in one run, --json --logits, in batches of 2 (a full and a partial batch) and of 1:
+  // one result per image, in order, with the logits of the library's own single-image pipeline (up
+  // to the GEMMs' summation order: 1e-5) and the same top-k. --batch 0 is refused.
+  const std::string paths[] = {kDir + "/images/landscape_512x384.png", kDir + "/images/small_150x97.png",
+                               kDir + "/images/wide_800x241.png"};
   auto model = load_vit(kDir + "/vit_tiny.pth");
-  const CliResult r = run_cli("classify --checkpoint " + kDir + "/vit_tiny.pth --image " + a + " --image " + b +
-                              " --device cpu --topk 3 --json --logits");
-  ASSERT_EQ(r.code, 0) << r.out;
-  const auto brace = r.out.find('{');
-  ASSERT_NE(brace, std::string::npos) << r.out;
-  const nlohmann::json j = nlohmann::json::parse(r.out.substr(brace));
-  ASSERT_EQ(j["results"].size(), 2u);
-  EXPECT_EQ(j["num_classes"].get<int>(), 10);
-  const std::string paths[] = {a, b};
-  for (int i = 0; i < 2; ++i) {
-    const auto& res = j["results"][i];
-    EXPECT_EQ(res["image"].get<std::string>(), paths[i]);
-    const Tensor logits = vit_logits(*model, vit_preprocess(read_image(paths[i]), 256, 224));
-    const auto got = res["logits"].get<std::vector<float>>();
-    ASSERT_EQ(got.size(), 10u);
-    for (int c = 0; c < 10; ++c) EXPECT_EQ(got[c], logits.data<float>()[c]) << "image " << i << " class " << c;
-    const auto top = vit_classify(*model, read_image(paths[i]), 3);
-    ASSERT_EQ(res["top"].size(), 3u);
-    for (int k = 0; k < 3; ++k) EXPECT_EQ(res["top"][k]["class"].get<int>(), top[k].first);
+  for (const char* batch : {"2", "1"}) {
+    SCOPED_TRACE(std::string("--batch ") + batch);
+    const CliResult r = run_cli("classify --checkpoint " + kDir + "/vit_tiny.pth --image " + paths[0] + " --image " +
+                                paths[1] + " " + paths[2] + " --device cpu --topk 3 --json --logits --batch " + batch);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto brace = r.out.find('{');
+    ASSERT_NE(brace, std::string::npos) << r.out;
+    const nlohmann::json j = nlohmann::json::parse(r.out.substr(brace));
+    ASSERT_EQ(j["results"].size(), 3u);
+    EXPECT_EQ(j["num_classes"].get<int>(), 10);
+    for (int i = 0; i < 3; ++i) {
+      const auto& res = j["results"][i];
+      EXPECT_EQ(res["image"].get<std::string>(), paths[i]);
+      const Tensor logits = vit_logits(*model, vit_preprocess(read_image(paths[i]), 256, 224));
+      const auto got = res["logits"].get<std::vector<float>>();
+      ASSERT_EQ(got.size(), 10u);
+      for (int c = 0; c < 10; ++c)
+        EXPECT_NEAR(got[c], logits.data<float>()[c], 1e-5 * (1 + std::abs(logits.data<float>()[c])))
+            << "image " << i << " class " << c;
+      const auto top = vit_classify(*model, read_image(paths[i]), 3);
+      ASSERT_EQ(res["top"].size(), 3u);
+      for (int k = 0; k < 3; ++k) EXPECT_EQ(res["top"][k]["class"].get<int>(), top[k].first);
+    }
   }
+  const CliResult bad = run_cli("classify --checkpoint " + kDir + "/vit_tiny.pth --image " + paths[0] +
+                                " --device cpu --batch 0");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.out.find("--batch"), std::string::npos) << bad.out;
 }
 
 }  // namespace
