@@ -57,24 +57,12 @@ def perturbed_vit_b_16(seed: int):
     import torch
     from torchvision.models import vit_b_16
 
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from make_vit_fixtures import perturb_
+
     torch.manual_seed(seed)
-    model = vit_b_16().eval()
-    hidden = model.hidden_dim
-    with torch.no_grad():
-        # torchvision initialises the class token and the head to zeros and LayerNorms to (1, 0).
-        model.class_token.normal_(std=0.5)
-        model.encoder.pos_embedding.normal_(std=0.5)
-        model.conv_proj.bias.normal_(std=0.1)
-        model.heads.head.weight.normal_(std=1.0 / hidden ** 0.5)
-        model.heads.head.bias.normal_(std=0.1)
-        for m in model.modules():
-            if isinstance(m, torch.nn.LayerNorm):
-                m.weight.add_(torch.randn_like(m.weight) * 0.2)
-                m.bias.add_(torch.randn_like(m.bias) * 0.2)
-            if isinstance(m, torch.nn.MultiheadAttention):
-                m.in_proj_bias.normal_(std=0.1)
-                m.out_proj.bias.normal_(std=0.1)
-    return model
+    # The fixtures' perturbation, without their extra noise on every linear bias.
+    return perturb_(vit_b_16().eval(), linear_biases=False)
 
 
 def run_vitrt(vitrt: str, ckpt: str, paths: list[str], dtype: str, device: str) -> np.ndarray:

@@ -77,16 +77,14 @@ def make_image(w: int, h: int, seed: int) -> Image.Image:
     return Image.fromarray(np.clip(base + noise, 0, 255).astype(np.uint8), "RGB")
 
 
-def make_model(cfg: dict, seed: int) -> VisionTransformer:
-    torch.manual_seed(seed)
-    model = VisionTransformer(**cfg).eval()
+def perturb_(model: VisionTransformer, linear_biases: bool = True) -> VisionTransformer:
+    """torchvision initialises class_token and the head to zeros and LayerNorms to (1, 0): make
+    every one of them matter (in place; also used by scripts/fidelity_vit.py, with linear_biases=False)."""
     with torch.no_grad():
-        # torchvision initialises class_token and the head to zeros and LayerNorms to (1, 0): make
-        # every one of them matter.
         model.class_token.normal_(std=0.5)
         model.encoder.pos_embedding.normal_(std=0.5)
         model.conv_proj.bias.normal_(std=0.1)
-        model.heads.head.weight.normal_(std=1.0 / cfg["hidden_dim"] ** 0.5)
+        model.heads.head.weight.normal_(std=1.0 / model.hidden_dim ** 0.5)
         model.heads.head.bias.normal_(std=0.1)
         for m in model.modules():
             if isinstance(m, torch.nn.LayerNorm):
@@ -95,9 +93,14 @@ def make_model(cfg: dict, seed: int) -> VisionTransformer:
             if isinstance(m, torch.nn.MultiheadAttention):
                 m.in_proj_bias.normal_(std=0.1)
                 m.out_proj.bias.normal_(std=0.1)
-            if isinstance(m, torch.nn.Linear) and m.bias is not None:
+            if linear_biases and isinstance(m, torch.nn.Linear) and m.bias is not None:
                 m.bias.add_(torch.randn_like(m.bias) * 0.05)
     return model
+
+
+def make_model(cfg: dict, seed: int) -> VisionTransformer:
+    torch.manual_seed(seed)
+    return perturb_(VisionTransformer(**cfg).eval())
 
 
 def copy_class_names(dst: str) -> str:

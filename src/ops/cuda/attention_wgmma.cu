@@ -35,9 +35,7 @@
 
 #include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 
 #include "ops/cuda/attention_kernel.cuh"
 #include "ops/cuda/mbarrier.cuh"
@@ -512,16 +510,11 @@ void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
 // maximum as it stood, a warp recomputing S with mma.sync when a row sum left 2^64; 35 fewer
 // instructions and 2 fewer MUFU per warp and tile): 5.214 vs 4.724 ms, 4.582 vs 4.251.
 WgmmaVariant variant_from_env() {
-  static const WgmmaVariant v = [] {
-    const char* e = std::getenv("VITRT_ATTN_WGMMA");
-    const std::string s = e ? e : "";
-    if (s == "0") return WgmmaVariant::Off;
-    if (s == "wg2") return WgmmaVariant::Keys64;
-    if (s == "bn128") return WgmmaVariant::Keys128;
-    if (s == "lockstep") return WgmmaVariant::Lockstep;
-    if (s == "skipdead") return WgmmaVariant::SkipDead;
-    return WgmmaVariant::Keys64Wg3;
-  }();
+  static const WgmmaVariant v = env_choice<WgmmaVariant>(
+      "VITRT_ATTN_WGMMA",
+      {{"0", WgmmaVariant::Off}, {"wg2", WgmmaVariant::Keys64}, {"bn128", WgmmaVariant::Keys128},
+       {"lockstep", WgmmaVariant::Lockstep}, {"skipdead", WgmmaVariant::SkipDead}},
+      WgmmaVariant::Keys64Wg3);
   return v;
 }
 

@@ -28,8 +28,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 #include <type_traits>
 #include <utility>
 
@@ -347,15 +345,10 @@ void launch_hd(const KParams& p, int blocks, cudaStream_t stream) {
 // Read once per process.
 enum class ShortMode { Off, Default, TwoP, OneP, OneS };
 ShortMode mode_from_env() {
-  static const ShortMode v = [] {
-    const char* e = std::getenv("VITRT_ATTN_WGMMA_SHORT");
-    const std::string s = e ? e : "";
-    if (s == "0") return ShortMode::Off;
-    if (s == "twop") return ShortMode::TwoP;
-    if (s == "onep") return ShortMode::OneP;
-    if (s == "ones") return ShortMode::OneS;
-    return ShortMode::Default;
-  }();
+  static const ShortMode v = env_choice<ShortMode>(
+      "VITRT_ATTN_WGMMA_SHORT",
+      {{"0", ShortMode::Off}, {"twop", ShortMode::TwoP}, {"onep", ShortMode::OneP}, {"ones", ShortMode::OneS}},
+      ShortMode::Default);
   return v;
 }
 

@@ -33,8 +33,6 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 
 #include "ops/cuda/attention_kernel.cuh"
 #include "ops/cuda/ptx.cuh"
@@ -473,14 +471,9 @@ void launch(const KParams& p, size_t smem, int blocks, cudaStream_t stream) {
 // the warps with no real rows too (as before 2026-12-03 22:30; A/B). Read once per process.
 enum class WinMode { Off, Split, OnePass, AllWarps };
 WinMode mode_from_env() {
-  static const WinMode v = [] {
-    const char* e = std::getenv("VITRT_ATTN_WGMMA_WINDOWS");
-    const std::string s = e ? e : "";
-    if (s == "0") return WinMode::Off;
-    if (s == "onepass") return WinMode::OnePass;
-    if (s == "alldead") return WinMode::AllWarps;
-    return WinMode::Split;
-  }();
+  static const WinMode v = env_choice<WinMode>(
+      "VITRT_ATTN_WGMMA_WINDOWS", {{"0", WinMode::Off}, {"onepass", WinMode::OnePass}, {"alldead", WinMode::AllWarps}},
+      WinMode::Split);
   return v;
 }
 
