@@ -144,6 +144,20 @@ __device__ __forceinline__ float tree_reduce(float (&t)[N], Op op) {
   }
 }
 
+// A warp's Q fragments for KS k16 steps (the m16n8k16 A layout) loaded from global memory into
+// registers: r0 / r1 point at the thread's rows g and g + 8, already offset by 2 * tq elements.
+template <int KS>
+__device__ __forceinline__ void load_a_fragments(unsigned (&qf)[KS][4], const __nv_bfloat16* r0,
+                                                 const __nv_bfloat16* r1) {
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) {
+    qf[ks][0] = __ldg(reinterpret_cast<const unsigned*>(r0 + ks * 16));
+    qf[ks][1] = __ldg(reinterpret_cast<const unsigned*>(r1 + ks * 16));
+    qf[ks][2] = __ldg(reinterpret_cast<const unsigned*>(r0 + ks * 16 + 8));
+    qf[ks][3] = __ldg(reinterpret_cast<const unsigned*>(r1 + ks * 16 + 8));
+  }
+}
+
 // An optimisation barrier for scalars (wgmma::fence_operands for arrays): values pinned before a
 // wgmma wait are computed before it (ptxas would otherwise hoist the wait above their computation).
 __device__ __forceinline__ void pin1(float& x) { asm volatile("" : "+f"(x)::"memory"); }

@@ -160,15 +160,8 @@ __global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma
   unsigned qf[KS][4];
   auto load_q = [&](int mt) {
     const int i0 = mt * 64 + warp * 16 + g, i1 = i0 + 8;
-    const bf16* r0 = qb + (sa.qs0 + (i0 < p.nq ? i0 : 0)) * p.ldq + 2 * tq;
-    const bf16* r1 = qb + (sa.qs0 + (i1 < p.nq ? i1 : 0)) * p.ldq + 2 * tq;
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-      qf[ks][0] = __ldg(reinterpret_cast<const unsigned*>(r0 + ks * 16));
-      qf[ks][1] = __ldg(reinterpret_cast<const unsigned*>(r1 + ks * 16));
-      qf[ks][2] = __ldg(reinterpret_cast<const unsigned*>(r0 + ks * 16 + 8));
-      qf[ks][3] = __ldg(reinterpret_cast<const unsigned*>(r1 + ks * 16 + 8));
-    }
+    load_a_fragments(qf, qb + (sa.qs0 + (i0 < p.nq ? i0 : 0)) * p.ldq + 2 * tq,
+                     qb + (sa.qs0 + (i1 < p.nq ? i1 : 0)) * p.ldq + 2 * tq);
   };
   load_q(0);  // in flight while K / V land
 

@@ -247,15 +247,7 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
   unsigned qf[KS][4];
   auto load_q = [&](int mt) {
     const int i0 = mt * 64 + warp * 16 + g;
-    const bf16* r0 = q_row(i0) + 2 * tq;
-    const bf16* r1 = q_row(i0 + 8) + 2 * tq;
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-      qf[ks][0] = __ldg(reinterpret_cast<const unsigned*>(r0 + ks * 16));
-      qf[ks][1] = __ldg(reinterpret_cast<const unsigned*>(r1 + ks * 16));
-      qf[ks][2] = __ldg(reinterpret_cast<const unsigned*>(r0 + ks * 16 + 8));
-      qf[ks][3] = __ldg(reinterpret_cast<const unsigned*>(r1 + ks * 16 + 8));
-    }
+    load_a_fragments(qf, q_row(i0) + 2 * tq, q_row(i0 + 8) + 2 * tq);
   };
   load_q(0);  // in flight while K / V land
 
