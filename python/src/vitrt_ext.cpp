@@ -10,6 +10,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 
@@ -17,6 +18,7 @@
 #include "models/sam/sam_model.h"
 #include "vitrt/image.h"
 #include "vitrt/sam.h"
+#include "vitrt/vit.h"
 #if VITRT_PY_WITH_AMG
 #include "vitrt/amg.h"
 #endif
@@ -33,6 +35,32 @@ struct PySam {
   std::shared_ptr<const vitrt::SamModel> model;
   std::string device = "cpu";
 };
+
+// A loaded ViT classifier (the Python vitrt.VitClassifier holds one).
+struct PyVit {
+  std::shared_ptr<const vitrt::VitModel> model;
+  std::string device = "cpu";
+};
+
+// device "auto" | "cpu" | "cuda" and dtype "fp32" | "bf16" as the CLI's --device / --dtype: "auto" is
+// the GPU when this build has the CUDA backend and one is present.
+vitrt::Device parse_device(const std::string& device) {
+  if (device == "auto") return vitrt::devmem::cuda_available() ? vitrt::Device::CUDA : vitrt::Device::CPU;
+  if (device == "cpu") return vitrt::Device::CPU;
+  if (device == "cuda") {
+    if (!vitrt::devmem::cuda_available())
+      throw vitrt::InvalidArgument("device 'cuda' is not available (no CUDA backend in this build, or no GPU found)");
+    return vitrt::Device::CUDA;
+  }
+  throw vitrt::InvalidArgument("unknown device '" + device + "': expected 'auto', 'cpu' or 'cuda'");
+}
+vitrt::DType parse_dtype(const std::string& dtype, vitrt::Device dev, const char* what = "dtype") {
+  if (dtype != "fp32" && dtype != "bf16")
+    throw vitrt::InvalidArgument(std::string("unknown ") + what + " '" + dtype + "': expected 'fp32' or 'bf16'");
+  const vitrt::DType dt = dtype == "bf16" ? vitrt::DType::BF16 : vitrt::DType::F32;
+  if (dev == vitrt::Device::CPU && dt != vitrt::DType::F32) throw vitrt::InvalidArgument("the CPU backend computes in fp32 only");
+  return dt;
+}
 
 using ImageIn = nb::ndarray<const uint8_t, nb::ndim<3>, nb::c_contig, nb::device::cpu>;
 using F32In = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
@@ -260,30 +288,10 @@ NB_MODULE(_vitrt, m) {
       "_load",
       [](const std::string& checkpoint, const std::string& config, const std::string& device, const std::string& dtype,
          const std::string& decoder_dtype) {
-        // "auto": the GPU when this build has the CUDA backend and one is present (as the CLI's --device auto).
-        vitrt::Device dev;
-        if (device == "auto") dev = vitrt::devmem::cuda_available() ? vitrt::Device::CUDA : vitrt::Device::CPU;
-        else if (device == "cpu") dev = vitrt::Device::CPU;
-        else if (device == "cuda") {
-          if (!vitrt::devmem::cuda_available())
-            throw vitrt::InvalidArgument("device 'cuda' is not available (no CUDA backend in this build, or no GPU found)");
-          dev = vitrt::Device::CUDA;
-        } else {
-          throw vitrt::InvalidArgument("unknown device '" + device + "': expected 'auto', 'cpu' or 'cuda'");
-        }
-        if (dtype != "fp32" && dtype != "bf16")
-          throw vitrt::InvalidArgument("unknown dtype '" + dtype + "': expected 'fp32' or 'bf16'");
-        const vitrt::DType dt = dtype == "bf16" ? vitrt::DType::BF16 : vitrt::DType::F32;
-        if (dev == vitrt::Device::CPU && dt != vitrt::DType::F32)
-          throw vitrt::InvalidArgument("the CPU backend computes in fp32 only");
+        const vitrt::Device dev = parse_device(device);
+        const vitrt::DType dt = parse_dtype(dtype, dev);
         std::optional<vitrt::DType> ddt;  // empty: the decoder in `dtype` too
-        if (!decoder_dtype.empty()) {
-          if (decoder_dtype != "fp32" && decoder_dtype != "bf16")
-            throw vitrt::InvalidArgument("unknown decoder_dtype '" + decoder_dtype + "': expected 'fp32' or 'bf16'");
-          ddt = decoder_dtype == "bf16" ? vitrt::DType::BF16 : vitrt::DType::F32;
-          if (dev == vitrt::Device::CPU && *ddt != vitrt::DType::F32)
-            throw vitrt::InvalidArgument("the CPU backend computes in fp32 only");
-        }
+        if (!decoder_dtype.empty()) ddt = parse_dtype(decoder_dtype, dev, "decoder_dtype");
         nb::gil_scoped_release release;
         return PySam{vitrt::load_sam(checkpoint, config, dev, dt, ddt), dev == vitrt::Device::CUDA ? "cuda" : "cpu"};
       },
@@ -313,6 +321,57 @@ NB_MODULE(_vitrt, m) {
         return to_numpy<uint8_t>(std::move(t));
       },
       "path"_a);
+
+  nb::class_<PyVit>(m, "Vit")
+      .def_prop_ro("name", [](const PyVit& v) { return vitrt::vit_config(*v.model).name; })
+      .def_prop_ro("image_size", [](const PyVit& v) { return vitrt::vit_config(*v.model).image_size; })
+      .def_prop_ro("patch_size", [](const PyVit& v) { return vitrt::vit_config(*v.model).patch_size; })
+      .def_prop_ro("num_classes", [](const PyVit& v) { return vitrt::vit_config(*v.model).num_classes; })
+      .def_prop_ro("num_bsr_linears", [](const PyVit& v) { return vitrt::vit_num_bsr_linears(*v.model); })
+      .def_prop_ro("device", [](const PyVit& v) { return v.device; })
+      .def("__repr__", [](const PyVit& v) {
+        const vitrt::VitConfig& c = vitrt::vit_config(*v.model);
+        return "vitrt.Vit(" + c.name + ", " + std::to_string(c.image_size) + "px, patch " + std::to_string(c.patch_size) +
+               ", " + std::to_string(c.num_classes) + " classes, device='" + v.device + "')";
+      });
+  m.def(
+      "_load_vit",
+      [](const std::string& checkpoint, const std::string& device, const std::string& dtype, int num_heads) {
+        const vitrt::Device dev = parse_device(device);
+        const vitrt::DType dt = parse_dtype(dtype, dev);
+        if (num_heads < 0) throw vitrt::InvalidArgument("num_heads must be positive, got " + std::to_string(num_heads));
+        nb::gil_scoped_release release;
+        return PyVit{vitrt::load_vit(checkpoint, dev, dt, num_heads), dev == vitrt::Device::CUDA ? "cuda" : "cpu"};
+      },
+      "checkpoint"_a, "device"_a, "dtype"_a, "num_heads"_a);
+  // Logits [N, num_classes] of N RGB images (HxWx3 uint8, any sizes): torchvision's eval
+  // preprocessing for the model's image size, then the model in batches of `batch` images.
+  m.def(
+      "_vit_logits",
+      [](const PyVit& v, const std::vector<ImageIn>& images, int batch) {
+        if (batch < 1) throw vitrt::InvalidArgument("batch_size must be at least 1, got " + std::to_string(batch));
+        std::vector<vitrt::Image> ims;
+        ims.reserve(images.size());
+        for (const ImageIn& a : images) ims.push_back(image_from(a));
+        nb::gil_scoped_release release;
+        const vitrt::VitConfig& c = vitrt::vit_config(*v.model);
+        const int crop = c.image_size, resize = vitrt::vit_resize_size(crop);
+        const int64_t n = static_cast<int64_t>(ims.size()), per_image = int64_t{crop} * crop * 3;
+        Tensor out = Tensor::empty({n, c.num_classes});
+        for (int64_t first = 0; first < n; first += batch) {
+          const int64_t count = std::min<int64_t>(batch, n - first);
+          Tensor x = Tensor::empty({count, crop, crop, 3});
+          for (int64_t i = 0; i < count; ++i) {
+            const Tensor one = vitrt::vit_preprocess(ims[first + i], resize, crop);
+            std::memcpy(x.data<float>() + i * per_image, one.data<float>(), per_image * sizeof(float));
+          }
+          const Tensor logits = vitrt::vit_logits(*v.model, x);
+          std::memcpy(out.data<float>() + first * c.num_classes, logits.data<float>(),
+                      static_cast<size_t>(count * c.num_classes) * sizeof(float));
+        }
+        return to_numpy<float>(std::move(out));
+      },
+      "vit"_a, "images"_a, "batch"_a);
 
   nb::class_<PyPredictor>(m, "_Predictor")
       .def(nb::init<const PySam&>(), "model"_a)

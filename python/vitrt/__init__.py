@@ -9,6 +9,13 @@
 
 `SamPredictor.predict` and `SamAutomaticMaskGenerator.generate` take and return what
 segment_anything's do (NumPy arrays, the same shapes and dtypes, the same record dicts).
+
+The ViT classifier (torchvision's VisionTransformer checkpoints, dense or block-sparse from
+`vitrt sparsify`):
+
+    vit = vitrt.load_vit("vit_b_16-c867db91.pth")
+    vit.classify(image, topk=5)                        # [(class index, probability), ...]
+    logits = vit.logits([image1, image2])              # (2, 1000) float32
 Errors raise vitrt.Error subclasses; bad arguments are also ValueError, unreadable files OSError.
 """
 from __future__ import annotations
@@ -20,8 +27,8 @@ import numpy as np
 from . import _vitrt
 from ._vitrt import CheckpointError, Error, ImageError, InvalidArgument, IoError, Sam
 
-__all__ = ["load", "random_sam", "read_image", "Sam", "SamPredictor", "SamAutomaticMaskGenerator", "Error",
-           "CheckpointError", "ImageError", "InvalidArgument", "IoError"]
+__all__ = ["load", "random_sam", "read_image", "Sam", "SamPredictor", "SamAutomaticMaskGenerator", "load_vit",
+           "VitClassifier", "Error", "CheckpointError", "ImageError", "InvalidArgument", "IoError"]
 __version__ = "0.1.0"
 
 
@@ -49,6 +56,73 @@ def random_sam(model_type: str = "vit_b", seed: int = 0) -> Sam:
 def read_image(path: str) -> np.ndarray:
     """Decodes a PNG or JPEG to an HxWx3 uint8 RGB array (as vitrt's command line reads it)."""
     return _vitrt._read_image(str(path))
+
+
+def load_vit(checkpoint: str, device: str = "auto", dtype: str = "fp32",
+             num_heads: Optional[int] = None) -> "VitClassifier":
+    """Loads a torchvision VisionTransformer state dict (.pth or .safetensors; vit_b_16 and the other
+    sizes of the same architecture), or a block-sparse vitrt model file made by `vitrt sparsify`.
+
+    device: "auto" (the GPU when this build has the CUDA backend and one is present), "cpu" or "cuda".
+    dtype: "fp32", or "bf16" on the GPU.
+    num_heads: attention heads (the tensors do not tell); default: <checkpoint>.json's "num_heads",
+            else hidden size / 64 (every torchvision preset).
+    """
+    return VitClassifier(_vitrt._load_vit(str(checkpoint), device, dtype, 0 if num_heads is None else int(num_heads)))
+
+
+def _rgb_u8(a: Any, name: str) -> np.ndarray:
+    arr = np.asarray(a)
+    if arr.ndim != 3 or arr.shape[2] != 3:
+        raise ValueError(f"{name} must be an HxWx3 RGB array, got shape {arr.shape}")
+    if arr.dtype != np.uint8:
+        raise ValueError(f"{name} must be uint8 (0-255), got {arr.dtype}")
+    return np.ascontiguousarray(arr)
+
+
+class VitClassifier:
+    """A loaded ViT classifier: torchvision's eval preprocessing (resize the shorter side to 256 for a
+    224 model, Pillow's bilinear; centre crop; ImageNet normalisation) and the model, on RGB uint8
+    images of any size."""
+
+    def __init__(self, model: "_vitrt.Vit"):
+        self.model = model
+
+    @property
+    def image_size(self) -> int:
+        return self.model.image_size
+
+    @property
+    def num_classes(self) -> int:
+        return self.model.num_classes
+
+    @property
+    def device(self) -> str:
+        return self.model.device
+
+    def __repr__(self) -> str:
+        return repr(self.model)
+
+    def logits(self, images: Any, batch_size: int = 32) -> np.ndarray:
+        """Logits (N, num_classes) float32 of one HxWx3 uint8 image (N = 1) or a sequence of them,
+        run through the model batch_size images at a time."""
+        if isinstance(images, np.ndarray) and images.ndim == 3:
+            images = [images]
+        ims = [_rgb_u8(im, f"images[{i}]") for i, im in enumerate(images)]
+        if int(batch_size) < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        return _vitrt._vit_logits(self.model, ims, int(batch_size))
+
+    def classify(self, image: Any, topk: int = 5) -> List[Tuple[int, float]]:
+        """The topk (class index, softmax probability) pairs of one image, most probable first
+        (ties: lower index first), as `vitrt classify` prints them."""
+        if int(topk) < 1:
+            raise ValueError(f"topk must be at least 1, got {topk}")
+        z = self.logits(image)[0].astype(np.float64)
+        p = np.exp(z - z.max())
+        p /= p.sum()
+        order = np.argsort(-p, kind="stable")[: int(topk)]
+        return [(int(i), float(p[i])) for i in order]
 
 
 def _f32(a: Any, name: str) -> np.ndarray:
