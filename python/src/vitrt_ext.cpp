@@ -353,21 +353,24 @@ NB_MODULE(_vitrt, m) {
         std::vector<vitrt::Image> ims;
         ims.reserve(images.size());
         for (const ImageIn& a : images) ims.push_back(image_from(a));
-        nb::gil_scoped_release release;
         const vitrt::VitConfig& c = vitrt::vit_config(*v.model);
-        const int crop = c.image_size, resize = vitrt::vit_resize_size(crop);
-        const int64_t n = static_cast<int64_t>(ims.size()), per_image = int64_t{crop} * crop * 3;
+        const int64_t n = static_cast<int64_t>(ims.size());
         Tensor out = Tensor::empty({n, c.num_classes});
-        for (int64_t first = 0; first < n; first += batch) {
-          const int64_t count = std::min<int64_t>(batch, n - first);
-          Tensor x = Tensor::empty({count, crop, crop, 3});
-          for (int64_t i = 0; i < count; ++i) {
-            const Tensor one = vitrt::vit_preprocess(ims[first + i], resize, crop);
-            std::memcpy(x.data<float>() + i * per_image, one.data<float>(), per_image * sizeof(float));
+        {
+          nb::gil_scoped_release release;  // (re-acquired before the NumPy array is made)
+          const int crop = c.image_size, resize = vitrt::vit_resize_size(crop);
+          const int64_t per_image = int64_t{crop} * crop * 3;
+          for (int64_t first = 0; first < n; first += batch) {
+            const int64_t count = std::min<int64_t>(batch, n - first);
+            Tensor x = Tensor::empty({count, crop, crop, 3});
+            for (int64_t i = 0; i < count; ++i) {
+              const Tensor one = vitrt::vit_preprocess(ims[first + i], resize, crop);
+              std::memcpy(x.data<float>() + i * per_image, one.data<float>(), per_image * sizeof(float));
+            }
+            const Tensor logits = vitrt::vit_logits(*v.model, x);
+            std::memcpy(out.data<float>() + first * c.num_classes, logits.data<float>(),
+                        static_cast<size_t>(count * c.num_classes) * sizeof(float));
           }
-          const Tensor logits = vitrt::vit_logits(*v.model, x);
-          std::memcpy(out.data<float>() + first * c.num_classes, logits.data<float>(),
-                      static_cast<size_t>(count * c.num_classes) * sizeof(float));
         }
         return to_numpy<float>(std::move(out));
       },
