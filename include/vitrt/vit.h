@@ -6,6 +6,7 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,6 +69,10 @@ Image vit_resize_and_crop(const Image& rgb, int resize_size = 256, int crop_size
 // Logits [B, num_classes] (float32, CPU) for preprocessed images [B, S, S, 3] (CPU float32 or
 // already on the model's device).
 Tensor vit_logits(const VitModel& model, const Tensor& images);
+
+// Logits [N, num_classes] (float32, CPU) of N RGB images of any sizes: vit_preprocess with the
+// model's image size (torchvision's eval transform), then one forward pass for all N.
+Tensor vit_image_logits(const VitModel& model, std::span<const Image> images);
 
 // The resize that goes with a crop in torchvision's eval transform: 256 for 224 (IMAGENET1K_V1),
 // else the same 8/7 ratio, rounded down.

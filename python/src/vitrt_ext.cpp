@@ -6,6 +6,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <span>
 
 #include "core/device_memory.h"
 #include "models/sam/sam_model.h"
@@ -344,8 +346,8 @@ NB_MODULE(_vitrt, m) {
         return PyVit{vitrt::load_vit(checkpoint, dev, dt, num_heads), dev == vitrt::Device::CUDA ? "cuda" : "cpu"};
       },
       "checkpoint"_a, "device"_a, "dtype"_a, "num_heads"_a);
-  // Logits [N, num_classes] of N RGB images (HxWx3 uint8, any sizes): torchvision's eval
-  // preprocessing for the model's image size, then the model in batches of `batch` images.
+  // Logits [N, num_classes] of N RGB images (HxWx3 uint8, any sizes): vit_image_logits on batches
+  // of `batch` images.
   m.def(
       "_vit_logits",
       [](const PyVit& v, const std::vector<ImageIn>& images, int batch) {
@@ -353,28 +355,29 @@ NB_MODULE(_vitrt, m) {
         std::vector<vitrt::Image> ims;
         ims.reserve(images.size());
         for (const ImageIn& a : images) ims.push_back(image_from(a));
-        const vitrt::VitConfig& c = vitrt::vit_config(*v.model);
-        const int64_t n = static_cast<int64_t>(ims.size());
-        Tensor out = Tensor::empty({n, c.num_classes});
+        const int classes = vitrt::vit_config(*v.model).num_classes;
+        const size_t n = ims.size();
+        Tensor out = Tensor::empty({static_cast<int64_t>(n), classes});
         {
           nb::gil_scoped_release release;  // (re-acquired before the NumPy array is made)
-          const int crop = c.image_size, resize = vitrt::vit_resize_size(crop);
-          const int64_t per_image = int64_t{crop} * crop * 3;
-          for (int64_t first = 0; first < n; first += batch) {
-            const int64_t count = std::min<int64_t>(batch, n - first);
-            Tensor x = Tensor::empty({count, crop, crop, 3});
-            for (int64_t i = 0; i < count; ++i) {
-              const Tensor one = vitrt::vit_preprocess(ims[first + i], resize, crop);
-              std::memcpy(x.data<float>() + i * per_image, one.data<float>(), per_image * sizeof(float));
-            }
-            const Tensor logits = vitrt::vit_logits(*v.model, x);
-            std::memcpy(out.data<float>() + first * c.num_classes, logits.data<float>(),
-                        static_cast<size_t>(count * c.num_classes) * sizeof(float));
+          for (size_t first = 0; first < n; first += batch) {
+            const size_t count = std::min<size_t>(batch, n - first);
+            const Tensor logits = vitrt::vit_image_logits(*v.model, std::span<const vitrt::Image>(ims).subspan(first, count));
+            std::memcpy(out.data<float>() + first * classes, logits.data<float>(), count * classes * sizeof(float));
           }
         }
         return to_numpy<float>(std::move(out));
       },
       "vit"_a, "images"_a, "batch"_a);
+  // vit_classify: the topk (class, probability) pairs of one image, as `vitrt classify` prints them.
+  m.def(
+      "_vit_classify",
+      [](const PyVit& v, const ImageIn& image, int topk) {
+        vitrt::Image im = image_from(image);
+        nb::gil_scoped_release release;
+        return vitrt::vit_classify(*v.model, im, topk);
+      },
+      "vit"_a, "image"_a, "topk"_a);
 
   nb::class_<PyPredictor>(m, "_Predictor")
       .def(nb::init<const PySam&>(), "model"_a)

@@ -116,13 +116,7 @@ class VitClassifier:
     def classify(self, image: Any, topk: int = 5) -> List[Tuple[int, float]]:
         """The topk (class index, softmax probability) pairs of one image, most probable first
         (ties: lower index first), as `vitrt classify` prints them."""
-        if int(topk) < 1:
-            raise ValueError(f"topk must be at least 1, got {topk}")
-        z = self.logits(image)[0].astype(np.float64)
-        p = np.exp(z - z.max())
-        p /= p.sum()
-        order = np.argsort(-p, kind="stable")[: int(topk)]
-        return [(int(i), float(p[i])) for i in order]
+        return _vitrt._vit_classify(self.model, _rgb_u8(image, "image"), int(topk))
 
 
 def _f32(a: Any, name: str) -> np.ndarray:

@@ -69,25 +69,20 @@ void run_classify(const ClassifyArgs& a) {
     note(names.empty() ? std::string("no class names for a ") + std::to_string(cfg.num_classes) + "-class head"
                        : "class names from " + names_path);
   }
-  // torchvision's eval transform keeps the 256/224 ratio of resize to crop.
-  const int crop = cfg.image_size, resize = vit_resize_size(crop);
   nlohmann::json results = nlohmann::json::array();
   // Images go through the model in batches of --batch (one forward each): each image's logits are
   // those of a batch of one up to the GEMMs' summation order.
   const int64_t n = static_cast<int64_t>(a.images.size());
   for (int64_t first = 0; first < n; first += a.batch) {
     const int64_t count = std::min<int64_t>(a.batch, n - first);
-    Tensor batch = Tensor::empty({count, crop, crop, 3});
-    const int64_t per_image = int64_t{crop} * crop * 3;
+    std::vector<Image> images;
     for (int64_t i = 0; i < count; ++i) {
       const std::string& path = a.images[first + i];
-      Image image = timer.run("reading image " + path, [&] { return read_image(path); });
-      const Tensor x = vit_preprocess(image, resize, crop);
-      std::copy(x.data<float>(), x.data<float>() + per_image, batch.data<float>() + i * per_image);
+      images.push_back(timer.run("reading image " + path, [&] { return read_image(path); }));
     }
     Tensor logits;
     timer.run("classifying " + std::to_string(count) + " image" + (count > 1 ? "s" : ""),
-              [&] { logits = vit_logits(*model, batch); });
+              [&] { logits = vit_image_logits(*model, images); });
     for (int64_t i = 0; i < count; ++i) {
       const std::string& path = a.images[first + i];
       const float* row = logits.data<float>() + i * cfg.num_classes;

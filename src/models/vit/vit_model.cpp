@@ -301,6 +301,18 @@ const VitConfig& vit_config(const VitModel& model) { return model.config; }
 
 Tensor vit_logits(const VitModel& model, const Tensor& images) { return model.forward(images); }
 
+Tensor vit_image_logits(const VitModel& model, std::span<const Image> images) {
+  VITRT_CHECK(!images.empty(), InvalidArgument, "vit_image_logits: no images");
+  const int crop = model.config.image_size, resize = vit_resize_size(crop);
+  const int64_t n = static_cast<int64_t>(images.size()), per_image = int64_t{crop} * crop * 3;
+  Tensor batch = Tensor::empty({n, crop, crop, 3});
+  for (int64_t i = 0; i < n; ++i) {
+    const Tensor x = vit_preprocess(images[i], resize, crop);
+    std::copy(x.data<float>(), x.data<float>() + per_image, batch.data<float>() + i * per_image);
+  }
+  return model.forward(batch);
+}
+
 int vit_resize_size(int crop_size) { return crop_size == 224 ? 256 : crop_size * 8 / 7; }
 
 std::vector<std::pair<int, float>> top_k_softmax(const float* z, int n, int topk) {
@@ -324,8 +336,7 @@ std::vector<std::pair<int, float>> top_k_softmax(const float* z, int n, int topk
 
 std::vector<std::pair<int, float>> vit_classify(const VitModel& model, const Image& rgb, int topk) {
   VITRT_CHECK(topk >= 1, InvalidArgument, "topk must be at least 1, got ", topk);
-  const int crop = model.config.image_size;
-  const Tensor logits = model.forward(vit_preprocess(rgb, vit_resize_size(crop), crop));
+  const Tensor logits = vit_image_logits(model, std::span<const Image>(&rgb, 1));
   return top_k_softmax(logits.data<float>(), static_cast<int>(logits.size(1)), topk);
 }
 

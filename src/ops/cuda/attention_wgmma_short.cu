@@ -57,10 +57,8 @@ struct ShortCfg {
   static_assert(TAIL == 0 || TAIL == 16, "the last chunk is n16 (wgmma_m64n16k16_rs)");
 };
 
-template <class C>
-constexpr size_t short_smem_bytes() {
-  return static_cast<size_t>(2 * C::kv_elems) * sizeof(bf16);
-}
+// K and V of nkp key slots.
+constexpr size_t short_smem_bytes(int nkp, int hd) { return static_cast<size_t>(2 * nkp * hd) * sizeof(bf16); }
 
 #if VITRT_WGMMA_ENABLED
 // Row maxima (log2 domain: max(s) * scale_log2) of an S chunk of N8 n8 tiles, over the quad.
@@ -97,10 +95,6 @@ template <int HD>
 __device__ __forceinline__ void mma_o(float (&o)[HD / 2], const unsigned (&a)[4], uint64_t desc) {
   if constexpr (HD == 64) wgmma::wgmma_m64n64k16_rs<1>(o, a, desc);
   else wgmma::wgmma_m64n80k16_rs<1>(o, a, desc);
-}
-template <int N>
-__device__ __forceinline__ void wait_n() {
-  wgmma::wait<N>();
 }
 // f(integral_constant<int, I>) for I = 0, 1, ... in order (the chunk loop, with compile-time indices).
 template <int... I, class F>
@@ -224,8 +218,8 @@ __global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma
       if constexpr (SB == 2 && next) issue_s(std::integral_constant<int, c + 1>{});
       if constexpr (SB == 1 && c > 0) issue_s(std::integral_constant<int, c>{});
       // (PB = 1: P V of chunk c - 1 too, so that this softmax may overwrite its P.)
-      if constexpr (SB == 1) wait_n<0>();
-      else wait_n<(c > 0 && PB == 2 ? 1 : 0) + (next ? 1 : 0)>();
+      if constexpr (SB == 1) wgmma::wait<0>();
+      else wgmma::wait<(c > 0 && PB == 2 ? 1 : 0) + (next ? 1 : 0)>();
       if constexpr (PB == 1 && c > 0) {
         wgmma::fence_operands(o);
         wgmma::fence_operands(pa[0]);
@@ -264,7 +258,7 @@ __global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma
       pin(l0, l1, al0, al1);
       if constexpr (c > 0) {
         if constexpr (PB == 2) {
-          wait_n<next ? 1 : 0>();  // P V of chunk c - 1 (S_{c+1} may still run)
+          wgmma::wait<next ? 1 : 0>();  // P V of chunk c - 1 (S_{c+1} may still run)
           wgmma::fence_operands(o);
           wgmma::fence_operands(pa[(c - 1) % PB]);
         }
@@ -319,7 +313,7 @@ template <int HD, int NF, int TAIL, int BUF>
 void launch(const KParams& p, int blocks, cudaStream_t stream) {
   using C = ShortCfg<HD, NF, TAIL>;
   static std::atomic<int> configured{0};
-  constexpr size_t smem = short_smem_bytes<C>();
+  constexpr size_t smem = short_smem_bytes(C::NKP, HD);
   ensure_smem(flash_wgmma_short_kernel<HD, NF, TAIL, BUF>, smem, configured, "bf16 wgmma short");
   flash_wgmma_short_kernel<HD, NF, TAIL, BUF><<<blocks, C::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_wgmma_short_kernel launch");
@@ -354,8 +348,7 @@ size_t wgmma_short_smem(const KParams& p, int optin_smem_limit) {
   if (p.nq < 1 || p.nq > 1024) return 0;
   const int nf = p.nk / 64, rem = p.nk % 64;
   if ((nf != 3 && nf != 4) || rem > 16) return 0;
-  const int nkp = nf * 64 + (rem > 0 ? 16 : 0);
-  const size_t smem = static_cast<size_t>(2 * nkp * p.hd) * sizeof(bf16);
+  const size_t smem = short_smem_bytes(nf * 64 + (rem > 0 ? 16 : 0), p.hd);
   return smem <= static_cast<size_t>(optin_smem_limit) ? smem : 0;
 }
 
