@@ -24,6 +24,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gpu_test_util.h"
@@ -493,6 +494,40 @@ TEST_F(CudaBsr, SparseVitMatchesDenseFoldedOnCuda) {
       // Against the fp32 CPU run of the same sparse model: bf16 also carries its storage rounding.
       EXPECT_LE(rel_frobenius(sparse_logits, cpu_logits), dt == DType::F32 ? 1e-4 : 3e-2);
     }
+  }
+#endif
+}
+
+// The classify path's library function on the GPU (preprocessing on the host, one forward on the
+// device, logits back): the same logits as on the CPU for a batch of images of different sizes, and
+// the same top-1 as vit_classify on the CPU.
+TEST_F(CudaBsr, ImageLogitsOnCudaMatchCpu) {
+#ifdef VITRT_HAVE_CUDA
+  const VitConfig cfg = gpu_sparse_vit_config();
+  const StateDict sd = vit_random_state_dict(cfg, 91);
+  std::vector<Image> images;
+  for (auto [w, h, k] : {std::tuple{50, 40, 7}, std::tuple{33, 70, 3}, std::tuple{64, 64, 11}}) {
+    Image im;
+    im.width = w;
+    im.height = h;
+    im.pixels.resize(static_cast<size_t>(w) * h * 3);
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x)
+        for (int c = 0; c < 3; ++c) im.row(y)[x * 3 + c] = static_cast<uint8_t>((x * k + y * 5 + c * 50 + x * y) % 256);
+    images.push_back(std::move(im));
+  }
+  const auto cpu = vit_from_state_dict(sd, Device::CPU, DType::F32, cfg.num_heads);
+  const Tensor cpu_logits = vit_image_logits(*cpu, images);
+  ASSERT_EQ(cpu_logits.shape(), (Shape{3, cfg.num_classes}));
+  for (DType dt : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const auto gpu = vit_from_state_dict(sd, Device::CUDA, dt, cfg.num_heads);
+    const Tensor gpu_logits = vit_image_logits(*gpu, images);
+    ASSERT_EQ(gpu_logits.device(), Device::CPU);
+    ASSERT_EQ(gpu_logits.shape(), cpu_logits.shape());
+    EXPECT_LE(rel_frobenius(gpu_logits, cpu_logits), dt == DType::F32 ? 1e-4 : 3e-2);
+    if (dt == DType::F32)
+      for (const Image& im : images) EXPECT_EQ(vit_classify(*gpu, im, 1)[0].first, vit_classify(*cpu, im, 1)[0].first);
   }
 #endif
 }

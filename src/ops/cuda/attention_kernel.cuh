@@ -13,6 +13,7 @@
 #include <initializer_list>
 #include <utility>
 
+#include "ops/cuda/fast_exp2.h"
 #include "ops/cuda/ptx.cuh"
 #include "ops/cuda/runtime.h"
 
@@ -123,6 +124,8 @@ __device__ __forceinline__ float ex2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
+// 2^x on the FMA pipe (fast_exp2.h): for a share of a softmax's exps, next to the MUFU's ex2 above.
+__device__ __forceinline__ float ex2_fma(float x) { return fast_exp2::exp2_poly3(x); }
 // Maximum / sum over the 4 lanes of a quad (the threads that share an accumulator row).
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
@@ -364,7 +367,7 @@ __device__ __forceinline__ void relpos_prologue(const KParams& p, int m0, bool h
 // wgmma_relpos_plan: the variant (VITRT_ATTN_WGMMA), its dynamic shared memory and query rows per
 // CTA for `p`, or a plan with smem == 0 when the kernel does not cover it (then the mma.sync kernel
 // runs). wgmma_relpos_launch: one launch of p.num_qtiles * heads * seqs CTAs (num_qtiles from bm).
-enum class WgmmaVariant { Off, Keys64, Keys128, Lockstep, Keys64Wg3, SkipDead };
+enum class WgmmaVariant { Off, Keys64, Keys128, Lockstep, Keys64Wg3, SkipDead, Emu1, Emu2, Emu3 };
 struct WgmmaPlan {
   WgmmaVariant variant = WgmmaVariant::Off;
   size_t smem = 0;

@@ -66,12 +66,15 @@ using ptx::mma_bf16;
 // once instead of computing rows nobody reads (~3% of the work); the ring's empty barriers then
 // count the live warps only. A template flag, so that the other variants' code stays as measured
 // (a run-time branch changed ptxas's schedule of the key loop).
-template <int HD_, int BN_, bool LOCK_ = false, int CWG_ = 2, bool SKIPDEAD_ = false>
+// EMU: of a 64-key row's 8 n8 score tiles, how many take their exps on the FMA pipe (ex2_fma) instead
+// of the MUFU, spread evenly over the row (0: none, the default).
+template <int HD_, int BN_, bool LOCK_ = false, int CWG_ = 2, bool SKIPDEAD_ = false, int EMU_ = 0>
 struct WgCfg {
   static constexpr int HD = HD_;
   static constexpr bool LOCK = LOCK_;
   static constexpr int CWG = CWG_;
   static constexpr bool SKIPDEAD = SKIPDEAD_;
+  static constexpr int EMU = EMU_;
   static constexpr int RELW = 64;      // the grid's width: one key row
   static constexpr int BN = BN_;       // keys per tile: one (64) or two (128) key rows of the grid
   static constexpr int KH = BN / RELW;  // key rows per tile
@@ -176,11 +179,11 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const unsigned (&a)[4]
 #endif
 }
 
-template <int HD, int BN_, bool LOCK, int CWG, bool SKIPDEAD>
-__global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD>::THREADS, 1)
+template <int HD, int BN_, bool LOCK, int CWG, bool SKIPDEAD, int EMU>
+__global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU>::THREADS, 1)
     flash_wgmma_relpos_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
-  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD>;
+  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU>;
   constexpr int THREADS = C::THREADS, BM = C::BM, BN = C::BN, CPR = C::CPR, KS = C::KS, NT8 = C::NT8;
   constexpr int LDS = C::LDS, SW = C::SW, SH = C::SH, STAGES = C::STAGES, TE = C::tile_elems;
   constexpr int CONSUMERS = 32 * C::CONSUMER_WARPS;
@@ -368,10 +371,13 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD>::THREADS, 
 #pragma unroll
     for (int nt = 0; nt < NT8; ++nt) {
       const float c0 = bhk[nt / RW].x - mn0, c1 = bhk[nt / RW].y - mn1;
-      sc[nt * 4 + 0] = ex2(fmaf(sc[nt * 4 + 0], p.scale_log2, c0));
-      sc[nt * 4 + 1] = ex2(fmaf(sc[nt * 4 + 1], p.scale_log2, c0));
-      sc[nt * 4 + 2] = ex2(fmaf(sc[nt * 4 + 2], p.scale_log2, c1));
-      sc[nt * 4 + 3] = ex2(fmaf(sc[nt * 4 + 3], p.scale_log2, c1));
+      // (known at compile time once unrolled: EMU of each key row's RW n8 tiles, evenly spaced)
+      const bool emu = ((nt % RW) + 1) * C::EMU / RW != (nt % RW) * C::EMU / RW;
+      auto e2 = [emu](float x) { return emu ? ex2_fma(x) : ex2(x); };
+      sc[nt * 4 + 0] = e2(fmaf(sc[nt * 4 + 0], p.scale_log2, c0));
+      sc[nt * 4 + 1] = e2(fmaf(sc[nt * 4 + 1], p.scale_log2, c0));
+      sc[nt * 4 + 2] = e2(fmaf(sc[nt * 4 + 2], p.scale_log2, c1));
+      sc[nt * 4 + 3] = e2(fmaf(sc[nt * 4 + 3], p.scale_log2, c1));
       t0[nt] = sc[nt * 4 + 0] + sc[nt * 4 + 1];
       t1[nt] = sc[nt * 4 + 2] + sc[nt * 4 + 3];
     }
@@ -475,19 +481,19 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD>::THREADS, 
           *reinterpret_cast<const uint4*>(St + (warp * 16 + r) * LDS + c * 8);
   }
 #else
-  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD>;  // (referenced so that the sm_80 pass does not warn about unused members)
+  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU>;  // (referenced so that the sm_80 pass does not warn about unused members)
   static_assert(C::CPR > 0 && C::KS > 0 && C::NT8 > 0 && C::PK > 0 && C::KH > 0 && C::NW8 > 0, "");
   (void)p;
   __trap();  // never launched: wgmma_relpos_plan only accepts sm_90 devices
 #endif
 }
 
-template <int HD, int BN, bool LOCK, int CWG = 2, bool SKIPDEAD = false>
+template <int HD, int BN, bool LOCK, int CWG = 2, bool SKIPDEAD = false, int EMU = 0>
 void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
   static std::atomic<int> configured{0};
-  ensure_smem(flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD>, smem, configured, "bf16 wgmma");
-  flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD>
-      <<<blocks, WgCfg<HD, BN, LOCK, CWG, SKIPDEAD>::THREADS, smem, stream>>>(p);
+  ensure_smem(flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD, EMU>, smem, configured, "bf16 wgmma");
+  flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD, EMU>
+      <<<blocks, WgCfg<HD, BN, LOCK, CWG, SKIPDEAD, EMU>::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_wgmma_relpos_kernel launch");
 }
 
@@ -498,7 +504,8 @@ void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
 // two consumer warpgroups at head dim 64 too; "bn128" -> 128-key tiles, two key rows (half the
 // per-tile waits, reductions and O rescaling per key, twice the score registers); "lockstep" ->
 // the first, lockstep schedule; "skipdead" -> the default with WgCfg::SKIPDEAD (vit_b 454.1 vs 452.2
-// img/s, vit_h 89.1 vs 89.5: noise; 2026-12-04 call 1). Anything else is the default. Measured and taken out (BENCHMARKS.md,
+// img/s, vit_h 89.1 vs 89.5: noise; 2026-12-04 call 1); "emu1" / "emu2" / "emu3" -> the default with 1, 2
+// or 3 of every 8 n8 score tiles' exps on the FMA pipe (ex2_fma). Anything else is the default. Measured and taken out (BENCHMARKS.md,
 // 2026-12-03 22:30 session): three consumer warpgroups at head dim 80 too, rel_w read from shared
 // memory every tile (vit_h 91.5 vs 92.0 img/s); the row sums of P from P V with a block of ones
 // appended to V (m64n72 / n88: 26 fewer instructions per tile, but vit_b's global attention 23.05
@@ -513,7 +520,8 @@ WgmmaVariant variant_from_env() {
   static const WgmmaVariant v = env_choice<WgmmaVariant>(
       "VITRT_ATTN_WGMMA",
       {{"0", WgmmaVariant::Off}, {"wg2", WgmmaVariant::Keys64}, {"bn128", WgmmaVariant::Keys128},
-       {"lockstep", WgmmaVariant::Lockstep}, {"skipdead", WgmmaVariant::SkipDead}},
+       {"lockstep", WgmmaVariant::Lockstep}, {"skipdead", WgmmaVariant::SkipDead}, {"emu1", WgmmaVariant::Emu1},
+       {"emu2", WgmmaVariant::Emu2}, {"emu3", WgmmaVariant::Emu3}},
       WgmmaVariant::Keys64Wg3);
   return v;
 }
@@ -537,6 +545,13 @@ WgmmaPlan plan_for(WgmmaVariant v, int relH) {
       pl.smem = wg_smem_bytes<C>(relH), pl.bm = C::BM;
       break;
     }
+    case WgmmaVariant::Emu1:
+    case WgmmaVariant::Emu2:
+    case WgmmaVariant::Emu3: {
+      using C = WgCfg<HD, 64, false, HD == 64 ? 3 : 2>;  // (EMU changes no size)
+      pl.smem = wg_smem_bytes<C>(relH), pl.bm = C::BM;
+      break;
+    }
     case WgmmaVariant::Off: break;
   }
   return pl;
@@ -553,6 +568,9 @@ void launch_variant(const WgmmaPlan& pl, const KParams& p, int blocks, cudaStrea
       else throw Error("wgmma attention: the three-warpgroup plan is for head dim 64");  // (plan_for never makes it)
       break;
     case WgmmaVariant::SkipDead: launch<HD, 64, false, HD == 64 ? 3 : 2, true>(p, blocks, pl.smem, stream); break;
+    case WgmmaVariant::Emu1: launch<HD, 64, false, HD == 64 ? 3 : 2, false, 1>(p, blocks, pl.smem, stream); break;
+    case WgmmaVariant::Emu2: launch<HD, 64, false, HD == 64 ? 3 : 2, false, 2>(p, blocks, pl.smem, stream); break;
+    case WgmmaVariant::Emu3: launch<HD, 64, false, HD == 64 ? 3 : 2, false, 3>(p, blocks, pl.smem, stream); break;
     case WgmmaVariant::Off: throw Error("wgmma attention: launched without a plan");
   }
 }
