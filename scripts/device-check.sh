@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, run every GPU test, the GPU fidelity checks and the benchmarks,
 # then print a short table. Logs go to $OUT (or ./device-out). Usage:
-#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [vit-fid] [amg] [server] [attn-sweep] [attn-ab] [gemm-ab] [ncu] [ncu-src] [ncu-cmd] [store] [wgmma-rate] [decoder-ref] [compare] [anchors] [anchors-compiled] [attn-bench]
+#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [vit-fid] [embed-bench] [amg] [server] [attn-sweep] [attn-ab] [gemm-ab] [ncu] [ncu-src] [ncu-cmd] [store] [wgmma-rate] [decoder-ref] [compare] [anchors] [anchors-compiled] [attn-bench]
 #   (default: tests bench)
 # The GPU machine has no internet: Debian packages travel as .deb files in .deps/ (see
 # scripts/fetch-device-deps.sh) and are unpacked into /tmp/deps; segment-anything(-fast) for the
@@ -201,6 +201,36 @@ if has vit-fid; then
   timeout 400 python3 scripts/fidelity_vit.py --out /tmp/vitfid --vitrt $V --images ${VIT_FID_IMAGES:-100} \
     > "$OUT/fidelity_vit.txt" 2>&1
   add_summary "vit_b_16 vs torchvision rc=$?: $(grep -E '^(fp32|bf16):' "$OUT/fidelity_vit.txt" | tr '\n' ';' | tail -c 1200)$(grep -q RESULT "$OUT/fidelity_vit.txt" || tail -c 400 "$OUT/fidelity_vit.txt")"
+fi
+
+# embed-bench: `vitrt embed` over EMBED_IMAGES (default 512) generated JPEGs of mixed sizes (1500x1000 and
+# 1024x768 photos-like noise) with a seeded random vit_b checkpoint made by the reference code
+# (.anchors/orig): the whole pipeline (reader threads, GPU preprocessing, batches of EMBED_BATCH, file
+# writes) against the encoder's own rate in the same run.
+if has embed-bench; then
+  EB=/tmp/embedbench; rm -rf $EB; mkdir -p $EB/img
+  python3 - "$EB" "${EMBED_IMAGES:-512}" > "$OUT/embed_bench_setup.log" 2>&1 <<'PY'
+import sys, numpy as np, torch
+sys.path.insert(0, '.anchors/orig')
+from segment_anything import sam_model_registry
+from PIL import Image
+out, n = sys.argv[1], int(sys.argv[2])
+torch.manual_seed(0)
+torch.save(sam_model_registry['vit_b']().state_dict(), out + '/vit_b_random.pth')
+rng = np.random.default_rng(0)
+base = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for (h, w) in ((1000, 1500), (768, 1024))]
+with open(out + '/list.txt', 'w') as f:
+    for i in range(n):
+        p = '%s/img/%05d.jpg' % (out, i)
+        Image.fromarray(np.roll(base[i % 2], i, axis=1)).save(p, quality=90)
+        f.write(p + '\n')
+print('made', n, 'images')
+PY
+  for b in ${EMBED_BATCH:-32}; do
+    timeout 300 $V embed --checkpoint $EB/vit_b_random.pth --image $EB/list.txt --out $EB/out_$b --device cuda --dtype bf16 \
+      --batch $b > "$OUT/embed_bench_$b.txt" 2> "$OUT/embed_bench_$b.err"
+    add_summary "embed pipeline vit_b bf16 batch $b rc=$?: $(tail -1 "$OUT/embed_bench_$b.txt") $(tail -c 300 "$OUT/embed_bench_setup.log" | grep -v made)"
+  done
 fi
 
 if has amg; then

@@ -16,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/image_inputs.h"
 #include "io/overlay.h"
 #include "io/rle.h"
 #include "models/sam/sam_model.h"
@@ -121,42 +122,6 @@ void run_bench(SamAutomaticMaskGenerator& gen, const Image& image, int runs, con
     out["profile_one_run"] = rows;
   }
   std::printf("%s\n", out.dump(2).c_str());
-}
-
-bool is_image_name(const fs::path& p) {
-  std::string ext = p.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
-  return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
-}
-
-// IMG, DIR (its PNG/JPEG files, sorted) or LIST.txt (one path per line; relative paths are taken
-// relative to the list's folder; blank lines and lines starting with # are skipped).
-std::vector<std::string> collect_images(const std::string& arg) {
-  const fs::path p(arg);
-  VITRT_CHECK(fs::exists(p), IoError, "--image '", arg, "' does not exist");
-  std::vector<std::string> out;
-  if (fs::is_directory(p)) {
-    for (const auto& e : fs::directory_iterator(p))
-      if (e.is_regular_file() && is_image_name(e.path())) out.push_back(e.path().string());
-    std::sort(out.begin(), out.end());
-    VITRT_CHECK(!out.empty(), InvalidArgument, "directory '", arg, "' holds no .png/.jpg/.jpeg images");
-    return out;
-  }
-  if (p.extension() == ".txt") {
-    std::ifstream in(p);
-    VITRT_CHECK(in, IoError, "cannot read image list '", arg, "'");
-    std::string line;
-    while (std::getline(in, line)) {
-      while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
-      if (line.empty() || line[0] == '#') continue;
-      fs::path q(line);
-      if (q.is_relative()) q = p.parent_path() / q;
-      out.push_back(q.string());
-    }
-    VITRT_CHECK(!out.empty(), InvalidArgument, "image list '", arg, "' names no images");
-    return out;
-  }
-  return {arg};
 }
 
 nlohmann::json record_json(const MaskRecord& r) {

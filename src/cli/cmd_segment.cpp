@@ -1,4 +1,4 @@
-// `vitrt segment` and `vitrt embed`.
+// `vitrt segment` (`vitrt embed` is cmd_embed.cpp).
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -164,32 +164,6 @@ void add_segment(CLI::App& app) {
   c->add_option("--out", a->out, "Output directory (created if missing)")->required();
   c->add_flag("-q,--quiet", a->quiet, "Do not print stage timings");
   c->callback([a] { run_segment(*a); });
-}
-
-void add_embed(CLI::App& app) {
-  auto a = std::make_shared<SegmentArgs>();
-  CLI::App* c = app.add_subcommand("embed", "Compute an image embedding once and save it for `segment --embedding`.");
-  c->add_option("--checkpoint", a->checkpoint, "SAM checkpoint: official .pth or Hugging Face .safetensors")
-      ->required()->check(CLI::ExistingFile);
-  c->add_option("--config", a->config, "JSON with settings for non-standard model sizes");
-  c->add_option("--image", a->image, "Input image (PNG or JPEG)")->required()->check(CLI::ExistingFile);
-  c->add_option("--out", a->out, "Embedding file to write (e.g. image.vemb)")->required();
-  c->add_option("--device", a->device, "auto (cuda if present), cpu or cuda")->capture_default_str();
-  c->add_option("--dtype", a->dtype, "fp32, or bf16 on cuda")->capture_default_str();
-  c->add_option("--decoder-dtype", a->decoder_dtype, kDecoderDtypeHelp);
-  c->add_flag("-q,--quiet", a->quiet, "Do not print stage timings");
-  c->callback([a] {
-    StageTimer timer(a->quiet);
-    Image image = timer.run("reading image " + a->image, [&] { return read_image(a->image); });
-    auto [device, dtype] = parse_device(a->device, a->dtype);
-    auto model = timer.run("loading checkpoint " + a->checkpoint,
-                           [&] { return load_sam(a->checkpoint, a->config, device, dtype, parse_decoder_dtype(a->decoder_dtype, device)); });
-    SamPredictor predictor(model);
-    timer.run("encoding image", [&] { predictor.set_image(image); });
-    timer.run("writing " + a->out, [&] { save_embedding(predictor.embedding(), a->out); });
-    std::printf("wrote embedding %s of %s (%dx%d image, model %s)\n", shape_str(predictor.embedding().features.shape()).c_str(),
-                a->out.c_str(), image.width, image.height, sam_fingerprint(*model).c_str());
-  });
 }
 
 }  // namespace vitrt::cli

@@ -5,6 +5,7 @@
 #include "cli_test_util.h"
 
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 
 #include "io/rle.h"
 #include "vitrt/image.h"
+#include "vitrt/sam.h"
 
 namespace fs = std::filesystem;
 
@@ -91,6 +93,70 @@ TEST(Cli, EmbedThenSegmentGivesTheSameMasks) {
   ASSERT_EQ(ja["masks"].size(), 1u);
   EXPECT_EQ(ja["masks"][0]["segmentation"], jb["masks"][0]["segmentation"]);
   EXPECT_EQ(ja["masks"][0]["score"], jb["masks"][0]["score"]);
+}
+
+// Many images at once: one file per image named after it, each the same embedding as the
+// single-image form (batches only change the encoder's summation order); a .txt list (comments,
+// blank lines, paths relative to the list) and a directory as inputs, as for `everything`;
+// unreadable images stop the run, or are skipped with --keep-going (exit code still 1); inputs that
+// would overwrite each other's file are refused before any work.
+TEST(Cli, EmbedManyImagesWritesOneFileEach) {
+  const std::string dir = std::string(VITRT_FIXTURES) + "/sam/images/";
+  const std::string single = tmp("single.vemb"), out = tmp("many"), list = tmp("list.txt"), bad = tmp("bad.png");
+  std::ofstream(bad) << "not an image";
+  const fs::path listdir = tmp("listdir");  // next to the list: named in it by a relative path
+  fs::create_directories(listdir);
+  fs::copy_file(dir + "landscape.png", listdir / "landscape.png");
+  std::ofstream(list) << "# a comment\n" << listdir.filename().string() << "/landscape.png\n\n" << dir << "tiny.png\r\n";
+  ASSERT_EQ(run("embed -q --checkpoint " + kModel + " --image " + kImage + " --out " + single).code, 0);
+  CliResult r = run("embed --checkpoint " + kModel + " --image " + kImage + " --image " + list + " --batch 2 --out " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("wrote 3 embeddings"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("batch 2/2"), std::string::npos) << r.out;
+  for (const char* stem : {"portrait", "landscape", "tiny"}) EXPECT_TRUE(fs::exists(out + "/" + stem + ".vemb")) << stem;
+  const vitrt::ImageEmbedding a = vitrt::load_embedding(single), b = vitrt::load_embedding(out + "/portrait.vemb");
+  EXPECT_EQ(b.original_width, 300);
+  EXPECT_EQ(b.original_height, 500);
+  EXPECT_EQ(a.model_fingerprint, b.model_fingerprint);
+  ASSERT_EQ(a.features.shape(), b.features.shape());
+  double diff = 0, norm = 0;
+  for (int64_t i = 0; i < a.features.numel(); ++i) {
+    const double d = a.features.data<float>()[i] - b.features.data<float>()[i];
+    diff += d * d;
+    norm += static_cast<double>(a.features.data<float>()[i]) * a.features.data<float>()[i];
+  }
+  EXPECT_LE(std::sqrt(diff / norm), 1e-5);
+  EXPECT_EQ(vitrt::load_embedding(out + "/tiny.vemb").original_width, vitrt::read_image(dir + "tiny.png").width);
+
+  const std::string with_bad = "embed -q --checkpoint " + kModel + " --image " + kImage + " --image " + bad;
+  expect_fails_saying(with_bad + " --out " + tmp("stop"), "cannot decode image");
+  const std::string kept = tmp("kept");
+  CliResult k = run(with_bad + " --keep-going --out " + kept);
+  EXPECT_EQ(k.code, 1) << k.out;
+  EXPECT_NE(k.out.find("skipped " + bad), std::string::npos) << k.out;
+  EXPECT_NE(k.out.find("1 of 2 images could not be read"), std::string::npos) << k.out;
+  EXPECT_TRUE(fs::exists(kept + "/portrait.vemb"));
+  EXPECT_FALSE(fs::exists(kept + "/bad.vemb"));
+
+  const std::string other = tmp("other");
+  fs::create_directories(other);
+  const std::string twin = other + "/portrait.png";
+  fs::copy_file(kImage, twin);
+  expect_fails_saying("embed -q --checkpoint " + kModel + " --image " + kImage + " --image " + twin + " --out " +
+                          tmp("twins"),
+                      "would both be written");
+  EXPECT_FALSE(fs::exists(tmp("twins")));
+  const std::string empty = tmp("empty.txt");
+  std::ofstream(empty) << "# nothing\n";
+  expect_fails_saying("embed -q --checkpoint " + kModel + " --image " + empty + " --out " + tmp("none"), "names no images");
+  // A directory: its images, sorted, each under its own name.
+  const std::string from_dir = tmp("from_dir");
+  CliResult d = run("embed -q --checkpoint " + kModel + " --image " + other + " --out " + from_dir);
+  ASSERT_EQ(d.code, 0) << d.out;
+  EXPECT_NE(d.out.find("wrote 1 embedding to"), std::string::npos) << d.out;
+  EXPECT_TRUE(fs::exists(from_dir + "/portrait.vemb"));
+  expect_fails_saying("embed -q --checkpoint " + kModel + " --image " + kImage + " --batch -2 --out " + tmp("b"),
+                      "--batch must be at least 1");
 }
 
 TEST(Cli, LowResLogitsFeedBackAsMaskInput) {
