@@ -344,6 +344,18 @@ TEST(CudaAttention, RelposWindowsAsBatch) {
   }
 }
 
+// 14 x 14 sequences whose later key rows score far higher (~16 and ~30 nats: the Hopper windowed
+// kernels' rescaling between key chunks, which the chunked form does three times per window), or
+// whose first key row does.
+TEST(CudaAttention, RelposWindowsScoreJumps) {
+  REQUIRE_GPU();
+  uint64_t seed = 2500;
+  for (int hd : {64, 80}) {
+    run_relpos({DType::BF16, 3, 14, 14, 2, hd, Rel::F32}, seed++, {{5, 8, 16.f}, {10, 14, 30.f}});
+    run_relpos({DType::BF16, 3, 14, 14, 1, hd, Rel::BF16}, seed++, {{0, 1, 30.f}});
+  }
+}
+
 TEST(CudaAttention, RelposGlobal64) {
   REQUIRE_GPU();
   uint64_t seed = 3000;

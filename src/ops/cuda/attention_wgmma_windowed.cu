@@ -33,6 +33,8 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 
 #include "ops/cuda/attention_kernel.cuh"
 #include "ops/cuda/ptx.cuh"
@@ -450,6 +452,342 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
 #endif
 }
 
+// ---- The chunked form (VITRT_ATTN_WGMMA_WINDOWS=chunk): the short-sequence kernel's structure
+// (attention_wgmma_short.cu) with the rel-pos terms, for more CTAs per SM. The kernel above holds a
+// whole window's scores (two n112 chains: 198 registers) and a 56-column G scratch per warp (~86 KB
+// of shared memory at head dim 64): two CTAs per SM, latency-bound (ncu, call Z). Here:
+//  - the 14 key rows run as three chunks of 4 (n64) and one of 2 (n32), one S and one P buffer, an
+//    online softmax with the lazy rescaling; nothing overlaps a softmax inside the warpgroup, the
+//    other CTAs on the SM do (the short kernel's measured best at head dim 64);
+//  - the first k16 step of each chunk overwrites S (scale-d = 0): S is never seeded, so Q K^T of
+//    chunk c may be issued while P V of chunk c - 1 runs; the rel_w terms enter with the scale in
+//    one FFMA per score, rel_h per key row with the row maximum and the exponent's argument;
+//  - G = Q T^T is scattered straight into the 14 + 14 terms each query row uses (rel_h by key row,
+//    rel_w by key column: the column of G a row needs depends on its own cell), 29 floats per row
+//    instead of 58;
+//  - so at head dim 64 the CTA needs ~70 KB of shared memory and <= 168 registers: three per SM.
+// Same coverage, addressing and padding semantics as the kernel above.
+template <int HD_>
+struct WinChunkCfg {
+  static constexpr int HD = HD_;
+  static constexpr int WS = 14, SLOTS = 16, NK = WS * SLOTS, NQ = WS * WS, LH = 2 * WS - 1;
+  static constexpr int NT = 56;          // N of G = Q T^T: rel_h rows 0..26, rel_w rows 27..53, two zero rows
+  static constexpr int NF = 3;           // chunks of 4 key rows (n64)
+  static constexpr int TAIL_ROWS = 2;    // key rows of the last chunk (n32)
+  static constexpr int NC = NF + 1;
+  static constexpr int CPR = HD / 8, KS = HD / 16, THREADS = 128;
+  static constexpr int BS = 2 * WS + 1;  // bias scratch row: rel_h[14] | rel_w[14]; odd stride
+  static constexpr int kv_elems = NK * HD, t_elems = NT * HD;
+  static constexpr int CTAS = HD == 64 ? 3 : 2;
+  static_assert(HD == 64 || HD == 80, "wgmma.cuh has the n64 / n80 shapes for O");
+  static_assert(NF * 4 + TAIL_ROWS == WS, "the chunks cover the key rows");
+};
+template <class C>
+size_t win_chunk_smem_bytes(bool lo) {
+  return static_cast<size_t>(2 * C::kv_elems + (lo ? 2 : 1) * C::t_elems) * sizeof(bf16) +
+         static_cast<size_t>(C::THREADS / 32 * 16 * C::BS) * sizeof(float);
+}
+
+#if VITRT_WGMMA_ENABLED
+// Online softmax of one chunk of R key rows (S: n8 tiles 2 r, 2 r + 1 per key row r, raw Q K^T) in
+// place: t = s * scale_log2 + rel_w (log2 domain), the rows' maxima with rel_h of each key row, the
+// lazy reference maximum, p = 2^(t + rel_h - m) packed as bf16 A fragments (one k16 step per key
+// row), the rows' partial sums into l0 / l1 (rescaled by al0 / al1, returned for O).
+template <int R>
+__device__ __forceinline__ void win_chunk_softmax(float* s, const float* bh0, const float* bh1, const float (&rw0)[4],
+                                                  const float (&rw1)[4], float sl2, float& m0, float& m1, float& l0,
+                                                  float& l1, float& al0, float& al1, unsigned (&pa)[R][4]) {
+  float b0[R], b1[R], mk0[R], mk1[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    float* t = s + 8 * r;  // [0, 1] / [4, 5]: row g, slots 2 tq + {0, 1} / 8 + 2 tq + {0, 1}; [2, 3] / [6, 7]: row g + 8
+    t[0] = fmaf(t[0], sl2, rw0[0]);
+    t[1] = fmaf(t[1], sl2, rw0[1]);
+    t[4] = fmaf(t[4], sl2, rw0[2]);
+    t[5] = fmaf(t[5], sl2, rw0[3]);
+    t[2] = fmaf(t[2], sl2, rw1[0]);
+    t[3] = fmaf(t[3], sl2, rw1[1]);
+    t[6] = fmaf(t[6], sl2, rw1[2]);
+    t[7] = fmaf(t[7], sl2, rw1[3]);
+    b0[r] = bh0[r];
+    b1[r] = bh1[r];
+    mk0[r] = fmaxf(fmaxf(t[0], t[1]), fmaxf(t[4], t[5])) + b0[r];
+    mk1[r] = fmaxf(fmaxf(t[2], t[3]), fmaxf(t[6], t[7])) + b1[r];
+  }
+  const float x0 = quad_max(tree_reduce<R>(mk0, [](float a, float b) { return fmaxf(a, b); }));
+  const float x1 = quad_max(tree_reduce<R>(mk1, [](float a, float b) { return fmaxf(a, b); }));
+  constexpr float kSlack = 8.f;  // -inf + kSlack = -inf: the first chunk always sets m
+  const float n0 = x0 > m0 + kSlack ? x0 : m0, n1 = x1 > m1 + kSlack ? x1 : m1;
+  al0 = ex2(m0 - n0);  // 0 on the first chunk, 1 when m stays
+  al1 = ex2(m1 - n1);
+  m0 = n0;
+  m1 = n1;
+  float t0[R], t1[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const float* t = s + 8 * r;
+    const float c0 = b0[r] - n0, c1 = b1[r] - n1;
+    const float p0 = ex2(t[0] + c0), p1 = ex2(t[1] + c0), p4 = ex2(t[4] + c0), p5 = ex2(t[5] + c0);
+    const float p2 = ex2(t[2] + c1), p3 = ex2(t[3] + c1), p6 = ex2(t[6] + c1), p7 = ex2(t[7] + c1);
+    t0[r] = (p0 + p1) + (p4 + p5);
+    t1[r] = (p2 + p3) + (p6 + p7);
+    pa[r][0] = pack_bf16(p0, p1);
+    pa[r][1] = pack_bf16(p2, p3);
+    pa[r][2] = pack_bf16(p4, p5);
+    pa[r][3] = pack_bf16(p6, p7);
+  }
+  l0 = l0 * al0 + tree_reduce<R>(t0, [](float a, float b) { return a + b; });
+  l1 = l1 * al1 + tree_reduce<R>(t1, [](float a, float b) { return a + b; });
+}
+template <int... I, class F>
+__device__ __forceinline__ void static_for_win(std::integer_sequence<int, I...>, F&& f) {
+  (f(std::integral_constant<int, I>{}), ...);
+}
+#endif
+
+template <int HD>
+__global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_windowed_chunk_kernel(const KParams p) {
+#if VITRT_WGMMA_ENABLED
+  using C = WinChunkCfg<HD>;
+  constexpr int WS = C::WS, NQ = C::NQ, LH = C::LH, NT = C::NT, CPR = C::CPR, KS = C::KS, BS = C::BS;
+  constexpr int NF = C::NF, NC = C::NC;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const bool lo = p.th_lo != nullptr;
+  bf16* Ks = reinterpret_cast<bf16*>(smem_raw);
+  bf16* Vs = Ks + C::kv_elems;
+  bf16* Ts = Vs + C::kv_elems;
+  bf16* Tl = Ts + C::t_elems;  // only with lo parts
+  float* Bs = reinterpret_cast<float*>(Ts + (lo ? 2 : 1) * C::t_elems);
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, tq = lane & 3;
+  const int h = blockIdx.x % p.heads, s = blockIdx.x / p.heads;  // heads fastest: CTAs share qkv rows in L2
+  SeqAddr sa;
+  sa.init(p, s);
+  const bool win = p.ws != 0;
+  auto row = [&](int ty, int tx) { return win ? sa.cell_row(p, ty, tx) : sa.k0 + ty * WS + tx; };
+  const int nq_out = win ? min(WS, p.Hg - sa.gy0) * WS : NQ;
+  const bf16* qb = static_cast<const bf16*>(p.q) + h * HD;
+  const bf16* kb = static_cast<const bf16*>(p.k) + h * HD;
+  const bf16* vb = static_cast<const bf16*>(p.v) + h * HD;
+  const bf16* pq = win ? static_cast<const bf16*>(p.pad_q) + h * HD : qb;
+  const bf16* pk = win ? static_cast<const bf16*>(p.pad_k) + h * HD : kb;
+  const bf16* pv = win ? static_cast<const bf16*>(p.pad_v) + h * HD : vb;
+
+  // ---- K / V of all 14 key rows (16 slots each, slots 14 and 15 zero) and the tables, as the
+  // kernel above.
+  for (int st = warp; st < WS * (CPR / 2); st += C::THREADS / 32) {
+    const int n = (st % WS) * 16 + (lane & 7) + ((lane >> 4) << 3);
+    const int c = 2 * (st / WS) + ((lane >> 3) & 1);
+    const int kh = n >> 4, kw = n & 15;
+    const bf16 *ksrc = kb, *vsrc = vb;
+    int bytes = 0;
+    if (kw < WS) {
+      const long long r = row(kh, kw);
+      ksrc = r < 0 ? pk : kb + r * p.ldk;
+      vsrc = r < 0 ? pv : vb + r * p.ldv;
+      bytes = 16;
+    }
+    const int off = core_matrix_offset<CPR>(n, c);
+    cp_async16(Ks + off, ksrc + c * 8, bytes);
+    cp_async16(Vs + off, vsrc + c * 8, bytes);
+  }
+  {
+    const bf16* th = static_cast<const bf16*>(p.th);
+    const bf16* tw = static_cast<const bf16*>(p.tw);
+    const bf16* thl = static_cast<const bf16*>(p.th_lo);
+    const bf16* twl = static_cast<const bf16*>(p.tw_lo);
+    for (int i = tid; i < NT * CPR; i += C::THREADS) {
+      const int t = i / CPR, c = i - t * CPR;
+      const bool in = t < 2 * LH;
+      const long long ro = static_cast<long long>(t < LH ? t : t - LH) * HD + c * 8;
+      cp_async16(Ts + core_matrix_offset<CPR>(t, c), in ? (t < LH ? th : tw) + ro : th, in ? 16 : 0);
+      if (lo) cp_async16(Tl + core_matrix_offset<CPR>(t, c), in ? (t < LH ? thl : twl) + ro : thl, in ? 16 : 0);
+    }
+  }
+  ptx::cp_async_commit();
+
+  auto q_row = [&](int i) -> const bf16* {
+    const int ii = i < NQ ? i : 0;
+    const int ty = ii / WS, tx = ii - ty * WS;
+    const long long r = row(ty, tx);
+    return r < 0 ? pq : qb + r * p.ldq;
+  };
+  unsigned qf[KS][4];
+  auto load_q = [&](int mt) {
+    const int i0 = mt * 64 + warp * 16 + g;
+    load_a_fragments(qf, q_row(i0) + 2 * tq, q_row(i0 + 8) + 2 * tq);
+  };
+  load_q(0);  // in flight while K / V land
+
+  ptx::cp_async_wait<0>();
+  wgmma::fence_proxy_async_smem();  // this thread's cp.async writes -> visible to wgmma
+  __syncthreads();                  // everyone's
+
+  constexpr uint32_t kChunkBytes = 128, kRowGroupBytes = CPR * 128;
+  const uint64_t kdesc = wgmma::make_smem_desc(Ks, kChunkBytes, kRowGroupBytes);
+  const uint64_t vdesc = wgmma::make_smem_desc(Vs, kRowGroupBytes, kChunkBytes);
+  const uint64_t tdesc = wgmma::make_smem_desc(Ts, kChunkBytes, kRowGroupBytes);
+  const uint64_t tldesc = wgmma::make_smem_desc(Tl, kChunkBytes, kRowGroupBytes);
+  constexpr uint64_t kStepK = 2 * 128 / 16;          // one k16 step of a K-major operand
+  constexpr uint64_t kStepV = 2 * CPR * 128 / 16;    // one k16 step of V (= one key row)
+  constexpr uint64_t kChunkK = 8 * CPR * 128 / 16;   // 4 key rows (64 slots) of K
+  float* Bw = Bs + warp * 16 * BS;                   // this warp's rows: rel_h[14] | rel_w[14]
+  const float sl2 = p.scale_log2;
+  bf16* ob = static_cast<bf16*>(p.out) + h * HD;
+
+  const int mtiles = (nq_out + 63) / 64;
+  for (int mt = 0; mt < mtiles; ++mt) {
+    const int i0 = mt * 64 + warp * 16 + g, i1 = i0 + 8;
+    const int c0 = i0 < NQ ? i0 : 0, c1 = i1 < NQ ? i1 : 0;
+    const int iy0 = c0 / WS, ix0 = c0 - iy0 * WS, iy1 = c1 / WS, ix1 = c1 - iy1 * WS;
+    // ---- G = Q T^T; each row keeps the 14 rel_h terms of its key rows (G column iy - kh + 13) and
+    // the 14 rel_w terms of its key columns (G column 27 + ix - kw + 13), times log2(e).
+    {
+      float ga[NT / 2];
+#pragma unroll
+      for (int i = 0; i < NT / 2; ++i) ga[i] = 0.f;
+      wgmma::fence_operands(ga);
+      wgmma::fence();
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks) mma_k<NT>(ga, qf[ks], tdesc + ks * kStepK);
+      if (lo) {
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) mma_k<NT>(ga, qf[ks], tldesc + ks * kStepK);
+      }
+      wgmma::commit();
+      wgmma::wait<0>();
+      wgmma::fence_operands(ga);
+      __syncwarp();  // the warp's reads of the previous m-tile's terms are done
+#pragma unroll
+      for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = 8 * j + 2 * tq + (e & 1), r = e >> 1;  // ga[4 j + e]: row g + 8 r
+          const int iy = r ? iy1 : iy0, ix = r ? ix1 : ix0;
+          const int k = col < LH ? iy + WS - 1 - col : ix + WS - 1 - (col - LH);
+          if (col < 2 * LH && static_cast<unsigned>(k) < static_cast<unsigned>(WS))
+            Bw[(g + 8 * r) * BS + (col < LH ? 0 : WS) + k] = ga[4 * j + e] * kLog2e;
+        }
+      __syncwarp();
+    }
+    // rel_w (log2 domain) of the thread's 4 slots kw = 8 (q >> 1) + 2 tq + (q & 1) of every key
+    // row; -inf on the masked slots.
+    float rw0[4], rw1[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int kw = 8 * (q >> 1) + 2 * tq + (q & 1);
+      const bool real = kw < WS;
+      rw0[q] = real ? Bw[g * BS + WS + kw] : -INFINITY;
+      rw1[q] = real ? Bw[(g + 8) * BS + WS + kw] : -INFINITY;
+    }
+    const float* bh0 = Bw + g * BS;  // rel_h of key row kh: bh[kh]
+    const float* bh1 = Bw + (g + 8) * BS;
+    const bool live = mt * 64 + warp * 16 < nq_out;
+
+    float o[HD / 2];
+#pragma unroll
+    for (int i = 0; i < HD / 2; ++i) o[i] = 0.f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+    float sc[32];               // S of a 4-row chunk
+    float st[16];               // S of the 2-row chunk
+    unsigned pa[4][4], pt[2][4];
+
+    auto issue_s = [&](auto cc) {
+      constexpr int c = decltype(cc)::value;
+      wgmma::fence();
+#pragma unroll
+      for (int ks = 0; ks < KS; ++ks) {
+        if constexpr (c < NF) wgmma::wgmma_m64n64k16_rs_sd<0>(sc, qf[ks], kdesc + c * kChunkK + ks * kStepK, ks > 0);
+        else wgmma::wgmma_m64n32k16_rs_sd<0>(st, qf[ks], kdesc + NF * kChunkK + ks * kStepK, ks > 0);
+      }
+      wgmma::commit();
+    };
+    // Commit order S0, PV0, S1, PV1, ...: S_c is issued behind P V of chunk c - 1 and waited for
+    // with it (P and S are single buffers).
+    auto step = [&](auto cc) {
+      constexpr int c = decltype(cc)::value;
+      constexpr bool full = c < NF;
+      constexpr int R = full ? 4 : C::TAIL_ROWS;
+      if constexpr (c > 0) issue_s(cc);
+      wgmma::wait<0>();
+      if constexpr (c > 0) {
+        wgmma::fence_operands(o);
+        wgmma::fence_operands(pa);
+        wgmma::fence_operands(pt);
+      }
+      if constexpr (full) wgmma::fence_operands(sc);
+      else wgmma::fence_operands(st);
+      if constexpr (c == NC - 1) {  // every Q K^T of this m-tile is done: the next tile's Q can load
+        wgmma::fence_operands(qf);
+        if (mt + 1 < mtiles) load_q(mt + 1);
+      }
+      auto finish = [&](float* sv, unsigned(&pc)[R][4]) {
+        float al0 = 1.f, al1 = 1.f;
+        if (live) {
+          win_chunk_softmax<R>(sv, bh0 + 4 * c, bh1 + 4 * c, rw0, rw1, sl2, m0, m1, l0, l1, al0, al1, pc);
+        } else {
+#pragma unroll
+          for (int j = 0; j < R; ++j) pc[j][0] = pc[j][1] = pc[j][2] = pc[j][3] = 0u;
+        }
+        wgmma::fence_operands(pc);
+        pin(l0, l1, al0, al1);
+        if constexpr (c > 0) rescale_rows_if_needed<HD>(o, al0, al1);
+        wgmma::fence_operands(o);
+        wgmma::fence();
+#pragma unroll
+        for (int kk = 0; kk < R; ++kk) mma_k<HD>(o, pc[kk], vdesc + (c * 4 + kk) * kStepV);
+        wgmma::commit();
+      };
+      if constexpr (full) finish(sc, pa);
+      else finish(st, pt);
+    };
+    issue_s(std::integral_constant<int, 0>{});
+    static_for_win(std::make_integer_sequence<int, NC>{}, step);
+    wgmma::wait<0>();
+    wgmma::fence_operands(o);
+    wgmma::fence_operands(pa);
+    wgmma::fence_operands(pt);
+
+    l0 = quad_sum(l0);
+    l1 = quad_sum(l1);
+    // ---- epilogue: normalise, write the real rows (4-byte stores; a quad writes 16 contiguous bytes).
+    long long r0 = -1, r1 = -1;
+    if (i0 < nq_out) r0 = row(iy0, ix0);
+    if (i1 < nq_out) r1 = row(iy1, ix1);
+    if (r0 >= 0) {
+      const float inv = 1.f / l0;
+      bf16* dst = ob + r0 * p.ldo + 2 * tq;
+#pragma unroll
+      for (int d = 0; d < HD / 8; ++d)
+        *reinterpret_cast<unsigned*>(dst + d * 8) = pack_bf16(o[d * 4 + 0] * inv, o[d * 4 + 1] * inv);
+    }
+    if (r1 >= 0) {
+      const float inv = 1.f / l1;
+      bf16* dst = ob + r1 * p.ldo + 2 * tq;
+#pragma unroll
+      for (int d = 0; d < HD / 8; ++d)
+        *reinterpret_cast<unsigned*>(dst + d * 8) = pack_bf16(o[d * 4 + 2] * inv, o[d * 4 + 3] * inv);
+    }
+  }
+#else
+  using C = WinChunkCfg<HD>;  // (referenced so that the sm_80 pass does not warn about unused members)
+  static_assert(C::NQ > 0 && C::LH > 0 && C::CPR > 0 && C::KS > 0 && C::NC > 0 && C::BS > 0 && C::kv_elems > 0 &&
+                    C::t_elems > 0,
+                "");
+  (void)p;
+  __trap();  // never launched: wgmma_windowed_smem only accepts sm_90 devices
+#endif
+}
+
+template <int HD>
+void launch_chunk(const KParams& p, size_t smem, int blocks, cudaStream_t stream) {
+  static std::atomic<int> configured{0};
+  ensure_smem(flash_wgmma_windowed_chunk_kernel<HD>, smem, configured, "bf16 wgmma windowed (chunked)");
+  flash_wgmma_windowed_chunk_kernel<HD><<<blocks, WinChunkCfg<HD>::THREADS, smem, stream>>>(p);
+  check(cudaGetLastError(), "flash_wgmma_windowed_chunk_kernel launch");
+}
+
 template <int HD, bool SPLIT>
 void launch(const KParams& p, size_t smem, int blocks, cudaStream_t stream) {
   static std::atomic<int> configured{0};
@@ -460,11 +798,13 @@ void launch(const KParams& p, size_t smem, int blocks, cudaStream_t stream) {
 
 // VITRT_ATTN_WGMMA_WINDOWS: "0" turns this kernel off (the mma.sync kernel then runs the windows);
 // "onepass" takes the unsplit variant (one m64n224 chain per m-tile); "alldead" runs the softmax on
-// the warps with no real rows too (as before 2026-12-03 22:30; A/B). Read once per process.
-enum class WinMode { Off, Split, OnePass, AllWarps };
+// the warps with no real rows too (as before 2026-12-03 22:30; A/B); "chunk" the chunked form (three
+// CTAs per SM at head dim 64). Read once per process.
+enum class WinMode { Off, Split, OnePass, AllWarps, Chunked };
 WinMode mode_from_env() {
   static const WinMode v = env_choice<WinMode>(
-      "VITRT_ATTN_WGMMA_WINDOWS", {{"0", WinMode::Off}, {"onepass", WinMode::OnePass}, {"alldead", WinMode::AllWarps}},
+      "VITRT_ATTN_WGMMA_WINDOWS", {{"0", WinMode::Off}, {"onepass", WinMode::OnePass}, {"alldead", WinMode::AllWarps},
+                                   {"chunk", WinMode::Chunked}},
       WinMode::Split);
   return v;
 }
@@ -480,14 +820,21 @@ size_t wgmma_windowed_smem(const KParams& p, int optin_smem_limit) {
   if (p.ws == 0 ? p.q_share != 1 : (p.ws != 14 || p.pad_q == nullptr || p.pad_k == nullptr || p.pad_v == nullptr))
     return 0;
   const bool lo = p.th_lo != nullptr;
-  // (both variants have the same shared-memory layout)
-  const size_t smem = p.hd == 64 ? win_smem_bytes<WinCfg<64, true>>(lo) : win_smem_bytes<WinCfg<80, true>>(lo);
+  // (the split and one-pass variants have the same shared-memory layout)
+  const size_t smem = mode == WinMode::Chunked
+                          ? (p.hd == 64 ? win_chunk_smem_bytes<WinChunkCfg<64>>(lo) : win_chunk_smem_bytes<WinChunkCfg<80>>(lo))
+                          : (p.hd == 64 ? win_smem_bytes<WinCfg<64, true>>(lo) : win_smem_bytes<WinCfg<80, true>>(lo));
   return smem <= static_cast<size_t>(optin_smem_limit) ? smem : 0;
 }
 
 void wgmma_windowed_launch(const KParams& params, size_t smem, int blocks, cudaStream_t stream) {
   if (blocks <= 0) return;
   KParams p = params;
+  if (mode_from_env() == WinMode::Chunked) {
+    if (p.hd == 64) launch_chunk<64>(p, smem, blocks, stream);
+    else launch_chunk<80>(p, smem, blocks, stream);
+    return;
+  }
   p.win_dead_rows_softmax = mode_from_env() == WinMode::AllWarps;
   const bool split = mode_from_env() != WinMode::OnePass;
   if (p.hd == 64) split ? launch<64, true>(p, smem, blocks, stream) : launch<64, false>(p, smem, blocks, stream);
