@@ -26,7 +26,9 @@ if ! [ -f /usr/include/dnnl.hpp ]; then
   mkdir -p /tmp/deps
   for f in .deps/*.deb; do dpkg -x "$f" /tmp/deps; done
   export CMAKE_PREFIX_PATH=/tmp/deps/usr
-  export CPATH=/tmp/deps/usr/include${CPATH:+:$CPATH}
+  # (with the multiarch folder: Debian's jconfig.h lives there, and the machine's own, of another
+  # libjpeg version, would otherwise pair with the .deb's library: "Wrong JPEG library version")
+  export CPATH=/tmp/deps/usr/include:/tmp/deps/usr/include/x86_64-linux-gnu${CPATH:+:$CPATH}
   export LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 # CUTLASS headers from the wheel in .deps/ (offline), for gemm_cutlass.cu; NO_CUTLASS=1 builds that

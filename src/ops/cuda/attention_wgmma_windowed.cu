@@ -2,7 +2,8 @@
 //
 // Covers the encoder's windowed attention: 14 x 14 windows addressed in place in the qkv rows (and
 // dense sequences of a 14 x 14 grid), head_dim 64 or 80, BF16, with rel-pos tables. A window is
-// small enough to be attended without a key loop, which is what this kernel is built around:
+// small enough to be attended without a key loop. Two forms: the chunked one further down (the
+// default at head dim 64: three CTAs per SM) and this one (the default at head dim 80), built around it:
 //  - one CTA (one warpgroup) per (window, head), two per SM: the window's keys and values are
 //    loaded once into shared memory (cp.async, the no-swizzle core-matrix layout of
 //    attention_wgmma.cu: K is the K-major B operand of Q K^T, V the MN-major one of P V), then the
@@ -452,7 +453,7 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
 #endif
 }
 
-// ---- The chunked form (VITRT_ATTN_WGMMA_WINDOWS=chunk): the short-sequence kernel's structure
+// ---- The chunked form (the default at head dim 64; VITRT_ATTN_WGMMA_WINDOWS below): the short-sequence kernel's structure
 // (attention_wgmma_short.cu) with the rel-pos terms, for more CTAs per SM. The kernel above holds a
 // whole window's scores (two n112 chains: 198 registers) and a 56-column G scratch per warp (~86 KB
 // of shared memory at head dim 64): two CTAs per SM, latency-bound (ncu, call Z). Here:
@@ -796,17 +797,24 @@ void launch(const KParams& p, size_t smem, int blocks, cudaStream_t stream) {
   check(cudaGetLastError(), "flash_wgmma_windowed_kernel launch");
 }
 
-// VITRT_ATTN_WGMMA_WINDOWS: "0" turns this kernel off (the mma.sync kernel then runs the windows);
-// "onepass" takes the unsplit variant (one m64n224 chain per m-tile); "alldead" runs the softmax on
-// the warps with no real rows too (as before 2026-12-03 22:30; A/B); "chunk" the chunked form (three
-// CTAs per SM at head dim 64). Read once per process.
-enum class WinMode { Off, Split, OnePass, AllWarps, Chunked };
+// VITRT_ATTN_WGMMA_WINDOWS (read once per process): unset, the chunked form at head dim 64 and the
+// split kernel at 80 (the measured best of each: vit_b's windowed blocks 5.56 against 6.19 ms, the
+// kernel alone 0.605 against 0.689 ms; vit_h's 38.86 against 35.66 ms with the chunked form, whose
+// 87 KB at head dim 80 still allow two CTAs per SM only; BENCHMARKS.md, 2026-12-04 14:08 session);
+// "0" turns these kernels off (the mma.sync kernel then runs the windows); "split" / "chunk" take
+// one form at both head dims; "onepass" takes the unsplit variant (one m64n224 chain per m-tile);
+// "alldead" runs the softmax on the warps with no real rows too (as before 2026-12-03 22:30; A/B).
+enum class WinMode { Off, Auto, Split, OnePass, AllWarps, Chunked };
 WinMode mode_from_env() {
   static const WinMode v = env_choice<WinMode>(
-      "VITRT_ATTN_WGMMA_WINDOWS", {{"0", WinMode::Off}, {"onepass", WinMode::OnePass}, {"alldead", WinMode::AllWarps},
-                                   {"chunk", WinMode::Chunked}},
-      WinMode::Split);
+      "VITRT_ATTN_WGMMA_WINDOWS", {{"0", WinMode::Off}, {"split", WinMode::Split}, {"onepass", WinMode::OnePass},
+                                   {"alldead", WinMode::AllWarps}, {"chunk", WinMode::Chunked}},
+      WinMode::Auto);
   return v;
+}
+bool chunked_for(int hd) {
+  const WinMode m = mode_from_env();
+  return m == WinMode::Chunked || (m == WinMode::Auto && hd == 64);
 }
 
 }  // namespace
@@ -821,7 +829,7 @@ size_t wgmma_windowed_smem(const KParams& p, int optin_smem_limit) {
     return 0;
   const bool lo = p.th_lo != nullptr;
   // (the split and one-pass variants have the same shared-memory layout)
-  const size_t smem = mode == WinMode::Chunked
+  const size_t smem = chunked_for(p.hd)
                           ? (p.hd == 64 ? win_chunk_smem_bytes<WinChunkCfg<64>>(lo) : win_chunk_smem_bytes<WinChunkCfg<80>>(lo))
                           : (p.hd == 64 ? win_smem_bytes<WinCfg<64, true>>(lo) : win_smem_bytes<WinCfg<80, true>>(lo));
   return smem <= static_cast<size_t>(optin_smem_limit) ? smem : 0;
@@ -830,7 +838,7 @@ size_t wgmma_windowed_smem(const KParams& p, int optin_smem_limit) {
 void wgmma_windowed_launch(const KParams& params, size_t smem, int blocks, cudaStream_t stream) {
   if (blocks <= 0) return;
   KParams p = params;
-  if (mode_from_env() == WinMode::Chunked) {
+  if (chunked_for(p.hd)) {
     if (p.hd == 64) launch_chunk<64>(p, smem, blocks, stream);
     else launch_chunk<80>(p, smem, blocks, stream);
     return;
