@@ -546,7 +546,10 @@ __device__ __forceinline__ void static_for_win(std::integer_sequence<int, I...>,
 }
 #endif
 
-template <int HD>
+// BUF: 1, one S and one P buffer (nothing overlaps a softmax inside the warpgroup; the other CTAs
+// on the SM do); 2, two of each (the short kernel's TwoP: chunk c + 1's Q K^T and chunk c - 1's P V
+// both run during chunk c's softmax), for head dim 80, where only two CTAs fit on an SM.
+template <int HD, int BUF>
 __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_windowed_chunk_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
   using C = WinChunkCfg<HD>;
@@ -690,34 +693,44 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
 #pragma unroll
     for (int i = 0; i < HD / 2; ++i) o[i] = 0.f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
-    float sc[32];               // S of a 4-row chunk
+    constexpr int NB = BUF;     // S and P buffers of the 4-row chunks (alternating when 2)
+    float sc[NB][32];           // S of a 4-row chunk
     float st[16];               // S of the 2-row chunk
-    unsigned pa[4][4], pt[2][4];
+    unsigned pa[NB][4][4], pt[2][4];
+    auto fence_pa = [&] {
+#pragma unroll
+      for (int i = 0; i < NB; ++i) wgmma::fence_operands(pa[i]);
+    };
 
     auto issue_s = [&](auto cc) {
       constexpr int c = decltype(cc)::value;
       wgmma::fence();
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks) {
-        if constexpr (c < NF) wgmma::wgmma_m64n64k16_rs_sd<0>(sc, qf[ks], kdesc + c * kChunkK + ks * kStepK, ks > 0);
-        else wgmma::wgmma_m64n32k16_rs_sd<0>(st, qf[ks], kdesc + NF * kChunkK + ks * kStepK, ks > 0);
+        if constexpr (c < NF)
+          wgmma::wgmma_m64n64k16_rs_sd<0>(sc[c % NB], qf[ks], kdesc + c * kChunkK + ks * kStepK, ks > 0);
+        else
+          wgmma::wgmma_m64n32k16_rs_sd<0>(st, qf[ks], kdesc + NF * kChunkK + ks * kStepK, ks > 0);
       }
       wgmma::commit();
     };
-    // Commit order S0, PV0, S1, PV1, ...: S_c is issued behind P V of chunk c - 1 and waited for
-    // with it (P and S are single buffers).
+    // Commit order, NB = 1: S0, PV0, S1, PV1, ...: S_c is issued behind P V of chunk c - 1 and
+    // waited for with it. NB = 2: S0, S1, PV0, S2, PV1, ...: waiting for S_c leaves P V of chunk
+    // c - 1 and S_{c+1} in flight. (The 2-row chunk has its own S and P.)
     auto step = [&](auto cc) {
       constexpr int c = decltype(cc)::value;
-      constexpr bool full = c < NF;
+      constexpr bool full = c < NF, next = c + 1 < NC;
       constexpr int R = full ? 4 : C::TAIL_ROWS;
-      if constexpr (c > 0) issue_s(cc);
-      wgmma::wait<0>();
-      if constexpr (c > 0) {
+      if constexpr (NB == 2 && next) issue_s(std::integral_constant<int, c + 1>{});
+      if constexpr (NB == 1 && c > 0) issue_s(cc);
+      if constexpr (NB == 1) wgmma::wait<0>();
+      else wgmma::wait<(c > 0 ? 1 : 0) + (next ? 1 : 0)>();
+      if constexpr (NB == 1 && c > 0) {
         wgmma::fence_operands(o);
-        wgmma::fence_operands(pa);
+        fence_pa();
         wgmma::fence_operands(pt);
       }
-      if constexpr (full) wgmma::fence_operands(sc);
+      if constexpr (full) wgmma::fence_operands(sc[c % NB]);
       else wgmma::fence_operands(st);
       if constexpr (c == NC - 1) {  // every Q K^T of this m-tile is done: the next tile's Q can load
         wgmma::fence_operands(qf);
@@ -733,21 +746,28 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
         }
         wgmma::fence_operands(pc);
         pin(l0, l1, al0, al1);
-        if constexpr (c > 0) rescale_rows_if_needed<HD>(o, al0, al1);
+        if constexpr (c > 0) {
+          if constexpr (NB == 2) {
+            wgmma::wait<next ? 1 : 0>();  // P V of chunk c - 1 (S_{c+1} may still run)
+            wgmma::fence_operands(o);
+            fence_pa();
+          }
+          rescale_rows_if_needed<HD>(o, al0, al1);
+        }
         wgmma::fence_operands(o);
         wgmma::fence();
 #pragma unroll
         for (int kk = 0; kk < R; ++kk) mma_k<HD>(o, pc[kk], vdesc + (c * 4 + kk) * kStepV);
         wgmma::commit();
       };
-      if constexpr (full) finish(sc, pa);
+      if constexpr (full) finish(sc[c % NB], pa[c % NB]);
       else finish(st, pt);
     };
     issue_s(std::integral_constant<int, 0>{});
     static_for_win(std::make_integer_sequence<int, NC>{}, step);
     wgmma::wait<0>();
     wgmma::fence_operands(o);
-    wgmma::fence_operands(pa);
+    fence_pa();
     wgmma::fence_operands(pt);
 
     l0 = quad_sum(l0);
@@ -781,11 +801,11 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
 #endif
 }
 
-template <int HD>
+template <int HD, int BUF>
 void launch_chunk(const KParams& p, size_t smem, int blocks, cudaStream_t stream) {
   static std::atomic<int> configured{0};
-  ensure_smem(flash_wgmma_windowed_chunk_kernel<HD>, smem, configured, "bf16 wgmma windowed (chunked)");
-  flash_wgmma_windowed_chunk_kernel<HD><<<blocks, WinChunkCfg<HD>::THREADS, smem, stream>>>(p);
+  ensure_smem(flash_wgmma_windowed_chunk_kernel<HD, BUF>, smem, configured, "bf16 wgmma windowed (chunked)");
+  flash_wgmma_windowed_chunk_kernel<HD, BUF><<<blocks, WinChunkCfg<HD>::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_wgmma_windowed_chunk_kernel launch");
 }
 
@@ -839,8 +859,8 @@ void wgmma_windowed_launch(const KParams& params, size_t smem, int blocks, cudaS
   if (blocks <= 0) return;
   KParams p = params;
   if (chunked_for(p.hd)) {
-    if (p.hd == 64) launch_chunk<64>(p, smem, blocks, stream);
-    else launch_chunk<80>(p, smem, blocks, stream);
+    if (p.hd == 64) launch_chunk<64, 1>(p, smem, blocks, stream);
+    else launch_chunk<80, 2>(p, smem, blocks, stream);
     return;
   }
   p.win_dead_rows_softmax = mode_from_env() == WinMode::AllWarps;
