@@ -4,15 +4,19 @@
 // `everything`) go through the image encoder in
 // batches of --batch (embed_images: one encoder launch per batch, images of any sizes) and each
 // embedding is written to <out>/<file stem>.vemb. The work is pipelined so that the device never
-// waits for the host: while batch b is encoded, batch b + 1 is decoded by --threads reader
-// threads and batch b - 1's files are written.
+// waits for the host: a reader thread decodes the next batches (with --threads helpers), --workers
+// threads encode (two on the GPU: one's uploads and copies back overlap the other's forward), and
+// the main thread writes the files.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <exception>
+#include <deque>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <map>
 #include <memory>
 #include <optional>
@@ -38,6 +42,7 @@ struct EmbedArgs {
   std::string device = "auto", dtype = "fp32", decoder_dtype;
   int batch = 0;    // 0: 16 on cuda, 1 on cpu
   int threads = 0;  // 0: min(8, hardware threads)
+  int workers = 0;  // 0: 2 on cuda, 1 on cpu
   bool keep_going = false, quiet = false;
 };
 
@@ -56,6 +61,49 @@ std::vector<std::string> output_paths(const std::vector<std::string>& inputs, co
   }
   return out;
 }
+
+// A queue of at most `cap` items between two pipeline stages. close(): no more items (pop drains
+// what is left, then returns nothing); abort(): stop now (pending items dropped, push fails).
+template <class T>
+class BoundedQueue {
+ public:
+  explicit BoundedQueue(size_t cap) : cap_(cap) {}
+  bool push(T v) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return items_.size() < cap_ || closed_; });
+    if (closed_) return false;
+    items_.push_back(std::move(v));
+    cv_.notify_all();
+    return true;
+  }
+  std::optional<T> pop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !items_.empty() || closed_; });
+    if (items_.empty()) return std::nullopt;
+    T v = std::move(items_.front());
+    items_.pop_front();
+    cv_.notify_all();
+    return v;
+  }
+  void close() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    cv_.notify_all();
+  }
+  void abort() {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    items_.clear();
+    cv_.notify_all();
+  }
+
+ private:
+  size_t cap_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<T> items_;
+  bool closed_ = false;
+};
 
 // One batch read from disk: each image, or the reason it could not be read.
 struct DecodedBatch {
@@ -94,6 +142,7 @@ void run_embed(const EmbedArgs& a) {
   VITRT_CHECK(!inputs.empty(), InvalidArgument, "embed: no images given (--image IMG|DIR|LIST.txt)");
   VITRT_CHECK(a.batch >= 0, InvalidArgument, "--batch must be at least 1, got ", a.batch);
   VITRT_CHECK(a.threads >= 0, InvalidArgument, "--threads must be at least 1, got ", a.threads);
+  VITRT_CHECK(a.workers >= 0 && a.workers <= 8, InvalidArgument, "--workers must be 1 to 8, got ", a.workers);
   // One image and --out not a directory: --out is the file (the single-image form). Otherwise --out
   // is a directory, created if missing.
   const bool single_file = a.images.size() == 1 && inputs.size() == 1 && inputs[0] == a.images[0] &&
@@ -119,58 +168,98 @@ void run_embed(const EmbedArgs& a) {
          (device == Device::CUDA ? "cuda " : "cpu ") + dtype_name(dtype) + ", " + std::to_string(threads) +
          " reader thread" + (threads > 1 ? "s" : ""));
 
-  auto decode = [&](size_t b) {
-    const size_t first = b * batch;
-    return std::async(std::launch::async, decode_batch, std::cref(inputs), first, std::min(batch, n - first), threads);
+  // Three stages joined by short queues: one thread reads batches (with `threads` helpers each),
+  // `workers` threads encode them (each on its own CUDA stream: while one worker's forward runs, the
+  // other uploads its next images and copies its last embeddings back, which would otherwise
+  // leave the GPU idle for ~40% of each batch), and this thread writes the files. The first error
+  // anywhere stops every stage and is reported.
+  const int workers = a.workers > 0 ? a.workers : device == Device::CUDA ? 2 : 1;
+  struct Batch {
+    size_t number = 0;
+    std::vector<Image> images;
+    std::vector<size_t> index;  // input index of each image
+    std::vector<ImageEmbedding> embeddings;
+  };
+  BoundedQueue<Batch> decoded(2), encoded(2);
+  std::mutex mu;
+  std::exception_ptr failure;
+  std::vector<std::string> skipped;
+  auto fail = [&](std::exception_ptr e) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!failure) failure = e;
+    }
+    decoded.abort();
+    encoded.abort();
   };
   const auto t0 = std::chrono::steady_clock::now();
-  double encode_s = 0;
-  size_t written = 0;
-  std::vector<std::string> skipped;
-  std::future<void> writing;
-  std::future<DecodedBatch> next = decode(0);
-  for (size_t b = 0; b < batches; ++b) {
-    DecodedBatch d = next.get();
-    if (b + 1 < batches) next = decode(b + 1);
-    std::vector<Image> images;
-    std::vector<size_t> index;  // input index of each image in `images`
-    for (size_t i = 0; i < d.images.size(); ++i) {
-      const size_t k = b * batch + i;
-      if (d.images[i]) {
-        images.push_back(std::move(*d.images[i]));
-        index.push_back(k);
-        continue;
+  std::atomic<int64_t> encode_us{0};
+  std::thread reader([&] {
+    try {
+      for (size_t b = 0; b < batches; ++b) {
+        const size_t first = b * batch;
+        DecodedBatch d = decode_batch(inputs, first, std::min(batch, n - first), threads);
+        Batch out;
+        out.number = b;
+        for (size_t i = 0; i < d.images.size(); ++i) {
+          if (d.images[i]) {
+            out.images.push_back(std::move(*d.images[i]));
+            out.index.push_back(first + i);
+            continue;
+          }
+          if (!a.keep_going) throw ImageError(d.errors[i]);
+          std::fprintf(stderr, "[vitrt] skipped %s: %s\n", inputs[first + i].c_str(), d.errors[i].c_str());
+          std::lock_guard<std::mutex> lock(mu);
+          skipped.push_back(inputs[first + i]);
+        }
+        if (!out.images.empty() && !decoded.push(std::move(out))) return;  // aborted
       }
-      if (!a.keep_going) {
-        if (writing.valid()) writing.get();  // what was encoded is kept
-        throw ImageError(d.errors[i]);
-      }
-      std::fprintf(stderr, "[vitrt] skipped %s: %s\n", inputs[k].c_str(), d.errors[i].c_str());
-      skipped.push_back(inputs[k]);
+      decoded.close();
+    } catch (...) {
+      fail(std::current_exception());
     }
-    if (images.empty()) continue;
-    const auto e0 = std::chrono::steady_clock::now();
-    std::vector<ImageEmbedding> embs = embed_images(*model, images);
-    encode_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
-    if (!a.quiet)
-      std::fprintf(stderr, "[vitrt] batch %zu/%zu: %zu image%s encoded in %.1f ms\n", b + 1, batches, images.size(),
-                   images.size() > 1 ? "s" : "",
-                   1e3 * std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count());
-    if (writing.valid()) writing.get();  // (at most one batch's files in flight; a write error stops the run)
-    writing = std::async(std::launch::async, [&outputs, index = std::move(index), embs = std::move(embs)] {
-      for (size_t i = 0; i < embs.size(); ++i) save_embedding(embs[i], outputs[index[i]]);
+  });
+  std::atomic<int> encoders_left{workers};
+  std::vector<std::thread> encoders;
+  for (int w = 0; w < workers; ++w)
+    encoders.emplace_back([&] {
+      try {
+        while (std::optional<Batch> job = decoded.pop()) {
+          const auto e0 = std::chrono::steady_clock::now();
+          job->embeddings = embed_images(*model, job->images);
+          const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - e0).count();
+          encode_us += static_cast<int64_t>(ms * 1e3);
+          if (!a.quiet)
+            std::fprintf(stderr, "[vitrt] batch %zu/%zu: %zu image%s encoded in %.1f ms\n", job->number + 1, batches,
+                         job->images.size(), job->images.size() > 1 ? "s" : "", ms);
+          job->images.clear();
+          if (!encoded.push(std::move(*job))) return;  // aborted
+        }
+      } catch (...) {
+        fail(std::current_exception());
+      }
+      if (--encoders_left == 0) encoded.close();
     });
-    written += images.size();
+  size_t written = 0;
+  try {
+    while (std::optional<Batch> done = encoded.pop()) {
+      for (size_t i = 0; i < done->embeddings.size(); ++i) save_embedding(done->embeddings[i], outputs[done->index[i]]);
+      written += done->embeddings.size();
+    }
+  } catch (...) {
+    fail(std::current_exception());
   }
-  if (writing.valid()) writing.get();
+  reader.join();
+  for (std::thread& t : encoders) t.join();
+  if (failure) std::rethrow_exception(failure);
   const double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (single_file && written == 1) {
     std::printf("wrote embedding of %s to %s (model %s)\n", inputs[0].c_str(), outputs[0].c_str(),
                 sam_fingerprint(*model).c_str());
   } else {
-    std::printf("wrote %zu embedding%s to %s in %.2f s: %.1f images/s (the encoder alone: %.1f images/s)", written,
-                written == 1 ? "" : "s", a.out.c_str(), total_s, written / std::max(total_s, 1e-9),
-                written / std::max(encode_s, 1e-9));
+    std::printf("wrote %zu embedding%s to %s in %.2f s: %.1f images/s (%d encoder worker%s, %.1f ms per batch each)",
+                written, written == 1 ? "" : "s", a.out.c_str(), total_s, written / std::max(total_s, 1e-9), workers,
+                workers > 1 ? "s" : "", encode_us.load() * 1e-3 / std::max<double>(1, static_cast<double>(batches)));
     if (!skipped.empty()) std::printf("; %zu unreadable image%s skipped", skipped.size(), skipped.size() > 1 ? "s" : "");
     std::printf("\n");
   }
@@ -186,8 +275,7 @@ void add_embed(CLI::App& app) {
   c->footer(
       "One image: --out is the file to write. Several (--image repeated, a directory, or a .txt list\n"
       "of paths): --out is a directory and each embedding is written to <out>/<image file stem>.vemb.\n"
-      "Images are read by --threads threads while the previous batch is encoded, and the files are\n"
-      "written while the next one is.\n"
+      "Reading, encoding (--workers batches at once) and writing overlap.\n"
       "Example: vitrt embed --checkpoint sam_vit_b_01ec64.pth --image photos/ --out embeddings/ --dtype bf16");
   c->add_option("--checkpoint", a->checkpoint, "SAM checkpoint: official .pth or Hugging Face .safetensors")
       ->required()->check(CLI::ExistingFile);
@@ -198,6 +286,8 @@ void add_embed(CLI::App& app) {
   c->add_option("--out", a->out, "Embedding file (one image), or output directory (several)")->required();
   c->add_option("--batch", a->batch, "Images per encoder launch (default 16 on cuda, 1 on cpu)");
   c->add_option("--threads", a->threads, "Image reader threads (default min(8, hardware threads))");
+  c->add_option("--workers", a->workers,
+                "Batches encoded at once, each on its own thread and CUDA stream (default 2 on cuda, 1 on cpu)");
   c->add_flag("--keep-going", a->keep_going,
               "Skip unreadable images (reported on stderr) and embed the rest; the exit code is still 1");
   c->add_option("--device", a->device, "auto (cuda if present), cpu or cuda")->capture_default_str();

@@ -109,7 +109,7 @@ TEST(Cli, EmbedManyImagesWritesOneFileEach) {
   fs::copy_file(dir + "landscape.png", listdir / "landscape.png");
   std::ofstream(list) << "# a comment\n" << listdir.filename().string() << "/landscape.png\n\n" << dir << "tiny.png\r\n";
   ASSERT_EQ(run("embed -q --checkpoint " + kModel + " --image " + kImage + " --out " + single).code, 0);
-  CliResult r = run("embed --checkpoint " + kModel + " --image " + kImage + " --image " + list + " --batch 2 --out " + out);
+  CliResult r = run("embed --checkpoint " + kModel + " --image " + kImage + " --image " + list + " --batch 2 --workers 2 --out " + out);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("wrote 3 embeddings"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("batch 2/2"), std::string::npos) << r.out;
