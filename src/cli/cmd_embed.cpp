@@ -266,7 +266,7 @@ void run_embed(const EmbedArgs& a) {
     // Per batch, each stage's own time: the stage that takes longest bounds the rate (reading with
     // `threads` threads; encoding on `workers` at once, so its share is divided by them).
     const double per = 1e-3 / std::max<double>(1, static_cast<double>(batches));
-    std::printf("wrote %zu embedding%s to %s in %.2f s: %.1f images/s; per batch: reading %.1f ms (%d threads), "
+    std::printf("wrote %zu embedding%s to %s in %.2f s: %.1f images/s; per batch: reading %.1f ms (%d thread%s), "
                 "encoding %.1f ms (%d worker%s), writing %.1f ms",
                 written, written == 1 ? "" : "s", a.out.c_str(), total_s, written / std::max(total_s, 1e-9),
                 read_us.load() * per, threads, threads > 1 ? "s" : "", encode_us.load() * per, workers, workers > 1 ? "s at once" : "",
