@@ -205,7 +205,7 @@ if has vit-fid; then
   add_summary "vit_b_16 vs torchvision rc=$?: $(grep -E '^(fp32|bf16):' "$OUT/fidelity_vit.txt" | tr '\n' ';' | tail -c 1200)$(grep -q RESULT "$OUT/fidelity_vit.txt" || tail -c 400 "$OUT/fidelity_vit.txt")"
 fi
 
-# embed-bench: `vitrt embed` over EMBED_IMAGES (default 512) generated JPEGs of mixed sizes (1500x1000 and
+# embed-bench: `vitrt embed` (batches EMBED_BATCH, encoder threads EMBED_WORKERS) over EMBED_IMAGES (default 512) generated JPEGs of mixed sizes (1500x1000 and
 # 1024x768 photos-like noise) with a seeded random vit_b checkpoint made by the reference code
 # (.anchors/orig): the whole pipeline (reader threads, GPU preprocessing, batches of EMBED_BATCH, file
 # writes) against the encoder's own rate in the same run.
@@ -228,11 +228,12 @@ with open(out + '/list.txt', 'w') as f:
         f.write(p + '\n')
 print('made', n, 'images')
 PY
-  for b in ${EMBED_BATCH:-32}; do
+  for b in ${EMBED_BATCH:-32}; do for w in ${EMBED_WORKERS:-2}; do
+    rm -rf $EB/out_$b
     timeout 300 $V embed --checkpoint $EB/vit_b_random.pth --image $EB/list.txt --out $EB/out_$b --device cuda --dtype bf16 \
-      --batch $b > "$OUT/embed_bench_$b.txt" 2> "$OUT/embed_bench_$b.err"
-    add_summary "embed pipeline vit_b bf16 batch $b rc=$?: $(tail -1 "$OUT/embed_bench_$b.txt") $(tail -c 300 "$OUT/embed_bench_setup.log" | grep -v made)"
-  done
+      --batch $b --workers $w > "$OUT/embed_bench_${b}_$w.txt" 2> "$OUT/embed_bench_${b}_$w.err"
+    add_summary "embed pipeline vit_b bf16 batch $b, $w workers rc=$?: $(tail -1 "$OUT/embed_bench_${b}_$w.txt") $(tail -c 300 "$OUT/embed_bench_setup.log" | grep -v made)"
+  done; done
 fi
 
 if has amg; then
