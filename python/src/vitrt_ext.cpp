@@ -95,6 +95,12 @@ vitrt::Image image_from(const ImageIn& a) {
   return im;
 }
 
+// An image embedding made by embed_images or read from a `vitrt embed` file (the Python
+// vitrt.Embedding): set it on a predictor instead of encoding the image again.
+struct PyEmbedding {
+  vitrt::ImageEmbedding e;
+};
+
 class PyPredictor {
  public:
   explicit PyPredictor(const PySam& sam) : model_(sam.model), predictor_(sam.model) {}
@@ -103,6 +109,12 @@ class PyPredictor {
     vitrt::Image im = image_from(image);
     nb::gil_scoped_release release;
     predictor_.set_image(im);
+  }
+
+  void set_embedding(const PyEmbedding& e) {
+    vitrt::ImageEmbedding copy = e.e;  // (the tensor is shared, not copied)
+    nb::gil_scoped_release release;
+    predictor_.set_embedding(std::move(copy));
   }
 
   void reset_image() { predictor_ = vitrt::SamPredictor(model_); }
@@ -379,9 +391,54 @@ NB_MODULE(_vitrt, m) {
       },
       "vit"_a, "image"_a, "topk"_a);
 
+  nb::class_<PyEmbedding>(m, "Embedding")
+      // (the array owns a reference to the tensor's storage: no reference_internal)
+      .def_prop_ro("features", [](const PyEmbedding& p) { return to_numpy<float>(p.e.features); }, nb::rv_policy::automatic)
+      .def_prop_ro("original_size", [](const PyEmbedding& p) { return std::make_tuple(p.e.original_height, p.e.original_width); })
+      .def_prop_ro("input_size", [](const PyEmbedding& p) { return std::make_tuple(p.e.input_height, p.e.input_width); })
+      .def_prop_ro("model_fingerprint", [](const PyEmbedding& p) { return p.e.model_fingerprint; })
+      .def(
+          "save",
+          [](const PyEmbedding& p, const std::string& path) {
+            nb::gil_scoped_release release;
+            vitrt::save_embedding(p.e, path);
+          },
+          "path"_a, "Writes the embedding as `vitrt embed` does (a file for `vitrt segment --embedding`).")
+      .def("__repr__", [](const PyEmbedding& p) {
+        return "vitrt.Embedding(original_size=(" + std::to_string(p.e.original_height) + ", " +
+               std::to_string(p.e.original_width) + "), model " + p.e.model_fingerprint + ")";
+      });
+  // The embeddings of N RGB images (HxWx3 uint8, any sizes), `batch` images per encoder launch.
+  m.def(
+      "_embed_images",
+      [](const PySam& s, const std::vector<ImageIn>& images, int batch) {
+        if (batch < 1) throw vitrt::InvalidArgument("batch_size must be at least 1, got " + std::to_string(batch));
+        std::vector<vitrt::Image> ims;
+        ims.reserve(images.size());
+        for (const ImageIn& a : images) ims.push_back(image_from(a));
+        std::vector<PyEmbedding> out;
+        out.reserve(ims.size());
+        nb::gil_scoped_release release;
+        for (size_t first = 0; first < ims.size(); first += batch) {
+          const size_t count = std::min<size_t>(batch, ims.size() - first);
+          const std::vector<vitrt::Image> part(ims.begin() + first, ims.begin() + first + count);
+          for (vitrt::ImageEmbedding& e : vitrt::embed_images(*s.model, part)) out.push_back({std::move(e)});
+        }
+        return out;
+      },
+      "sam"_a, "images"_a, "batch"_a);
+  m.def(
+      "_load_embedding",
+      [](const std::string& path) {
+        nb::gil_scoped_release release;
+        return PyEmbedding{vitrt::load_embedding(path)};
+      },
+      "path"_a);
+
   nb::class_<PyPredictor>(m, "_Predictor")
       .def(nb::init<const PySam&>(), "model"_a)
       .def("set_image", &PyPredictor::set_image, "image"_a)
+      .def("set_embedding", &PyPredictor::set_embedding, "embedding"_a)
       .def("reset_image", &PyPredictor::reset_image)
       .def_prop_ro("is_image_set", &PyPredictor::is_image_set)
       .def_prop_ro("original_size", &PyPredictor::original_size)

@@ -215,3 +215,56 @@ def test_automatic_mask_generator_records(sam):
         np.testing.assert_array_equal(rle_decode(b["segmentation"]), a["segmentation"].astype(np.uint8))
     with pytest.raises(ValueError):
         vitrt.SamAutomaticMaskGenerator(sam, points_per_side=None)
+
+
+# ---- many images: embed_images, Embedding, set_embedding, load_embedding
+
+
+def test_embed_images_then_set_embedding_predicts_as_set_image(sam, predictors, tmp_path):
+    names = ("tiny", "portrait", "landscape")
+    images = [vitrt.read_image(image_path(n)) for n in names]
+    embs = vitrt.embed_images(sam, images, batch_size=2)  # two batches: 2 + 1
+    assert len(embs) == 3 and all(isinstance(e, vitrt.Embedding) for e in embs)
+    for name, image, emb in zip(names, images, embs):
+        ref = predictors[name]
+        assert emb.original_size == image.shape[:2] == ref.original_size
+        assert emb.input_size == ref.input_size
+        assert emb.features.shape == ref.get_image_embedding().shape
+        # a batch changes only the encoder's summation order
+        np.testing.assert_allclose(emb.features, ref.get_image_embedding(), rtol=0, atol=2e-5)
+        p = vitrt.SamPredictor(sam)
+        p.set_embedding(emb)
+        box = np.array([2, 3, image.shape[1] - 4, image.shape[0] - 5], dtype=np.float32)
+        m1, s1, l1 = p.predict(box=box, multimask_output=False)
+        m2, s2, l2 = ref.predict(box=box, multimask_output=False)
+        np.testing.assert_allclose(l1, l2, rtol=0, atol=1e-4)
+        np.testing.assert_allclose(s1, s2, rtol=0, atol=1e-5)
+    # a file that `vitrt segment --embedding` reads, and back
+    path = str(tmp_path / "portrait.vemb")
+    embs[1].save(path)
+    back = vitrt.load_embedding(path)
+    assert back.original_size == embs[1].original_size and back.model_fingerprint == embs[1].model_fingerprint
+    np.testing.assert_array_equal(back.features, embs[1].features)
+    assert "Embedding(original_size=(500, 300)" in repr(back)
+
+
+def test_embed_images_rejects_bad_input(sam):
+    img = vitrt.read_image(image_path("tiny"))
+    with pytest.raises(ValueError, match="sequence of images"):
+        vitrt.embed_images(sam, img)
+    with pytest.raises(ValueError, match="uint8"):
+        vitrt.embed_images(sam, [img.astype(np.float32)])
+    with pytest.raises(ValueError, match="batch_size"):
+        vitrt.embed_images(sam, [img], batch_size=0)
+    with pytest.raises(TypeError):
+        vitrt.SamPredictor(sam).set_embedding(img)
+    with pytest.raises(vitrt.Error):
+        vitrt.load_embedding(os.path.join(SAM, "tiny1024.json"))  # not an embedding file
+    assert vitrt.embed_images(sam, []) == []
+
+
+def test_bgr_images_embed_like_rgb(sam):
+    img = vitrt.read_image(image_path("tiny"))
+    rgb = vitrt.embed_images(sam, [img])[0]
+    bgr = vitrt.embed_images(sam, [np.ascontiguousarray(img[..., ::-1])], image_format="BGR")[0]
+    np.testing.assert_array_equal(rgb.features, bgr.features)

@@ -10,6 +10,12 @@
 `SamPredictor.predict` and `SamAutomaticMaskGenerator.generate` take and return what
 segment_anything's do (NumPy arrays, the same shapes and dtypes, the same record dicts).
 
+Many images: embed them in batches (one encoder launch per batch), then prompt each embedding:
+
+    for image, emb in zip(images, vitrt.embed_images(sam, images, batch_size=16)):
+        predictor.set_embedding(emb)                   # no encoder run; emb.save(path) writes a file
+        masks, scores, low_res = predictor.predict(box=...)  # that `vitrt segment --embedding` reads
+
 The ViT classifier (torchvision's VisionTransformer checkpoints, dense or block-sparse from
 `vitrt sparsify`):
 
@@ -25,9 +31,10 @@ from typing import Any, List, Optional, Tuple
 import numpy as np
 
 from . import _vitrt
-from ._vitrt import CheckpointError, Error, ImageError, InvalidArgument, IoError, Sam
+from ._vitrt import CheckpointError, Embedding, Error, ImageError, InvalidArgument, IoError, Sam
 
-__all__ = ["load", "random_sam", "read_image", "Sam", "SamPredictor", "SamAutomaticMaskGenerator", "load_vit",
+__all__ = ["load", "random_sam", "read_image", "embed_images", "load_embedding", "Embedding", "Sam", "SamPredictor",
+           "SamAutomaticMaskGenerator", "load_vit",
            "VitClassifier", "Error", "CheckpointError", "ImageError", "InvalidArgument", "IoError"]
 __version__ = "0.1.0"
 
@@ -56,6 +63,32 @@ def random_sam(model_type: str = "vit_b", seed: int = 0) -> Sam:
 def read_image(path: str) -> np.ndarray:
     """Decodes a PNG or JPEG to an HxWx3 uint8 RGB array (as vitrt's command line reads it)."""
     return _vitrt._read_image(str(path))
+
+
+def embed_images(sam_model: Sam, images: Any, batch_size: int = 16, image_format: str = "RGB") -> List[Embedding]:
+    """The embeddings of a sequence of HxWx3 uint8 images (any sizes), batch_size images per encoder
+    launch, in order; each the embedding SamPredictor.set_image would compute (up to the batch's
+    summation order). For SamPredictor.set_embedding, or Embedding.save."""
+    if not isinstance(sam_model, Sam):
+        raise TypeError("embed_images needs a model from vitrt.load(...)")
+    if image_format not in ("RGB", "BGR"):
+        raise ValueError(f"image_format must be 'RGB' or 'BGR', is {image_format!r}")
+    if isinstance(images, np.ndarray) and images.ndim == 3:
+        raise ValueError("images must be a sequence of images (a list), not one HxWx3 array")
+    ims = []
+    for i, im in enumerate(images):
+        arr = _rgb_u8(im, f"images[{i}]")
+        if image_format != sam_model.image_format:
+            arr = np.ascontiguousarray(arr[..., ::-1])
+        ims.append(arr)
+    if int(batch_size) < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    return _vitrt._embed_images(sam_model, ims, int(batch_size))
+
+
+def load_embedding(path: str) -> Embedding:
+    """Reads an embedding file written by `vitrt embed` or Embedding.save."""
+    return _vitrt._load_embedding(str(path))
 
 
 def load_vit(checkpoint: str, device: str = "auto", dtype: str = "fp32",
@@ -147,6 +180,13 @@ class SamPredictor:
         if image_format != self.model.image_format:
             image = image[..., ::-1]
         self._p.set_image(np.ascontiguousarray(image))
+
+    def set_embedding(self, embedding: Embedding) -> None:
+        """Uses an embedding from vitrt.embed_images / vitrt.load_embedding instead of encoding an
+        image (it must come from the same model)."""
+        if not isinstance(embedding, Embedding):
+            raise TypeError("set_embedding needs a vitrt.Embedding (from vitrt.embed_images or vitrt.load_embedding)")
+        self._p.set_embedding(embedding)
 
     def predict(
         self,
