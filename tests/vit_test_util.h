@@ -2,6 +2,7 @@
 #pragma once
 #include <string>
 
+#include "vitrt/image.h"
 #include "vitrt/vit.h"
 
 namespace vitrt::test {
@@ -19,6 +20,18 @@ inline VitConfig small_vit_config() {
   c.mlp_dim = 40;
   c.num_classes = 5;
   return c;
+}
+
+// A w x h RGB test image: pixel (x, y, c) = (kx x + ky y + kxy x y + 50 c) mod 256.
+inline Image pattern_image(int w, int h, int kx = 7, int ky = 3, int kxy = 0) {
+  Image im;
+  im.width = w;
+  im.height = h;
+  im.pixels.resize(static_cast<size_t>(w) * h * 3);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x)
+      for (int c = 0; c < 3; ++c) im.row(y)[x * 3 + c] = static_cast<uint8_t>((x * kx + y * ky + x * y * kxy + c * 50) % 256);
+  return im;
 }
 
 }  // namespace vitrt::test

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "gpu_test_util.h"
+#include "vit_test_util.h"
 #include "models/vit/vit_model.h"
 #include "ops/cpu/bsr_gemm.h"
 #include "ops/ops.h"
@@ -506,16 +507,8 @@ TEST_F(CudaBsr, ImageLogitsOnCudaMatchCpu) {
   const VitConfig cfg = gpu_sparse_vit_config();
   const StateDict sd = vit_random_state_dict(cfg, 91);
   std::vector<Image> images;
-  for (auto [w, h, k] : {std::tuple{50, 40, 7}, std::tuple{33, 70, 3}, std::tuple{64, 64, 11}}) {
-    Image im;
-    im.width = w;
-    im.height = h;
-    im.pixels.resize(static_cast<size_t>(w) * h * 3);
-    for (int y = 0; y < h; ++y)
-      for (int x = 0; x < w; ++x)
-        for (int c = 0; c < 3; ++c) im.row(y)[x * 3 + c] = static_cast<uint8_t>((x * k + y * 5 + c * 50 + x * y) % 256);
-    images.push_back(std::move(im));
-  }
+  for (auto [w, h, k] : {std::tuple{50, 40, 7}, std::tuple{33, 70, 3}, std::tuple{64, 64, 11}})
+    images.push_back(vitrt::test::pattern_image(w, h, k, 5, 1));
   const auto cpu = vit_from_state_dict(sd, Device::CPU, DType::F32, cfg.num_heads);
   const Tensor cpu_logits = vit_image_logits(*cpu, images);
   ASSERT_EQ(cpu_logits.shape(), (Shape{3, cfg.num_classes}));

@@ -23,16 +23,7 @@ namespace {
 const std::string& kDir = test::kVitFixtures;
 VitConfig small_config() { return test::small_vit_config(); }
 
-Image gradient_image(int w, int h) {
-  Image im;
-  im.width = w;
-  im.height = h;
-  im.pixels.resize(static_cast<size_t>(w) * h * 3);
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x)
-      for (int c = 0; c < 3; ++c) im.row(y)[x * 3 + c] = static_cast<uint8_t>((x * 7 + y * 3 + c * 50) % 256);
-  return im;
-}
+Image gradient_image(int w, int h) { return vitrt::test::pattern_image(w, h); }
 
 TEST(Vit, PresetsAreTorchvisions) {
   const VitConfig b = VitConfig::vit_b_16();

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+#include <type_traits>
 #include <utility>
 
 #include "ops/cuda/fast_exp2.h"
@@ -126,6 +127,12 @@ __device__ __forceinline__ float ex2(float x) {
 }
 // 2^x on the FMA pipe (fast_exp2.h): for a share of a softmax's exps, next to the MUFU's ex2 above.
 __device__ __forceinline__ float ex2_fma(float x) { return fast_exp2::exp2_poly3(x); }
+// f(integral_constant<int, I>) for I = 0, 1, ... in order (the key-chunk loops of the short and
+// windowed kernels, with compile-time chunk indices).
+template <int... I, class F>
+__device__ __forceinline__ void static_for(std::integer_sequence<int, I...>, F&& f) {
+  (f(std::integral_constant<int, I>{}), ...);
+}
 // Maximum / sum over the 4 lanes of a quad (the threads that share an accumulator row).
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));

@@ -96,11 +96,6 @@ __device__ __forceinline__ void mma_o(float (&o)[HD / 2], const unsigned (&a)[4]
   if constexpr (HD == 64) wgmma::wgmma_m64n64k16_rs<1>(o, a, desc);
   else wgmma::wgmma_m64n80k16_rs<1>(o, a, desc);
 }
-// f(integral_constant<int, I>) for I = 0, 1, ... in order (the chunk loop, with compile-time indices).
-template <int... I, class F>
-__device__ __forceinline__ void static_for(std::integer_sequence<int, I...>, F&& f) {
-  (f(std::integral_constant<int, I>{}), ...);
-}
 #endif
 
 // BUF: the S and P buffers per warpgroup, traded against CTAs per SM (registers):

@@ -163,6 +163,103 @@ __device__ __forceinline__ void chunk_exp(float* sc, int kh0, const float* bh0, 
 }
 #endif
 
+// The addressing of one (window or 14 x 14 sequence, head), shared by both forms: its cells' rows
+// in the qkv matrix (padding cells read the pad vectors, the qkv bias), the K / V and table loads
+// into the no-swizzle core-matrix layout, and the output rows.
+template <int HD>
+struct WindowIo {
+  static constexpr int WS = 14, NQ = WS * WS, LH = 2 * WS - 1, NT = 56, CPR = HD / 8;
+  const KParams& p;
+  SeqAddr sa;  // (dense sequences: q_share == 1, so sa.k0 is also their first q and output row)
+  bool win;
+  int nq_out;  // query rows that can be real: a bottom-edge window's last rows are all padding
+  const bf16 *qb, *kb, *vb, *pq, *pk, *pv;
+  bf16* ob;
+
+  __device__ __forceinline__ WindowIo(const KParams& params, int s, int h) : p(params) {
+    sa.init(p, s);
+    win = p.ws != 0;
+    nq_out = win ? min(WS, p.Hg - sa.gy0) * WS : NQ;
+    qb = static_cast<const bf16*>(p.q) + h * HD;
+    kb = static_cast<const bf16*>(p.k) + h * HD;
+    vb = static_cast<const bf16*>(p.v) + h * HD;
+    pq = win ? static_cast<const bf16*>(p.pad_q) + h * HD : qb;
+    pk = win ? static_cast<const bf16*>(p.pad_k) + h * HD : kb;
+    pv = win ? static_cast<const bf16*>(p.pad_v) + h * HD : vb;
+    ob = static_cast<bf16*>(p.out) + h * HD;
+  }
+  // Row of cell (ty, tx) (token ty * 14 + tx of a dense sequence), or -1 for a padding cell.
+  __device__ __forceinline__ long long row(int ty, int tx) const {
+    return win ? sa.cell_row(p, ty, tx) : sa.k0 + ty * WS + tx;
+  }
+  // K / V slots of key rows [kh0, kh1) (16 per key row, slots 14 and 15 zero: finite, -inf + 0 stays
+  // -inf, 0 * 0 = 0 in P V) by a CTA of `warps` warps: steps of 32 chunks = 16 slots x 2 chunks (each
+  // 8-lane phase writes one 128-byte core matrix; each row's 32 bytes are one sector of global memory).
+  __device__ __forceinline__ void issue_kv(int kh0, int kh1, bf16* Ks, bf16* Vs, int warp, int lane, int warps) const {
+    const int nrows = kh1 - kh0;
+    for (int st = warp; st < nrows * (CPR / 2); st += warps) {
+      const int n = (kh0 + st % nrows) * 16 + (lane & 7) + ((lane >> 4) << 3);
+      const int c = 2 * (st / nrows) + ((lane >> 3) & 1);
+      const int kh = n >> 4, kw = n & 15;
+      const bf16 *ksrc = kb, *vsrc = vb;
+      int bytes = 0;
+      if (kw < WS) {
+        const long long r = row(kh, kw);
+        ksrc = r < 0 ? pk : kb + r * p.ldk;
+        vsrc = r < 0 ? pv : vb + r * p.ldv;
+        bytes = 16;
+      }
+      const int off = core_matrix_offset<CPR>(n, c);
+      cp_async16(Ks + off, ksrc + c * 8, bytes);
+      cp_async16(Vs + off, vsrc + c * 8, bytes);
+    }
+  }
+  // The rel-pos tables (T rows 0..26 rel_h, 27..53 rel_w, 54..55 zero; Tl: their lo parts, when the
+  // tables were F32) by `threads` threads.
+  __device__ __forceinline__ void issue_tables(bf16* Ts, bf16* Tl, bool lo, int tid, int threads) const {
+    const bf16* th = static_cast<const bf16*>(p.th);
+    const bf16* tw = static_cast<const bf16*>(p.tw);
+    const bf16* thl = static_cast<const bf16*>(p.th_lo);
+    const bf16* twl = static_cast<const bf16*>(p.tw_lo);
+    for (int i = tid; i < NT * CPR; i += threads) {
+      const int t = i / CPR, c = i - t * CPR;
+      const bool in = t < 2 * LH;
+      const long long ro = static_cast<long long>(t < LH ? t : t - LH) * HD + c * 8;
+      cp_async16(Ts + core_matrix_offset<CPR>(t, c), in ? (t < LH ? th : tw) + ro : th, in ? 16 : 0);
+      if (lo) cp_async16(Tl + core_matrix_offset<CPR>(t, c), in ? (t < LH ? thl : twl) + ro : thl, in ? 16 : 0);
+    }
+  }
+  // q of query row i: rows in the padding read the pad vector, rows past the window token 0 (finite;
+  // their output is not written).
+  __device__ __forceinline__ const bf16* q_row(int i) const {
+    const int ii = i < NQ ? i : 0;
+    const int ty = ii / WS, tx = ii - ty * WS;
+    const long long r = row(ty, tx);
+    return r < 0 ? pq : qb + r * p.ldq;
+  }
+  // O / l of the thread's rows i0 = (iy0, ix0) and i1 = (iy1, ix1) (the m16n8 accumulator layout:
+  // rows g and g + 8), written where the row is real (4-byte stores; a quad writes 16 contiguous bytes).
+  __device__ __forceinline__ void store_rows(const float (&o)[HD / 2], float l0, float l1, int i0, int i1, int iy0,
+                                             int ix0, int iy1, int ix1, int tq) const {
+    const float inv0 = 1.f / l0, inv1 = 1.f / l1;
+    long long r0 = -1, r1 = -1;
+    if (i0 < nq_out) r0 = row(iy0, ix0);
+    if (i1 < nq_out) r1 = row(iy1, ix1);
+    if (r0 >= 0) {
+      bf16* dst = ob + r0 * p.ldo + 2 * tq;
+#pragma unroll
+      for (int d = 0; d < HD / 8; ++d)
+        *reinterpret_cast<unsigned*>(dst + d * 8) = pack_bf16(o[d * 4 + 0] * inv0, o[d * 4 + 1] * inv0);
+    }
+    if (r1 >= 0) {
+      bf16* dst = ob + r1 * p.ldo + 2 * tq;
+#pragma unroll
+      for (int d = 0; d < HD / 8; ++d)
+        *reinterpret_cast<unsigned*>(dst + d * 8) = pack_bf16(o[d * 4 + 2] * inv1, o[d * 4 + 3] * inv1);
+    }
+  }
+};
+
 template <int HD, bool SPLIT>
 __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_windowed_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
@@ -180,77 +277,25 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
   const int h = blockIdx.x % p.heads, s = blockIdx.x / p.heads;  // heads fastest: CTAs share qkv rows in L2
-  SeqAddr sa;  // (dense sequences: q_share == 1, so sa.k0 is also their first q and output row)
-  sa.init(p, s);
-  const bool win = p.ws != 0;
-  // Row of cell (ty, tx) (token ty * 14 + tx of a dense sequence), or -1 for a padding cell.
-  auto row = [&](int ty, int tx) { return win ? sa.cell_row(p, ty, tx) : sa.k0 + ty * WS + tx; };
-  // Query rows that can be real: a bottom-edge window's last rows are all padding.
-  const int nq_out = win ? min(WS, p.Hg - sa.gy0) * WS : NQ;
-  const bf16* qb = static_cast<const bf16*>(p.q) + h * HD;
-  const bf16* kb = static_cast<const bf16*>(p.k) + h * HD;
-  const bf16* vb = static_cast<const bf16*>(p.v) + h * HD;
-  const bf16* pq = win ? static_cast<const bf16*>(p.pad_q) + h * HD : qb;
-  const bf16* pk = win ? static_cast<const bf16*>(p.pad_k) + h * HD : kb;
-  const bf16* pv = win ? static_cast<const bf16*>(p.pad_v) + h * HD : vb;
+  const WindowIo<HD> io(p, s, h);
+  const int nq_out = io.nq_out;
 
-  // ---- K / V slots of key rows [kh0, kh1): steps of 32 chunks = 16 slots x 2 chunks (each 8-lane
-  // phase writes one 128-byte core matrix; each row's 32 bytes are one sector of global memory).
-  auto issue_kv = [&](int kh0, int kh1) {
-    const int nrows = kh1 - kh0;
-    for (int st = warp; st < nrows * (CPR / 2); st += C::THREADS / 32) {
-      const int n = (kh0 + st % nrows) * 16 + (lane & 7) + ((lane >> 4) << 3);
-      const int c = 2 * (st / nrows) + ((lane >> 3) & 1);
-      const int kh = n >> 4, kw = n & 15;
-      const bf16 *ksrc = kb, *vsrc = vb;
-      int bytes = 0;  // the masked slots are zero (finite: -inf + 0 stays -inf, 0 * 0 = 0 in P V)
-      if (kw < WS) {
-        const long long r = row(kh, kw);
-        ksrc = r < 0 ? pk : kb + r * p.ldk;
-        vsrc = r < 0 ? pv : vb + r * p.ldv;
-        bytes = 16;
-      }
-      const int off = core_matrix_offset<CPR>(n, c);
-      cp_async16(Ks + off, ksrc + c * 8, bytes);
-      cp_async16(Vs + off, vsrc + c * 8, bytes);
-    }
-  };
-  {
-    // Tables: rows 0..26 rel_h, 27..53 rel_w, 54..55 zero.
-    const bf16* th = static_cast<const bf16*>(p.th);
-    const bf16* tw = static_cast<const bf16*>(p.tw);
-    const bf16* thl = static_cast<const bf16*>(p.th_lo);
-    const bf16* twl = static_cast<const bf16*>(p.tw_lo);
-    for (int i = tid; i < NT * CPR; i += C::THREADS) {
-      const int t = i / CPR, c = i - t * CPR;
-      const bool in = t < 2 * LH;
-      const long long ro = static_cast<long long>(t < LH ? t : t - LH) * HD + c * 8;
-      cp_async16(Ts + core_matrix_offset<CPR>(t, c), in ? (t < LH ? th : tw) + ro : th, in ? 16 : 0);
-      if (lo) cp_async16(Tl + core_matrix_offset<CPR>(t, c), in ? (t < LH ? thl : twl) + ro : thl, in ? 16 : 0);
-    }
-    // Group 0: the tables and the first chunk's key rows; group 1 (SPLIT): the rest, which the
-    // first m-tile only needs after its rel-pos product and first Q K^T are issued.
-    issue_kv(0, CROWS);
+  // ---- Tables and K / V. Group 0: the tables and the first chunk's key rows; group 1 (SPLIT): the
+  // rest, which the first m-tile only needs after its rel-pos product and first Q K^T are issued.
+  io.issue_tables(Ts, Tl, lo, tid, C::THREADS);
+  io.issue_kv(0, CROWS, Ks, Vs, warp, lane, C::THREADS / 32);
+  ptx::cp_async_commit();
+  if constexpr (SPLIT) {
+    io.issue_kv(CROWS, WS, Ks, Vs, warp, lane, C::THREADS / 32);
     ptx::cp_async_commit();
-    if constexpr (SPLIT) {
-      issue_kv(CROWS, WS);
-      ptx::cp_async_commit();
-    }
   }
 
   // ---- Q fragments of m-tile mt straight from global memory (the m16n8k16 A layout of each warp's
-  // 16 rows): rows in the padding read the pad vector, rows past the window token 0 (finite; their
-  // output is not written).
-  auto q_row = [&](int i) -> const bf16* {
-    const int ii = i < NQ ? i : 0;
-    const int ty = ii / WS, tx = ii - ty * WS;
-    const long long r = row(ty, tx);
-    return r < 0 ? pq : qb + r * p.ldq;
-  };
+  // 16 rows).
   unsigned qf[KS][4];
   auto load_q = [&](int mt) {
     const int i0 = mt * 64 + warp * 16 + g;
-    load_a_fragments(qf, q_row(i0) + 2 * tq, q_row(i0 + 8) + 2 * tq);
+    load_a_fragments(qf, io.q_row(i0) + 2 * tq, io.q_row(i0 + 8) + 2 * tq);
   };
   load_q(0);  // in flight while K / V land
 
@@ -270,7 +315,6 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
   constexpr uint64_t kChunkK = CROWS * 2 * CPR * 128 / 16;       // K's second chunk of key rows
   float* Gw = Gs + warp * 16 * GS;                               // this warp's G rows
   const float inv_scale = 1.f / p.scale, sl2 = p.scale_log2;
-  bf16* ob = static_cast<bf16*>(p.out) + h * HD;
 
   const int mtiles = (nq_out + 63) / 64;
   for (int mt = 0; mt < mtiles; ++mt) {
@@ -424,24 +468,7 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
     }
     l0 = quad_sum(l0);
     l1 = quad_sum(l1);
-
-    // ---- epilogue: normalise, write the real rows (4-byte stores; a quad writes 16 contiguous bytes).
-    const float inv0 = 1.f / l0, inv1 = 1.f / l1;
-    long long r0 = -1, r1 = -1;
-    if (i0 < nq_out) r0 = row(iy0, ix0);
-    if (i1 < nq_out) r1 = row(iy1, ix1);
-    if (r0 >= 0) {
-      bf16* dst = ob + r0 * p.ldo + 2 * tq;
-#pragma unroll
-      for (int d = 0; d < HD / 8; ++d)
-        *reinterpret_cast<unsigned*>(dst + d * 8) = pack_bf16(o[d * 4 + 0] * inv0, o[d * 4 + 1] * inv0);
-    }
-    if (r1 >= 0) {
-      bf16* dst = ob + r1 * p.ldo + 2 * tq;
-#pragma unroll
-      for (int d = 0; d < HD / 8; ++d)
-        *reinterpret_cast<unsigned*>(dst + d * 8) = pack_bf16(o[d * 4 + 2] * inv1, o[d * 4 + 3] * inv1);
-    }
+    io.store_rows(o, l0, l1, i0, i1, iy0, ix0, iy1, ix1, tq);  // normalised, the real rows only
   }
 #else
   using C = WinCfg<HD, SPLIT>;  // (referenced so that the sm_80 pass does not warn about unused members)
@@ -540,10 +567,6 @@ __device__ __forceinline__ void win_chunk_softmax(float* s, const float* bh0, co
   l0 = l0 * al0 + tree_reduce<R>(t0, [](float a, float b) { return a + b; });
   l1 = l1 * al1 + tree_reduce<R>(t1, [](float a, float b) { return a + b; });
 }
-template <int... I, class F>
-__device__ __forceinline__ void static_for_win(std::integer_sequence<int, I...>, F&& f) {
-  (f(std::integral_constant<int, I>{}), ...);
-}
 #endif
 
 // BUF: 1, one S and one P buffer (nothing overlaps a softmax inside the warpgroup; the other CTAs
@@ -566,61 +589,18 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
   const int h = blockIdx.x % p.heads, s = blockIdx.x / p.heads;  // heads fastest: CTAs share qkv rows in L2
-  SeqAddr sa;
-  sa.init(p, s);
-  const bool win = p.ws != 0;
-  auto row = [&](int ty, int tx) { return win ? sa.cell_row(p, ty, tx) : sa.k0 + ty * WS + tx; };
-  const int nq_out = win ? min(WS, p.Hg - sa.gy0) * WS : NQ;
-  const bf16* qb = static_cast<const bf16*>(p.q) + h * HD;
-  const bf16* kb = static_cast<const bf16*>(p.k) + h * HD;
-  const bf16* vb = static_cast<const bf16*>(p.v) + h * HD;
-  const bf16* pq = win ? static_cast<const bf16*>(p.pad_q) + h * HD : qb;
-  const bf16* pk = win ? static_cast<const bf16*>(p.pad_k) + h * HD : kb;
-  const bf16* pv = win ? static_cast<const bf16*>(p.pad_v) + h * HD : vb;
+  const WindowIo<HD> io(p, s, h);
+  const int nq_out = io.nq_out;
 
-  // ---- K / V of all 14 key rows (16 slots each, slots 14 and 15 zero) and the tables, as the
-  // kernel above.
-  for (int st = warp; st < WS * (CPR / 2); st += C::THREADS / 32) {
-    const int n = (st % WS) * 16 + (lane & 7) + ((lane >> 4) << 3);
-    const int c = 2 * (st / WS) + ((lane >> 3) & 1);
-    const int kh = n >> 4, kw = n & 15;
-    const bf16 *ksrc = kb, *vsrc = vb;
-    int bytes = 0;
-    if (kw < WS) {
-      const long long r = row(kh, kw);
-      ksrc = r < 0 ? pk : kb + r * p.ldk;
-      vsrc = r < 0 ? pv : vb + r * p.ldv;
-      bytes = 16;
-    }
-    const int off = core_matrix_offset<CPR>(n, c);
-    cp_async16(Ks + off, ksrc + c * 8, bytes);
-    cp_async16(Vs + off, vsrc + c * 8, bytes);
-  }
-  {
-    const bf16* th = static_cast<const bf16*>(p.th);
-    const bf16* tw = static_cast<const bf16*>(p.tw);
-    const bf16* thl = static_cast<const bf16*>(p.th_lo);
-    const bf16* twl = static_cast<const bf16*>(p.tw_lo);
-    for (int i = tid; i < NT * CPR; i += C::THREADS) {
-      const int t = i / CPR, c = i - t * CPR;
-      const bool in = t < 2 * LH;
-      const long long ro = static_cast<long long>(t < LH ? t : t - LH) * HD + c * 8;
-      cp_async16(Ts + core_matrix_offset<CPR>(t, c), in ? (t < LH ? th : tw) + ro : th, in ? 16 : 0);
-      if (lo) cp_async16(Tl + core_matrix_offset<CPR>(t, c), in ? (t < LH ? thl : twl) + ro : thl, in ? 16 : 0);
-    }
-  }
+  // ---- K / V of all 14 key rows and the tables, one group.
+  io.issue_kv(0, WS, Ks, Vs, warp, lane, C::THREADS / 32);
+  io.issue_tables(Ts, Tl, lo, tid, C::THREADS);
   ptx::cp_async_commit();
 
-  auto q_row = [&](int i) -> const bf16* {
-    const int ii = i < NQ ? i : 0;
-    const int ty = ii / WS, tx = ii - ty * WS;
-    const long long r = row(ty, tx);
-    return r < 0 ? pq : qb + r * p.ldq;
-  };
   unsigned qf[KS][4];
   auto load_q = [&](int mt) {
     const int i0 = mt * 64 + warp * 16 + g;
-    load_a_fragments(qf, q_row(i0) + 2 * tq, q_row(i0 + 8) + 2 * tq);
+    load_a_fragments(qf, io.q_row(i0) + 2 * tq, io.q_row(i0 + 8) + 2 * tq);
   };
   load_q(0);  // in flight while K / V land
 
@@ -638,7 +618,6 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
   constexpr uint64_t kChunkK = 8 * CPR * 128 / 16;   // 4 key rows (64 slots) of K
   float* Bw = Bs + warp * 16 * BS;                   // this warp's rows: rel_h[14] | rel_w[14]
   const float sl2 = p.scale_log2;
-  bf16* ob = static_cast<bf16*>(p.out) + h * HD;
 
   const int mtiles = (nq_out + 63) / 64;
   for (int mt = 0; mt < mtiles; ++mt) {
@@ -764,7 +743,7 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
       else finish(st, pt);
     };
     issue_s(std::integral_constant<int, 0>{});
-    static_for_win(std::make_integer_sequence<int, NC>{}, step);
+    static_for(std::make_integer_sequence<int, NC>{}, step);
     wgmma::wait<0>();
     wgmma::fence_operands(o);
     fence_pa();
@@ -772,24 +751,7 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
 
     l0 = quad_sum(l0);
     l1 = quad_sum(l1);
-    // ---- epilogue: normalise, write the real rows (4-byte stores; a quad writes 16 contiguous bytes).
-    long long r0 = -1, r1 = -1;
-    if (i0 < nq_out) r0 = row(iy0, ix0);
-    if (i1 < nq_out) r1 = row(iy1, ix1);
-    if (r0 >= 0) {
-      const float inv = 1.f / l0;
-      bf16* dst = ob + r0 * p.ldo + 2 * tq;
-#pragma unroll
-      for (int d = 0; d < HD / 8; ++d)
-        *reinterpret_cast<unsigned*>(dst + d * 8) = pack_bf16(o[d * 4 + 0] * inv, o[d * 4 + 1] * inv);
-    }
-    if (r1 >= 0) {
-      const float inv = 1.f / l1;
-      bf16* dst = ob + r1 * p.ldo + 2 * tq;
-#pragma unroll
-      for (int d = 0; d < HD / 8; ++d)
-        *reinterpret_cast<unsigned*>(dst + d * 8) = pack_bf16(o[d * 4 + 2] * inv, o[d * 4 + 3] * inv);
-    }
+    io.store_rows(o, l0, l1, i0, i1, iy0, ix0, iy1, ix1, tq);  // normalised, the real rows only
   }
 #else
   using C = WinChunkCfg<HD>;  // (referenced so that the sm_80 pass does not warn about unused members)

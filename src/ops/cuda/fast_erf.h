@@ -8,11 +8,7 @@
 #pragma once
 #include <cmath>
 
-#if defined(__CUDACC__)
-#define VITRT_HOST_DEVICE __host__ __device__
-#else
-#define VITRT_HOST_DEVICE
-#endif
+#include "ops/cuda/host_device.h"
 
 namespace vitrt::fast_erf {
 
