@@ -91,6 +91,27 @@ __device__ __forceinline__ void mma_k(float (&d)[N / 2], const unsigned (&a)[4],
   else wgmma::wgmma_m64n80k16_rs<1>(d, a, desc);
 }
 
+// G = Q T^T of one m-tile over the 56 table rows (the lo parts of F32 tables accumulate into the same
+// G), issued and retired.
+template <int KS>
+__device__ __forceinline__ void relpos_product(float (&ga)[28], const unsigned (&qf)[KS][4], uint64_t tdesc,
+                                               uint64_t tldesc, bool lo) {
+  constexpr uint64_t kStepK = 2 * 128 / 16;  // one k16 step of a K-major operand
+#pragma unroll
+  for (int i = 0; i < 28; ++i) ga[i] = 0.f;
+  wgmma::fence_operands(ga);
+  wgmma::fence();
+#pragma unroll
+  for (int ks = 0; ks < KS; ++ks) mma_k<56>(ga, qf[ks], tdesc + ks * kStepK);
+  if (lo) {
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) mma_k<56>(ga, qf[ks], tldesc + ks * kStepK);
+  }
+  wgmma::commit();
+  wgmma::wait<0>();
+  wgmma::fence_operands(ga);
+}
+
 // The score tile's layout: n8 tile nt of a chunk holds key row r0 + nt / 2, slots 8 * (nt & 1) +
 // 2 tq + {0, 1}; [nt * 4 + 0 / 1] are query row g, [+ 2 / 3] row g + 8. S starts from rel_w / scale.
 template <int NSR>
@@ -320,19 +341,7 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
   for (int mt = 0; mt < mtiles; ++mt) {
     // ---- G = Q T^T (this m-tile's rel-pos terms), scattered to the warp's scratch.
     float ga[NT / 2];
-#pragma unroll
-    for (int i = 0; i < NT / 2; ++i) ga[i] = 0.f;
-    wgmma::fence_operands(ga);
-    wgmma::fence();
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks) mma_k<NT>(ga, qf[ks], tdesc + ks * kStepK);
-    if (lo) {
-#pragma unroll
-      for (int ks = 0; ks < KS; ++ks) mma_k<NT>(ga, qf[ks], tldesc + ks * kStepK);
-    }
-    wgmma::commit();
-    wgmma::wait<0>();
-    wgmma::fence_operands(ga);
+    relpos_product(ga, qf, tdesc, tldesc, lo);
     __syncwarp();  // the warp's reads of the previous m-tile's G are done
     // Stored scaled: the rel_h columns (< LH) by log2(e), the rel_w ones by 1 / scale.
 #pragma unroll
@@ -628,19 +637,7 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
     // the 14 rel_w terms of its key columns (G column 27 + ix - kw + 13), times log2(e).
     {
       float ga[NT / 2];
-#pragma unroll
-      for (int i = 0; i < NT / 2; ++i) ga[i] = 0.f;
-      wgmma::fence_operands(ga);
-      wgmma::fence();
-#pragma unroll
-      for (int ks = 0; ks < KS; ++ks) mma_k<NT>(ga, qf[ks], tdesc + ks * kStepK);
-      if (lo) {
-#pragma unroll
-        for (int ks = 0; ks < KS; ++ks) mma_k<NT>(ga, qf[ks], tldesc + ks * kStepK);
-      }
-      wgmma::commit();
-      wgmma::wait<0>();
-      wgmma::fence_operands(ga);
+      relpos_product(ga, qf, tdesc, tldesc, lo);
       __syncwarp();  // the warp's reads of the previous m-tile's terms are done
 #pragma unroll
       for (int j = 0; j < NT / 8; ++j)
