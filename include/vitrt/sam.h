@@ -4,6 +4,7 @@
 #include <array>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -141,7 +142,7 @@ class SamPredictor {
 // Image embeddings of several images of any sizes with one image-encoder batch (each image resized
 // and padded on its own, as set_image does): result[i] is what set_image(images[i]) computes, up to
 // the batch's floating-point summation order. Throws ImageError for an empty image.
-std::vector<ImageEmbedding> embed_images(const SamModel& model, const std::vector<Image>& images);
+std::vector<ImageEmbedding> embed_images(const SamModel& model, std::span<const Image> images);
 
 // Decodes the prompts of several images in one decoder batch, with any number of prompts per image
 // (the ragged batch segment-anything-fast builds with NestedTensor): result[i][j] answers

@@ -101,6 +101,13 @@ struct PyEmbedding {
   vitrt::ImageEmbedding e;
 };
 
+std::vector<vitrt::Image> images_from(const std::vector<ImageIn>& arrays) {
+  std::vector<vitrt::Image> ims;
+  ims.reserve(arrays.size());
+  for (const ImageIn& a : arrays) ims.push_back(image_from(a));
+  return ims;
+}
+
 class PyPredictor {
  public:
   explicit PyPredictor(const PySam& sam) : model_(sam.model), predictor_(sam.model) {}
@@ -364,9 +371,7 @@ NB_MODULE(_vitrt, m) {
       "_vit_logits",
       [](const PyVit& v, const std::vector<ImageIn>& images, int batch) {
         if (batch < 1) throw vitrt::InvalidArgument("batch_size must be at least 1, got " + std::to_string(batch));
-        std::vector<vitrt::Image> ims;
-        ims.reserve(images.size());
-        for (const ImageIn& a : images) ims.push_back(image_from(a));
+        const std::vector<vitrt::Image> ims = images_from(images);
         const int classes = vitrt::vit_config(*v.model).num_classes;
         const size_t n = ims.size();
         Tensor out = Tensor::empty({static_cast<int64_t>(n), classes});
@@ -413,15 +418,13 @@ NB_MODULE(_vitrt, m) {
       "_embed_images",
       [](const PySam& s, const std::vector<ImageIn>& images, int batch) {
         if (batch < 1) throw vitrt::InvalidArgument("batch_size must be at least 1, got " + std::to_string(batch));
-        std::vector<vitrt::Image> ims;
-        ims.reserve(images.size());
-        for (const ImageIn& a : images) ims.push_back(image_from(a));
+        const std::vector<vitrt::Image> ims = images_from(images);
         std::vector<PyEmbedding> out;
         out.reserve(ims.size());
         nb::gil_scoped_release release;
         for (size_t first = 0; first < ims.size(); first += batch) {
           const size_t count = std::min<size_t>(batch, ims.size() - first);
-          const std::vector<vitrt::Image> part(ims.begin() + first, ims.begin() + first + count);
+          const auto part = std::span<const vitrt::Image>(ims).subspan(first, count);
           for (vitrt::ImageEmbedding& e : vitrt::embed_images(*s.model, part)) out.push_back({std::move(e)});
         }
         return out;

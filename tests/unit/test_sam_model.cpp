@@ -225,7 +225,7 @@ TEST(SamPredictor, EmbedImagesBatchEqualsOneByOne) {
     EXPECT_LT(std::sqrt(err / ref), 1e-5) << "image " << i;
   }
   EXPECT_TRUE(embed_images(*model, {}).empty());
-  EXPECT_THROW(embed_images(*model, {images[0], Image{}}), ImageError);
+  EXPECT_THROW(embed_images(*model, std::vector<Image>{images[0], Image{}}), ImageError);
 }
 
 TEST(SamPredictor, MaskInputChangesTheResult) {

@@ -106,7 +106,7 @@ std::vector<ImageEmbedding> encode_inputs(const SamModel& model, const std::vect
 
 }  // namespace sam
 
-std::vector<ImageEmbedding> embed_images(const SamModel& model, const std::vector<Image>& images) {
+std::vector<ImageEmbedding> embed_images(const SamModel& model, std::span<const Image> images) {
   // Each image resized (longest side) and padded to the model's square input on its own, then all
   // of them through the image encoder in one batch.
   std::vector<sam::EncoderInput> inputs;
@@ -118,7 +118,7 @@ std::vector<ImageEmbedding> embed_images(const SamModel& model, const std::vecto
 
 void SamPredictor::set_image(const Image& rgb) {
   has_embedding_ = false;
-  embedding_ = embed_images(*model_, {rgb}).front();
+  embedding_ = embed_images(*model_, std::span<const Image>(&rgb, 1)).front();
   features_in_model_ = upload_for_decoder(*model_, embedding_.features);
   has_embedding_ = true;
 }

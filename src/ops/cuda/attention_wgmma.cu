@@ -540,15 +540,11 @@ WgmmaPlan plan_for(WgmmaVariant v, int relH) {
       if constexpr (HD != 64) return plan_for<HD>(WgmmaVariant::Keys64, relH);  // two warpgroups at head dim 80
       else pl.smem = wg_smem_bytes<WgCfg<HD, 64, false, 3>>(relH), pl.bm = WgCfg<HD, 64, false, 3>::BM;
       break;
-    case WgmmaVariant::SkipDead: {
-      using C = WgCfg<HD, 64, false, HD == 64 ? 3 : 2, true>;
-      pl.smem = wg_smem_bytes<C>(relH), pl.bm = C::BM;
-      break;
-    }
+    case WgmmaVariant::SkipDead:
     case WgmmaVariant::Emu1:
     case WgmmaVariant::Emu2:
     case WgmmaVariant::Emu3: {
-      using C = WgCfg<HD, 64, false, HD == 64 ? 3 : 2>;  // (EMU changes no size)
+      using C = WgCfg<HD, 64, false, HD == 64 ? 3 : 2>;  // (SKIPDEAD and EMU change no size)
       pl.smem = wg_smem_bytes<C>(relH), pl.bm = C::BM;
       break;
     }
