@@ -224,16 +224,23 @@ void capture_forward(cuda::Graph& graph, Tensor& out, Forward&& forward) {
   cuda::synchronize();
 }
 
-// The median of `iters` replays of `graph`, each timed with events (no host launch cost).
-double median_replay_ms(cuda::Graph& graph, int iters) {
+// `iters` runs of `work`, each timed with events and waited for (as the reference's benchmark
+// times its forwards), in order.
+template <class Work>
+std::vector<double> timed_runs_ms(int iters, Work&& work) {
   cuda::EventTimer timer;
   std::vector<double> times;
   for (int i = 0; i < iters; ++i) {
     timer.start();
-    graph.launch();
+    work();
     times.push_back(timer.stop_ms());
   }
-  return median(times);
+  return times;
+}
+
+// The median of `iters` replays of `graph`, each timed with events (no host launch cost).
+double median_replay_ms(cuda::Graph& graph, int iters) {
+  return median(timed_runs_ms(iters, [&] { graph.launch(); }));
 }
 #endif
 
@@ -259,8 +266,15 @@ void run_bench_cuda(const BenchArgs& a, const SamConfig& cfg) {
   capture_forward(graph, output, [&] { return model->image_encoder.forward(input); });
   cuda::reset_peak_bytes();
   cuda::reset_graph_peak_bytes();
-  const double ms_batch = median_replay_ms(graph, a.iters), ms_img = ms_batch / a.batch;
+  const std::vector<double> replays = timed_runs_ms(a.iters, [&] { graph.launch(); });
+  const double ms_batch = median(replays), ms_img = ms_batch / a.batch;
   const double peak_gib = static_cast<double>(cuda::peak_bytes_in_use() + cuda::graph_peak_bytes()) / (1ull << 30);
+  // The same forward eagerly (host launches, the pool's own allocations), then the graph again: on
+  // the H200 one eager forward has measured faster than the replays' median (BENCHMARKS.md,
+  // 2026-12-04 call 4); timing both back to back, in this order, separates the graph from the
+  // clock's drift over the run.
+  const std::vector<double> eager = timed_runs_ms(a.iters, [&] { model->image_encoder.forward(input); });
+  const std::vector<double> replays_after = timed_runs_ms(a.iters, [&] { graph.launch(); });
   const double gflop = sam::encoder_flops(cfg) / 1e9;
   const Tensor first_embedding =
       a.decoder ? ops::cast(output.slice0(0, 1), DType::F32).to(Device::CPU) : Tensor();  // the decoder's image
@@ -271,6 +285,8 @@ void run_bench_cuda(const BenchArgs& a, const SamConfig& cfg) {
                            {"encoder_ms_per_image", ms_img}, {"images_per_s", 1e3 / ms_img},
                            {"encoder_gflop_per_image", gflop}, {"encoder_gflops", gflop / (ms_img / 1e3)},
                            {"encoder_tflops", gflop / ms_img}, {"cuda_graph", true}, {"peak_device_gib", peak_gib},
+                           {"encoder_replay_ms", replays}, {"encoder_eager_ms_per_batch", median(eager)},
+                           {"encoder_eager_ms", eager}, {"encoder_replay_after_eager_ms_per_batch", median(replays_after)},
                            {"decoder_ms_per_prompt", dec},
                            {"decoder_cuda_graph", model->mask_decoder.graphs->enabled()}};
   if (a.profile) {
