@@ -7,8 +7,9 @@
 // last block only, and ~30% random; an all-empty and an all-full matrix; token counts 1, 63, 64,
 // 65, 197, 1000 (partial and single 128-token tiles); bias, GELU and residual on and off; ViT-B MLP
 // shapes at 90% block-magnitude sparsity; every bf16 kernel variant (cuda::BsrTcConfig) on ragged,
-// empty and full matrices with token counts 1, 63, 197, 300; the Hopper x-resident kernel on its
-// own (ragged / empty / full, several tiles per CTA).
+// empty and full matrices with token counts 1, 63, 197, 300; the Hopper x-resident and streamed
+// kernels on their own (ragged / empty / full, several tiles per CTA; the streamed one with the
+// residual, also in place).
 // Tolerances, relative Frobenius error ||gpu - cpu|| / ||cpu||:
 //   float32 (exact fp32 FMA, only the summation order differs):             1e-5
 //   bfloat16 (inputs rounded to bf16 for both sides, fp32 accumulation,
@@ -385,6 +386,64 @@ TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
   EXPECT_THROW(cuda::bsr_linear_bf16_xres(x.raw(), 4, no_copy, nullptr, false, y.raw()), InvalidArgument);
   EXPECT_FALSE(cuda::bsr_xres_supported(cuda::device_view(small), y.raw(), DType::BF16));  // a residual
   EXPECT_FALSE(cuda::bsr_xres_supported(cuda::device_view(small), nullptr, DType::F32));   // fp32 output
+#endif
+}
+
+// The Hopper streamed kernel (bsr_gemm_stream.cu) called directly: ragged, empty and full
+// matrices (full rows longer than its ring), short and long K (the ViT MLPs' 768 and 3072), token
+// counts around its 128-token tile (rows past M read as zeros and are never written), bias, GELU
+// and residual in every combination, the residual also in place (residual == y, as the MLP's
+// second linear runs), and grids capped at 1 and 3 CTAs so that each CTA runs many items through
+// one ring. The output is poisoned first, so every element must be written. Also run through
+// ops::linear_bsr by ctest cuda_bsr_stream (VITRT_BSR_STREAM=1). Skips off sm_90.
+TEST_F(CudaBsr, StreamedKernelMatchesCpu) {
+#ifdef VITRT_HAVE_CUDA
+  for (int b : {32, 64}) {
+    const std::vector<std::pair<std::string, BsrMatrix>> mats = {
+        {"ragged", random_bsr(10 * b, 6 * b, b, Pattern::Ragged, DType::BF16, 91)},
+        {"ragged, K = 3072", random_bsr(10 * b, 3072, b, Pattern::Ragged, DType::BF16, 92)},
+        {"empty", random_bsr(3 * b, 2 * b, b, Pattern::Empty, DType::BF16, 93)},
+        {"full", random_bsr(3 * b, 20 * b, b, Pattern::Full, DType::BF16, 94)}};
+    for (const auto& [name, host] : mats) {
+      const BsrMatrix dev = bsr_to_cuda(host, DType::BF16);
+      const cuda::BsrDeviceView view = cuda::device_view(dev);
+      if (!cuda::bsr_stream_supported(view, DType::BF16)) GTEST_SKIP() << "the streamed kernel needs sm_90";
+      const Tensor bias = random_tensor({host.rows}, DType::BF16, 95, 0.5f);
+      const Tensor bias_dev = bias.to(Device::CUDA);
+      for (int64_t M : {1, 63, 128, 129, 197, 1000}) {
+        const Tensor x = random_tensor({M, host.cols}, DType::BF16, static_cast<uint32_t>(900 + M));
+        const Tensor x_dev = x.to(Device::CUDA);
+        const Tensor res = random_tensor({M, host.rows}, DType::BF16, static_cast<uint32_t>(950 + M));
+        const Tensor res_dev = res.to(Device::CUDA);
+        // flags: bit 0 bias, bit 1 GELU, bit 2 residual, bit 3 the residual in place (y holds it)
+        for (int flags : {0, 1, 3, 4, 7, 15}) {
+          const bool with_bias = flags & 1, gelu = flags & 2, with_res = flags & 4, in_place = flags & 8;
+          const Tensor want = reference(x, host, with_bias ? &bias : nullptr,
+                                        gelu ? ops::Activation::GELU : ops::Activation::None, with_res ? &res : nullptr);
+          for (int max_ctas : {0, 1, 3}) {
+            SCOPED_TRACE(::testing::Message() << name << " block " << b << " M " << M << " flags " << flags
+                                              << " max_ctas " << max_ctas);
+            Tensor y = Tensor::empty({M, host.rows}, DType::BF16, Device::CUDA);
+            if (in_place) VITRT_CUDA_CHECK(cudaMemcpy(y.raw(), res_dev.raw(), y.nbytes(), cudaMemcpyDeviceToDevice));
+            else VITRT_CUDA_CHECK(cudaMemset(y.raw(), 0xff, y.nbytes()));
+            cuda::bsr_linear_bf16_stream(x_dev.raw(), M, view, with_bias ? bias_dev.raw() : nullptr, gelu,
+                                         with_res ? (in_place ? y.raw() : res_dev.raw()) : nullptr, y.raw(), max_ctas);
+            EXPECT_LE(rel_frobenius(y.to(Device::CPU), want), kTolBF16);
+          }
+        }
+      }
+    }
+  }
+  // Outside its scope: clear errors.
+  const BsrMatrix small = bsr_to_cuda(random_bsr(2 * 64, 2 * 64, 64, Pattern::Full, DType::BF16, 96), DType::BF16);
+  cuda::BsrDeviceView no_copy = cuda::device_view(small);
+  no_copy.values_core_matrix = nullptr;  // the blocks go by bulk copies of the core-matrix copy only
+  EXPECT_FALSE(cuda::bsr_stream_supported(no_copy, DType::BF16));
+  Tensor x = Tensor::empty({4, 128}, DType::BF16, Device::CUDA), y = Tensor::empty({4, 128}, DType::BF16, Device::CUDA);
+  EXPECT_THROW(cuda::bsr_linear_bf16_stream(x.raw(), 4, no_copy, nullptr, false, nullptr, y.raw()), InvalidArgument);
+  EXPECT_FALSE(cuda::bsr_stream_supported(cuda::device_view(small), DType::F32));  // fp32 output
+  const BsrMatrix b16 = bsr_to_cuda(random_bsr(64, 64, 16, Pattern::Full, DType::BF16, 97), DType::BF16);
+  EXPECT_FALSE(cuda::bsr_stream_supported(cuda::device_view(b16), DType::BF16));  // block 16
 #endif
 }
 

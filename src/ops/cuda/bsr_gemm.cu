@@ -960,6 +960,9 @@ void bsr_linear_bf16(const void* x, int64_t M, const BsrDeviceView& w, const voi
   } else if (bsr_xres_selected(M, w, residual, out_dtype)) {
     bsr_linear_bf16_xres(x, M, w, bias, gelu, y);  // Hopper, short K (bsr_gemm_xres.cu)
     return;
+  } else if (out_dtype == DType::BF16 && bsr_stream_selected(M, w, out_dtype)) {
+    bsr_linear_bf16_stream(x, M, w, bias, gelu, residual, y);  // Hopper, any K (bsr_gemm_stream.cu)
+    return;
   } else {
     const int64_t total = (w.rows / w.block) * (w.cols / w.block);
     const double density = w.nnz >= 0 && total > 0 ? static_cast<double>(w.nnz) / static_cast<double>(total) : -1.0;

@@ -125,6 +125,21 @@ bool bsr_xres_selected(int64_t M, const BsrDeviceView& w, const void* residual, 
 void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, const void* bias, bool gelu, void* y,
                           int max_ctas = 0);
 
+// ---- Hopper kernel for any K (bsr_gemm_stream.cu) ----
+// bsr_gemm.cu's work split (one CTA per 128-token tile and block-row, persistent) with the x tiles
+// and W blocks brought in by TMA / bulk copies (one producer thread, an mbarrier ring) and
+// multiplied with wgmma by two consumer warpgroups; bias, GELU and a bf16 residual in the epilogue.
+// bsr_stream_supported: sm_90, block 32 or 64, bf16 output, and the view has `values_core_matrix`
+// (or no blocks). bsr_stream_selected: whether bsr_linear_bf16 takes it when the x-resident kernel
+// does not: VITRT_BSR_STREAM=1 whenever supported, =0 never; unset ("auto") when supported and
+// there are at least 4 work items per CTA slot.
+bool bsr_stream_supported(const BsrDeviceView& w, DType out_dtype);
+bool bsr_stream_selected(int64_t M, const BsrDeviceView& w, DType out_dtype);
+// y[M, N] = act(x W^T + bias) + residual, bf16 (residual may be y itself); max_ctas > 0 caps the
+// persistent grid (tests: several items per CTA). Throws InvalidArgument where not supported.
+void bsr_linear_bf16_stream(const void* x, int64_t M, const BsrDeviceView& w, const void* bias, bool gelu,
+                            const void* residual, void* y, int max_ctas = 0);
+
 // fp32 CUDA-core kernel: x fp32 [M, K], w.values fp32, bias fp32 [N] or null, residual fp32 [M, N]
 // or null, y fp32 [M, N]; pointers 16-byte aligned.
 void bsr_linear_f32(const float* x, int64_t M, const BsrDeviceView& w, const float* bias, bool gelu,

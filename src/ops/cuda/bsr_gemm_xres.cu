@@ -38,9 +38,8 @@
 // is bias + GELU), the view's core-matrix copy present; everything else runs bsr_gemm.cu's
 // kernel. The GELU is the tanh form with the hardware tanh, as bsr_gemm.cu's bf16-output path, so
 // both kernels give the same model.
-#include <cuda.h>  // CUtensorMap (the driver entry point is fetched at run time: no libcuda link)
+#include <cuda.h>  // CUtensorMap
 #include <cuda_bf16.h>
-#include <cudaTypedefs.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -53,6 +52,7 @@
 #include "ops/cuda/mbarrier.cuh"
 #include "ops/cuda/ptx.cuh"
 #include "ops/cuda/runtime.h"
+#include "ops/cuda/tensor_map.h"
 #include "ops/cuda/wgmma.cuh"
 #include "vitrt/error.h"
 
@@ -342,29 +342,6 @@ void launch_xres(const XresArgs& a, int grid, size_t smem) {
   VITRT_CUDA_CHECK(cudaGetLastError());
 }
 
-// x as a TMA tensor map: [M rows][K columns] bf16, boxes of 64 columns x 64 rows in the 128-byte
-// swizzle (rows and columns past the end read as zeros).
-CUtensorMap x_tensor_map(const void* x, int64_t M, int64_t K) {
-  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    VITRT_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
-    VITRT_CHECK(q == cudaDriverEntryPointSuccess && fn, Error, "cuTensorMapEncodeTiled is not available");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
-  }();
-  CUtensorMap m;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(K), static_cast<cuuint64_t>(M)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(K) * 2};
-  const cuuint32_t box[2] = {kSlabCols, 64};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = encode(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(x), dims, strides, box,
-                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  VITRT_CHECK(r == CUDA_SUCCESS, Error, "cuTensorMapEncodeTiled failed (", static_cast<int>(r), ") for x [", M,
-              ", ", K, "]");
-  return m;
-}
-
 // VITRT_BSR_XRES: "0" off, "1" wherever supported; unset / other ("auto"): block 64 where there
 // are at least as many 128-token tiles as SMs (block 32 measured no faster than bsr_gemm.cu's
 // kernel, BENCHMARKS.md 2026-12-03 15:54 session, call 3).
@@ -417,7 +394,7 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
               ": the bias must be 4-byte aligned (read as bf16 pairs)");
   VITRT_CHECK(M <= INT32_MAX - kTileM, InvalidArgument, kOp, ": too many tokens (", M, ")");
   XresArgs a{};
-  a.x_map = x_tensor_map(x, M, w.cols);
+  a.x_map = bf16_tensor_map_2d(x, M, w.cols, kSlabCols, 64, CU_TENSOR_MAP_SWIZZLE_128B);  // 64 x 64 boxes
   a.M = M;
   a.N = static_cast<int>(w.rows);
   a.slabs = xres_slabs(w.cols);

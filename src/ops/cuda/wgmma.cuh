@@ -46,6 +46,19 @@ __device__ __forceinline__ uint64_t make_smem_desc_sw128(const void* smem_ptr, u
   return d;
 }
 
+// The same for the 64-byte swizzle (CU_TENSOR_MAP_SWIZZLE_64B): rows of 32 bf16 (64 bytes), the
+// 16-byte chunks of row r permuted by (r / 2) % 4, 8-row groups 512 bytes apart (sbo). The tile
+// must start 512-byte aligned; a k16 step within the 32 columns is +32 bytes.
+__device__ __forceinline__ uint64_t make_smem_desc_sw64(const void* smem_ptr, uint32_t sbo_bytes) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_ptr));
+  uint64_t d = 0;
+  d |= static_cast<uint64_t>((addr & 0x3FFFF) >> 4);
+  d |= uint64_t{1} << 16;
+  d |= static_cast<uint64_t>((sbo_bytes >> 4) & 0x3FFF) << 32;
+  d |= uint64_t{2} << 62;  // layout type 2: 64-byte swizzle
+  return d;
+}
+
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
