@@ -100,13 +100,17 @@ __device__ __forceinline__ unsigned pack_bf16x2(float a, float b) {
 }
 #endif
 
-// The block-row of item `item` and its token tile.
-struct Item {
-  int tile, row;
+// Item `item`: its token tile, block-row and the row's stored blocks [kb, ke) (an empty range past
+// the last item). Both roles read the next item's while they work on the current one: these are
+// two dependent global loads, which at an item boundary would otherwise stall the ring.
+struct ItemRange {
+  int tile, row, kb, ke;
 };
-__device__ __forceinline__ Item item_at(const StreamArgs& p, int item) {
+__device__ __forceinline__ ItemRange item_range(const StreamArgs& p, int item) {
+  if (item >= p.items) return {0, 0, 0, 0};
   const int tile = item / p.block_rows, j = item - tile * p.block_rows;
-  return {tile, p.row_order ? __ldg(p.row_order + j) : j};
+  const int row = p.row_order ? __ldg(p.row_order + j) : j;
+  return {tile, row, __ldg(p.row_ptr + row), __ldg(p.row_ptr + row + 1)};
 }
 
 template <int B, bool Gelu>
@@ -134,10 +138,12 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) bsr_stream_kernel(const 
     if (lane != 0) return;
     int slot = 0, n = 0;
     unsigned round = 0;  // parity of the ring round of `slot`
+    ItemRange next = item_range(p, blockIdx.x);
     for (int item = blockIdx.x; item < p.items; item += gridDim.x) {
-      const Item it = item_at(p, item);
-      const int kb = __ldg(p.row_ptr + it.row), ke = __ldg(p.row_ptr + it.row + 1);
-      const int m0 = it.tile * kTileM;
+      const ItemRange cur = next;
+      next = item_range(p, item + gridDim.x);  // (its loads complete while this item's blocks go out)
+      const int kb = cur.kb, ke = cur.ke;
+      const int m0 = cur.tile * kTileM;
       int col = kb < ke ? __ldg(p.col_idx + kb) : 0;
       for (int k = kb; k < ke; ++k, ++n) {
         const int next_col = k + 1 < ke ? __ldg(p.col_idx + k + 1) : 0;
@@ -169,9 +175,11 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) bsr_stream_kernel(const 
   unsigned char* st_matrix = st + (lane % 8) * C::kStageRow + (lane / 8) * 16;  // stmatrix row addresses
   int slot = 0;
   unsigned round = 0;
+  ItemRange next = item_range(p, blockIdx.x);
   for (int item = blockIdx.x; item < p.items; item += gridDim.x) {
-    const Item it = item_at(p, item);
-    const int nblocks = __ldg(p.row_ptr + it.row + 1) - __ldg(p.row_ptr + it.row);
+    const ItemRange it = next;
+    next = item_range(p, item + gridDim.x);
+    const int nblocks = it.ke - it.kb;
     const int64_t row0 = static_cast<int64_t>(it.tile) * kTileM + 64 * h + 16 * w4;  // this warp's first row
     const bool full_tile = static_cast<int64_t>(it.tile + 1) * kTileM <= p.M;
     const int64_t n0 = static_cast<int64_t>(it.row) * B;  // the block-row's first output column
@@ -287,8 +295,10 @@ bool bsr_stream_selected(int64_t M, const BsrDeviceView& w, DType out_dtype) {
   const StreamMode mode = stream_mode();
   if (mode == StreamMode::Off || !bsr_stream_supported(w, out_dtype)) return false;
   if (mode == StreamMode::On) return true;
-  // Auto: enough items to give every CTA slot a few (below that bsr_gemm.cu's smaller tiles fill
-  // the GPU better).
+  // Auto: block 64 (block 32 measured slower than bsr_gemm.cu's 256-token tiles: 768 x 3072 at 0.9
+  // 0.98x against 1.49x, BENCHMARKS.md 2026-12-04 16:00 session, call 2), with enough items to
+  // give every CTA slot a few (below that bsr_gemm.cu's smaller tiles fill the GPU better).
+  if (w.block != 64) return false;
   const int64_t items = (M + kTileM - 1) / kTileM * (w.rows / w.block);
   return items >= 4 * kCtasPerSm * static_cast<int64_t>(sm_count());
 }
