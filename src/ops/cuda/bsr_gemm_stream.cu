@@ -8,9 +8,10 @@
 // asynchronous copies, so the consumer warps issue little besides the wgmmas:
 //  - a work item is one (128-token tile, block-row) pair: the CTA owns that 128 x B tile of y
 //    outright and walks the block-row's stored blocks. Items are numbered tile-major with the
-//    block-rows of a tile in row_order (most stored blocks first); persistent CTAs (two per SM)
-//    take items i, i + grid, ..., so the items in flight share a few token tiles and each x tile
-//    comes from HBM about once and from L2 for every other block-row that reads it;
+//    block-rows of a tile in row_order (most stored blocks first, rotated by the tile index);
+//    persistent CTAs (two per SM) take items i, i + grid, ..., so the items in flight share a few
+//    token tiles and each x tile comes from HBM about once and from L2 for every other block-row
+//    that reads it (y is written with streaming stores, so that it does not evict x);
 //  - one producer thread issues, per stored block, the TMA load of x[m0 .. m0 + 127][c B .. c B + B)
 //    (in the swizzle wgmma reads; rows past M read as zeros) and the bulk copy of the W block's
 //    core-matrix copy (bsr_core_matrix_order) into one slot of an S-slot ring, both counted on the
@@ -106,9 +107,17 @@ __device__ __forceinline__ unsigned pack_bf16x2(float a, float b) {
 struct ItemRange {
   int tile, row, kb, ke;
 };
+// Within a tile the row_order positions are rotated by the tile index: a CTA takes items c,
+// c + grid, ..., and without the rotation (grid a multiple of the block-row count, as 264 CTAs and
+// ViT-B's 12) it would always get the same position, so the CTAs with the longest rows would fall
+// ever further behind the others, the tiles in flight would spread, and x would be evicted from L2
+// before its other block-rows read it (ncu, 768 x 3072 b64 @ 0.8: 724 MB from DRAM where x and y
+// are 387 MB).
 __device__ __forceinline__ ItemRange item_range(const StreamArgs& p, int item) {
   if (item >= p.items) return {0, 0, 0, 0};
-  const int tile = item / p.block_rows, j = item - tile * p.block_rows;
+  const int tile = item / p.block_rows;
+  int j = item - tile * p.block_rows + tile % p.block_rows;
+  if (j >= p.block_rows) j -= p.block_rows;
   const int row = p.row_order ? __ldg(p.row_order + j) : j;
   return {tile, row, __ldg(p.row_ptr + row), __ldg(p.row_ptr + row + 1)};
 }
@@ -198,7 +207,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) bsr_stream_kernel(const 
       const bool in = p.residual && m < p.M;
 #pragma unroll
       for (int j = 0; j < B / 8; ++j)
-        res[pass][j] = in ? *reinterpret_cast<const __nv_bfloat162*>(p.residual + m * p.N + n0 + 8 * j + 2 * t)
+        res[pass][j] = in ? __ldcs(reinterpret_cast<const __nv_bfloat162*>(p.residual + m * p.N + n0 + 8 * j + 2 * t))
                           : __floats2bfloat162_rn(0.f, 0.f);
     }
     float acc[C::kAcc];
@@ -246,8 +255,9 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) bsr_stream_kernel(const 
       for (int i = 0; i < 8 / kRowsPerStore; ++i) {
         const int row = pass * 8 + st_row + i * kRowsPerStore;  // of the warp's 16
         const uint4 val = *reinterpret_cast<const uint4*>(st_load + i * kRowsPerStore * C::kStageRow);
-        if (full_tile || row0 + row < p.M)
-          *reinterpret_cast<uint4*>(yr + static_cast<int64_t>(pass * 8 + i * kRowsPerStore) * p.N) = val;
+        if (full_tile || row0 + row < p.M)  // (streaming stores: y must not push x out of L2)
+          __stcs(reinterpret_cast<int4*>(yr + static_cast<int64_t>(pass * 8 + i * kRowsPerStore) * p.N),
+                 *reinterpret_cast<const int4*>(&val));
       }
     }
   }
