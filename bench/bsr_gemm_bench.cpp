@@ -401,10 +401,12 @@ int main(int argc, char** argv) {
               std::string variant = "-";
               if (dt == DType::BF16) {
                 const char* env = std::getenv("VITRT_BSR_TC_CONFIG");
+                const cuda::BsrDeviceView view = cuda::device_view(w);
                 variant = env && *env ? std::string(env) + " (env)"
-                          : cuda::bsr_xres_selected(M, cuda::device_view(w), epi.residual ? epi.residual->raw() : nullptr,
-                                                    DType::BF16)
+                          : cuda::bsr_xres_selected(M, view, epi.residual ? epi.residual->raw() : nullptr, DType::BF16)
                               ? std::string("x-resident (sm_90)")
+                          : cuda::bsr_stream_selected(M, view, DType::BF16)
+                              ? std::string("streamed (sm_90)")
                               : cuda::to_string(cuda::choose_bsr_tc_config(M, N, K, b, density));
               }
               curves[{dname, b, N, K, M}].push_back({s, speedup});

@@ -131,8 +131,8 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
 // multiplied with wgmma by two consumer warpgroups; bias, GELU and a bf16 residual in the epilogue.
 // bsr_stream_supported: sm_90, block 32 or 64, bf16 output, and the view has `values_core_matrix`
 // (or no blocks). bsr_stream_selected: whether bsr_linear_bf16 takes it when the x-resident kernel
-// does not: VITRT_BSR_STREAM=1 whenever supported, =0 never; unset ("auto") for block 64 when
-// supported and there are at least 4 work items per CTA slot.
+// does not: VITRT_BSR_STREAM=1 whenever supported, =0 never; unset ("auto") when supported and
+// there are at least 4 work items per CTA slot.
 bool bsr_stream_supported(const BsrDeviceView& w, DType out_dtype);
 bool bsr_stream_selected(int64_t M, const BsrDeviceView& w, DType out_dtype);
 // y[M, N] = act(x W^T + bias) + residual, bf16 (residual may be y itself); max_ctas > 0 caps the

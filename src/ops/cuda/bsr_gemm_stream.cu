@@ -305,10 +305,11 @@ bool bsr_stream_selected(int64_t M, const BsrDeviceView& w, DType out_dtype) {
   const StreamMode mode = stream_mode();
   if (mode == StreamMode::Off || !bsr_stream_supported(w, out_dtype)) return false;
   if (mode == StreamMode::On) return true;
-  // Auto: block 64 (block 32 measured slower than bsr_gemm.cu's 256-token tiles: 768 x 3072 at 0.9
-  // 0.98x against 1.49x, BENCHMARKS.md 2026-12-04 16:00 session, call 2), with enough items to
-  // give every CTA slot a few (below that bsr_gemm.cu's smaller tiles fill the GPU better).
-  if (w.block != 64) return false;
+  // Auto: enough items to give every CTA slot a few (below that bsr_gemm.cu's smaller tiles fill
+  // the GPU better). Measured against bsr_gemm.cu's kernel (BENCHMARKS.md, 2026-12-04 16:00
+  // session, call 4; M = 50432, speed-up over cuBLASLt): 768 x 3072 b64 @ 0.8 / 0.9 2.24x / 3.51x
+  // against 1.49x / 2.51x, b32 1.14x / 1.93x against 0.86x / 1.51x; 3072 x 768 b32 1.23x against
+  // 1.19x at 0.9 (that shape at block 64 stays with the x-resident kernel: 2.03x against 1.86x).
   const int64_t items = (M + kTileM - 1) / kTileM * (w.rows / w.block);
   return items >= 4 * kCtasPerSm * static_cast<int64_t>(sm_count());
 }
