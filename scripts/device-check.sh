@@ -421,8 +421,9 @@ anchor() {  # model bs compile
 if has anchors; then
   for cfg in "vit_b 1" "vit_b 32" "vit_h 32"; do set -- $cfg; add_summary "sam-fast eager $1 bs$2: $(anchor $1 $2 none)"; done
 fi
+# ANCHOR_CONFIGS="vit_b:32" narrows it (default vit_b:32 vit_h:32).
 if has anchors-compiled; then
-  for cfg in "vit_b 32" "vit_h 32"; do set -- $cfg; add_summary "sam-fast compiled $1 bs$2: $(anchor $1 $2 default)"; done
+  for cfg in ${ANCHOR_CONFIGS:-vit_b:32 vit_h:32}; do set -- ${cfg/:/ }; add_summary "sam-fast compiled $1 bs$2: $(anchor $1 $2 default)"; done
 fi
 
 echo; echo "==== summary ===="; printf '%s\n' "${summary[@]}" | tee "$OUT/summary.txt"
