@@ -16,6 +16,7 @@
 
 #include "ops/cuda/fast_exp2.h"
 #include "ops/cuda/ptx.cuh"
+#include "ops/cuda/env_choice.h"
 #include "ops/cuda/runtime.h"
 
 namespace vitrt::cuda::attn {
@@ -193,17 +194,6 @@ __device__ __forceinline__ void rescale_rows_if_needed(float (&o)[HD / 2], float
 __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
   return *reinterpret_cast<unsigned*>(&v);
-}
-
-// The attention kernels' A/B switches: environment variable `var` mapped through `names` (exact
-// matches), else `fallback` (unset or unknown). Callers read it once per process.
-template <class E>
-E env_choice(const char* var, std::initializer_list<std::pair<const char*, E>> names, E fallback) {
-  const char* e = std::getenv(var);
-  if (e != nullptr)
-    for (const auto& [name, value] : names)
-      if (std::strcmp(e, name) == 0) return value;
-  return fallback;
 }
 
 // The device's opt-in limit of dynamic shared memory per CTA (bytes).

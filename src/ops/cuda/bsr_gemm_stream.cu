@@ -34,7 +34,9 @@
 #include <mutex>
 
 #include "ops/cuda/bsr_gemm.h"
+#include "ops/cuda/bsr_wgmma.cuh"
 #include "ops/cuda/elementwise.h"
+#include "ops/cuda/env_choice.h"
 #include "ops/cuda/mbarrier.cuh"
 #include "ops/cuda/ptx.cuh"
 #include "ops/cuda/runtime.h"
@@ -62,9 +64,8 @@ struct StreamCfg {
   static constexpr int kXBytes = kTileM * B * 2;        // one x tile: 128 rows x B columns
   static constexpr int kXHalfBytes = kXBytes / 2;       // a consumer warpgroup's 64 rows
   static constexpr int kWBytes = B * B * 2;             // one W block
-  static constexpr int kChunks = B / 8;                 // 16-byte chunks per W row / per y row of a block
-  static constexpr int kStageRow = 2 * B + 16;          // bytes per staged output row (+16: conflict-free)
-  static constexpr int kStageBytes = 8 * kStageRow;     // 8 rows per warp and staging pass
+  static constexpr int kChunks = B / 8;                 // 16-byte chunks per W row
+  static constexpr int kStageBytes = bsr_wgmma::WarpTileStore<B>::kStageBytes;  // per warp
   static constexpr int kAcc = B / 2;                    // fp32 accumulators per thread (m64 x B)
   static constexpr uint32_t kSbo = B == 64 ? 1024 : 512;  // 8-row group stride of the swizzled x tile
   static_assert(kXHalfBytes % 1024 == 0, "each warpgroup's half of the x tile starts on a swizzle period");
@@ -88,18 +89,6 @@ struct StreamArgs {
   const bf16* residual;      // [M, N] or null (may be y itself: each element is read before it is written)
   bf16* y;
 };
-
-#if VITRT_WGMMA_ENABLED
-template <int B>
-__device__ __forceinline__ void wgmma_block_k16(float (&acc)[B / 2], uint64_t da, uint64_t db) {
-  if constexpr (B == 64) wgmma::wgmma_m64n64k16_ss(acc, da, db);
-  else wgmma::wgmma_m64n32k16_ss(acc, da, db);
-}
-__device__ __forceinline__ unsigned pack_bf16x2(float a, float b) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
-  return *reinterpret_cast<const unsigned*>(&v);
-}
-#endif
 
 // Item `item`: its token tile, block-row and the row's stored blocks [kb, ke) (an empty range past
 // the last item). Both roles read the next item's while they work on the current one: these are
@@ -176,12 +165,12 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) bsr_stream_kernel(const 
   const uint64_t xdesc = B == 64 ? wgmma::make_smem_desc_sw128(xs + h * C::kXHalfBytes, C::kSbo)
                                  : wgmma::make_smem_desc_sw64(xs + h * C::kXHalfBytes, C::kSbo);
   const uint64_t wdesc = wgmma::make_smem_desc(ws, 128, C::kChunks * 128);
-  // Epilogue addressing: a staging pass holds 8 rows x kChunks 16-byte chunks; lane covers chunk
-  // (lane % kChunks) of row (lane / kChunks) + i * (32 / kChunks).
-  constexpr int kRowsPerStore = 32 / C::kChunks;
-  const int st_row = lane / C::kChunks, st_chunk = lane % C::kChunks;
-  const unsigned char* st_load = st + st_row * C::kStageRow + st_chunk * 16;
-  unsigned char* st_matrix = st + (lane % 8) * C::kStageRow + (lane / 8) * 16;  // stmatrix row addresses
+  // Epilogue: lane writes chunk (lane % kChunks) of rows (lane / kChunks) + i * kRowsPerStore.
+  const bsr_wgmma::WarpTileStore<B> out(st, lane);
+  using Out = bsr_wgmma::WarpTileStore<B>;
+  constexpr int kRowsPerStore = Out::kRowsPerStore;
+  const int st_row = out.row, st_chunk = lane % Out::kChunks;
+  const unsigned char* st_load = out.load;
   int slot = 0;
   unsigned round = 0;
   ItemRange next = item_range(p, blockIdx.x);
@@ -221,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) bsr_stream_kernel(const 
       const uint64_t da = xdesc + ((slot * C::kXBytes) >> 4);
       const uint64_t db = wdesc + ((slot * C::kWBytes) >> 4);
 #pragma unroll
-      for (int kk = 0; kk < B / 16; ++kk) wgmma_block_k16<B>(acc, da + 2 * kk, db + 16 * kk);
+      for (int kk = 0; kk < B / 16; ++kk) bsr_wgmma::block_k16<B>(acc, da + 2 * kk, db + 16 * kk);
       wgmma::commit();
       if (prev_slot >= 0) {  // the block before this one has retired: hand its slot back
         wgmma::wait<1>();
@@ -245,16 +234,14 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) bsr_stream_kernel(const 
         float v0 = acc[4 * j + 2 * pass] + b2.x, v1 = acc[4 * j + 2 * pass + 1] + b2.y;
         if constexpr (Gelu) v0 = dev::gelu_tanh_approx(v0), v1 = dev::gelu_tanh_approx(v1);
         const float2 r2 = __bfloat1622float2(res[pass][j]);
-        v[j] = pack_bf16x2(v0 + r2.x, v1 + r2.y);
+        v[j] = bsr_wgmma::pack_bf16x2(v0 + r2.x, v1 + r2.y);
       }
       __syncwarp();  // the previous pass's (or item's) staging loads are done
-#pragma unroll
-      for (int q = 0; q < B / 32; ++q) ptx::stsm_x4(st_matrix + q * 64, v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
-      __syncwarp();
+      out.stage(v);
 #pragma unroll
       for (int i = 0; i < 8 / kRowsPerStore; ++i) {
         const int row = pass * 8 + st_row + i * kRowsPerStore;  // of the warp's 16
-        const uint4 val = *reinterpret_cast<const uint4*>(st_load + i * kRowsPerStore * C::kStageRow);
+        const uint4 val = *reinterpret_cast<const uint4*>(st_load + i * kRowsPerStore * Out::kStageRow);
         if (full_tile || row0 + row < p.M)  // (streaming stores: y must not push x out of L2)
           __stcs(reinterpret_cast<int4*>(yr + static_cast<int64_t>(pass * 8 + i * kRowsPerStore) * p.N),
                  *reinterpret_cast<const int4*>(&val));
@@ -273,23 +260,14 @@ template <int B, bool Gelu>
 void launch_stream(const StreamArgs& a, int grid) {
   constexpr size_t smem = StreamCfg<B>::smem_bytes();
   static std::once_flag flag;
-  std::call_once(flag, [&] {
-    VITRT_CUDA_CHECK(cudaFuncSetAttribute(bsr_stream_kernel<B, Gelu>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(smem)));
-  });
+  bsr_wgmma::allow_dynamic_smem_once(bsr_stream_kernel<B, Gelu>, smem, flag);
   bsr_stream_kernel<B, Gelu><<<grid, kThreads, smem, current_stream()>>>(a);
   VITRT_CUDA_CHECK(cudaGetLastError());
 }
 
 // VITRT_BSR_STREAM: "0" off, "1" wherever supported; unset / other ("auto"): see bsr_stream_selected.
-enum class StreamMode { Off, On, Auto };
-StreamMode stream_mode() {
-  static const StreamMode v = [] {
-    const char* e = std::getenv("VITRT_BSR_STREAM");
-    if (e && std::strcmp(e, "0") == 0) return StreamMode::Off;
-    if (e && std::strcmp(e, "1") == 0) return StreamMode::On;
-    return StreamMode::Auto;
-  }();
+KernelMode stream_mode() {
+  static const KernelMode v = kernel_mode_from_env("VITRT_BSR_STREAM");
   return v;
 }
 
@@ -302,9 +280,9 @@ bool bsr_stream_supported(const BsrDeviceView& w, DType out_dtype) {
 }
 
 bool bsr_stream_selected(int64_t M, const BsrDeviceView& w, DType out_dtype) {
-  const StreamMode mode = stream_mode();
-  if (mode == StreamMode::Off || !bsr_stream_supported(w, out_dtype)) return false;
-  if (mode == StreamMode::On) return true;
+  const KernelMode mode = stream_mode();
+  if (mode == KernelMode::Off || !bsr_stream_supported(w, out_dtype)) return false;
+  if (mode == KernelMode::On) return true;
   // Auto: enough items to give every CTA slot a few (below that bsr_gemm.cu's smaller tiles fill
   // the GPU better). Measured against bsr_gemm.cu's kernel (BENCHMARKS.md, 2026-12-04 16:00
   // session, call 4; M = 50432, speed-up over cuBLASLt): 768 x 3072 b64 @ 0.8 / 0.9 2.24x / 3.51x

@@ -48,7 +48,9 @@
 #include <mutex>
 
 #include "ops/cuda/bsr_gemm.h"
+#include "ops/cuda/bsr_wgmma.cuh"
 #include "ops/cuda/elementwise.h"
+#include "ops/cuda/env_choice.h"
 #include "ops/cuda/mbarrier.cuh"
 #include "ops/cuda/ptx.cuh"
 #include "ops/cuda/runtime.h"
@@ -79,9 +81,8 @@ template <int B>
 struct XresCfg {
   static constexpr int S = B == 64 ? 3 : 8;          // W ring slots
   static constexpr int kBlockBytes = B * B * 2;
-  static constexpr int kChunks = B / 8;              // 16-byte chunks per W row / per y row of a block
-  static constexpr int kStageRow = 2 * B + 16;       // bytes per staged output row (+16: conflict-free)
-  static constexpr int kStageBytes = 8 * kStageRow;  // 8 rows per warp and staging pass
+  static constexpr int kChunks = B / 8;              // 16-byte chunks per W row
+  static constexpr int kStageBytes = bsr_wgmma::WarpTileStore<B>::kStageBytes;  // per warp
   static constexpr int kAcc = B / 2;                 // fp32 accumulators per thread (m64 x B)
 };
 
@@ -117,18 +118,6 @@ struct XresArgs {
   bf16* y;
   int tiles;
 };
-
-#if VITRT_WGMMA_ENABLED
-template <int B>
-__device__ __forceinline__ void wgmma_block_k16(float (&acc)[B / 2], uint64_t da, uint64_t db) {
-  if constexpr (B == 64) wgmma::wgmma_m64n64k16_ss(acc, da, db);
-  else wgmma::wgmma_m64n32k16_ss(acc, da, db);
-}
-__device__ __forceinline__ unsigned pack_bf16x2(float a, float b) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
-  return *reinterpret_cast<const unsigned*>(&v);
-}
-#endif
 
 template <int B, bool Gelu>
 __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_constant__ XresArgs p) {
@@ -242,12 +231,12 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
   unsigned char* st = stage + warp * C::kStageBytes;
   const uint64_t xdesc = wgmma::make_smem_desc_sw128(xs + h * ns * kSlabBytes, 1024);
   const uint64_t wdesc = wgmma::make_smem_desc(ws, 128, C::kChunks * 128);
-  // Epilogue addressing: a staging pass holds 8 rows x kChunks 16-byte chunks; lane covers chunk
-  // (lane % kChunks) of row (lane / kChunks) + i * (32 / kChunks).
-  constexpr int kRowsPerStore = 32 / C::kChunks;
-  const int st_row = lane / C::kChunks, st_chunk = lane % C::kChunks;
-  const unsigned char* st_load = st + st_row * C::kStageRow + st_chunk * 16;
-  unsigned char* st_matrix = st + (lane % 8) * C::kStageRow + (lane / 8) * 16;  // stmatrix row addresses
+  // Epilogue: lane writes chunk (lane % kChunks) of rows (lane / kChunks) + i * kRowsPerStore.
+  const bsr_wgmma::WarpTileStore<B> out(st, lane);
+  using Out = bsr_wgmma::WarpTileStore<B>;
+  constexpr int kRowsPerStore = Out::kRowsPerStore;
+  const int st_row = out.row, st_chunk = lane % Out::kChunks;
+  const unsigned char* st_load = out.load;
   int slot = 0;
   unsigned round = 0;
   int tc = 0;
@@ -293,7 +282,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
         const uint64_t da = xdesc + ((slab * kSlabBytes + (col * B % kSlabCols) * 2) >> 4);
         const uint64_t db = wdesc + ((slot * C::kBlockBytes) >> 4);
 #pragma unroll
-        for (int kk = 0; kk < B / 16; ++kk) wgmma_block_k16<B>(acc, da + 2 * kk, db + 16 * kk);
+        for (int kk = 0; kk < B / 16; ++kk) bsr_wgmma::block_k16<B>(acc, da + 2 * kk, db + 16 * kk);
         wgmma::commit();
         wgmma::wait<0>();
         wgmma::fence_operands(acc);
@@ -312,15 +301,13 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
         for (int j = 0; j < B / 8; ++j) {
           float v0 = acc[4 * j + 2 * pass], v1 = acc[4 * j + 2 * pass + 1];
           if constexpr (Gelu) v0 = dev::gelu_tanh_approx(v0), v1 = dev::gelu_tanh_approx(v1);
-          v[j] = pack_bf16x2(v0, v1);
+          v[j] = bsr_wgmma::pack_bf16x2(v0, v1);
         }
-#pragma unroll
-        for (int q = 0; q < B / 32; ++q) ptx::stsm_x4(st_matrix + q * 64, v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
-        __syncwarp();
+        out.stage(v);
 #pragma unroll
         for (int i = 0; i < 8 / kRowsPerStore; ++i) {
           const int row = pass * 8 + st_row + i * kRowsPerStore;  // of the warp's 16
-          const uint4 val = *reinterpret_cast<const uint4*>(st_load + i * kRowsPerStore * C::kStageRow);
+          const uint4 val = *reinterpret_cast<const uint4*>(st_load + i * kRowsPerStore * Out::kStageRow);
           if (full_tile || row0 + row < p.M)
             *reinterpret_cast<uint4*>(yr + static_cast<int64_t>(pass * 8 + i * kRowsPerStore) * p.N) = val;
         }
@@ -334,10 +321,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
 template <int B, bool Gelu>
 void launch_xres(const XresArgs& a, int grid, size_t smem) {
   static std::once_flag flag;
-  std::call_once(flag, [&] {
-    VITRT_CUDA_CHECK(cudaFuncSetAttribute(bsr_xres_kernel<B, Gelu>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(kMaxSmem)));
-  });
+  bsr_wgmma::allow_dynamic_smem_once(bsr_xres_kernel<B, Gelu>, kMaxSmem, flag);
   bsr_xres_kernel<B, Gelu><<<grid, kThreads, smem, current_stream()>>>(a);
   VITRT_CUDA_CHECK(cudaGetLastError());
 }
@@ -345,14 +329,8 @@ void launch_xres(const XresArgs& a, int grid, size_t smem) {
 // VITRT_BSR_XRES: "0" off, "1" wherever supported; unset / other ("auto"): block 64 where there
 // are at least as many 128-token tiles as SMs (block 32 measured no faster than bsr_gemm.cu's
 // kernel, BENCHMARKS.md 2026-12-03 15:54 session, call 3).
-enum class XresMode { Off, On, Auto };
-XresMode xres_mode() {
-  static const XresMode v = [] {
-    const char* e = std::getenv("VITRT_BSR_XRES");
-    if (e && std::strcmp(e, "0") == 0) return XresMode::Off;
-    if (e && std::strcmp(e, "1") == 0) return XresMode::On;
-    return XresMode::Auto;
-  }();
+KernelMode xres_mode() {
+  static const KernelMode v = kernel_mode_from_env("VITRT_BSR_XRES");
   return v;
 }
 
@@ -375,10 +353,10 @@ bool bsr_xres_supported(const BsrDeviceView& w, const void* residual, DType out_
 }
 
 bool bsr_xres_selected(int64_t M, const BsrDeviceView& w, const void* residual, DType out_dtype) {
-  const XresMode mode = xres_mode();
-  if (mode == XresMode::Off || !bsr_xres_supported(w, residual, out_dtype)) return false;
+  const KernelMode mode = xres_mode();
+  if (mode == KernelMode::Off || !bsr_xres_supported(w, residual, out_dtype)) return false;
   // Auto: block 64, one tile per SM at least (below that its 128-token tiles leave SMs idle).
-  return mode == XresMode::On || (w.block == 64 && (M + kTileM - 1) / kTileM >= sm_count());
+  return mode == KernelMode::On || (w.block == 64 && (M + kTileM - 1) / kTileM >= sm_count());
 }
 
 void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, const void* bias, bool gelu, void* y,

@@ -31,32 +31,26 @@ __device__ __forceinline__ uint64_t make_smem_desc(const void* smem_ptr, uint32_
   return d;  // base offset 0, layout type 0 (no swizzle)
 }
 
-// Shared-memory matrix descriptor of a K-major operand in the 128-byte swizzle layout that a TMA
-// load with CU_TENSOR_MAP_SWIZZLE_128B writes: rows of 64 bf16 (128 bytes) one after another, the
-// 16-byte chunks of row r permuted by r % 8, 8-row groups 1024 bytes apart (sbo); lbo is unused
-// (set to 1). The tile must start 1024-byte aligned; a k16 step within the 64 columns is +32 bytes
-// of start address (+2 on the descriptor).
-__device__ __forceinline__ uint64_t make_smem_desc_sw128(const void* smem_ptr, uint32_t sbo_bytes) {
+// Shared-memory matrix descriptor of a K-major operand in a swizzled layout that a TMA load
+// writes (layout type 1: CU_TENSOR_MAP_SWIZZLE_128B, 2: _64B). 128-byte swizzle: rows of 64 bf16
+// (128 bytes) one after another, the 16-byte chunks of row r permuted by r % 8, 8-row groups 1024
+// bytes apart (sbo); 64-byte swizzle: rows of 32 bf16, chunks permuted by (r / 2) % 4, 8-row groups
+// 512 bytes apart. lbo is unused (set to 1). The tile must start aligned to the 8-row group; a k16
+// step within a row is +32 bytes of start address (+2 on the descriptor).
+__device__ __forceinline__ uint64_t make_smem_desc_swizzled(const void* smem_ptr, uint32_t sbo_bytes, uint64_t layout) {
   const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_ptr));
   uint64_t d = 0;
   d |= static_cast<uint64_t>((addr & 0x3FFFF) >> 4);
   d |= uint64_t{1} << 16;
   d |= static_cast<uint64_t>((sbo_bytes >> 4) & 0x3FFF) << 32;
-  d |= uint64_t{1} << 62;  // layout type 1: 128-byte swizzle
+  d |= layout << 62;
   return d;
 }
-
-// The same for the 64-byte swizzle (CU_TENSOR_MAP_SWIZZLE_64B): rows of 32 bf16 (64 bytes), the
-// 16-byte chunks of row r permuted by (r / 2) % 4, 8-row groups 512 bytes apart (sbo). The tile
-// must start 512-byte aligned; a k16 step within the 32 columns is +32 bytes.
+__device__ __forceinline__ uint64_t make_smem_desc_sw128(const void* smem_ptr, uint32_t sbo_bytes) {
+  return make_smem_desc_swizzled(smem_ptr, sbo_bytes, 1);
+}
 __device__ __forceinline__ uint64_t make_smem_desc_sw64(const void* smem_ptr, uint32_t sbo_bytes) {
-  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_ptr));
-  uint64_t d = 0;
-  d |= static_cast<uint64_t>((addr & 0x3FFFF) >> 4);
-  d |= uint64_t{1} << 16;
-  d |= static_cast<uint64_t>((sbo_bytes >> 4) & 0x3FFF) << 32;
-  d |= uint64_t{2} << 62;  // layout type 2: 64-byte swizzle
-  return d;
+  return make_smem_desc_swizzled(smem_ptr, sbo_bytes, 2);
 }
 
 __device__ __forceinline__ void fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }

@@ -1,0 +1,69 @@
+// Pieces shared by the Hopper block-sparse kernels (bsr_gemm_xres.cu, bsr_gemm_stream.cu): one k16
+// step of a B x B block on wgmma, and the per-warp output staging that turns the accumulators'
+// fragment layout into whole 128-byte lines of y. Device code for sm_90a only where marked.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <mutex>
+
+#include "ops/cuda/ptx.cuh"
+#include "ops/cuda/runtime.h"
+#include "ops/cuda/wgmma.cuh"
+
+namespace vitrt::cuda::bsr_wgmma {
+
+#if VITRT_WGMMA_ENABLED
+// acc[64 x B] += x tile (64 x 16, descriptor da) * W block rows (16 x B, descriptor db).
+template <int B>
+__device__ __forceinline__ void block_k16(float (&acc)[B / 2], uint64_t da, uint64_t db) {
+  if constexpr (B == 64) wgmma::wgmma_m64n64k16_ss(acc, da, db);
+  else wgmma::wgmma_m64n32k16_ss(acc, da, db);
+}
+__device__ __forceinline__ unsigned pack_bf16x2(float a, float b) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+  return *reinterpret_cast<const unsigned*>(&v);
+}
+#endif
+
+// A warp's 16 x B output tile, written in two passes of 8 rows (pass 0: the rows g of the
+// accumulator fragments, pass 1: rows g + 8) through an 8-row staging buffer: stage() puts the
+// thread's B / 8 bf16 pairs there with stmatrix; then each lane reads 16-byte chunks (`load`, i *
+// kRowsPerStore rows further on for the i-th) and stores them, so that the warp covers whole rows
+// (the kernels keep that loop themselves: their measured code, stores of their own kind). Rows are
+// kStageRow bytes apart (+16 over the data: stmatrix and the chunk loads are conflict-free). The
+// caller orders the passes with __syncwarp (a pass's loads before the next pass's stage()).
+template <int B>
+struct WarpTileStore {
+  static constexpr int kChunks = B / 8;               // 16-byte chunks per row of the tile
+  static constexpr int kStageRow = 2 * B + 16;        // bytes per staged row
+  static constexpr int kStageBytes = 8 * kStageRow;   // the warp's staging buffer
+  static constexpr int kRowsPerStore = 32 / kChunks;  // rows one store instruction of the warp covers
+  const unsigned char* load;  // this lane's chunk: row lane / kChunks, chunk lane % kChunks
+  unsigned char* matrix;      // this lane's stmatrix row address
+  int row;                    // lane / kChunks: the first tile row this lane writes in a pass
+
+  __device__ __forceinline__ WarpTileStore(unsigned char* stage, int lane)
+      : load(stage + (lane / kChunks) * kStageRow + (lane % kChunks) * 16),
+        matrix(stage + (lane % 8) * kStageRow + (lane / 8) * 16),
+        row(lane / kChunks) {}
+  // Byte offset of this lane's first chunk in y's row (add to the tile's column 0).
+  __device__ __forceinline__ static int chunk_column(int lane) { return (lane % kChunks) * 8; }
+
+  __device__ __forceinline__ void stage(const unsigned (&v)[B / 8]) const {
+#pragma unroll
+    for (int q = 0; q < B / 32; ++q) ptx::stsm_x4(matrix + q * 64, v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+    __syncwarp();
+  }
+};
+
+// Raises `kernel`'s dynamic shared-memory limit to `bytes` once per process (host).
+template <class Kernel>
+void allow_dynamic_smem_once(Kernel kernel, size_t bytes, std::once_flag& flag) {
+  std::call_once(flag, [&] {
+    VITRT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  });
+}
+
+}  // namespace vitrt::cuda::bsr_wgmma
