@@ -183,44 +183,46 @@ __global__ void __launch_bounds__(kThreadsCT, kCtasPerSm) conv_transpose2x2_mma_
       continue;
     }
 
-    // Bias, activation, one rounding to bf16, into the staging tile.
+    if constexpr (!DOT) {  // (the dot form above ends its iteration)
+      // Bias, activation, one rounding to bf16, into the staging tile.
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+      for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        const int c = wn * 64 + nt * 8 + (lane % 4) * 2;
-        const int co = (n0 + c) % COUT;  // the bias from L1 each tile: 16 registers fewer held
-        const float bias_lo = p.bias ? dev::to_f(p.bias[co]) : 0.f, bias_hi = p.bias ? dev::to_f(p.bias[co + 1]) : 0.f;
+        for (int nt = 0; nt < 8; ++nt) {
+          const int c = wn * 64 + nt * 8 + (lane % 4) * 2;
+          const int co = (n0 + c) % COUT;  // the bias from L1 each tile: 16 registers fewer held
+          const float bias_lo = p.bias ? dev::to_f(p.bias[co]) : 0.f, bias_hi = p.bias ? dev::to_f(p.bias[co + 1]) : 0.f;
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = wm * 32 + mt * 16 + lane / 4 + h * 8;
-          float v0 = acc[mt][nt][2 * h] + bias_lo, v1 = acc[mt][nt][2 * h + 1] + bias_hi;
-          if (p.gelu) v0 = dev::gelu_for<bf16>(v0), v1 = dev::gelu_for<bf16>(v1);
-          *reinterpret_cast<__nv_bfloat162*>(Ds + r * kLdD + c) = __floats2bfloat162_rn(v0, v1);
+          for (int h = 0; h < 2; ++h) {
+            const int r = wm * 32 + mt * 16 + lane / 4 + h * 8;
+            float v0 = acc[mt][nt][2 * h] + bias_lo, v1 = acc[mt][nt][2 * h + 1] + bias_hi;
+            if (p.gelu) v0 = dev::gelu_for<bf16>(v0), v1 = dev::gelu_for<bf16>(v1);
+            *reinterpret_cast<__nv_bfloat162*>(Ds + r * kLdD + c) = __floats2bfloat162_rn(v0, v1);
+          }
         }
-      }
-    __syncthreads();
+      __syncthreads();
 
-    // 16-byte chunks in output order: channel chunk fastest, then kx, then the pixel, then ky.
-    const int m0 = tile * kBM;
-    const int b0 = m0 / HW, rem0 = m0 - b0 * HW, iy0 = rem0 / p.W, ix0 = rem0 - iy0 * p.W;
+      // 16-byte chunks in output order: channel chunk fastest, then kx, then the pixel, then ky.
+      const int m0 = tile * kBM;
+      const int b0 = m0 / HW, rem0 = m0 - b0 * HW, iy0 = rem0 / p.W, ix0 = rem0 - iy0 * p.W;
 #pragma unroll 2
-    for (int q = tid; q < kBM * kBN / 8; q += kThreadsCT) {
-      const int cc = q % CC, q1 = q / CC;
-      const int kx_l = q1 % KX, r = (q1 / KX) % kBM, ky_l = q1 / (KX * kBM);
-      const int m = m0 + r;
-      if (m >= p.M) continue;
-      const int tap_l = ky_l * KX + kx_l, tap = t0 + tap_l, ky = tap / 2, kx = tap % 2;
-      int b = b0, iy = iy0, ix = ix0 + r;
-      if (!row_tiles) {
-        b = m / HW;
-        const int rem = m - b * HW;
-        iy = rem / p.W, ix = rem - iy * p.W;
+      for (int q = tid; q < kBM * kBN / 8; q += kThreadsCT) {
+        const int cc = q % CC, q1 = q / CC;
+        const int kx_l = q1 % KX, r = (q1 / KX) % kBM, ky_l = q1 / (KX * kBM);
+        const int m = m0 + r;
+        if (m >= p.M) continue;
+        const int tap_l = ky_l * KX + kx_l, tap = t0 + tap_l, ky = tap / 2, kx = tap % 2;
+        int b = b0, iy = iy0, ix = ix0 + r;
+        if (!row_tiles) {
+          b = m / HW;
+          const int rem = m - b * HW;
+          iy = rem / p.W, ix = rem - iy * p.W;
+        }
+        const int64_t o = ((static_cast<int64_t>(b) * 2 * p.H + 2 * iy + ky) * (2 * p.W) + 2 * ix + kx) * COUT + cc * 8;
+        *reinterpret_cast<uint4*>(p.out + o) = *reinterpret_cast<const uint4*>(Ds + r * kLdD + tap_l * COUT + cc * 8);
       }
-      const int64_t o = ((static_cast<int64_t>(b) * 2 * p.H + 2 * iy + ky) * (2 * p.W) + 2 * ix + kx) * COUT + cc * 8;
-      *reinterpret_cast<uint4*>(p.out + o) = *reinterpret_cast<const uint4*>(Ds + r * kLdD + tap_l * COUT + cc * 8);
+      __syncthreads();  // Ds and this tile's A buffer are free for the next tiles
     }
-    __syncthreads();  // Ds and this tile's A buffer are free for the next tiles
   }
 }
 
