@@ -3,6 +3,7 @@
 // also pinned to constants computed with PyTorch / segment_anything (see kTorch* below).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -12,6 +13,7 @@
 
 #include "ops/cpu/attention.h"
 #include "ops/cuda/fast_erf.h"
+#include "ops/cuda/bsr_stream_schedule.h"
 #include "ops/cuda/fast_exp2.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/interpolate.h"
@@ -894,4 +896,32 @@ TEST(OpsCpu, SharedShapeRules) {
   EXPECT_THROW(ops::conv2d_shape(x4, Tensor::zeros({4, 2, 3, 3}), 1, 0), InvalidArgument);  // Cin
   EXPECT_THROW(ops::conv2d_shape(x4, Tensor::zeros({4, 3, 9, 3}), 1, 1), InvalidArgument);  // kernel too tall
   EXPECT_THROW(ops::conv2d_shape(x4, Tensor::zeros({4, 3, 3, 3}), 0, 0), InvalidArgument);  // stride
+}
+
+// The streamed BSR kernel's schedule (ops/cuda/bsr_stream_schedule.h, device code tested here):
+// every (tile, row_order position) is exactly one item, and a persistent CTA that takes items c,
+// c + grid, ... meets several positions even when the grid is a multiple of the block-row count
+// (264 CTAs over ViT-B's 12 or 24 block-rows: without the rotation each CTA kept one position, the
+// slow ones fell behind and x fell out of L2; BENCHMARKS.md 2026-12-04 16:00 session, call 3).
+TEST(OpsCpu, BsrStreamScheduleCoversEveryItemOnceAndRotates) {
+  for (int block_rows : {1, 12, 20, 24, 48, 96}) {
+    const int tiles = 394;  // 50432 tokens
+    std::vector<int> seen(static_cast<size_t>(tiles) * block_rows, 0);
+    for (int item = 0; item < tiles * block_rows; ++item) {
+      const vitrt::cuda::BsrStreamItem it = vitrt::cuda::bsr_stream_item(item, block_rows);
+      ASSERT_TRUE(it.tile >= 0 && it.tile < tiles && it.position >= 0 && it.position < block_rows) << item;
+      EXPECT_EQ(it.tile, item / block_rows) << "items go tile by tile";
+      ++seen[static_cast<size_t>(it.tile) * block_rows + it.position];
+    }
+    for (int n : seen) ASSERT_EQ(n, 1) << "block_rows " << block_rows;
+    if (block_rows < 12) continue;
+    for (int grid : {264, 132}) {
+      std::vector<int> positions;
+      for (int item = 5; item < tiles * block_rows; item += grid)  // CTA 5's items
+        positions.push_back(vitrt::cuda::bsr_stream_item(item, block_rows).position);
+      std::sort(positions.begin(), positions.end());
+      const auto distinct = std::unique(positions.begin(), positions.end()) - positions.begin();
+      EXPECT_GE(distinct, std::min(4, block_rows / 4)) << "block_rows " << block_rows << " grid " << grid;
+    }
+  }
 }

@@ -34,6 +34,7 @@
 #include <mutex>
 
 #include "ops/cuda/bsr_gemm.h"
+#include "ops/cuda/bsr_stream_schedule.h"
 #include "ops/cuda/bsr_wgmma.cuh"
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/env_choice.h"
@@ -96,19 +97,14 @@ struct StreamArgs {
 struct ItemRange {
   int tile, row, kb, ke;
 };
-// Within a tile the row_order positions are rotated by the tile index: a CTA takes items c,
-// c + grid, ..., and without the rotation (grid a multiple of the block-row count, as 264 CTAs and
-// ViT-B's 12) it would always get the same position, so the CTAs with the longest rows would fall
-// ever further behind the others, the tiles in flight would spread, and x would be evicted from L2
-// before its other block-rows read it (ncu, 768 x 3072 b64 @ 0.8: 724 MB from DRAM where x and y
-// are 387 MB).
+// The order is bsr_stream_item's (bsr_stream_schedule.h): tile by tile, row_order positions rotated
+// by the tile index (without the rotation, ncu at 768 x 3072 b64 @ 0.8 counted 724 MB read from
+// DRAM where x and y are 387 MB).
 __device__ __forceinline__ ItemRange item_range(const StreamArgs& p, int item) {
   if (item >= p.items) return {0, 0, 0, 0};
-  const int tile = item / p.block_rows;
-  int j = item - tile * p.block_rows + tile % p.block_rows;
-  if (j >= p.block_rows) j -= p.block_rows;
-  const int row = p.row_order ? __ldg(p.row_order + j) : j;
-  return {tile, row, __ldg(p.row_ptr + row), __ldg(p.row_ptr + row + 1)};
+  const BsrStreamItem it = bsr_stream_item(item, p.block_rows);
+  const int row = p.row_order ? __ldg(p.row_order + it.position) : it.position;
+  return {it.tile, row, __ldg(p.row_ptr + row), __ldg(p.row_ptr + row + 1)};
 }
 
 template <int B, bool Gelu>
