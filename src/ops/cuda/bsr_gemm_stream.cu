@@ -21,6 +21,8 @@
 //    have the next block queued. The bias and residual are loaded when the item starts (under the
 //    MMAs); bias, activation and residual are applied in fp32; the sum is rounded once, staged per warp (stmatrix) and
 //    written as whole 128-byte lines.
+// tests/protocol/test_bsr_stream_protocol.py models the barrier protocol (random interleavings: no
+// deadlock, no slot read early or refilled while read); keep the two in step.
 // Scope: sm_90, bf16 in and out, block 32 (64-byte swizzle) or 64 (128-byte swizzle), optional
 // bf16 residual, the view's core-matrix copy present. bsr_linear_bf16 takes it per
 // bsr_stream_selected (bsr_gemm.h).
