@@ -16,11 +16,12 @@
 //    (in the swizzle wgmma reads; rows past M read as zeros) and the bulk copy of the W block's
 //    core-matrix copy (bsr_core_matrix_order) into one slot of an S-slot ring, both counted on the
 //    slot's full mbarrier; the consumers hand slots back on its empty mbarrier;
-//  - two consumer warpgroups own 64 tokens each. Each block is one commit group of B / 16 wgmmas (both operands in shared memory) and the group before it is
-//    retired (its slot released) only after the next one is issued, so the tensor cores always
-//    have the next block queued. The bias and residual are loaded when the item starts (under the
-//    MMAs); bias, activation and residual are applied in fp32; the sum is rounded once, staged per warp (stmatrix) and
-//    written as whole 128-byte lines.
+//  - two consumer warpgroups own 64 tokens each. Each block is one commit group of B / 16 wgmmas
+//    (both operands in shared memory), and the group before it is retired (its slot released)
+//    only after the next one is issued, so the tensor cores always have the next block queued.
+//    The bias and residual are loaded when the item starts (under the MMAs); bias, activation and
+//    residual are applied in fp32, the sum rounded once, staged per warp (stmatrix) and written as
+//    whole 128-byte lines.
 // tests/protocol/test_bsr_stream_protocol.py models the barrier protocol (random interleavings: no
 // deadlock, no slot read early or refilled while read); keep the two in step.
 // Scope: sm_90, bf16 in and out, block 32 (64-byte swizzle) or 64 (128-byte swizzle), optional
