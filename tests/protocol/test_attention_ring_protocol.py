@@ -28,36 +28,7 @@ releasing a slot before its P V retires. Keep this in step with the kernel.
 import collections
 import random
 
-
-class Bar:
-    def __init__(self, count):
-        self.count, self.pending, self.phase = count, count, 0
-
-    def arrive(self):
-        self.pending -= 1
-        assert self.pending >= 0
-        if self.pending == 0:
-            self.phase += 1
-            self.pending = self.count
-
-    def done(self, parity):
-        return (self.phase & 1) != parity
-
-
-class Hazard(Exception):
-    pass
-
-
-class StaleRead(Hazard):
-    pass
-
-
-class Overwrite(Hazard):
-    pass
-
-
-class Deadlock(Hazard):
-    pass
+from mbarrier_model import Bar, Deadlock, Hazard, Overwrite, StaleRead, interleave
 
 
 def run(nkt, S, P, cwg, live_wgs, seed, skipdead=True, empty_counts_all=False, dead_arrive_without_wait=False,
@@ -146,24 +117,7 @@ def run(nkt, S, P, cwg, live_wgs, seed, skipdead=True, empty_counts_all=False, d
             landed[p][kt] = True
 
     agents = [producer(p) for p in range(P)] + [live_warp(w) if w < 4 * live_wgs else dead_warp(w) for w in range(warps)]
-    weight = [rng.choice((1, 1, 1, 4, 0.2)) for _ in agents]
-    conds, alive = [None] * len(agents), [True] * len(agents)
-    while any(alive):
-        runnable = [i for i in range(len(agents)) if alive[i] and (conds[i] is None or conds[i]())]
-        if not runnable:
-            if not inflight:
-                raise Deadlock(f"agents {[i for i in range(len(agents)) if alive[i]]} wait for ever "
-                               f"(0..{P - 1}: producers, then the consumer warps)")
-            tick(min(c[0] for c in inflight))
-            continue
-        i = rng.choices(runnable, [weight[j] for j in runnable])[0]
-        try:
-            conds[i] = next(agents[i])
-        except StopIteration:
-            alive[i], conds[i] = False, None
-        tick(1)
-    if inflight:
-        raise Overwrite(f"{len(inflight)} copies in flight when the CTA exits")
+    interleave(agents, rng, inflight, tick, f"0..{P - 1}: producers, then the consumer warps")
     return stats
 
 

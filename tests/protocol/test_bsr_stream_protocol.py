@@ -26,36 +26,7 @@ the producer refilling a slot without its empty wait. Keep this in step with the
 import collections
 import random
 
-
-class Bar:
-    def __init__(self, count):
-        self.count, self.pending, self.phase = count, count, 0
-
-    def arrive(self):
-        self.pending -= 1
-        assert self.pending >= 0
-        if self.pending == 0:
-            self.phase += 1
-            self.pending = self.count
-
-    def done(self, parity):
-        return (self.phase & 1) != parity
-
-
-class Hazard(Exception):
-    pass
-
-
-class StaleRead(Hazard):
-    pass
-
-
-class Overwrite(Hazard):
-    pass
-
-
-class Deadlock(Hazard):
-    pass
+from mbarrier_model import Bar, Overwrite, StaleRead, hazards, interleave
 
 
 def run(S, items, seed, skip_full_wait=False, release_at_issue=False, skip_empty_wait=False):
@@ -131,24 +102,7 @@ def run(S, items, seed, skip_full_wait=False, release_at_issue=False, skip_empty
             full[slot].arrive()
 
     agents = [producer()] + [consumer(w) for w in range(8)]
-    weight = [rng.choice((1, 1, 1, 4, 0.2)) for _ in agents]
-    conds, alive = [None] * len(agents), [True] * len(agents)
-    while any(alive):
-        runnable = [i for i in range(len(agents)) if alive[i] and (conds[i] is None or conds[i]())]
-        if not runnable:
-            if not inflight:
-                blocked = [i for i in range(len(agents)) if alive[i]]
-                raise Deadlock(f"agents {blocked} wait for ever (0: producer, 1 + w: consumer warp w)")
-            tick(min(c[0] for c in inflight))
-            continue
-        i = rng.choices(runnable, [weight[j] for j in runnable])[0]
-        try:
-            conds[i] = next(agents[i])
-        except StopIteration:
-            alive[i], conds[i] = False, None
-        tick(1)
-    if inflight:
-        raise Overwrite(f"{len(inflight)} copies in flight when the CTA exits")
+    interleave(agents, rng, inflight, tick, '0: producer, 1 + w: consumer warp w')
     return stats
 
 
@@ -162,17 +116,7 @@ def random_case(seed):
 
 
 def failures(count, stop_at=(), stats=None, **variant):
-    bad = collections.Counter()
-    for seed in range(count):
-        try:
-            st = run(**random_case(seed), **variant)
-            if stats is not None:
-                stats.update(st)
-        except Hazard as e:
-            bad[type(e).__name__] += 1
-            if type(e).__name__ in stop_at:
-                break
-    return bad
+    return hazards(run, random_case, count, stop_at, stats, **variant)
 
 
 def test_random_cases_cover_the_edge_cases():

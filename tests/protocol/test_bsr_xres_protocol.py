@@ -39,44 +39,13 @@ arrives). A warpgroup's wgmma runs once its 4 warps have issued it, so a warp's 
 also waits for the other 3; a warp's operands count as read from its own issue to its retirement.
 Each round of the producer's slot wait (test the slot, poll one slab, __nanosleep) is one step.
 
-mbarrier semantics modelled: a phase completes when its expected arrivals have come;
-try_wait.parity / test_wait.parity(P) is true iff the phase of parity P has completed, i.e. the
-current (incomplete) phase's parity differs from P. A copy's arrive.expect_tx and its complete_tx
-are one arrival here, when the bytes land. Keep this in step with the kernel.
+The mbarrier semantics modelled, the hazards and the scheduler are mbarrier_model.py's. Keep this in
+step with the kernel.
 """
 import collections
 import random
 
-
-class Bar:
-    def __init__(self, count):
-        self.count, self.pending, self.phase = count, count, 0
-
-    def arrive(self):
-        self.pending -= 1
-        assert self.pending >= 0
-        if self.pending == 0:
-            self.phase += 1
-            self.pending = self.count
-
-    def done(self, parity):
-        return (self.phase & 1) != parity
-
-
-class Hazard(Exception):
-    pass
-
-
-class StaleRead(Hazard):  # an MMA read a buffer before its fill landed, or another tile's data
-    pass
-
-
-class Overwrite(Hazard):  # a copy into a buffer a warp reads, or whose previous fill is in flight
-    pass
-
-
-class Deadlock(Hazard):
-    pass
+from mbarrier_model import Bar, Overwrite, StaleRead, hazards, interleave
 
 
 def slab_flags(B, cols, first=False):
@@ -229,24 +198,7 @@ def run(B, S, K, rows, tiles, seed, skip_xfull_wait=False, release_at_first_use=
             bar.arrive()
 
     agents = [producer()] + [consumer(w) for w in range(8)]
-    weight = [rng.choice((1, 1, 1, 4, 0.2)) for _ in agents]  # some agents run faster than others
-    conds, alive = [None] * len(agents), [True] * len(agents)
-    while any(alive):
-        runnable = [i for i in range(len(agents)) if alive[i] and (conds[i] is None or conds[i]())]
-        if not runnable:
-            if not inflight:
-                blocked = [i for i in range(len(agents)) if alive[i]]
-                raise Deadlock(f"agents {blocked} wait for ever (0: producer, 1 + w: consumer warp w)")
-            tick(min(c[0] for c in inflight))  # nothing runs until the next copy lands
-            continue
-        i = rng.choices(runnable, [weight[j] for j in runnable])[0]
-        try:
-            conds[i] = next(agents[i])
-        except StopIteration:
-            alive[i], conds[i] = False, None
-        tick(1)
-    if inflight:
-        raise Overwrite(f"{len(inflight)} copies in flight when the CTA exits")
+    interleave(agents, rng, inflight, tick, '0: producer, 1 + w: consumer warp w')
     return stats
 
 
@@ -267,19 +219,7 @@ def random_case(seed):
 
 
 def failures(count, stop_at=(), stats=None, **variant):
-    """Counter of the hazards over `count` random cases; stops at the first of a kind in stop_at.
-    stats: a Counter that accumulates the runs' path counts."""
-    bad = collections.Counter()
-    for seed in range(count):
-        try:
-            st = run(**random_case(seed), **variant)
-            if stats is not None:
-                stats.update(st)
-        except Hazard as e:
-            bad[type(e).__name__] += 1
-            if type(e).__name__ in stop_at:
-                break
-    return bad
+    return hazards(run, random_case, count, stop_at, stats, **variant)
 
 
 def test_random_cases_cover_the_edge_cases():
