@@ -149,6 +149,10 @@ void print_result(const BenchArgs& a, const nlohmann::json& out) {
                 out["sgemm_gflops"].get<double>());
   if (out.contains("peak_device_gib")) std::printf(", peak %.2f GiB", out["peak_device_gib"].get<double>());
   std::printf("\n");
+  if (out.contains("encoder_eager_ms_per_batch"))
+    std::printf("encoder per batch: CUDA graph %.2f ms (median), eager forwards %.2f ms, the graph again %.2f ms\n",
+                out["encoder_ms_per_batch"].get<double>(), out["encoder_eager_ms_per_batch"].get<double>(),
+                out["encoder_replay_after_eager_ms_per_batch"].get<double>());
   for (auto& [n, ms] : out["decoder_ms_per_prompt"].items())
     std::printf("decoder, %s prompt(s) per image: %.3f ms per prompt\n", n.c_str(), ms.get<double>());
   for (const char* key : {"profile", "decoder_profile_64"})
