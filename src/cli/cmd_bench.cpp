@@ -510,8 +510,7 @@ void add_info(CLI::App& app) {
   auto path = std::make_shared<std::string>();
   auto config = std::make_shared<std::string>();
   CLI::App* c = app.add_subcommand("info", "Load a checkpoint, check it, and print the model configuration as JSON.");
-  c->add_option("--checkpoint", *path, "SAM checkpoint")->required()->check(CLI::ExistingFile);
-  c->add_option("--config", *config, "JSON with settings for non-standard model sizes");
+  add_sam_model_options(c, *path, *config);
   c->callback([path, config] {
     auto model = load_sam(*path, *config);
     const SamConfig& s = sam_config(*model);
@@ -538,8 +537,7 @@ void add_fidelity_check(CLI::App& app) {
             "within --tol relative error and every thresholded mask pixel equal (pixels whose reference logit\n"
             "is within 1e-3 of 0 excepted). bf16: the embedding within --tol and the thresholded masks agreeing\n"
             "on at least --min-mask-agreement of the pixels (logit errors are reported, not checked).");
-  c->add_option("--checkpoint", a->checkpoint, "SAM checkpoint")->required()->check(CLI::ExistingFile);
-  c->add_option("--config", a->config, "JSON with settings for non-standard model sizes");
+  add_sam_model_options(c, a->checkpoint, a->config);
   c->add_option("--reference", a->reference, "Reference outputs (.pth)")->required()->check(CLI::ExistingFile);
   c->add_option("--image", a->image, "The image the reference was computed on")->required()->check(CLI::ExistingFile);
   c->add_option("--tol", a->tol, "Relative error bound")->capture_default_str();

@@ -288,9 +288,7 @@ void add_embed(CLI::App& app) {
       "of paths): --out is a directory and each embedding is written to <out>/<image file stem>.vemb.\n"
       "Reading, encoding (--workers batches at once) and writing overlap.\n"
       "Example: vitrt embed --checkpoint sam_vit_b_01ec64.pth --image photos/ --out embeddings/ --dtype bf16");
-  c->add_option("--checkpoint", a->checkpoint, "SAM checkpoint: official .pth or Hugging Face .safetensors")
-      ->required()->check(CLI::ExistingFile);
-  c->add_option("--config", a->config, "JSON with settings for non-standard model sizes");
+  add_sam_model_options(c, a->checkpoint, a->config);
   c->add_option("--image", a->images,
                 "IMG, DIR (its PNG/JPEG files) or LIST.txt (one path per line, relative to the list); repeatable")
       ->required();

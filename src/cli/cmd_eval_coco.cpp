@@ -187,9 +187,7 @@ void add_eval_coco(CLI::App& app) {
       "lies outside the mask), three masks per point, the one with the highest predicted IoU compared with\n"
       "the annotation at the original size; prints the mean IoU and images per second.\n"
       "Example: vitrt eval-coco --checkpoint sam_vit_b_01ec64.pth --coco coco2017/ --limit 500");
-  c->add_option("--checkpoint", a->checkpoint, "SAM checkpoint: official .pth or Hugging Face .safetensors")
-      ->required()->check(CLI::ExistingFile);
-  c->add_option("--config", a->config, "JSON with settings for non-standard model sizes");
+  add_sam_model_options(c, a->checkpoint, a->config);
   c->add_option("--coco", a->coco, "COCO data set directory")->required();
   c->add_option("--split", a->split, "Split name: annotations/instances_<split>.json, images in <split>/")
       ->capture_default_str();

@@ -344,11 +344,9 @@ void add_everything(CLI::App& app) {
       "On cuda the masks are filtered and run-length encoded on the GPU (same results as the CPU path).\n"
       "Example: vitrt everything --checkpoint sam_vit_b_01ec64.pth --image photos/ --out masks/\n"
       "Timing: vitrt everything --random-weights vit_h --device cuda --dtype bf16 --random-image 1500x2250 --bench 10");
-  c->add_option("--checkpoint", a->checkpoint, "SAM checkpoint: official .pth or Hugging Face .safetensors")
-      ->check(CLI::ExistingFile);
+  add_sam_model_options(c, a->checkpoint, a->config, /*required=*/false);  // or --random-weights
   c->add_option("--random-weights", a->random_weights,
                 "Instead of --checkpoint: vit_b, vit_l or vit_h with random weights (for --bench)");
-  c->add_option("--config", a->config, "JSON with settings for non-standard model sizes");
   c->add_option("--image", a->image, "Image, directory of images, or .txt list of image paths");
   c->add_option("--random-image", a->random_image, "Instead of --image, with --bench: a synthetic WxH image");
   c->add_option("--out", a->out, "Output directory (created if missing)");

@@ -146,9 +146,7 @@ void add_segment(CLI::App& app) {
       "Coordinates are pixels of the original image. Several --box give one prompt set each, decoded\n"
       "in one batch; --point and --mask-input apply to every set.\n"
       "Example: vitrt segment --checkpoint sam_vit_b_01ec64.pth --image cat.jpg --point 200,150 --out out/");
-  c->add_option("--checkpoint", a->checkpoint, "SAM checkpoint: official .pth or Hugging Face .safetensors")
-      ->required()->check(CLI::ExistingFile);
-  c->add_option("--config", a->config, "JSON with settings for non-standard model sizes (default: <checkpoint>.json if present)");
+  add_sam_model_options(c, a->checkpoint, a->config);
   c->add_option("--image", a->image, "Input image (PNG or JPEG)")->required()->check(CLI::ExistingFile);
   c->add_option("--point", a->points, "Point prompt x,y[,label]; label 1 = foreground (default), 0 = background; repeatable");
   c->add_option("--box", a->boxes, "Box prompt x0,y0,x1,y1; repeat for several boxes (one prompt set each)");

@@ -83,9 +83,7 @@ void add_serve(CLI::App& app) {
       "Endpoints: POST /v1/embed, POST /v1/segment, POST /v1/everything, GET /v1/health, GET /metrics,\n"
       "and the page at /. Request and answer formats: src/server/API.md.\n"
       "Example: vitrt serve --checkpoint sam_vit_b_01ec64.pth --port 8080, then open http://127.0.0.1:8080/");
-  c->add_option("--checkpoint", a->checkpoint, "SAM checkpoint: official .pth or Hugging Face .safetensors")
-      ->check(CLI::ExistingFile);
-  c->add_option("--config", a->config, "JSON with settings for non-standard model sizes");
+  add_sam_model_options(c, a->checkpoint, a->config, /*required=*/false);  // or --random-weights
   c->add_option("--random-weights", a->random_model, "Serve vit_b / vit_l / vit_h with random weights (benchmarks)");
   c->add_option("--seed", a->seed, "Seed of --random-weights")->capture_default_str();
   c->add_option("--device", a->device, "auto (cuda when a GPU is present), cpu or cuda")->capture_default_str();
