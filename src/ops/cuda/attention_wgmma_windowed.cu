@@ -258,6 +258,11 @@ struct WindowIo {
     const long long r = row(ty, tx);
     return r < 0 ? pq : qb + r * p.ldq;
   }
+  // Q fragments (the m16n8k16 A layout) of the warp's rows i0 and i0 + 8 for this thread (column 2 tq).
+  template <int KS>
+  __device__ __forceinline__ void load_q(unsigned (&qf)[KS][4], int i0, int tq) const {
+    load_a_fragments(qf, q_row(i0) + 2 * tq, q_row(i0 + 8) + 2 * tq);
+  }
   // O / l of the thread's rows i0 = (iy0, ix0) and i1 = (iy1, ix1) (the m16n8 accumulator layout:
   // rows g and g + 8), written where the row is real (4-byte stores; a quad writes 16 contiguous bytes).
   __device__ __forceinline__ void store_rows(const float (&o)[HD / 2], float l0, float l1, int i0, int i1, int iy0,
@@ -281,6 +286,25 @@ struct WindowIo {
   }
 };
 
+// Both forms' shared memory: [K | V | table | table lo parts (only with lo) | the form's own floats],
+// K, V and the tables in the no-swizzle core-matrix layout, with their wgmma descriptors.
+template <class C>
+struct WindowSmem {
+  static constexpr uint32_t kChunkBytes = 128, kRowGroupBytes = C::CPR * 128;
+  bf16 *Ks, *Vs, *Ts, *Tl;
+  float* rest;
+  __device__ __forceinline__ WindowSmem(unsigned char* raw, bool lo)
+      : Ks(reinterpret_cast<bf16*>(raw)),
+        Vs(Ks + C::kv_elems),
+        Ts(Vs + C::kv_elems),
+        Tl(Ts + C::t_elems),
+        rest(reinterpret_cast<float*>(Ts + (lo ? 2 : 1) * C::t_elems)) {}
+  __device__ __forceinline__ uint64_t kdesc() const { return wgmma::make_smem_desc(Ks, kChunkBytes, kRowGroupBytes); }
+  __device__ __forceinline__ uint64_t vdesc() const { return wgmma::make_smem_desc(Vs, kRowGroupBytes, kChunkBytes); }
+  __device__ __forceinline__ uint64_t tdesc() const { return wgmma::make_smem_desc(Ts, kChunkBytes, kRowGroupBytes); }
+  __device__ __forceinline__ uint64_t tldesc() const { return wgmma::make_smem_desc(Tl, kChunkBytes, kRowGroupBytes); }
+};
+
 template <int HD, bool SPLIT>
 __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_windowed_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
@@ -289,11 +313,9 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
   constexpr int CROWS = C::CROWS, NSR = C::NS / 2;  // key rows and accumulator registers per chunk
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const bool lo = p.th_lo != nullptr;
-  bf16* Ks = reinterpret_cast<bf16*>(smem_raw);
-  bf16* Vs = Ks + C::kv_elems;
-  bf16* Ts = Vs + C::kv_elems;
-  bf16* Tl = Ts + C::t_elems;  // only with lo parts
-  float* Gs = reinterpret_cast<float*>(Ts + (lo ? 2 : 1) * C::t_elems);
+  const WindowSmem<C> sm(smem_raw, lo);
+  bf16 *Ks = sm.Ks, *Vs = sm.Vs, *Ts = sm.Ts, *Tl = sm.Tl;
+  float* Gs = sm.rest;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
@@ -314,10 +336,7 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
   // ---- Q fragments of m-tile mt straight from global memory (the m16n8k16 A layout of each warp's
   // 16 rows).
   unsigned qf[KS][4];
-  auto load_q = [&](int mt) {
-    const int i0 = mt * 64 + warp * 16 + g;
-    load_a_fragments(qf, io.q_row(i0) + 2 * tq, io.q_row(i0 + 8) + 2 * tq);
-  };
+  auto load_q = [&](int mt) { io.load_q(qf, mt * 64 + warp * 16 + g, tq); };
   load_q(0);  // in flight while K / V land
 
   if constexpr (SPLIT) ptx::cp_async_wait<1>();
@@ -326,11 +345,7 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
   __syncthreads();                  // everyone's
   bool all_landed = !SPLIT;         // (SPLIT: group 1 is waited for inside the first m-tile)
 
-  constexpr uint32_t kChunkBytes = 128, kRowGroupBytes = CPR * 128;
-  const uint64_t kdesc = wgmma::make_smem_desc(Ks, kChunkBytes, kRowGroupBytes);
-  const uint64_t vdesc = wgmma::make_smem_desc(Vs, kRowGroupBytes, kChunkBytes);
-  const uint64_t tdesc = wgmma::make_smem_desc(Ts, kChunkBytes, kRowGroupBytes);
-  const uint64_t tldesc = wgmma::make_smem_desc(Tl, kChunkBytes, kRowGroupBytes);
+  const uint64_t kdesc = sm.kdesc(), vdesc = sm.vdesc(), tdesc = sm.tdesc(), tldesc = sm.tldesc();
   constexpr uint64_t kStepK = 2 * 128 / 16;                      // one k16 step of a K-major operand
   constexpr uint64_t kStepV = 2 * CPR * 128 / 16;                // one k16 step of V (= one key row)
   constexpr uint64_t kChunkK = CROWS * 2 * CPR * 128 / 16;       // K's second chunk of key rows
@@ -589,11 +604,9 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
   constexpr int NF = C::NF, NC = C::NC;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const bool lo = p.th_lo != nullptr;
-  bf16* Ks = reinterpret_cast<bf16*>(smem_raw);
-  bf16* Vs = Ks + C::kv_elems;
-  bf16* Ts = Vs + C::kv_elems;
-  bf16* Tl = Ts + C::t_elems;  // only with lo parts
-  float* Bs = reinterpret_cast<float*>(Ts + (lo ? 2 : 1) * C::t_elems);
+  const WindowSmem<C> sm(smem_raw, lo);
+  bf16 *Ks = sm.Ks, *Vs = sm.Vs, *Ts = sm.Ts, *Tl = sm.Tl;
+  float* Bs = sm.rest;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
@@ -607,21 +620,14 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
   ptx::cp_async_commit();
 
   unsigned qf[KS][4];
-  auto load_q = [&](int mt) {
-    const int i0 = mt * 64 + warp * 16 + g;
-    load_a_fragments(qf, io.q_row(i0) + 2 * tq, io.q_row(i0 + 8) + 2 * tq);
-  };
+  auto load_q = [&](int mt) { io.load_q(qf, mt * 64 + warp * 16 + g, tq); };
   load_q(0);  // in flight while K / V land
 
   ptx::cp_async_wait<0>();
   wgmma::fence_proxy_async_smem();  // this thread's cp.async writes -> visible to wgmma
   __syncthreads();                  // everyone's
 
-  constexpr uint32_t kChunkBytes = 128, kRowGroupBytes = CPR * 128;
-  const uint64_t kdesc = wgmma::make_smem_desc(Ks, kChunkBytes, kRowGroupBytes);
-  const uint64_t vdesc = wgmma::make_smem_desc(Vs, kRowGroupBytes, kChunkBytes);
-  const uint64_t tdesc = wgmma::make_smem_desc(Ts, kChunkBytes, kRowGroupBytes);
-  const uint64_t tldesc = wgmma::make_smem_desc(Tl, kChunkBytes, kRowGroupBytes);
+  const uint64_t kdesc = sm.kdesc(), vdesc = sm.vdesc(), tdesc = sm.tdesc(), tldesc = sm.tldesc();
   constexpr uint64_t kStepK = 2 * 128 / 16;          // one k16 step of a K-major operand
   constexpr uint64_t kStepV = 2 * CPR * 128 / 16;    // one k16 step of V (= one key row)
   constexpr uint64_t kChunkK = 8 * CPR * 128 / 16;   // 4 key rows (64 slots) of K
