@@ -74,11 +74,34 @@ struct WinCfg {
   static_assert(NT == 56 && (NS == 112 || NS == 224), "wgmma.cuh has the n56 / n112 / n224 shapes");
 };
 
-// [K: NK x HD][V: NK x HD][T hi: NT x HD][T lo: NT x HD, when present][G scratch: 16 x GS per warp]
+// Both forms' shared memory: [K | V | table | table lo parts (only with lo) | the form's own floats],
+// K, V and the tables in the no-swizzle core-matrix layout, with their wgmma descriptors.
+template <class C>
+struct WindowSmem {
+  bf16 *Ks, *Vs, *Ts, *Tl;
+  float* rest;
+  // Its size, with rest_floats floats of the form's own after the tables.
+  static size_t bytes(bool lo, size_t rest_floats) {
+    return static_cast<size_t>(2 * C::kv_elems + (lo ? 2 : 1) * C::t_elems) * sizeof(bf16) + rest_floats * sizeof(float);
+  }
+  __device__ __forceinline__ WindowSmem(unsigned char* raw, bool lo)
+      : Ks(reinterpret_cast<bf16*>(raw)),
+        Vs(Ks + C::kv_elems),
+        Ts(Vs + C::kv_elems),
+        Tl(Ts + C::t_elems),
+        rest(reinterpret_cast<float*>(Ts + (lo ? 2 : 1) * C::t_elems)) {}
+  // K and the tables are K-major operands, V the MN-major one: 128-byte core matrices, C::CPR * 128
+  // bytes per 8-row group.
+  __device__ __forceinline__ uint64_t kdesc() const { return wgmma::make_smem_desc(Ks, 128, C::CPR * 128); }
+  __device__ __forceinline__ uint64_t vdesc() const { return wgmma::make_smem_desc(Vs, C::CPR * 128, 128); }
+  __device__ __forceinline__ uint64_t tdesc() const { return wgmma::make_smem_desc(Ts, 128, C::CPR * 128); }
+  __device__ __forceinline__ uint64_t tldesc() const { return wgmma::make_smem_desc(Tl, 128, C::CPR * 128); }
+};
+
+// The split form's: WindowSmem with the G scratch (16 x GS floats per warp).
 template <class C>
 size_t win_smem_bytes(bool lo) {
-  return static_cast<size_t>(2 * C::kv_elems + (lo ? 2 : 1) * C::t_elems) * sizeof(bf16) +
-         static_cast<size_t>(C::THREADS / 32 * 16 * C::GS) * sizeof(float);
+  return WindowSmem<C>::bytes(lo, static_cast<size_t>(C::THREADS / 32 * 16 * C::GS));
 }
 
 #if VITRT_WGMMA_ENABLED
@@ -284,25 +307,6 @@ struct WindowIo {
         *reinterpret_cast<unsigned*>(dst + d * 8) = pack_bf16(o[d * 4 + 2] * inv1, o[d * 4 + 3] * inv1);
     }
   }
-};
-
-// Both forms' shared memory: [K | V | table | table lo parts (only with lo) | the form's own floats],
-// K, V and the tables in the no-swizzle core-matrix layout, with their wgmma descriptors.
-template <class C>
-struct WindowSmem {
-  static constexpr uint32_t kChunkBytes = 128, kRowGroupBytes = C::CPR * 128;
-  bf16 *Ks, *Vs, *Ts, *Tl;
-  float* rest;
-  __device__ __forceinline__ WindowSmem(unsigned char* raw, bool lo)
-      : Ks(reinterpret_cast<bf16*>(raw)),
-        Vs(Ks + C::kv_elems),
-        Ts(Vs + C::kv_elems),
-        Tl(Ts + C::t_elems),
-        rest(reinterpret_cast<float*>(Ts + (lo ? 2 : 1) * C::t_elems)) {}
-  __device__ __forceinline__ uint64_t kdesc() const { return wgmma::make_smem_desc(Ks, kChunkBytes, kRowGroupBytes); }
-  __device__ __forceinline__ uint64_t vdesc() const { return wgmma::make_smem_desc(Vs, kRowGroupBytes, kChunkBytes); }
-  __device__ __forceinline__ uint64_t tdesc() const { return wgmma::make_smem_desc(Ts, kChunkBytes, kRowGroupBytes); }
-  __device__ __forceinline__ uint64_t tldesc() const { return wgmma::make_smem_desc(Tl, kChunkBytes, kRowGroupBytes); }
 };
 
 template <int HD, bool SPLIT>
@@ -534,10 +538,10 @@ struct WinChunkCfg {
   static_assert(HD == 64 || HD == 80, "wgmma.cuh has the n64 / n80 shapes for O");
   static_assert(NF * 4 + TAIL_ROWS == WS, "the chunks cover the key rows");
 };
+// The chunked form's: WindowSmem with the bias scratch (16 x BS floats per warp).
 template <class C>
 size_t win_chunk_smem_bytes(bool lo) {
-  return static_cast<size_t>(2 * C::kv_elems + (lo ? 2 : 1) * C::t_elems) * sizeof(bf16) +
-         static_cast<size_t>(C::THREADS / 32 * 16 * C::BS) * sizeof(float);
+  return WindowSmem<C>::bytes(lo, static_cast<size_t>(C::THREADS / 32 * 16 * C::BS));
 }
 
 #if VITRT_WGMMA_ENABLED
