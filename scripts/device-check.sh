@@ -162,6 +162,12 @@ if has bsr; then
     timeout 180 build-dev/bin/bsr_gemm_bench $q --dtypes bf16 --epilogue --json "$OUT/bsr_gemm_bench_epi.json" > "$OUT/bsr_gemm_bench_epi.txt" 2>&1
     add_summary "bsr_gemm_bench --epilogue rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%dx%d b%d s%.1f %s: %.2fx (%.4f/%.4f ms)'%(r['N'],r['K'],r['block'],r['sparsity'],r['epilogue'],r['speedup'],r['dense_ms'],r['bsr_ms']) for r in d['rows']))" "$OUT/bsr_gemm_bench_epi.json" 2>&1 | tail -c 900)"
   fi
+  # Whole MLPs (BSR_MLP=0 skips): dense vs two block-sparse linears vs the fused kernel, ViT-B and ViT-S sizes.
+  if [ "${BSR_MLP:-1}" = 1 ]; then
+    timeout 180 build-dev/bin/bsr_gemm_bench --mlp --blocks 64 --sparsities ${BSR_MLP_SPARSITIES:-0.8,0.9} --tokens 50432 \
+      --json "$OUT/bsr_mlp.json" > "$OUT/bsr_mlp.txt" 2>&1
+    add_summary "bsr_gemm_bench --mlp rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%dx%d b%d s%.1f: dense %.4f, 2 linears %.4f (%.2fx), fused %s'%(r['D'],r['H'],r['block'],r['sparsity'],r['dense_ms'],r['two_linears_ms'],r['dense_ms']/r['two_linears_ms'],'%.4f (%.2fx) err %.1e'%(r['fused_ms'],r['dense_ms']/r['fused_ms'],r['fused_vs_two_linears_rel_err']) if r['fused_ms'] else '-') for r in d['rows']))" "$OUT/bsr_mlp.json" 2>&1 | tail -c 900)"
+  fi
   if [ "${BSR_PY:-1}" = 1 ]; then
     timeout 300 python3 bench/bsr_vs_pytorch.py $q --json "$OUT/bsr_vs_pytorch.json" --compare "$OUT/bsr_gemm_bench.json" \
       > "$OUT/bsr_vs_pytorch.txt" 2>&1; add_summary "bsr_vs_pytorch rc=$?"

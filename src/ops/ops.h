@@ -6,6 +6,7 @@
 // as the SAM image encoder keeps them; PyTorch weight layouts are taken as they are stored.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 
 #include "vitrt/tensor.h"
@@ -173,6 +174,27 @@ namespace vitrt::ops {
 // None or GELU; bf16 runs on tensor cores with fp32 accumulation, fp32 in exact fp32 FMA.
 Tensor linear_bsr(const Tensor& x, const BsrMatrix& w, const Tensor* bias = nullptr,
                   Activation act = Activation::None, const Tensor* residual = nullptr);
+
+}  // namespace vitrt::ops
+
+// ---- Block-sparse MLP (ops_bsr_mlp.cpp) ----
+namespace vitrt::ops {
+
+// The fused kernel's schedule for one block-sparse MLP pair (bsr_mlp_schedule.h), on the device.
+struct BsrMlpPlan {
+  Tensor words, group_begin;  // I32, CUDA
+  int groups = 0;
+  uint32_t k_mask = 0;
+};
+// A plan when the fused CUDA kernel covers the pair fc1, fc2 (both uploaded with bsr_to_cuda as
+// `dtype`): bf16, 64-blocks, fc1.cols <= 768, an sm_90 device; null otherwise (mlp_bsr then runs
+// the two linears). Made once per model, at upload.
+std::shared_ptr<const BsrMlpPlan> plan_bsr_mlp(const BsrMatrix& fc1, const BsrMatrix& fc2, DType dtype);
+// fc2(GELU(fc1(x) + b1)) + b2 + residual (a transformer MLP with its residual), fc1 and fc2 BSR.
+// With a plan on CUDA: one fused kernel (the hidden activation stays on chip) unless
+// VITRT_BSR_MLP_FUSED=0; otherwise two ops::linear_bsr calls. Arguments as linear_bsr's.
+Tensor mlp_bsr(const Tensor& x, const BsrMatrix& fc1, const Tensor& b1, const BsrMatrix& fc2, const Tensor& b2,
+               const Tensor& residual, const BsrMlpPlan* plan = nullptr);
 
 }  // namespace vitrt::ops
 

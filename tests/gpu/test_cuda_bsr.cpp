@@ -447,6 +447,84 @@ TEST_F(CudaBsr, StreamedKernelMatchesCpu) {
 #endif
 }
 
+// The fused MLP kernel (bsr_mlp_fused.cu) against the CPU reference of the two linears: fc1 and fc2
+// ragged, empty or full (an empty fc1 reads no x at all: h = GELU(b1)), D = 128 and 768 (the
+// kernel's largest), token counts with partial tiles, several tiles per CTA, the residual apart
+// and in place; then ops::mlp_bsr through a plan, and its fallback.
+TEST_F(CudaBsr, FusedMlpMatchesCpu) {
+#ifdef VITRT_HAVE_CUDA
+  struct Case {
+    std::string name;
+    int64_t D, H;
+    Pattern p1, p2;
+  };
+  const std::vector<Case> cases = {{"ragged", 128, 10 * 64, Pattern::Ragged, Pattern::Ragged},
+                                   {"ragged, D = 768", 768, 3072, Pattern::Ragged, Pattern::Ragged},
+                                   {"fc1 empty", 128, 4 * 64, Pattern::Empty, Pattern::Ragged},
+                                   {"fc2 empty", 192, 4 * 64, Pattern::Ragged, Pattern::Empty},
+                                   {"full", 256, 6 * 64, Pattern::Full, Pattern::Full}};
+  uint32_t seed = 300;
+  for (const Case& c : cases) {
+    const BsrMatrix fc1 = random_bsr(c.H, c.D, 64, c.p1, DType::BF16, seed++);
+    const BsrMatrix fc2 = random_bsr(c.D, c.H, 64, c.p2, DType::BF16, seed++);
+    const BsrMatrix fc1_dev = bsr_to_cuda(fc1, DType::BF16), fc2_dev = bsr_to_cuda(fc2, DType::BF16);
+    const cuda::BsrDeviceView v1 = cuda::device_view(fc1_dev), v2 = cuda::device_view(fc2_dev);
+    if (!cuda::bsr_mlp_fused_supported(v1, v2)) GTEST_SKIP() << "the fused MLP kernel needs sm_90";
+    const auto plan = ops::plan_bsr_mlp(fc1_dev, fc2_dev, DType::BF16);
+    ASSERT_NE(plan, nullptr) << c.name;
+    const cuda::BsrMlpDeviceSchedule sched{plan->words.data<int32_t>(), plan->group_begin.data<int32_t>(),
+                                           plan->groups, plan->k_mask};
+    const Tensor b1 = random_tensor({c.H}, DType::BF16, seed++, 0.5f), b2 = random_tensor({c.D}, DType::BF16, seed++, 0.5f);
+    const Tensor b1_dev = b1.to(Device::CUDA), b2_dev = b2.to(Device::CUDA);
+    for (int64_t M : {1, 63, 128, 197, 1000}) {
+      const Tensor x = random_tensor({M, c.D}, DType::BF16, seed++);
+      const Tensor res = random_tensor({M, c.D}, DType::BF16, seed++);
+      const Tensor x_dev = x.to(Device::CUDA), res_dev = res.to(Device::CUDA);
+      const Tensor h = reference(x, fc1, &b1, ops::Activation::GELU, nullptr);
+      const Tensor want = reference(h, fc2, &b2, ops::Activation::None, &res);
+      for (int max_ctas : {0, 1, 3})
+        for (bool in_place : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << c.name << " M " << M << " max_ctas " << max_ctas << " in place " << in_place);
+          Tensor y = Tensor::empty({M, c.D}, DType::BF16, Device::CUDA);
+          if (in_place) VITRT_CUDA_CHECK(cudaMemcpy(y.raw(), res_dev.raw(), y.nbytes(), cudaMemcpyDeviceToDevice));
+          else VITRT_CUDA_CHECK(cudaMemset(y.raw(), 0xff, y.nbytes()));
+          cuda::bsr_mlp_bf16_fused(x_dev.raw(), M, v1, b1_dev.raw(), v2, b2_dev.raw(), sched,
+                                   in_place ? y.raw() : res_dev.raw(), y.raw(), max_ctas);
+          EXPECT_LE(rel_frobenius(y.to(Device::CPU), want), kTolBF16);
+        }
+      // The op, with the plan (fused) and without (two linears).
+      SCOPED_TRACE(::testing::Message() << c.name << " M " << M << " ops::mlp_bsr");
+      const Tensor fused = ops::mlp_bsr(x_dev, fc1_dev, b1_dev, fc2_dev, b2_dev, res_dev, plan.get());
+      const Tensor unfused = ops::mlp_bsr(x_dev, fc1_dev, b1_dev, fc2_dev, b2_dev, res_dev, nullptr);
+      EXPECT_LE(rel_frobenius(fused.to(Device::CPU), want), kTolBF16);
+      EXPECT_LE(rel_frobenius(unfused.to(Device::CPU), want), kTolBF16);
+    }
+  }
+  // Outside its scope: no plan (then ops::mlp_bsr runs the two linears), clear errors.
+  const BsrMatrix b32a = bsr_to_cuda(random_bsr(128, 64, 32, Pattern::Full, DType::BF16, 390), DType::BF16);
+  const BsrMatrix b32b = bsr_to_cuda(random_bsr(64, 128, 32, Pattern::Full, DType::BF16, 391), DType::BF16);
+  EXPECT_EQ(ops::plan_bsr_mlp(b32a, b32b, DType::BF16), nullptr);  // block 32
+  const BsrMatrix wide1 = bsr_to_cuda(random_bsr(128, 832, 64, Pattern::Full, DType::BF16, 392), DType::BF16);
+  const BsrMatrix wide2 = bsr_to_cuda(random_bsr(832, 128, 64, Pattern::Full, DType::BF16, 393), DType::BF16);
+  EXPECT_EQ(ops::plan_bsr_mlp(wide1, wide2, DType::BF16), nullptr);  // D > 768
+  const BsrMatrix f1 = bsr_to_cuda(random_bsr(128, 64, 64, Pattern::Full, DType::BF16, 394), DType::BF16);
+  const BsrMatrix f2 = bsr_to_cuda(random_bsr(64, 128, 64, Pattern::Full, DType::BF16, 395), DType::BF16);
+  const auto plan = ops::plan_bsr_mlp(f1, f2, DType::BF16);
+  ASSERT_NE(plan, nullptr);
+  const Tensor x = random_tensor({5, 64}, DType::BF16, 396).to(Device::CUDA);
+  const Tensor b1 = random_tensor({128}, DType::BF16, 397).to(Device::CUDA), b2 = random_tensor({64}, DType::BF16, 398).to(Device::CUDA);
+  const Tensor bad_res = random_tensor({5, 32}, DType::BF16, 399).to(Device::CUDA);
+  EXPECT_THROW(ops::mlp_bsr(x, f1, b1, f2, b2, bad_res, plan.get()), InvalidArgument);
+  EXPECT_THROW(ops::mlp_bsr(x, f1, b2, f2, b2, x, plan.get()), InvalidArgument);  // b1 of the wrong length
+  cuda::BsrMlpDeviceSchedule wrong{plan->words.data<int32_t>(), plan->group_begin.data<int32_t>(), plan->groups + 1,
+                                   plan->k_mask};
+  Tensor y = Tensor::empty({5, 64}, DType::BF16, Device::CUDA);
+  EXPECT_THROW(cuda::bsr_mlp_bf16_fused(x.raw(), 5, cuda::device_view(f1), b1.raw(), cuda::device_view(f2), b2.raw(),
+                                        wrong, nullptr, y.raw()),
+               InvalidArgument);
+#endif
+}
+
 // The schedule bsr_to_cuda uploads: every block-row once, most stored blocks first.
 TEST_F(CudaBsr, UploadOrdersBlockRowsByDecreasingBlockCount) {
 #ifdef VITRT_HAVE_CUDA

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "io/vitrt_model_file.h"
+#include "ops/bsr_mlp_schedule.h"
 #include "ops/cpu/bsr_gemm.h"
 #include "ops/ops.h"
 #include "vitrt/bsr.h"
@@ -335,6 +336,109 @@ TEST(Bsr, CoreMatrixOrderPlacesEachElementInItsTile) {
   EXPECT_EQ(hc.data<uint16_t>()[523], 9 * 64 + 3);
   EXPECT_THROW(bsr_core_matrix_order(Tensor::empty({2, 32, 16}), 32), InvalidArgument);
   EXPECT_THROW(bsr_core_matrix_order(Tensor::empty({32, 32}), 32), InvalidArgument);
+}
+
+
+// The fused MLP kernel's schedule (ops/bsr_mlp_schedule.h): decoded on the host, it must name every
+// stored fc2 block exactly once, in its block-row's group and in increasing j, each step's fc1
+// blocks exactly as fc1's block-row j, flag the last fc1 word once, and -- followed as the kernel
+// follows it, in fp32 -- give the MLP of the dense weights.
+TEST(BsrMlpSchedule, DecodesToTheMlpOfTheDenseWeights) {
+  const int b = 16;
+  const int64_t D = 5 * b, H = 12 * b, N = 7 * b, M = 9;
+  const Tensor w1 = ragged_weight(H, D, b, 71), w2 = ragged_weight(N, H, b, 72);
+  const BsrMatrix fc1 = bsr_from_dense(w1, b), fc2 = bsr_from_dense(w2, b);
+  const ops::BsrMlpSchedule s = ops::make_bsr_mlp_schedule(fc1, fc2);
+  ASSERT_EQ(s.groups, N / b);
+  ASSERT_EQ(static_cast<int>(s.group_begin.size()), s.groups + 1);
+  const Tensor x = random_tensor({M, D}, 73), b1 = random_tensor({H}, 74), b2 = random_tensor({N}, 75);
+  const float* X = x.data<float>();
+  const float* W1 = w1.data<float>();
+  const float* W2 = w2.data<float>();
+  const int32_t* rp1 = fc1.row_ptr.data<int32_t>();
+  const int32_t* rp2 = fc2.row_ptr.data<int32_t>();
+  const int32_t* ci2 = fc2.col_idx.data<int32_t>();
+  auto gelu = [](double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); };
+  std::vector<double> y(M * N, 0.0);
+  int lasts = 0;
+  int64_t fc1_words = 0, fc2_words = 0;
+  uint32_t k_mask = 0;
+  for (int g = 0; g < s.groups; ++g) {
+    std::vector<int32_t> seen_cols;
+    for (int w = s.group_begin[g]; w < s.group_begin[g + 1];) {
+      const int32_t hdr = s.words[w++];
+      const int j = hdr & 0xffff, n1 = (hdr >> 16) & 255, n2 = (hdr >> 24) & 255;
+      ASSERT_TRUE(j >= 0 && j < H / b);
+      ASSERT_EQ(n1, rp1[j + 1] - rp1[j]) << "group " << g << " step j " << j;
+      ASSERT_EQ(n2, 1);  // one fc2 block-row per group: one block of it per step
+      // h_j = GELU(x W1[j]^T + b1) from the fc1 words' blocks only
+      std::vector<double> hj(M * b, 0.0);
+      for (int q = 0; q < n1; ++q, ++w) {
+        const int32_t word = s.words[w];
+        const int32_t blk = word >> 5, k = word & 15;
+        ASSERT_EQ(blk, rp1[j] + q);
+        ASSERT_EQ(k, fc1.col_idx.data<int32_t>()[blk]);
+        lasts += (word >> 4) & 1;
+        k_mask |= 1u << k;
+        ++fc1_words;
+        for (int64_t m = 0; m < M; ++m)
+          for (int r = 0; r < b; ++r)
+            for (int c = 0; c < b; ++c)
+              hj[m * b + r] += static_cast<double>(X[m * D + k * b + c]) * W1[(j * b + r) * D + k * b + c];
+      }
+      for (int64_t m = 0; m < M; ++m)
+        for (int r = 0; r < b; ++r) hj[m * b + r] = gelu(hj[m * b + r] + b1.data<float>()[j * b + r]);
+      for (int q = 0; q < n2; ++q, ++w) {
+        const int32_t word = s.words[w];
+        const int32_t blk = word >> 1;
+        ASSERT_EQ(word & 1, 0);
+        ASSERT_TRUE(blk >= rp2[g] && blk < rp2[g + 1]) << "an fc2 block outside the group's block-row";
+        ASSERT_EQ(ci2[blk], j);
+        seen_cols.push_back(j);
+        ++fc2_words;
+        for (int64_t m = 0; m < M; ++m)
+          for (int r = 0; r < b; ++r)
+            for (int c = 0; c < b; ++c) y[m * N + g * b + r] += hj[m * b + c] * W2[(g * b + r) * H + j * b + c];
+      }
+    }
+    // Every stored block of block-row g, in order.
+    ASSERT_EQ(static_cast<int32_t>(seen_cols.size()), rp2[g + 1] - rp2[g]) << "group " << g;
+    for (size_t i = 0; i < seen_cols.size(); ++i) EXPECT_EQ(seen_cols[i], ci2[rp2[g] + i]);
+  }
+  EXPECT_EQ(lasts, fc1_words > 0 ? 1 : 0);
+  EXPECT_EQ(s.fc1_blocks, fc1_words);
+  EXPECT_EQ(s.fc2_blocks, fc2_words);
+  EXPECT_EQ(s.fc2_blocks, fc2.nnz_blocks());
+  EXPECT_EQ(s.k_mask, k_mask);
+  // The dense MLP (no residual), in double.
+  double max_err = 0, max_ref = 0;
+  for (int64_t m = 0; m < M; ++m) {
+    std::vector<double> h(H);
+    for (int64_t r = 0; r < H; ++r) {
+      double a = b1.data<float>()[r];
+      for (int64_t c = 0; c < D; ++c) a += static_cast<double>(X[m * D + c]) * W1[r * D + c];
+      h[r] = gelu(a);
+    }
+    for (int64_t n = 0; n < N; ++n) {
+      double a = 0;
+      for (int64_t r = 0; r < H; ++r) a += h[r] * W2[n * H + r];
+      max_ref = std::max(max_ref, std::abs(a));
+      max_err = std::max(max_err, std::abs(a - y[m * N + n]));
+    }
+  }
+  ASSERT_GT(max_ref, 1.0);
+  EXPECT_LE(max_err, 1e-9 * max_ref);
+}
+
+TEST(BsrMlpSchedule, RejectsPairsThatDoNotChain) {
+  const BsrMatrix fc1 = bsr_from_dense(ragged_weight(64, 32, 16, 81), 16);
+  const BsrMatrix fc2_bad = bsr_from_dense(ragged_weight(32, 48, 16, 82), 16);   // takes 48, not 64
+  const BsrMatrix fc2_b32 = bsr_from_dense(ragged_weight(32, 64, 32, 83), 32);   // another block size
+  EXPECT_THROW(ops::make_bsr_mlp_schedule(fc1, fc2_bad), InvalidArgument);
+  EXPECT_THROW(ops::make_bsr_mlp_schedule(fc1, fc2_b32), InvalidArgument);
+  const BsrMatrix wide = bsr_from_dense(ragged_weight(64, 17 * 16, 16, 84), 16);  // 17 column blocks
+  const BsrMatrix fc2_wide = bsr_from_dense(ragged_weight(32, 64, 16, 85), 16);
+  EXPECT_THROW(ops::make_bsr_mlp_schedule(wide, fc2_wide), InvalidArgument);
 }
 
 }  // namespace

@@ -195,6 +195,9 @@ std::shared_ptr<VitModel> VitModel::to(Device dev, DType dt) const {
     lin(l.qkv); lin(l.out_proj); lin(l.mlp_fc1); lin(l.mlp_fc2);
     upload_bsr(l.mlp_fc1_bsr);
     upload_bsr(l.mlp_fc2_bsr);
+    l.mlp_plan = dev == Device::CUDA && l.mlp_fc1_bsr && l.mlp_fc2_bsr
+                     ? ops::plan_bsr_mlp(*l.mlp_fc1_bsr, *l.mlp_fc2_bsr, dt)
+                     : nullptr;
   }
   norm(m->encoder_ln);
   lin(m->head);
@@ -209,6 +212,8 @@ Tensor encoder_layer_forward(const vit::EncoderLayerW& l, int num_heads, const T
   Tensor a = ops::attention_packed_qkv(qkv, num_heads);
   Tensor h = ops::linear(a, l.out_proj.w, &l.out_proj.b, ops::Activation::None, &x);
   Tensor m = ops::layer_norm(h, l.ln_2.w, l.ln_2.b, kVitLayerNormEps);
+  if (l.mlp_fc1_bsr && l.mlp_fc2_bsr)
+    return ops::mlp_bsr(m, *l.mlp_fc1_bsr, l.mlp_fc1.b, *l.mlp_fc2_bsr, l.mlp_fc2.b, h, l.mlp_plan.get());
   m = l.mlp_fc1_bsr ? ops::linear_bsr(m, *l.mlp_fc1_bsr, &l.mlp_fc1.b, ops::Activation::GELU)
                     : ops::linear(m, l.mlp_fc1.w, &l.mlp_fc1.b, ops::Activation::GELU);
   if (!l.mlp_fc2_bsr) return ops::linear(m, l.mlp_fc2.w, &l.mlp_fc2.b, ops::Activation::None, &h);

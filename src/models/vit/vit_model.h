@@ -3,12 +3,17 @@
 // public API is vitrt/vit.h.
 #pragma once
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "vitrt/bsr.h"
 #include "vitrt/vit.h"
+
+namespace vitrt::ops {
+struct BsrMlpPlan;  // ops/ops.h
+}
 
 namespace vitrt::vit {
 
@@ -28,6 +33,9 @@ struct EncoderLayerW {
   // Block-sparse MLP weights (from a vitrt model file written by `vitrt sparsify`): when set, that
   // linear runs through ops::linear_bsr with this matrix and mlp_fc*.b (mlp_fc*.w is then undefined).
   std::optional<BsrMatrix> mlp_fc1_bsr, mlp_fc2_bsr;
+  // Both of them block-sparse, on CUDA in bf16 where the fused kernel covers them: the MLP runs as
+  // one kernel whose hidden activation never leaves the chip (ops::mlp_bsr; made at upload).
+  std::shared_ptr<const ops::BsrMlpPlan> mlp_plan;
 };
 
 }  // namespace vitrt::vit

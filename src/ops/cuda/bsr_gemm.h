@@ -140,6 +140,24 @@ bool bsr_stream_selected(int64_t M, const BsrDeviceView& w, DType out_dtype);
 void bsr_linear_bf16_stream(const void* x, int64_t M, const BsrDeviceView& w, const void* bias, bool gelu,
                             const void* residual, void* y, int max_ctas = 0);
 
+// ---- Hopper fused block-sparse MLP (bsr_mlp_fused.cu) ----
+// y[M, N] = fc2(GELU(fc1(x) + b1)) + b2 + residual with fc1 [H, D] and fc2 [N, H] both in 64-blocks,
+// the hidden activation kept on chip (never written to memory). `schedule`: the device copy of
+// ops::make_bsr_mlp_schedule(fc1, fc2) (ops/bsr_mlp_schedule.h). bsr_mlp_fused_supported: sm_90,
+// block 64, D <= 768, chained shapes, the core-matrix copies present.
+struct BsrMlpDeviceSchedule {
+  const int32_t* words = nullptr;
+  const int32_t* group_begin = nullptr;  // [groups + 1]
+  int groups = 0;
+  unsigned k_mask = 0;
+};
+bool bsr_mlp_fused_supported(const BsrDeviceView& fc1, const BsrDeviceView& fc2);
+// x, residual, y bf16 [M, D], [M, N], [M, N] (residual may be y or null); b1, b2 bf16 or null.
+// max_ctas > 0 caps the persistent grid (tests). Throws InvalidArgument where not supported.
+void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, const void* b1, const BsrDeviceView& fc2,
+                        const void* b2, const BsrMlpDeviceSchedule& schedule, const void* residual, void* y,
+                        int max_ctas = 0);
+
 // fp32 CUDA-core kernel: x fp32 [M, K], w.values fp32, bias fp32 [N] or null, residual fp32 [M, N]
 // or null, y fp32 [M, N]; pointers 16-byte aligned.
 void bsr_linear_f32(const float* x, int64_t M, const BsrDeviceView& w, const float* bias, bool gelu,

@@ -1,0 +1,322 @@
+// Hopper fused block-sparse MLP: y = fc2(GELU(fc1(x) + b1)) + b2 + residual with both weights BSR in
+// 64 x 64 blocks, the hidden activation never leaving the SM (sm_90a, wgmma).
+//
+// Why: at 90% sparsity the two block-sparse linears of a ViT-B MLP are bound by memory, not math.
+// fc1 writes its [M, 3072] bf16 output (310 MB at M = 50432: 0.086 ms at the measured store rate,
+// more than half of the x-resident kernel's 0.148 ms) and fc2 reads it back; together they take
+// 0.30 ms per layer for 10% of the dense work (BENCHMARKS.md, 2026-12-04). Fusing the pair removes
+// both transfers. The cost is recomputing some of fc1 (bsr_mlp_schedule.h: ~14% more fc1 work).
+// Structure (the x-resident kernel's, bsr_gemm_xres.cu, with a second GEMM in the loop):
+//  - a persistent CTA takes tiles of 128 tokens; each tile's x rows ([128, D] bf16, D <= 768) are
+//    loaded once by TMA into shared memory as 64-column slabs in the 128-byte swizzle, only the
+//    slabs some fc1 block reads;
+//  - one producer thread streams the stored blocks of both weights, in the order of the host-built
+//    schedule (bsr_mlp_schedule.h), through a 4-slot ring (bulk copies of the core-matrix copies,
+//    bsr_core_matrix_order; full / empty mbarriers per slot);
+//  - two consumer warpgroups own 64 tokens each and walk the same schedule: per fc2 block-row i (a
+//    64-wide slice of y, 32 fp32 accumulators per thread), per hidden block j: h_j = x W1[j, :]^T
+//    + b1 on wgmma (A = the x slabs, B = W1's blocks in the ring), GELU in registers, packed to
+//    bf16 as the A fragments of the next wgmma (the accumulator layout of m64n64 is the A fragment
+//    layout of m64nNk16, as P in flash attention), then y_i += h_j W2[i, j]^T (A from registers,
+//    B from the ring). At the end of a block-row: + b2 +
+//    residual, rounded once to bf16 and stored;
+//  - x is released (the producer loads the next tile's) as soon as the tile's last fc1 block has
+//    retired, so the next load overlaps the tile's remaining fc2 blocks and epilogues.
+// Each ring slot's wgmma group is retired after the next one is issued (as bsr_gemm_stream.cu), so
+// the tensor cores have the next block queued; the GELU waits for every group (it reads h).
+// h is rounded to bf16 where the unfused path rounds fc1's output, and every output sums its
+// products in the unfused kernels' order, so the two paths differ by accumulation-order rounding only.
+// Scope: sm_90, bf16, block 64, D = fc1.cols <= 768, fc2.rows a multiple of 64; the core-matrix copies
+// present. Everything else runs the two linears unfused (ops::mlp_bsr).
+#include <cuda.h>  // CUtensorMap
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+
+#include "ops/cuda/bsr_gemm.h"
+#include "ops/cuda/bsr_wgmma.cuh"
+#include "ops/cuda/elementwise.h"
+#include "ops/cuda/mbarrier.cuh"
+#include "ops/cuda/ptx.cuh"
+#include "ops/cuda/runtime.h"
+#include "ops/cuda/tensor_map.h"
+#include "ops/cuda/wgmma.cuh"
+#include "vitrt/error.h"
+
+namespace vitrt::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kB = 64;                    // block size
+constexpr int kTileM = 128;               // tokens per tile: two consumer warpgroups of 64
+constexpr int kMaxK = 768;                // 128 x 768 bf16 = 192 KB of x per CTA
+constexpr int kSlabCols = 64;             // x slabs of 64 columns (128-byte rows)
+constexpr int kSlabBytes = 64 * 128;      // one half's slab: 64 rows x 128 bytes, one TMA box
+constexpr int kMaxSlabs = kMaxK / kSlabCols;
+constexpr int kBlockBytes = kB * kB * 2;  // one W block
+constexpr int kRing = 4;                  // W ring slots
+constexpr int kConsumerWarps = 8;
+constexpr int kThreads = 32 * kConsumerWarps + 32;  // + the producer warp (one thread of it works)
+constexpr size_t kMaxSmem = 227 * 1024;
+constexpr size_t kAlignSlack = 1024;  // the x slabs start 1024-byte aligned (128-byte swizzle)
+
+size_t mlp_smem_bytes(int slabs) {
+  return kAlignSlack + 2 * static_cast<size_t>(slabs) * kSlabBytes + kRing * kBlockBytes +
+         (2 * kMaxSlabs + 2 + 2 * kRing) * sizeof(uint64_t);
+}
+
+struct MlpArgs {
+  CUtensorMap x_map;  // x [M, D] bf16, boxes of 64 x 64, 128-byte swizzle
+  int64_t M;
+  int N;       // fc2.rows: y's width
+  int slabs;   // ceil(D / 64)
+  unsigned k_mask;  // the slabs that fc1 blocks read (only those are loaded)
+  int tiles;
+  int groups;
+  const int32_t* words;        // the schedule (bsr_mlp_schedule.h)
+  const int32_t* group_begin;  // [groups + 1]
+  const bf16* w1_cm;           // fc1's blocks in core-matrix order
+  const bf16* w2_cm;           // fc2's
+  const bf16* b1;              // [H] or null
+  const bf16* b2;              // [N] or null
+  const bf16* residual;        // [M, N] or null (may be y)
+  bf16* y;                     // [M, N]
+};
+
+__global__ void __launch_bounds__(kThreads, 1) bsr_mlp_fused_kernel(const __grid_constant__ MlpArgs p) {
+#if VITRT_WGMMA_ENABLED
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((kAlignSlack - (ptx::smem_u32(smem_raw) & (kAlignSlack - 1))) & (kAlignSlack - 1));
+  const int ns = p.slabs;
+  unsigned char* xs = smem;                      // [2 halves][ns slabs][64 rows x 128 B], swizzled
+  unsigned char* ws = xs + 2 * ns * kSlabBytes;  // [kRing][64 x 64], core-matrix layout
+  uint64_t* xfull = reinterpret_cast<uint64_t*>(ws + kRing * kBlockBytes);  // [2][kMaxSlabs] slab landed
+  uint64_t* xempty = xfull + 2 * kMaxSlabs;      // [2] the half's 4 warps are done with x
+  uint64_t* wfull = xempty + 2;                  // [kRing] block landed
+  uint64_t* wempty = wfull + kRing;              // [kRing] every consumer warp has retired it
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < 2 * kMaxSlabs; ++i) mbar::init(&xfull[i], 1);
+    for (int i = 0; i < 2; ++i) mbar::init(&xempty[i], 4);
+    for (int s = 0; s < kRing; ++s) mbar::init(&wfull[s], 1), mbar::init(&wempty[s], kConsumerWarps);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  const int nwords = __ldg(p.group_begin + p.groups);
+
+  if (warp == kConsumerWarps) {
+    // ---- producer: one thread. Per tile: the x slabs (once the previous tile released x), then
+    // every block of the schedule in order.
+    if (lane != 0) return;
+    int slot = 0, n = 0;
+    unsigned round = 0;  // parity of the ring round of `slot`
+    int tc = 0;
+    for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tc) {
+      if (p.k_mask != 0) {
+        if (tc > 0) mbar::wait(&xempty[0], (tc - 1) & 1), mbar::wait(&xempty[1], (tc - 1) & 1);
+        for (int h = 0; h < 2; ++h)
+          for (int s = 0; s < ns; ++s)
+            if (p.k_mask >> s & 1) {
+              uint64_t* full = &xfull[h * kMaxSlabs + s];
+              mbar::arrive_expect_tx(full, kSlabBytes);
+              mbar::tma_load_2d(xs + (h * ns + s) * kSlabBytes, &p.x_map, s * kSlabCols, tile * kTileM + 64 * h, full);
+            }
+      }
+      for (int w = 0; w < nwords;) {
+        const int32_t hdr = __ldg(p.words + w++);
+        const int n1 = (hdr >> 16) & 255, n2 = (hdr >> 24) & 255;
+        for (int q = 0; q < n1 + n2; ++q, ++w, ++n) {
+          const int32_t word = __ldg(p.words + w);
+          const bf16* src = q < n1 ? p.w1_cm + static_cast<int64_t>(word >> 5) * (kB * kB)
+                                   : p.w2_cm + static_cast<int64_t>(word >> 1) * (kB * kB);
+          if (n >= kRing) mbar::wait(&wempty[slot], round ^ 1);  // its previous block retired by every consumer warp
+          mbar::arrive_expect_tx(&wfull[slot], kBlockBytes);
+          mbar::bulk_copy_to_smem(ws + slot * kBlockBytes, src, kBlockBytes, &wfull[slot]);
+          if (++slot == kRing) slot = 0, round ^= 1;
+        }
+      }
+    }
+    return;
+  }
+
+  // ---- consumer warpgroups: warpgroup h owns rows 64 h .. 64 h + 63 of each tile (x half h), warp
+  // w4 rows 16 w4 .. 16 w4 + 15 of those; a thread holds rows g and g + 8 of its warp's 16, columns
+  // 8 c + 2 t and + 1 of each 64-wide block.
+  const int h = warp / 4, w4 = warp % 4, g = lane / 4, t = lane % 4;
+  const uint64_t xdesc = wgmma::make_smem_desc_sw128(xs + h * ns * kSlabBytes, 1024);
+  const uint64_t wdesc = wgmma::make_smem_desc(ws, 128, (kB / 8) * 128);
+  int slot = 0;
+  unsigned round = 0;
+  int tc = 0;
+  for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tc) {
+    const int64_t row0 = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4 + g;  // this thread's first row
+    const unsigned xparity = tc & 1;
+    for (int grp = 0; grp < p.groups; ++grp) {
+      float yacc[32];
+#pragma unroll
+      for (int i = 0; i < 32; ++i) yacc[i] = 0.f;
+      int prev_slot = -1;
+      bool prev_last = false;  // the block in prev_slot is the tile's last fc1 block
+      // Retires the wgmma group before the newest one (or all: Wait = 0) and hands its slot back.
+      auto retire_prev = [&](auto wait_all) {
+        // (the wait-all is unconditional: the accumulators are read after it, and a wait that ptxas
+        // sees on one path only serialises every wgmma of the kernel, C7518)
+        if constexpr (decltype(wait_all)::value) wgmma::wait<0>();
+        if (prev_slot < 0) return;
+        if constexpr (!decltype(wait_all)::value) wgmma::wait<1>();
+        if (lane == 0) {
+          mbar::arrive(&wempty[prev_slot]);
+          if (prev_last) mbar::arrive(&xempty[h]);
+        }
+        prev_slot = -1;
+      };
+      using All = std::true_type;
+      using One = std::false_type;
+      // (values read from memory reach ptxas as divergent; from lane 0 by shuffle they are uniform,
+      // and a wgmma behind a divergent branch would serialise every wgmma of the kernel: C7518)
+      const int we = __shfl_sync(0xffffffffu, __ldg(p.group_begin + grp + 1), 0);
+      for (int w = __shfl_sync(0xffffffffu, __ldg(p.group_begin + grp), 0); w < we;) {
+        const int32_t hdr = __shfl_sync(0xffffffffu, __ldg(p.words + w++), 0);
+        const int j = hdr & 0xffff, n1 = (hdr >> 16) & 255, n2 = (hdr >> 24) & 255;
+        // b1's values for this thread's columns 64 j + 8 c + 2 t, + 1, read now and added at the GELU
+        // (seeding the accumulators with them would put the loads in front of the first wgmma).
+        __nv_bfloat162 hb[8];
+#pragma unroll
+        for (int c = 0; c < 8; ++c)
+          hb[c] = p.b1 ? *reinterpret_cast<const __nv_bfloat162*>(p.b1 + j * kB + 8 * c + 2 * t)
+                       : __floats2bfloat162_rn(0.f, 0.f);
+        float hacc[32];
+#pragma unroll
+        for (int i = 0; i < 32; ++i) hacc[i] = 0.f;
+        for (int q = 0; q < n1; ++q) {
+          const int32_t word = __shfl_sync(0xffffffffu, __ldg(p.words + w++), 0);
+          const int k = word & 15;
+          mbar::wait(&wfull[slot], round);
+          mbar::wait(&xfull[h * kMaxSlabs + k], xparity);
+          wgmma::fence_operands(hacc);
+          wgmma::fence();
+          const uint64_t da = xdesc + ((k * kSlabBytes) >> 4);
+          const uint64_t db = wdesc + ((slot * kBlockBytes) >> 4);
+#pragma unroll
+          for (int kk = 0; kk < kB / 16; ++kk) wgmma::wgmma_m64n64k16_ss(hacc, da + 2 * kk, db + 16 * kk);
+          wgmma::commit();
+          retire_prev(One{});
+          prev_slot = slot, prev_last = (word >> 4) & 1;
+          if (++slot == kRing) slot = 0, round ^= 1;
+        }
+        retire_prev(All{});  // h_j complete (and the previous step's fc2 blocks, which read hf)
+        wgmma::fence_operands(hacc);
+        unsigned hf[4][4];  // GELU(h_j + b1) as bf16 A fragments, one k16 step of the hidden block each
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            // hacc[8 kk + 2 r]: n8 tile 2 kk + r / 2 (columns 8 (2 kk + r / 2) + 2 t), row g + 8 (r % 2)
+            const float2 b = __bfloat1622float2(hb[2 * kk + r / 2]);
+            hf[kk][r] = bsr_wgmma::pack_bf16x2(dev::gelu_tanh_approx(hacc[8 * kk + 2 * r] + b.x),
+                                               dev::gelu_tanh_approx(hacc[8 * kk + 2 * r + 1] + b.y));
+          }
+        for (int q = 0; q < n2; ++q) {
+          const int32_t word = __shfl_sync(0xffffffffu, __ldg(p.words + w++), 0);
+          mbar::wait(&wfull[slot], round);
+          wgmma::fence_operands(hf);
+          wgmma::fence();
+          const uint64_t db = wdesc + ((slot * kBlockBytes) >> 4);
+          (void)word;  // (its block index is the producer's; one fc2 block-row per group)
+          wgmma::fence_operands(yacc);
+#pragma unroll
+          for (int kk = 0; kk < kB / 16; ++kk) wgmma::wgmma_m64n64k16_rs<0>(yacc, hf[kk], db + 16 * kk);
+          wgmma::commit();
+          retire_prev(One{});
+          prev_slot = slot, prev_last = false;
+          if (++slot == kRing) slot = 0, round ^= 1;
+        }
+      }
+      retire_prev(All{});
+      wgmma::fence_operands(yacc);
+      // Epilogue: + b2 + residual, rounded once; rows g and g + 8 of the block-row's slice.
+      auto store = [&](const float(&acc)[32], int i) {
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+          const int64_t col = static_cast<int64_t>(i) * kB + 8 * c + 2 * t;
+          const float2 b = p.b2 ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p.b2 + col))
+                                : make_float2(0.f, 0.f);
+#pragma unroll
+          for (int pass = 0; pass < 2; ++pass) {
+            const int64_t m = row0 + 8 * pass;
+            if (m >= p.M) continue;
+            float v0 = acc[4 * c + 2 * pass] + b.x, v1 = acc[4 * c + 2 * pass + 1] + b.y;
+            if (p.residual) {
+              const float2 r = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p.residual + m * p.N + col));
+              v0 += r.x, v1 += r.y;
+            }
+            *reinterpret_cast<__nv_bfloat162*>(p.y + m * p.N + col) = __floats2bfloat162_rn(v0, v1);
+          }
+        }
+      };
+      store(yacc, grp);
+    }
+  }
+#else
+  (void)p;
+  __trap();  // never launched: bsr_mlp_fused_supported needs an sm_90 device
+#endif
+}
+
+}  // namespace
+
+bool bsr_mlp_fused_supported(const BsrDeviceView& fc1, const BsrDeviceView& fc2) {
+  if (!device_is_sm90() || fc1.block != kB || fc2.block != kB) return false;
+  if (fc1.cols > kMaxK || fc1.cols % kB != 0 || fc1.rows % kB != 0 || fc2.cols != fc1.rows || fc2.rows % kB != 0)
+    return false;
+  if (fc2.rows > INT32_MAX) return false;
+  return (fc1.values_core_matrix != nullptr || fc1.nnz == 0) && (fc2.values_core_matrix != nullptr || fc2.nnz == 0);
+}
+
+void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, const void* b1, const BsrDeviceView& fc2,
+                        const void* b2, const BsrMlpDeviceSchedule& schedule, const void* residual, void* y,
+                        int max_ctas) {
+  constexpr const char* kOp = "cuda bsr_mlp_bf16_fused";
+  check_bsr_linear_args(kOp, x, M, fc1, nullptr, y);
+  check_bsr_linear_args(kOp, y, M, fc2, residual, y);
+  VITRT_CHECK(bsr_mlp_fused_supported(fc1, fc2), InvalidArgument, kOp,
+              ": needs sm_90, 64-blocks, fc1.cols <= ", kMaxK, ", chained shapes and the core-matrix copies (fc1 [",
+              fc1.rows, ", ", fc1.cols, "] block ", fc1.block, ", fc2 [", fc2.rows, ", ", fc2.cols, "] block ",
+              fc2.block, ")");
+  VITRT_CHECK(schedule.words != nullptr && schedule.group_begin != nullptr &&
+                  schedule.groups == static_cast<int>(fc2.rows / kB) && (schedule.k_mask >> (fc1.cols / kB)) == 0,
+              InvalidArgument, kOp, ": the schedule was not made for these weights");
+  VITRT_CHECK(reinterpret_cast<uintptr_t>(b1) % 4 == 0 && reinterpret_cast<uintptr_t>(b2) % 4 == 0, InvalidArgument,
+              kOp, ": the biases must be 4-byte aligned (read as bf16 pairs)");
+  VITRT_CHECK(M <= INT32_MAX - kTileM, InvalidArgument, kOp, ": too many tokens (", M, ")");
+  const int64_t tiles = (M + kTileM - 1) / kTileM;
+  if (tiles == 0) return;
+  MlpArgs a{};
+  a.x_map = bf16_tensor_map_2d(x, M, fc1.cols, kSlabCols, 64, CU_TENSOR_MAP_SWIZZLE_128B);
+  a.M = M;
+  a.N = static_cast<int>(fc2.rows);
+  a.slabs = static_cast<int>(fc1.cols / kSlabCols);
+  a.k_mask = schedule.k_mask;
+  a.tiles = static_cast<int>(tiles);
+  a.groups = schedule.groups;
+  a.words = schedule.words;
+  a.group_begin = schedule.group_begin;
+  a.w1_cm = static_cast<const bf16*>(fc1.values_core_matrix);
+  a.w2_cm = static_cast<const bf16*>(fc2.values_core_matrix);
+  a.b1 = static_cast<const bf16*>(b1);
+  a.b2 = static_cast<const bf16*>(b2);
+  a.residual = static_cast<const bf16*>(residual);
+  a.y = static_cast<bf16*>(y);
+  int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
+  if (max_ctas > 0) grid = std::min(grid, max_ctas);
+  const size_t smem = mlp_smem_bytes(a.slabs);
+  static std::once_flag flag;
+  bsr_wgmma::allow_dynamic_smem_once(bsr_mlp_fused_kernel, kMaxSmem, flag);
+  bsr_mlp_fused_kernel<<<grid, kThreads, smem, current_stream()>>>(a);
+  VITRT_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace vitrt::cuda

@@ -1,0 +1,83 @@
+// ops::mlp_bsr: a block-sparse MLP pair, fused on Hopper (ops/cuda/bsr_mlp_fused.cu) or as two
+// block-sparse linears.
+#include <cstring>
+#include <vector>
+
+#include "ops/bsr_mlp_schedule.h"
+#include "ops/op_profiler.h"
+#include "ops/ops.h"
+
+#ifdef VITRT_HAVE_CUDA
+#include "ops/cuda/bsr_gemm.h"
+#include "ops/cuda/env_choice.h"
+#endif
+
+namespace vitrt::ops {
+
+namespace {
+#ifdef VITRT_HAVE_CUDA
+// VITRT_BSR_MLP_FUSED: "0" runs the two linears even where a plan exists (A/B runs); read once.
+bool fused_off_by_env() {
+  static const bool off = cuda::kernel_mode_from_env("VITRT_BSR_MLP_FUSED") == cuda::KernelMode::Off;
+  return off;
+}
+
+Tensor i32_on_cuda(const std::vector<int32_t>& v) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, DType::I32);
+  if (!v.empty()) std::memcpy(t.raw(), v.data(), v.size() * sizeof(int32_t));
+  return t.to(Device::CUDA);
+}
+#endif
+}  // namespace
+
+std::shared_ptr<const BsrMlpPlan> plan_bsr_mlp(const BsrMatrix& fc1, const BsrMatrix& fc2, DType dtype) {
+#ifdef VITRT_HAVE_CUDA
+  if (dtype != DType::BF16 || !fc1.on_cuda() || !fc2.on_cuda()) return nullptr;
+  if (fc1.cuda.values.dtype() != DType::BF16 || fc2.cuda.values.dtype() != DType::BF16) return nullptr;
+  if (!cuda::bsr_mlp_fused_supported(cuda::device_view(fc1), cuda::device_view(fc2))) return nullptr;
+  const BsrMlpSchedule s = make_bsr_mlp_schedule(fc1, fc2);
+  auto plan = std::make_shared<BsrMlpPlan>();
+  plan->words = i32_on_cuda(s.words.empty() ? std::vector<int32_t>{0} : s.words);
+  plan->group_begin = i32_on_cuda(s.group_begin);
+  plan->groups = s.groups;
+  plan->k_mask = s.k_mask;
+  return plan;
+#else
+  (void)fc1, (void)fc2, (void)dtype;
+  return nullptr;
+#endif
+}
+
+Tensor mlp_bsr(const Tensor& x, const BsrMatrix& fc1, const Tensor& b1, const BsrMatrix& fc2, const Tensor& b2,
+               const Tensor& residual, const BsrMlpPlan* plan) {
+#ifdef VITRT_HAVE_CUDA
+  if (plan != nullptr && x.is_cuda() && !fused_off_by_env()) {
+    constexpr const char* kOp = "ops::mlp_bsr";
+    VITRT_CHECK(x.dtype() == DType::BF16 && x.dim() >= 1 && x.size(-1) == fc1.cols,
+                InvalidArgument, kOp, ": x must be a bf16 [..., ", fc1.cols, "] tensor, got ",
+                dtype_name(x.dtype()), " ", shape_str(x.shape()));
+    Shape out_shape = x.shape();
+    out_shape.back() = fc2.rows;
+    for (const Tensor* t : {&b1, &b2, &residual})
+      VITRT_CHECK(t->defined() && t->is_cuda() && t->dtype() == DType::BF16, InvalidArgument,
+                  kOp, ": biases and residual must be bf16 CUDA tensors");
+    b1.expect_shape({fc1.rows}, "ops::mlp_bsr b1");
+    b2.expect_shape({fc2.rows}, "ops::mlp_bsr b2");
+    residual.expect_shape(out_shape, "ops::mlp_bsr residual");
+    const int64_t M = x.numel() / fc1.cols;
+    VITRT_PROFILE_OP("mlp_bsr_fused ", M, "x", fc1.rows, "x", fc1.cols, " b", fc1.block);
+    Tensor y = Tensor::empty(out_shape, DType::BF16, Device::CUDA);
+    const cuda::BsrMlpDeviceSchedule s{plan->words.data<int32_t>(), plan->group_begin.data<int32_t>(), plan->groups,
+                                       plan->k_mask};
+    cuda::bsr_mlp_bf16_fused(x.raw(), M, cuda::device_view(fc1), b1.raw(), cuda::device_view(fc2), b2.raw(), s,
+                             residual.raw(), y.raw());
+    return y;
+  }
+#else
+  (void)plan;
+#endif
+  const Tensor h = linear_bsr(x, fc1, &b1, Activation::GELU);
+  return linear_bsr(h, fc2, &b2, Activation::None, &residual);
+}
+
+}  // namespace vitrt::ops
