@@ -624,6 +624,9 @@ TEST_F(CudaBsr, SparseVitMatchesDenseFoldedOnCuda) {
       SCOPED_TRACE(::testing::Message() << "block " << b << " " << dtype_name(dt));
       const auto sparse_model = vit_from_sparse_state_dict(rest, sparse, Device::CUDA, dt, cfg.num_heads);
       ASSERT_EQ(vit_num_bsr_linears(*sparse_model), 2 * cfg.num_layers);
+      // bf16 in 64-blocks on sm_90: the MLPs run as the fused kernel (ops::mlp_bsr with a plan).
+      const bool fused = b == 64 && dt == DType::BF16 && cuda::device_is_sm90();
+      for (const vit::EncoderLayerW& l : sparse_model->layers) EXPECT_EQ(l.mlp_plan != nullptr, fused);
       const auto dense_model = vit_from_state_dict(folded, Device::CUDA, dt, cfg.num_heads);
       const Tensor sparse_logits = vit_logits(*sparse_model, images);
       const Tensor dense_logits = vit_logits(*dense_model, images);

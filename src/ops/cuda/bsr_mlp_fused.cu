@@ -38,6 +38,7 @@
 #include "ops/cuda/bsr_gemm.h"
 #include "ops/cuda/bsr_wgmma.cuh"
 #include "ops/cuda/elementwise.h"
+#include "ops/cuda/env_choice.h"
 #include "ops/cuda/mbarrier.cuh"
 #include "ops/cuda/ptx.cuh"
 #include "ops/cuda/runtime.h"
@@ -86,6 +87,12 @@ struct MlpArgs {
   bf16* y;                     // [M, N]
 };
 
+// PIPE: the software-pipelined form (VITRT_BSR_MLP_PIPE, below): a warpgroup issues the next hidden
+// block's fc1 wgmmas before it computes the GELU of the current one, so that the GELU runs while
+// the tensor cores work (two h accumulators); the producer then streams each step's fc2 block after
+// the next step's fc1 blocks, the order in which the consumers take them. Without PIPE a step's
+// fc1 blocks, GELU and fc2 block follow each other, and only the other warpgroup overlaps the GELU.
+template <bool PIPE>
 __global__ void __launch_bounds__(kThreads, 1) bsr_mlp_fused_kernel(const __grid_constant__ MlpArgs p) {
 #if VITRT_WGMMA_ENABLED
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -105,38 +112,55 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_mlp_fused_kernel(const __grid
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
-  const int nwords = __ldg(p.group_begin + p.groups);
 
   if (warp == kConsumerWarps) {
-    // ---- producer: one thread. Per tile: the x slabs (once the previous tile released x), then
-    // every block of the schedule in order.
+    // ---- producer: one thread. Per tile: each half's x slabs (once that half released the previous
+    // tile's), then every block of the schedule, group by group, in the consumers' order.
     if (lane != 0) return;
     int slot = 0, n = 0;
     unsigned round = 0;  // parity of the ring round of `slot`
+    auto emit = [&](const bf16* src) {
+      if (n >= kRing) mbar::wait(&wempty[slot], round ^ 1);  // its previous block retired by every consumer warp
+      mbar::arrive_expect_tx(&wfull[slot], kBlockBytes);
+      mbar::bulk_copy_to_smem(ws + slot * kBlockBytes, src, kBlockBytes, &wfull[slot]);
+      if (++slot == kRing) slot = 0, round ^= 1;
+      ++n;
+    };
+    auto emit_fc1 = [&](int w, int n1) {
+      for (int q = 0; q < n1; ++q) emit(p.w1_cm + static_cast<int64_t>(__ldg(p.words + w + q) >> 5) * (kB * kB));
+    };
+    auto emit_fc2 = [&](int w, int n2) {
+      for (int q = 0; q < n2; ++q) emit(p.w2_cm + static_cast<int64_t>(__ldg(p.words + w + q) >> 1) * (kB * kB));
+    };
     int tc = 0;
     for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tc) {
-      if (p.k_mask != 0) {
-        if (tc > 0) mbar::wait(&xempty[0], (tc - 1) & 1), mbar::wait(&xempty[1], (tc - 1) & 1);
-        for (int h = 0; h < 2; ++h)
+      if (p.k_mask != 0)
+        for (int h = 0; h < 2; ++h) {
+          if (tc > 0) mbar::wait(&xempty[h], (tc - 1) & 1);
           for (int s = 0; s < ns; ++s)
             if (p.k_mask >> s & 1) {
               uint64_t* full = &xfull[h * kMaxSlabs + s];
               mbar::arrive_expect_tx(full, kSlabBytes);
               mbar::tma_load_2d(xs + (h * ns + s) * kSlabBytes, &p.x_map, s * kSlabCols, tile * kTileM + 64 * h, full);
             }
-      }
-      for (int w = 0; w < nwords;) {
-        const int32_t hdr = __ldg(p.words + w++);
-        const int n1 = (hdr >> 16) & 255, n2 = (hdr >> 24) & 255;
-        for (int q = 0; q < n1 + n2; ++q, ++w, ++n) {
-          const int32_t word = __ldg(p.words + w);
-          const bf16* src = q < n1 ? p.w1_cm + static_cast<int64_t>(word >> 5) * (kB * kB)
-                                   : p.w2_cm + static_cast<int64_t>(word >> 1) * (kB * kB);
-          if (n >= kRing) mbar::wait(&wempty[slot], round ^ 1);  // its previous block retired by every consumer warp
-          mbar::arrive_expect_tx(&wfull[slot], kBlockBytes);
-          mbar::bulk_copy_to_smem(ws + slot * kBlockBytes, src, kBlockBytes, &wfull[slot]);
-          if (++slot == kRing) slot = 0, round ^= 1;
         }
+      for (int grp = 0; grp < p.groups; ++grp) {
+        const int we = __ldg(p.group_begin + grp + 1);
+        int prev_fc2 = -1, prev_n2 = 0;  // PIPE: the previous step's fc2 words, sent after this step's fc1 blocks
+        for (int w = __ldg(p.group_begin + grp); w < we;) {
+          const int32_t hdr = __ldg(p.words + w++);
+          const int n1 = (hdr >> 16) & 255, n2 = (hdr >> 24) & 255;
+          emit_fc1(w, n1);
+          w += n1;
+          if (!PIPE) {
+            emit_fc2(w, n2);
+          } else {
+            if (prev_fc2 >= 0) emit_fc2(prev_fc2, prev_n2);
+            prev_fc2 = w, prev_n2 = n2;
+          }
+          w += n2;
+        }
+        if (PIPE && prev_fc2 >= 0) emit_fc2(prev_fc2, prev_n2);
       }
     }
     return;
@@ -148,122 +172,199 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_mlp_fused_kernel(const __grid
   const int h = warp / 4, w4 = warp % 4, g = lane / 4, t = lane % 4;
   const uint64_t xdesc = wgmma::make_smem_desc_sw128(xs + h * ns * kSlabBytes, 1024);
   const uint64_t wdesc = wgmma::make_smem_desc(ws, 128, (kB / 8) * 128);
-  int slot = 0;
+  // The ring as this warp sees it: the next slot to take, and the oldest taken but not yet handed
+  // back (slots are taken and handed back in ring order); x_slot: the slot of the tile's last fc1
+  // block while it is pending (x is released with it), else -1.
+  int slot = 0, rel_slot = 0, pending = 0, x_slot = -1;
   unsigned round = 0;
+  auto take = [&]() {
+    const int s = slot;
+    mbar::wait(&wfull[s], round);
+    if (++slot == kRing) slot = 0, round ^= 1;
+    ++pending;
+    return s;
+  };
+  auto release = [&](int k) {
+    for (int i = 0; i < k; ++i) {
+      if (lane == 0) {
+        mbar::arrive(&wempty[rel_slot]);
+        if (rel_slot == x_slot) mbar::arrive(&xempty[h]);
+      }
+      if (rel_slot == x_slot) x_slot = -1;
+      if (++rel_slot == kRing) rel_slot = 0;
+    }
+    pending -= k > 0 ? k : 0;
+  };
+  // (the waits are unconditional: a wgmma wait that ptxas sees on one path only serialises every
+  // wgmma of the kernel, C7518)
+  auto retire_all_but_newest = [&]() {
+    wgmma::wait<1>();
+    release(pending - 1);
+  };
+  auto retire_all = [&]() {
+    wgmma::wait<0>();
+    release(pending);
+  };
+  unsigned xparity = 0;
+  // acc += x rows (this warpgroup's 64) x fc1 block `word`, one commit group.
+  auto issue_fc1 = [&](float(&acc)[32], int32_t word) {
+    const int k = word & 15;
+    const int s = take();
+    mbar::wait(&xfull[h * kMaxSlabs + k], xparity);
+    if ((word >> 4) & 1) x_slot = s;
+    wgmma::fence_operands(acc);
+    wgmma::fence();
+    const uint64_t da = xdesc + ((k * kSlabBytes) >> 4);
+    const uint64_t db = wdesc + ((s * kBlockBytes) >> 4);
+#pragma unroll
+    for (int kk = 0; kk < kB / 16; ++kk) wgmma::wgmma_m64n64k16_ss(acc, da + 2 * kk, db + 16 * kk);
+    wgmma::commit();
+  };
+  float yacc[32];
+  // yacc += GELU(h_j) (registers) x fc2 block, one commit group.
+  auto issue_fc2 = [&](unsigned(&hf)[4][4]) {
+    const int s = take();
+    wgmma::fence_operands(hf);
+    wgmma::fence();
+    const uint64_t db = wdesc + ((s * kBlockBytes) >> 4);
+#pragma unroll
+    for (int kk = 0; kk < kB / 16; ++kk) wgmma::wgmma_m64n64k16_rs<0>(yacc, hf[kk], db + 16 * kk);
+    wgmma::commit();
+  };
+  // b1's values for this thread's columns 64 j + 8 c + 2 t, + 1, read when the step starts and added
+  // at the GELU (seeding the accumulators with them would put the loads in front of the first wgmma).
+  auto load_b1 = [&](int j, __nv_bfloat162(&hb)[8]) {
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+      hb[c] = p.b1 ? *reinterpret_cast<const __nv_bfloat162*>(p.b1 + j * kB + 8 * c + 2 * t)
+                   : __floats2bfloat162_rn(0.f, 0.f);
+  };
+  // GELU(h_j + b1) as bf16 A fragments, one k16 step of the hidden block each: hacc[8 kk + 2 r] is n8
+  // tile 2 kk + r / 2 (columns 8 (2 kk + r / 2) + 2 t), row g + 8 (r % 2).
+  // (acc's wgmmas must have been retired and acc fenced: wgmma::fence_operands after the wait)
+  auto gelu_pack = [&](const float(&acc)[32], const __nv_bfloat162(&hb)[8], unsigned(&hf)[4][4]) {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const float2 b = __bfloat1622float2(hb[2 * kk + r / 2]);
+        hf[kk][r] = bsr_wgmma::pack_bf16x2(dev::gelu_tanh_approx(acc[8 * kk + 2 * r] + b.x),
+                                           dev::gelu_tanh_approx(acc[8 * kk + 2 * r + 1] + b.y));
+      }
+  };
+  auto zero = [](float(&acc)[32]) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) acc[i] = 0.f;
+  };
+  // (values read from memory reach ptxas as divergent; from lane 0 by shuffle they are uniform, and
+  // a wgmma behind a divergent branch would serialise every wgmma of the kernel: C7518)
+  auto word_at = [&](int w) { return __shfl_sync(0xffffffffu, __ldg(p.words + w), 0); };
+
   int tc = 0;
   for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tc) {
     const int64_t row0 = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4 + g;  // this thread's first row
-    const unsigned xparity = tc & 1;
+    xparity = tc & 1;
     for (int grp = 0; grp < p.groups; ++grp) {
-      float yacc[32];
+      zero(yacc);
+      wgmma::fence_operands(yacc);  // (nothing in flight: the previous group ended with retire_all)
+      // The epilogue's residual, loaded now: it arrives under the group's MMAs (loaded
+      // between the stores, they would wait for each store, since the residual may be y itself).
+      const int64_t col0 = static_cast<int64_t>(grp) * kB + 2 * t;
+      __nv_bfloat162 res[2][8];
 #pragma unroll
-      for (int i = 0; i < 32; ++i) yacc[i] = 0.f;
-      int prev_slot = -1;
-      bool prev_last = false;  // the block in prev_slot is the tile's last fc1 block
-      // Retires the wgmma group before the newest one (or all: Wait = 0) and hands its slot back.
-      auto retire_prev = [&](auto wait_all) {
-        // (the wait-all is unconditional: the accumulators are read after it, and a wait that ptxas
-        // sees on one path only serialises every wgmma of the kernel, C7518)
-        if constexpr (decltype(wait_all)::value) wgmma::wait<0>();
-        if (prev_slot < 0) return;
-        if constexpr (!decltype(wait_all)::value) wgmma::wait<1>();
-        if (lane == 0) {
-          mbar::arrive(&wempty[prev_slot]);
-          if (prev_last) mbar::arrive(&xempty[h]);
-        }
-        prev_slot = -1;
-      };
-      using All = std::true_type;
-      using One = std::false_type;
-      // (values read from memory reach ptxas as divergent; from lane 0 by shuffle they are uniform,
-      // and a wgmma behind a divergent branch would serialise every wgmma of the kernel: C7518)
-      const int we = __shfl_sync(0xffffffffu, __ldg(p.group_begin + grp + 1), 0);
-      for (int w = __shfl_sync(0xffffffffu, __ldg(p.group_begin + grp), 0); w < we;) {
-        const int32_t hdr = __shfl_sync(0xffffffffu, __ldg(p.words + w++), 0);
-        const int j = hdr & 0xffff, n1 = (hdr >> 16) & 255, n2 = (hdr >> 24) & 255;
-        // b1's values for this thread's columns 64 j + 8 c + 2 t, + 1, read now and added at the GELU
-        // (seeding the accumulators with them would put the loads in front of the first wgmma).
-        __nv_bfloat162 hb[8];
+      for (int c = 0; c < 8; ++c) {
 #pragma unroll
-        for (int c = 0; c < 8; ++c)
-          hb[c] = p.b1 ? *reinterpret_cast<const __nv_bfloat162*>(p.b1 + j * kB + 8 * c + 2 * t)
-                       : __floats2bfloat162_rn(0.f, 0.f);
-        float hacc[32];
-#pragma unroll
-        for (int i = 0; i < 32; ++i) hacc[i] = 0.f;
-        for (int q = 0; q < n1; ++q) {
-          const int32_t word = __shfl_sync(0xffffffffu, __ldg(p.words + w++), 0);
-          const int k = word & 15;
-          mbar::wait(&wfull[slot], round);
-          mbar::wait(&xfull[h * kMaxSlabs + k], xparity);
-          wgmma::fence_operands(hacc);
-          wgmma::fence();
-          const uint64_t da = xdesc + ((k * kSlabBytes) >> 4);
-          const uint64_t db = wdesc + ((slot * kBlockBytes) >> 4);
-#pragma unroll
-          for (int kk = 0; kk < kB / 16; ++kk) wgmma::wgmma_m64n64k16_ss(hacc, da + 2 * kk, db + 16 * kk);
-          wgmma::commit();
-          retire_prev(One{});
-          prev_slot = slot, prev_last = (word >> 4) & 1;
-          if (++slot == kRing) slot = 0, round ^= 1;
-        }
-        retire_prev(All{});  // h_j complete (and the previous step's fc2 blocks, which read hf)
-        wgmma::fence_operands(hacc);
-        unsigned hf[4][4];  // GELU(h_j + b1) as bf16 A fragments, one k16 step of the hidden block each
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            // hacc[8 kk + 2 r]: n8 tile 2 kk + r / 2 (columns 8 (2 kk + r / 2) + 2 t), row g + 8 (r % 2)
-            const float2 b = __bfloat1622float2(hb[2 * kk + r / 2]);
-            hf[kk][r] = bsr_wgmma::pack_bf16x2(dev::gelu_tanh_approx(hacc[8 * kk + 2 * r] + b.x),
-                                               dev::gelu_tanh_approx(hacc[8 * kk + 2 * r + 1] + b.y));
-          }
-        for (int q = 0; q < n2; ++q) {
-          const int32_t word = __shfl_sync(0xffffffffu, __ldg(p.words + w++), 0);
-          mbar::wait(&wfull[slot], round);
-          wgmma::fence_operands(hf);
-          wgmma::fence();
-          const uint64_t db = wdesc + ((slot * kBlockBytes) >> 4);
-          (void)word;  // (its block index is the producer's; one fc2 block-row per group)
-          wgmma::fence_operands(yacc);
-#pragma unroll
-          for (int kk = 0; kk < kB / 16; ++kk) wgmma::wgmma_m64n64k16_rs<0>(yacc, hf[kk], db + 16 * kk);
-          wgmma::commit();
-          retire_prev(One{});
-          prev_slot = slot, prev_last = false;
-          if (++slot == kRing) slot = 0, round ^= 1;
+        for (int pass = 0; pass < 2; ++pass) {
+          const int64_t m = row0 + 8 * pass;
+          res[pass][c] = p.residual && m < p.M
+                             ? __ldcs(reinterpret_cast<const __nv_bfloat162*>(p.residual + m * p.N + col0 + 8 * c))
+                             : __floats2bfloat162_rn(0.f, 0.f);
         }
       }
-      retire_prev(All{});
-      wgmma::fence_operands(yacc);
-      // Epilogue: + b2 + residual, rounded once; rows g and g + 8 of the block-row's slice.
-      auto store = [&](const float(&acc)[32], int i) {
-#pragma unroll
-        for (int c = 0; c < 8; ++c) {
-          const int64_t col = static_cast<int64_t>(i) * kB + 8 * c + 2 * t;
-          const float2 b = p.b2 ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p.b2 + col))
-                                : make_float2(0.f, 0.f);
-#pragma unroll
-          for (int pass = 0; pass < 2; ++pass) {
-            const int64_t m = row0 + 8 * pass;
-            if (m >= p.M) continue;
-            float v0 = acc[4 * c + 2 * pass] + b.x, v1 = acc[4 * c + 2 * pass + 1] + b.y;
-            if (p.residual) {
-              const float2 r = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p.residual + m * p.N + col));
-              v0 += r.x, v1 += r.y;
-            }
-            *reinterpret_cast<__nv_bfloat162*>(p.y + m * p.N + col) = __floats2bfloat162_rn(v0, v1);
+      const int we = __shfl_sync(0xffffffffu, __ldg(p.group_begin + grp + 1), 0);
+      int w = __shfl_sync(0xffffffffu, __ldg(p.group_begin + grp), 0);
+      unsigned hf[4][4];
+      if constexpr (!PIPE) {
+        float hacc[32];
+        __nv_bfloat162 hb[8];
+        while (w < we) {
+          const int32_t hdr = word_at(w++);
+          const int n1 = (hdr >> 16) & 255, n2 = (hdr >> 24) & 255;
+          load_b1(hdr & 0xffff, hb);
+          zero(hacc);
+          for (int q = 0; q < n1; ++q) {
+            issue_fc1(hacc, word_at(w++));
+            retire_all_but_newest();
+          }
+          retire_all();  // h_j complete (and the previous step's fc2 block, which read hf)
+          wgmma::fence_operands(hacc);
+          gelu_pack(hacc, hb, hf);
+          for (int q = 0; q < n2; ++q, ++w) {
+            issue_fc2(hf);
+            retire_all_but_newest();
           }
         }
-      };
-      store(yacc, grp);
+      } else if (w < we) {
+        float hacc0[32], hacc1[32];
+        __nv_bfloat162 hb[8];
+        int cur_j = 0, cur_n2 = 0;  // the current step's hidden block and fc2 blocks (the producer reads their words)
+        // Starts the step at w: its fc1 blocks into acc (each retired but the last); w then points past
+        // the step.
+        auto start_step = [&](float(&acc)[32]) {
+          const int32_t hdr = word_at(w++);
+          const int n1 = (hdr >> 16) & 255;
+          zero(acc);
+          for (int q = 0; q < n1; ++q) {
+            issue_fc1(acc, word_at(w++));
+            retire_all_but_newest();
+          }
+          cur_j = hdr & 0xffff;
+          cur_n2 = (hdr >> 24) & 255;
+          w += cur_n2;
+        };
+        // One pipelined step: the current one's h in cur (fc1 issued), the next one's into nxt.
+        auto step = [&](float(&cur)[32], float(&nxt)[32]) {
+          load_b1(cur_j, hb);  // (b1 is small: its loads hit L1 and arrive under the wait)
+          const int n2 = cur_n2;
+          retire_all();  // the current h, and the previous fc2 block (which read hf)
+          wgmma::fence_operands(cur);
+          const bool more = w < we;
+          if (more) start_step(nxt);
+          gelu_pack(cur, hb, hf);  // (while the next fc1 blocks run)
+          for (int q = 0; q < n2; ++q) issue_fc2(hf);
+          return more;
+        };
+        start_step(hacc0);
+        while (step(hacc0, hacc1) && step(hacc1, hacc0)) {
+        }
+      }
+      retire_all();
+      wgmma::fence_operands(yacc);
+      // Epilogue: + b2 + residual, rounded once; rows g and g + 8 of the block-row's slice.
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        const float2 b = p.b2 ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p.b2 + col0 + 8 * c))
+                              : make_float2(0.f, 0.f);
+#pragma unroll
+        for (int pass = 0; pass < 2; ++pass) {
+          const int64_t m = row0 + 8 * pass;
+          const float2 r = __bfloat1622float2(res[pass][c]);
+          const __nv_bfloat162 v = __floats2bfloat162_rn(yacc[4 * c + 2 * pass] + b.x + r.x, yacc[4 * c + 2 * pass + 1] + b.y + r.y);
+          if (m < p.M) *reinterpret_cast<__nv_bfloat162*>(p.y + m * p.N + col0 + 8 * c) = v;
+        }
+      }
     }
   }
 #else
   (void)p;
   __trap();  // never launched: bsr_mlp_fused_supported needs an sm_90 device
 #endif
+}
+
+// VITRT_BSR_MLP_PIPE: "0" the plain step order, "1" (or unset) the pipelined one (A/B runs; read once).
+bool pipe_from_env() {
+  static const bool on = kernel_mode_from_env("VITRT_BSR_MLP_PIPE") != KernelMode::Off;
+  return on;
 }
 
 }  // namespace
@@ -313,9 +414,14 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
   int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
   const size_t smem = mlp_smem_bytes(a.slabs);
-  static std::once_flag flag;
-  bsr_wgmma::allow_dynamic_smem_once(bsr_mlp_fused_kernel, kMaxSmem, flag);
-  bsr_mlp_fused_kernel<<<grid, kThreads, smem, current_stream()>>>(a);
+  static std::once_flag flag_plain, flag_pipe;
+  if (pipe_from_env()) {
+    bsr_wgmma::allow_dynamic_smem_once(bsr_mlp_fused_kernel<true>, kMaxSmem, flag_pipe);
+    bsr_mlp_fused_kernel<true><<<grid, kThreads, smem, current_stream()>>>(a);
+  } else {
+    bsr_wgmma::allow_dynamic_smem_once(bsr_mlp_fused_kernel<false>, kMaxSmem, flag_plain);
+    bsr_mlp_fused_kernel<false><<<grid, kThreads, smem, current_stream()>>>(a);
+  }
   VITRT_CUDA_CHECK(cudaGetLastError());
 }
 
