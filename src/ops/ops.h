@@ -185,6 +185,7 @@ struct BsrMlpPlan {
   Tensor words, group_begin;  // I32, CUDA
   int groups = 0;
   uint32_t k_mask = 0;
+  int64_t words_count = 0;
 };
 // A plan when the fused CUDA kernel covers the pair fc1, fc2 (both uploaded with bsr_to_cuda as
 // `dtype`): bf16, 64-blocks, fc1.cols <= 768, an sm_90 device; null otherwise (mlp_bsr then runs

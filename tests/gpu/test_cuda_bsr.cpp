@@ -473,7 +473,7 @@ TEST_F(CudaBsr, FusedMlpMatchesCpu) {
     const auto plan = ops::plan_bsr_mlp(fc1_dev, fc2_dev, DType::BF16);
     ASSERT_NE(plan, nullptr) << c.name;
     const cuda::BsrMlpDeviceSchedule sched{plan->words.data<int32_t>(), plan->group_begin.data<int32_t>(),
-                                           plan->groups, plan->k_mask};
+                                           plan->groups, plan->k_mask, plan->words_count};
     const Tensor b1 = random_tensor({c.H}, DType::BF16, seed++, 0.5f), b2 = random_tensor({c.D}, DType::BF16, seed++, 0.5f);
     const Tensor b1_dev = b1.to(Device::CUDA), b2_dev = b2.to(Device::CUDA);
     for (int64_t M : {1, 63, 128, 197, 1000}) {
@@ -517,7 +517,7 @@ TEST_F(CudaBsr, FusedMlpMatchesCpu) {
   EXPECT_THROW(ops::mlp_bsr(x, f1, b1, f2, b2, bad_res, plan.get()), InvalidArgument);
   EXPECT_THROW(ops::mlp_bsr(x, f1, b2, f2, b2, x, plan.get()), InvalidArgument);  // b1 of the wrong length
   cuda::BsrMlpDeviceSchedule wrong{plan->words.data<int32_t>(), plan->group_begin.data<int32_t>(), plan->groups + 1,
-                                   plan->k_mask};
+                                   plan->k_mask, plan->words_count};
   Tensor y = Tensor::empty({5, 64}, DType::BF16, Device::CUDA);
   EXPECT_THROW(cuda::bsr_mlp_bf16_fused(x.raw(), 5, cuda::device_view(f1), b1.raw(), cuda::device_view(f2), b2.raw(),
                                         wrong, nullptr, y.raw()),

@@ -150,8 +150,11 @@ struct BsrMlpDeviceSchedule {
   const int32_t* group_begin = nullptr;  // [groups + 1]
   int groups = 0;
   unsigned k_mask = 0;
+  int64_t words_count = 0;  // group_begin[groups]
 };
-bool bsr_mlp_fused_supported(const BsrDeviceView& fc1, const BsrDeviceView& fc2);
+// schedule_words: the schedule's length; the kernel keeps it in shared memory next to 192 KB of x
+// (at D = 768 about 400 words fit: ViT-B at 80% sparsity and above).
+bool bsr_mlp_fused_supported(const BsrDeviceView& fc1, const BsrDeviceView& fc2, int64_t schedule_words = 0);
 // x, residual, y bf16 [M, D], [M, N], [M, N] (residual may be y or null); b1, b2 bf16 or null.
 // max_ctas > 0 caps the persistent grid (tests). Throws InvalidArgument where not supported.
 void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, const void* b1, const BsrDeviceView& fc2,

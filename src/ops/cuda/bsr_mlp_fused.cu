@@ -64,9 +64,12 @@ constexpr int kThreads = 32 * kConsumerWarps + 32;  // + the producer warp (one 
 constexpr size_t kMaxSmem = 227 * 1024;
 constexpr size_t kAlignSlack = 1024;  // the x slabs start 1024-byte aligned (128-byte swizzle)
 
-size_t mlp_smem_bytes(int slabs) {
+// [x slabs][W ring][mbarriers][schedule: group_begin, words] (the schedule's words are read on
+// every step's critical path, by the producer and the consumers; from global memory they missed L1,
+// which the 227 KB of shared memory leaves small: ~7% of the consumers' stall samples).
+size_t mlp_smem_bytes(int slabs, int64_t schedule_ints) {
   return kAlignSlack + 2 * static_cast<size_t>(slabs) * kSlabBytes + kRing * kBlockBytes +
-         (2 * kMaxSlabs + 2 + 2 * kRing) * sizeof(uint64_t);
+         (2 * kMaxSlabs + 2 + 2 * kRing) * sizeof(uint64_t) + static_cast<size_t>(schedule_ints) * sizeof(int32_t);
 }
 
 struct MlpArgs {
@@ -79,6 +82,7 @@ struct MlpArgs {
   int groups;
   const int32_t* words;        // the schedule (bsr_mlp_schedule.h)
   const int32_t* group_begin;  // [groups + 1]
+  int nwords;                  // group_begin[groups]
   const bf16* w1_cm;           // fc1's blocks in core-matrix order
   const bf16* w2_cm;           // fc2's
   const bf16* b1;              // [H] or null
@@ -104,6 +108,10 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_mlp_fused_kernel(const __grid
   uint64_t* xempty = xfull + 2 * kMaxSlabs;      // [2] the half's 4 warps are done with x
   uint64_t* wfull = xempty + 2;                  // [kRing] block landed
   uint64_t* wempty = wfull + kRing;              // [kRing] every consumer warp has retired it
+  int32_t* gb_s = reinterpret_cast<int32_t*>(wempty + kRing);  // [groups + 1]
+  int32_t* words_s = gb_s + p.groups + 1;                       // [nwords]
+  for (int i = threadIdx.x; i <= p.groups; i += kThreads) gb_s[i] = __ldg(p.group_begin + i);
+  for (int i = threadIdx.x; i < p.nwords; i += kThreads) words_s[i] = __ldg(p.words + i);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x == 0) {
     for (int i = 0; i < 2 * kMaxSlabs; ++i) mbar::init(&xfull[i], 1);
@@ -127,10 +135,10 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_mlp_fused_kernel(const __grid
       ++n;
     };
     auto emit_fc1 = [&](int w, int n1) {
-      for (int q = 0; q < n1; ++q) emit(p.w1_cm + static_cast<int64_t>(__ldg(p.words + w + q) >> 5) * (kB * kB));
+      for (int q = 0; q < n1; ++q) emit(p.w1_cm + static_cast<int64_t>(words_s[w + q] >> 5) * (kB * kB));
     };
     auto emit_fc2 = [&](int w, int n2) {
-      for (int q = 0; q < n2; ++q) emit(p.w2_cm + static_cast<int64_t>(__ldg(p.words + w + q) >> 1) * (kB * kB));
+      for (int q = 0; q < n2; ++q) emit(p.w2_cm + static_cast<int64_t>(words_s[w + q] >> 1) * (kB * kB));
     };
     int tc = 0;
     for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tc) {
@@ -145,10 +153,10 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_mlp_fused_kernel(const __grid
             }
         }
       for (int grp = 0; grp < p.groups; ++grp) {
-        const int we = __ldg(p.group_begin + grp + 1);
+        const int we = gb_s[grp + 1];
         int prev_fc2 = -1, prev_n2 = 0;  // PIPE: the previous step's fc2 words, sent after this step's fc1 blocks
-        for (int w = __ldg(p.group_begin + grp); w < we;) {
-          const int32_t hdr = __ldg(p.words + w++);
+        for (int w = gb_s[grp]; w < we;) {
+          const int32_t hdr = words_s[w++];
           const int n1 = (hdr >> 16) & 255, n2 = (hdr >> 24) & 255;
           emit_fc1(w, n1);
           w += n1;
@@ -258,31 +266,39 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_mlp_fused_kernel(const __grid
   };
   // (values read from memory reach ptxas as divergent; from lane 0 by shuffle they are uniform, and
   // a wgmma behind a divergent branch would serialise every wgmma of the kernel: C7518)
-  auto word_at = [&](int w) { return __shfl_sync(0xffffffffu, __ldg(p.words + w), 0); };
+  auto word_at = [&](int w) { return __shfl_sync(0xffffffffu, words_s[w], 0); };
 
   int tc = 0;
   for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tc) {
     const int64_t row0 = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4 + g;  // this thread's first row
     xparity = tc & 1;
     for (int grp = 0; grp < p.groups; ++grp) {
-      zero(yacc);
+      const int64_t col0 = static_cast<int64_t>(grp) * kB + 2 * t;
+      // y starts from b2 (its loads arrive before the group's first fc2 wgmma, after an fc1 block and a GELU).
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        const float2 b = p.b2 ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p.b2 + col0 + 8 * c))
+                              : make_float2(0.f, 0.f);
+        yacc[4 * c] = yacc[4 * c + 2] = b.x;
+        yacc[4 * c + 1] = yacc[4 * c + 3] = b.y;
+      }
       wgmma::fence_operands(yacc);  // (nothing in flight: the previous group ended with retire_all)
       // The epilogue's residual, loaded now: it arrives under the group's MMAs (loaded
       // between the stores, they would wait for each store, since the residual may be y itself).
-      const int64_t col0 = static_cast<int64_t>(grp) * kB + 2 * t;
-      __nv_bfloat162 res[2][8];
+      // (volatile loads: they stay here, ahead of the group's MMAs; the compiler sank plain ones into the
+      // epilogue, where ncu found the warps waiting for them)
+      unsigned res[2][8];
 #pragma unroll
-      for (int c = 0; c < 8; ++c) {
+      for (int c = 0; c < 8; ++c)
 #pragma unroll
         for (int pass = 0; pass < 2; ++pass) {
           const int64_t m = row0 + 8 * pass;
-          res[pass][c] = p.residual && m < p.M
-                             ? __ldcs(reinterpret_cast<const __nv_bfloat162*>(p.residual + m * p.N + col0 + 8 * c))
-                             : __floats2bfloat162_rn(0.f, 0.f);
+          res[pass][c] = 0;
+          if (p.residual && m < p.M)
+            asm volatile("ld.global.cs.b32 %0, [%1];" : "=r"(res[pass][c]) : "l"(p.residual + m * p.N + col0 + 8 * c));
         }
-      }
-      const int we = __shfl_sync(0xffffffffu, __ldg(p.group_begin + grp + 1), 0);
-      int w = __shfl_sync(0xffffffffu, __ldg(p.group_begin + grp), 0);
+      const int we = __shfl_sync(0xffffffffu, gb_s[grp + 1], 0);
+      int w = __shfl_sync(0xffffffffu, gb_s[grp], 0);
       unsigned hf[4][4];
       if constexpr (!PIPE) {
         float hacc[32];
@@ -340,19 +356,16 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_mlp_fused_kernel(const __grid
       }
       retire_all();
       wgmma::fence_operands(yacc);
-      // Epilogue: + b2 + residual, rounded once; rows g and g + 8 of the block-row's slice.
+      // Epilogue: + residual, rounded once; rows g and g + 8 of the block-row's slice.
 #pragma unroll
-      for (int c = 0; c < 8; ++c) {
-        const float2 b = p.b2 ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p.b2 + col0 + 8 * c))
-                              : make_float2(0.f, 0.f);
+      for (int c = 0; c < 8; ++c)
 #pragma unroll
         for (int pass = 0; pass < 2; ++pass) {
           const int64_t m = row0 + 8 * pass;
-          const float2 r = __bfloat1622float2(res[pass][c]);
-          const __nv_bfloat162 v = __floats2bfloat162_rn(yacc[4 * c + 2 * pass] + b.x + r.x, yacc[4 * c + 2 * pass + 1] + b.y + r.y);
+          const float2 r = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&res[pass][c]));
+          const __nv_bfloat162 v = __floats2bfloat162_rn(yacc[4 * c + 2 * pass] + r.x, yacc[4 * c + 2 * pass + 1] + r.y);
           if (m < p.M) *reinterpret_cast<__nv_bfloat162*>(p.y + m * p.N + col0 + 8 * c) = v;
         }
-      }
     }
   }
 #else
@@ -369,11 +382,13 @@ bool pipe_from_env() {
 
 }  // namespace
 
-bool bsr_mlp_fused_supported(const BsrDeviceView& fc1, const BsrDeviceView& fc2) {
+bool bsr_mlp_fused_supported(const BsrDeviceView& fc1, const BsrDeviceView& fc2, int64_t schedule_words) {
   if (!device_is_sm90() || fc1.block != kB || fc2.block != kB) return false;
   if (fc1.cols > kMaxK || fc1.cols % kB != 0 || fc1.rows % kB != 0 || fc2.cols != fc1.rows || fc2.rows % kB != 0)
     return false;
   if (fc2.rows > INT32_MAX) return false;
+  const int64_t schedule_ints = schedule_words + fc2.rows / kB + 1;  // + group_begin
+  if (mlp_smem_bytes(static_cast<int>(fc1.cols / kSlabCols), schedule_ints) > kMaxSmem) return false;
   return (fc1.values_core_matrix != nullptr || fc1.nnz == 0) && (fc2.values_core_matrix != nullptr || fc2.nnz == 0);
 }
 
@@ -383,8 +398,9 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
   constexpr const char* kOp = "cuda bsr_mlp_bf16_fused";
   check_bsr_linear_args(kOp, x, M, fc1, nullptr, y);
   check_bsr_linear_args(kOp, y, M, fc2, residual, y);
-  VITRT_CHECK(bsr_mlp_fused_supported(fc1, fc2), InvalidArgument, kOp,
-              ": needs sm_90, 64-blocks, fc1.cols <= ", kMaxK, ", chained shapes and the core-matrix copies (fc1 [",
+  VITRT_CHECK(bsr_mlp_fused_supported(fc1, fc2, schedule.words_count), InvalidArgument, kOp,
+              ": needs sm_90, 64-blocks, fc1.cols <= ", kMaxK, ", chained shapes, the core-matrix copies and a "
+              "schedule that fits shared memory (", schedule.words_count, " words; fc1 [",
               fc1.rows, ", ", fc1.cols, "] block ", fc1.block, ", fc2 [", fc2.rows, ", ", fc2.cols, "] block ",
               fc2.block, ")");
   VITRT_CHECK(schedule.words != nullptr && schedule.group_begin != nullptr &&
@@ -405,6 +421,7 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
   a.groups = schedule.groups;
   a.words = schedule.words;
   a.group_begin = schedule.group_begin;
+  a.nwords = static_cast<int>(schedule.words_count);
   a.w1_cm = static_cast<const bf16*>(fc1.values_core_matrix);
   a.w2_cm = static_cast<const bf16*>(fc2.values_core_matrix);
   a.b1 = static_cast<const bf16*>(b1);
@@ -413,7 +430,7 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
   a.y = static_cast<bf16*>(y);
   int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
-  const size_t smem = mlp_smem_bytes(a.slabs);
+  const size_t smem = mlp_smem_bytes(a.slabs, schedule.words_count + a.groups + 1);
   static std::once_flag flag_plain, flag_pipe;
   if (pipe_from_env()) {
     bsr_wgmma::allow_dynamic_smem_once(bsr_mlp_fused_kernel<true>, kMaxSmem, flag_pipe);
