@@ -67,7 +67,7 @@ Tensor random_tensor(const Shape& shape, DType dt, uint32_t seed, float scale = 
 }
 
 // Which blocks of an [N, K] weight are stored.
-enum class Pattern { Ragged, Empty, Full };
+enum class Pattern { Ragged, Empty, Full, Sparse };
 
 // Block mask [N/b, K/b] (U8). Ragged: block-rows cycle through empty, full, one block, first and
 // last block, ~30% random -- every kind of block-row the kernel schedules.
@@ -78,6 +78,7 @@ Tensor block_mask(int64_t N, int64_t K, int b, Pattern pattern, uint32_t seed) {
   for (int64_t br = 0; br < br_n; ++br)
     for (int64_t bc = 0; bc < bc_n; ++bc) {
       bool keep = pattern == Pattern::Full;
+      if (pattern == Pattern::Sparse) keep = br > 0 && rng() % 10 == 0;  // ~10% (the pruned MLPs), row 0 empty
       if (pattern == Pattern::Ragged) {
         switch (br % 5) {
           case 0: keep = false; break;
@@ -449,8 +450,9 @@ TEST_F(CudaBsr, StreamedKernelMatchesCpu) {
 
 // The fused MLP kernel (bsr_mlp_fused.cu) against the CPU reference of the two linears: fc1 and fc2
 // ragged, empty or full (an empty fc1 reads no x at all: h = GELU(b1)), D = 128 and 768 (the
-// kernel's largest), token counts with partial tiles, several tiles per CTA, the residual apart
-// and in place; then ops::mlp_bsr through a plan, and its fallback.
+// kernel's largest; at 90% sparsity, since its schedule must fit shared memory next to x), token
+// counts with partial tiles, several tiles per CTA, the residual apart and in place; then
+// ops::mlp_bsr through a plan, and its fallback.
 TEST_F(CudaBsr, FusedMlpMatchesCpu) {
 #ifdef VITRT_HAVE_CUDA
   struct Case {
@@ -459,7 +461,7 @@ TEST_F(CudaBsr, FusedMlpMatchesCpu) {
     Pattern p1, p2;
   };
   const std::vector<Case> cases = {{"ragged", 128, 10 * 64, Pattern::Ragged, Pattern::Ragged},
-                                   {"ragged, D = 768", 768, 3072, Pattern::Ragged, Pattern::Ragged},
+                                   {"90% sparse, D = 768", 768, 3072, Pattern::Sparse, Pattern::Sparse},
                                    {"fc1 empty", 128, 4 * 64, Pattern::Empty, Pattern::Ragged},
                                    {"fc2 empty", 192, 4 * 64, Pattern::Ragged, Pattern::Empty},
                                    {"full", 256, 6 * 64, Pattern::Full, Pattern::Full}};
@@ -507,6 +509,9 @@ TEST_F(CudaBsr, FusedMlpMatchesCpu) {
   const BsrMatrix wide1 = bsr_to_cuda(random_bsr(128, 832, 64, Pattern::Full, DType::BF16, 392), DType::BF16);
   const BsrMatrix wide2 = bsr_to_cuda(random_bsr(832, 128, 64, Pattern::Full, DType::BF16, 393), DType::BF16);
   EXPECT_EQ(ops::plan_bsr_mlp(wide1, wide2, DType::BF16), nullptr);  // D > 768
+  const BsrMatrix dense1 = bsr_to_cuda(random_bsr(3072, 768, 64, Pattern::Ragged, DType::BF16, 388), DType::BF16);
+  const BsrMatrix dense2 = bsr_to_cuda(random_bsr(768, 3072, 64, Pattern::Ragged, DType::BF16, 389), DType::BF16);
+  EXPECT_EQ(ops::plan_bsr_mlp(dense1, dense2, DType::BF16), nullptr);  // ~45% dense: the schedule does not fit
   const BsrMatrix f1 = bsr_to_cuda(random_bsr(128, 64, 64, Pattern::Full, DType::BF16, 394), DType::BF16);
   const BsrMatrix f2 = bsr_to_cuda(random_bsr(64, 128, 64, Pattern::Full, DType::BF16, 395), DType::BF16);
   const auto plan = ops::plan_bsr_mlp(f1, f2, DType::BF16);
