@@ -374,9 +374,11 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_mlp_fused_kernel(const __grid
 #endif
 }
 
-// VITRT_BSR_MLP_PIPE: "0" the plain step order, "1" (or unset) the pipelined one (A/B runs; read once).
+// VITRT_BSR_MLP_PIPE: "1" the pipelined form; unset / other: the plain one, measured faster
+// (BENCHMARKS.md, 2026-12-04 18:18 session, call 4: 0.320 against 0.357 ms at D = 768, 0.107 against
+// 0.114 at D = 384; the pipelined form holds 168 registers against 152). Read once.
 bool pipe_from_env() {
-  static const bool on = kernel_mode_from_env("VITRT_BSR_MLP_PIPE") != KernelMode::Off;
+  static const bool on = kernel_mode_from_env("VITRT_BSR_MLP_PIPE") == KernelMode::On;
   return on;
 }
 
