@@ -1,5 +1,6 @@
 // ops::mlp_bsr: a block-sparse MLP pair, fused on Hopper (ops/cuda/bsr_mlp_fused.cu) or as two
 // block-sparse linears.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -17,16 +18,18 @@ namespace vitrt::ops {
 namespace {
 #ifdef VITRT_HAVE_CUDA
 // VITRT_BSR_MLP_FUSED: "0" never, "1" wherever a plan exists; unset ("auto"): where measured faster
-// than the two linears (BENCHMARKS.md, 2026-12-04 18:18 session, call 4; bf16, M = 50432, 90% in
-// 64-blocks): D = 384 (ViT-S) 0.107 ms against 0.135, but not D = 768 (ViT-B): 0.320 against 0.301
-// (ViT-B/16 end to end 11.98 against 12.10 ms: within noise). Read once.
+// than the two linears (BENCHMARKS.md, 2026-12-04 18:18 session, calls 4 and 5; bf16, M = 50432,
+// 64-blocks, ms fused / two linears): D = 384 (ViT-S) 0.103 / 0.132 at 90% sparsity, 0.072 / 0.117
+// at 95%; D = 768 (ViT-B) 0.320 / 0.302 at 90% (end to end within noise), 0.194 / 0.252 at 95%. So:
+// D <= 384, or both weights at most 7.5% dense (between the two ViT-B points). Read once.
 cuda::KernelMode fused_mode() {
   static const cuda::KernelMode m = cuda::kernel_mode_from_env("VITRT_BSR_MLP_FUSED");
   return m;
 }
-bool fused_selected(const BsrMatrix& fc1) {
+bool fused_selected(const BsrMatrix& fc1, const BsrMatrix& fc2) {
   const cuda::KernelMode m = fused_mode();
-  return m == cuda::KernelMode::On || (m == cuda::KernelMode::Auto && fc1.cols <= 384);
+  if (m != cuda::KernelMode::Auto) return m == cuda::KernelMode::On;
+  return fc1.cols <= 384 || std::max(fc1.density(), fc2.density()) <= 0.075;
 }
 
 Tensor i32_on_cuda(const std::vector<int32_t>& v) {
@@ -62,7 +65,7 @@ std::shared_ptr<const BsrMlpPlan> plan_bsr_mlp(const BsrMatrix& fc1, const BsrMa
 Tensor mlp_bsr(const Tensor& x, const BsrMatrix& fc1, const Tensor& b1, const BsrMatrix& fc2, const Tensor& b2,
                const Tensor& residual, const BsrMlpPlan* plan) {
 #ifdef VITRT_HAVE_CUDA
-  if (plan != nullptr && x.is_cuda() && fused_selected(fc1)) {
+  if (plan != nullptr && x.is_cuda() && fused_selected(fc1, fc2)) {
     constexpr const char* kOp = "ops::mlp_bsr";
     VITRT_CHECK(x.dtype() == DType::BF16 && x.dim() >= 1 && x.size(-1) == fc1.cols,
                 InvalidArgument, kOp, ": x must be a bf16 [..., ", fc1.cols, "] tensor, got ",
