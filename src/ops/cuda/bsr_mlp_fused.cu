@@ -2,32 +2,36 @@
 // 64 x 64 blocks, the hidden activation never leaving the SM (sm_90a, wgmma).
 //
 // Why: at 90% sparsity the two block-sparse linears of a ViT-B MLP are bound by memory, not math.
-// fc1 writes its [M, 3072] bf16 output (310 MB at M = 50432: 0.086 ms at the measured store rate,
-// more than half of the x-resident kernel's 0.148 ms) and fc2 reads it back; together they take
-// 0.30 ms per layer for 10% of the dense work (BENCHMARKS.md, 2026-12-04). Fusing the pair removes
-// both transfers. The cost is recomputing some of fc1 (bsr_mlp_schedule.h: ~14% more fc1 work).
+// fc1 writes its [M, 3072] bf16 output (310 MB at M = 50432: 0.086 ms at the measured store rate)
+// and fc2 reads it back; together they take 0.30 ms per layer for 10% of the dense work. Fusing the
+// pair removes both transfers, at the cost of recomputing ~20% of fc1 (bsr_mlp_schedule.h).
 // Structure (the x-resident kernel's, bsr_gemm_xres.cu, with a second GEMM in the loop):
 //  - a persistent CTA takes tiles of 128 tokens; each tile's x rows ([128, D] bf16, D <= 768) are
 //    loaded once by TMA into shared memory as 64-column slabs in the 128-byte swizzle, only the
-//    slabs some fc1 block reads;
-//  - one producer thread streams the stored blocks of both weights, in the order of the host-built
-//    schedule (bsr_mlp_schedule.h), through a 4-slot ring (bulk copies of the core-matrix copies,
-//    bsr_core_matrix_order; full / empty mbarriers per slot);
+//    slabs some fc1 block reads; each half is reloaded for the next tile as soon as its warpgroup
+//    has retired the tile's last fc1 block (the "last" flag of the schedule);
+//  - the schedule (host-built, bsr_mlp_schedule.h) is copied into shared memory; one producer thread
+//    streams the stored blocks of both weights in its order through a 4-slot ring (bulk copies of
+//    the core-matrix copies, bsr_core_matrix_order; full / empty mbarriers per slot);
 //  - two consumer warpgroups own 64 tokens each and walk the same schedule: per fc2 block-row i (a
-//    64-wide slice of y, 32 fp32 accumulators per thread), per hidden block j: h_j = x W1[j, :]^T
-//    + b1 on wgmma (A = the x slabs, B = W1's blocks in the ring), GELU in registers, packed to
-//    bf16 as the A fragments of the next wgmma (the accumulator layout of m64n64 is the A fragment
-//    layout of m64nNk16, as P in flash attention), then y_i += h_j W2[i, j]^T (A from registers,
-//    B from the ring). At the end of a block-row: + b2 +
-//    residual, rounded once to bf16 and stored;
-//  - x is released (the producer loads the next tile's) as soon as the tile's last fc1 block has
-//    retired, so the next load overlaps the tile's remaining fc2 blocks and epilogues.
-// Each ring slot's wgmma group is retired after the next one is issued (as bsr_gemm_stream.cu), so
-// the tensor cores have the next block queued; the GELU waits for every group (it reads h).
-// h is rounded to bf16 where the unfused path rounds fc1's output, and every output sums its
-// products in the unfused kernels' order, so the two paths differ by accumulation-order rounding only.
-// Scope: sm_90, bf16, block 64, D = fc1.cols <= 768, fc2.rows a multiple of 64; the core-matrix copies
-// present. Everything else runs the two linears unfused (ops::mlp_bsr).
+//    64-wide slice of y, 32 fp32 accumulators per thread, starting from b2; the residual loaded when
+//    the block-row starts), per hidden block j that row reads: h_j = x W1[j, :]^T on wgmma (A = the x
+//    slabs, B = W1's blocks in the ring), + b1 and GELU in registers, packed to bf16 as the A
+//    fragments of the next wgmma (the accumulator layout of m64n64 is the A fragment layout of
+//    m64nNk16, as P in flash attention), then y_i += h_j W2[i, j]^T (A from registers, B from the
+//    ring). Each ring slot's wgmma group is retired after the next one is issued (as
+//    bsr_gemm_stream.cu); the GELU waits for every group (it reads h).
+// h is rounded to bf16 where the unfused path rounds fc1's output, so the two paths differ by
+// accumulation-order rounding only (2-4e-5 relative, BENCHMARKS.md).
+// Measured (BENCHMARKS.md, 2026-12-04 18:18 session): latency-bound. The 192 KB of resident x leave
+// room for two consumer warpgroups only (ncu: 0.44 eligible warps per scheduler). Faster than the two
+// linears for ViT-S (D = 384) and at 95% sparsity, slower for ViT-B at 90% (0.320 against 0.302 ms):
+// ops::mlp_bsr takes it by measurement. The software-pipelined form (PIPE, below) was slower still.
+// tests/protocol/test_bsr_mlp_protocol.py models the barrier protocol of both step orders (random
+// interleavings: no deadlock, no buffer read early or refilled while read); keep the two in step.
+// Scope: sm_90, bf16, block 64, D = fc1.cols <= 768, fc2.rows a multiple of 64, a schedule that fits
+// shared memory next to x (ViT-B: 80% sparse and above); the core-matrix copies present. Everything
+// else runs the two linears unfused (ops::mlp_bsr).
 #include <cuda.h>  // CUtensorMap
 #include <cuda_bf16.h>
 

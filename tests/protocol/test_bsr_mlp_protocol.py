@@ -1,0 +1,278 @@
+"""Executable model of the barrier protocol of src/ops/cuda/bsr_mlp_fused.cu (bsr_mlp_fused_kernel).
+
+The protocol, for one CTA and the tiles it takes (the same schedule every tile: groups of steps, a
+step = n1 fc1 blocks, each reading one x slab k, then n2 fc2 blocks; the last fc1 block of the
+schedule carries the "last" flag):
+- x: per half h (warpgroup h's 64 rows) and slab k (only the slabs some fc1 block reads: k_mask),
+  xfull[h][k] (count 1: the TMA load) and xempty[h] (count 4: the half's warps). Per tile the
+  producer first waits xempty[h]'s phase of parity (tile - 1) & 1 (from the second tile on), then
+  loads half h's slabs. A schedule without fc1 blocks loads no x and never releases it.
+- W ring: S = 4 slots, wfull[slot] (count 1: the bulk copy), wempty[slot] (count 8: every consumer
+  warp). The producer sends the schedule's blocks (block n into slot n % S after wempty's phase of
+  parity ((n / S) - 1) & 1): plain order fc1(s) then fc2(s); pipelined order fc1(s0), then fc1(s + 1)
+  before fc2(s), then the group's last fc2.
+- Consumers: 8 warps, warpgroup h = warp // 4, each warp running the kernel's code: take() waits
+  wfull of the next slot (parity of its ring round); an fc1 block also waits xfull[h][k] (parity
+  tile & 1); each block is one wgmma group (it runs once the warpgroup's 4 warps have issued it; its
+  operands count as read from the issue to the group's retirement); retire_all_but_newest /
+  retire_all (wgmma.wait_group 1 / 0) hand back every taken slot but the newest / all of them, in
+  ring order (lane 0 arrives on wempty), and xempty[h] with the slot of the "last" block. Plain step:
+  fc1 blocks (retire_all_but_newest after each), retire_all, fc2 blocks (retire_all_but_newest after
+  each). Pipelined: the first step's fc1 blocks; then per step retire_all, the next step's fc1 blocks
+  (retire_all_but_newest after each), the current step's fc2 blocks (no retire). retire_all at each
+  group's end.
+
+Run under random interleavings (a seeded RNG picks the next agent, with per-run speed weights),
+random copy latencies and random schedules (1-4 groups of 0-5 steps, n1 0-6 so longer than the ring,
+n2 = 1, 1-3 tiles). Buffer contents are tags, so a read of garbage or of another block's data is
+caught. Checked: no deadlock; every wgmma reads the W block and x slab it expects; no buffer is
+refilled while read or before its previous fill landed; no copy in flight at the end. The unsafe
+variants (run()'s flags) must be caught, so the model is not vacuous: a consumer skipping the x
+wait, x released when its last block is issued rather than retired, and a producer sending the plain
+order to pipelined consumers. Keep this in step with the kernel.
+"""
+import collections
+import random
+
+from mbarrier_model import Bar, Overwrite, StaleRead, hazards, interleave
+
+S = 4  # the kernel's kRing
+
+
+def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=False, producer_plain=False):
+    """groups: per group, its steps as (list of the fc1 blocks' slabs, n2)."""
+    rng = random.Random(seed)
+    # The schedule as the kernel's words: per group a list of steps; word ids number the blocks.
+    steps, wid, last_fc1 = [], 0, None
+    for g in groups:
+        gs = []
+        for ks, n2 in g:
+            fc1 = []
+            for k in ks:
+                fc1.append((wid, k))
+                last_fc1 = wid
+                wid += 1
+            fc2 = list(range(wid, wid + n2))
+            wid += n2
+            gs.append((fc1, fc2))
+        steps.append(gs)
+    k_mask = sorted({k for g in groups for ks, _ in g for k in ks})
+    wfull, wempty = [Bar(1) for _ in range(S)], [Bar(8) for _ in range(S)]
+    xfull = {(h, k): Bar(1) for h in (0, 1) for k in range(slabs)}
+    xempty = [Bar(4), Bar(4)]
+    wbuf, wreaders, wbusy = [None] * S, [0] * S, [False] * S
+    xbuf, xreaders, xbusy = {}, collections.Counter(), collections.Counter()
+    inflight = []  # [steps left, ('w', slot) | ('x', h, k), tag]
+    issued = [0] * 8  # wgmma groups each consumer warp has issued
+    stats = collections.Counter()
+
+    def emission_order(gs, pipelined):
+        order = []
+        for gi, (fc1, fc2) in enumerate(gs):
+            order += [w for w, _ in fc1]
+            if not pipelined:
+                order += fc2
+            elif gi > 0:
+                order += gs[gi - 1][1]
+        if pipelined and gs:
+            order += gs[-1][1]
+        return order
+
+    def producer():
+        n = 0
+        for tile in range(tiles):
+            if k_mask:
+                for h in (0, 1):
+                    if tile > 0:
+                        bar, par = xempty[h], (tile - 1) & 1
+                        if not bar.done(par):
+                            stats["producer waited for x"] += 1
+                        yield lambda bar=bar, par=par: bar.done(par)
+                    for k in k_mask:
+                        if xreaders[(h, k)]:
+                            raise Overwrite(f"x half {h} slab {k} reloaded while read (tile {tile})")
+                        if xbusy[(h, k)]:
+                            raise Overwrite(f"x half {h} slab {k} reloaded before its previous load landed")
+                        xbuf[(h, k)], xbusy[(h, k)] = None, True
+                        inflight.append([rng.randint(1, 60), ("x", h, k), (tile, h, k)])
+                        yield None
+            for gs in steps:
+                for w in emission_order(gs, pipe and not producer_plain):
+                    slot = n % S
+                    if n >= S:
+                        bar, par = wempty[slot], ((n // S) - 1) & 1
+                        if not bar.done(par):
+                            stats["producer waited for a slot"] += 1
+                        yield lambda bar=bar, par=par: bar.done(par)
+                    if wreaders[slot]:
+                        raise Overwrite(f"W slot {slot} refilled while read (tile {tile}, word {w})")
+                    if wbusy[slot]:
+                        raise Overwrite(f"W slot {slot} refilled before its previous fill landed")
+                    wbuf[slot], wbusy[slot] = None, True
+                    inflight.append([rng.randint(1, 40), ("w", slot), (tile, w)])
+                    n += 1
+                    yield None
+
+    def consumer(warp):
+        h = warp // 4
+        st = dict(n=0, rel=0)  # blocks taken; the oldest not yet handed back
+        pending = collections.deque()  # per taken block not handed back: (group id, slot, x slab or None, last)
+        retired = lambda m: min(issued[4 * h:4 * h + 4]) > m  # group m has run (the warpgroup issued it)
+
+        def take(tile, w):
+            slot = st["n"] % S
+            f, par = wfull[slot], (st["n"] // S) & 1
+            yield lambda: f.done(par)
+            if wbuf[slot] != (tile, w):
+                raise StaleRead(f"warp {warp}: W slot {slot} holds {wbuf[slot]}, expected {(tile, w)}")
+            st["n"] += 1
+            return slot
+
+        def issue(slot, xk, last):
+            gid = issued[warp]
+            wreaders[slot] += 1
+            if xk is not None:
+                xreaders[(h, xk)] += 1
+            pending.append((gid, slot, xk, last))
+            issued[warp] = gid + 1
+            if last and release_x_at_issue:
+                xempty[h].arrive()
+
+        def retire(keep):  # wgmma.wait_group keep, then hand back all but the `keep` newest
+            while len(pending) > keep:
+                gid, slot, xk, last = pending[0]
+                if not retired(gid):
+                    stats["consumer waited for a group"] += 1
+                yield lambda gid=gid: retired(gid)
+                pending.popleft()
+                wreaders[slot] -= 1
+                if xk is not None:
+                    xreaders[(h, xk)] -= 1
+                assert slot == st["rel"] % S, "slots are handed back in ring order"
+                st["rel"] += 1
+                wempty[slot].arrive()
+                if last and not release_x_at_issue:
+                    xempty[h].arrive()
+
+        def fc1(tile, w, k):
+            slot = yield from take(tile, w)
+            if not skip_x_wait:
+                xf, par = xfull[(h, k)], tile & 1
+                if not xf.done(par):
+                    stats["consumer waited for x"] += 1
+                yield lambda: xf.done(par)
+            if xbuf.get((h, k)) != (tile, h, k):
+                raise StaleRead(f"warp {warp}: x half {h} slab {k} holds {xbuf.get((h, k))} in tile {tile}")
+            issue(slot, k, w == last_fc1)
+
+        def fc2(tile, w):
+            slot = yield from take(tile, w)
+            issue(slot, None, False)
+
+        for tile in range(tiles):
+            for gs in steps:
+                if not pipe:
+                    for f1, f2 in gs:
+                        for w, k in f1:
+                            yield from fc1(tile, w, k)
+                            yield from retire(1)
+                        yield from retire(0)
+                        for w in f2:
+                            yield from fc2(tile, w)
+                            yield from retire(1)
+                elif gs:
+                    for w, k in gs[0][0]:
+                        yield from fc1(tile, w, k)
+                        yield from retire(1)
+                    for si, (_, f2) in enumerate(gs):
+                        yield from retire(0)
+                        if si + 1 < len(gs):
+                            for w, k in gs[si + 1][0]:
+                                yield from fc1(tile, w, k)
+                                yield from retire(1)
+                        for w in f2:  # (after the GELU, no retire)
+                            yield from fc2(tile, w)
+                yield from retire(0)
+                yield None  # the group's epilogue
+
+    def tick(dt):
+        for c in inflight:
+            c[0] -= dt
+        for c in [c for c in inflight if c[0] <= 0]:
+            inflight.remove(c)
+            _, where, tag = c
+            if where[0] == "w":
+                wbuf[where[1]], wbusy[where[1]] = tag, False
+                wfull[where[1]].arrive()
+            else:
+                xbuf[where[1:]], xbusy[where[1:]] = tag, False
+                xfull[where[1:]].arrive()
+
+    agents = [producer()] + [consumer(w) for w in range(8)]
+    interleave(agents, rng, inflight, tick, "0: producer, 1 + w: consumer warp w")
+    return stats
+
+
+def random_case(seed, pipe):
+    rng = random.Random(3000 + seed)
+    slabs = rng.choice((2, 3, 12))
+    groups = []
+    for _ in range(rng.randint(1, 4)):
+        g = []
+        for _ in range(rng.choice((0, 1, 2, 3, 5))):
+            n1 = rng.choice((0, 1, 1, 2, 3, 6))
+            g.append(([rng.randrange(slabs) for _ in range(n1)], 1))
+        groups.append(g)
+    return dict(groups=groups, slabs=slabs, tiles=rng.randint(1, 3), pipe=pipe, seed=seed)
+
+
+def failures(count, pipe, stop_at=(), stats=None, **variant):
+    return hazards(run, lambda seed: random_case(seed, pipe), count, stop_at, stats, **variant)
+
+
+def test_random_cases_cover_the_edge_cases():
+    seen = collections.Counter()
+    for seed in range(300):
+        c = random_case(seed, False)
+        steps = [s for g in c["groups"] for s in g]
+        seen["no fc1 block at all"] += not any(ks for ks, _ in steps)
+        seen["a step without fc1 blocks"] += any(not ks for ks, _ in steps)
+        seen["a step longer than the ring"] += any(len(ks) > S for ks, _ in steps)
+        seen["an empty group"] += any(not g for g in c["groups"])
+        seen["several tiles"] += c["tiles"] > 1
+    for key in ("no fc1 block at all", "a step without fc1 blocks", "a step longer than the ring", "an empty group",
+                "several tiles"):
+        assert seen[key] >= 3, (key, seen)
+
+
+def test_kernel_protocol_has_no_deadlock_or_hazard():
+    for pipe in (False, True):
+        stats = collections.Counter()
+        assert failures(300, pipe, stats=stats) == {}, pipe
+        for path in ("producer waited for a slot", "producer waited for x", "consumer waited for x",
+                     "consumer waited for a group"):
+            assert stats[path] > 0, (pipe, path, stats)
+
+
+def test_kernel_protocol_directed_cases():
+    for pipe in (False, True):
+        for groups in ([[]], [[([], 1)]], [[([0] * 7, 1)]], [[([1], 1)] * 6, [], [([0, 1], 1), ([], 1)]]):
+            for tiles in (1, 3):
+                for seed in range(20):
+                    run(groups=groups, slabs=2, tiles=tiles, pipe=pipe, seed=seed)
+
+
+def test_consumer_skipping_the_x_wait_is_caught():
+    for pipe in (False, True):
+        assert failures(100, pipe, stop_at=("StaleRead",), skip_x_wait=True)["StaleRead"] > 0
+
+
+def test_releasing_x_when_its_last_block_is_issued_is_caught():
+    for pipe in (False, True):
+        bad = failures(300, pipe, stop_at=("Overwrite", "StaleRead"), release_x_at_issue=True)
+        assert bad["Overwrite"] + bad["StaleRead"] > 0, (pipe, bad)
+
+
+def test_plain_order_to_pipelined_consumers_is_caught():
+    bad = failures(100, True, stop_at=("StaleRead", "Deadlock"), producer_plain=True)
+    assert bad["StaleRead"] + bad["Deadlock"] > 0, bad
