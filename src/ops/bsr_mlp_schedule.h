@@ -19,7 +19,7 @@
 //   n1 fc1 words     b1 << 5 | last << 4 | k      b1: index of block (j, k) in fc1's values;
 //                                                 last: the tile's last fc1 block (x is then free)
 //   n2 fc2 words     b2 << 1 | local              b2: index of block (i, j) in fc2's values,
-//                                                 local = i - G g (G = 2)
+//                                                 local = i - G g (0: the kernel takes G = 1)
 // The fc1 blocks of a step are in increasing k, its fc2 blocks in increasing i, the steps of a group
 // in increasing j: every output accumulates its products in the order of the unfused kernels.
 #pragma once
