@@ -95,23 +95,6 @@ struct MlpArgs {
   bf16* y;                     // [M, N]
 };
 
-#if VITRT_WGMMA_ENABLED
-// A 4-byte global load that stays where it is written (volatile): issued early, waited for at its use.
-// The compiler sank plain loads of the epilogue's residual into the epilogue, where ncu found the warps
-// waiting for them (a volatile asm is not moved across the kernel's other volatile asm, the wgmmas).
-// (STREAM: evict-first, for data read once: the residual; the biases are read by every tile)
-template <bool STREAM = false>
-__device__ __forceinline__ unsigned ld_early(const bf16* ptr) {
-  unsigned v;
-  if constexpr (STREAM) asm volatile("ld.global.cs.b32 %0, [%1];" : "=r"(v) : "l"(ptr));
-  else asm volatile("ld.global.b32 %0, [%1];" : "=r"(v) : "l"(ptr));
-  return v;
-}
-__device__ __forceinline__ float2 bf16x2_to_float2(unsigned v) {
-  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
-}
-#endif
-
 // PIPE: the software-pipelined form (VITRT_BSR_MLP_PIPE, below): a warpgroup issues the next hidden
 // block's fc1 wgmmas before it computes the GELU of the current one, so that the GELU runs while
 // the tensor cores work (two h accumulators); the producer then streams each step's fc2 block after
@@ -295,39 +278,39 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_mlp_fused_kernel(const __grid
     xparity = tc & 1;
     for (int grp = 0; grp < p.groups; ++grp) {
       const int64_t col0 = static_cast<int64_t>(grp) * kB + 2 * t;
-      zero(yacc);
-      wgmma::fence_operands(yacc);  // (nothing in flight: the previous group ended with retire_all)
-      // The epilogue's b2 and residual, loaded now (ld_early): they arrive under the group's MMAs.
-      // (Loaded between the stores, each residual load waited for the store before it, since the
-      // residual may be y itself; y starting from b2 made the group's first wgmma wait for b2.)
-      unsigned b2r[8], res[2][8];
+      // y starts from b2 (its loads arrive before the group's first fc2 wgmma, after an fc1 block and a GELU).
 #pragma unroll
       for (int c = 0; c < 8; ++c) {
-        b2r[c] = p.b2 ? ld_early(p.b2 + col0 + 8 * c) : 0u;
+        const float2 b = p.b2 ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p.b2 + col0 + 8 * c))
+                              : make_float2(0.f, 0.f);
+        yacc[4 * c] = yacc[4 * c + 2] = b.x;
+        yacc[4 * c + 1] = yacc[4 * c + 3] = b.y;
+      }
+      wgmma::fence_operands(yacc);  // (nothing in flight: the previous group ended with retire_all)
+      // The epilogue's residual, loaded now: it arrives under the group's MMAs (loaded
+      // between the stores, they would wait for each store, since the residual may be y itself).
+      // (volatile loads: they stay here, ahead of the group's MMAs; the compiler sank plain ones into the
+      // epilogue, where ncu found the warps waiting for them)
+      unsigned res[2][8];
+#pragma unroll
+      for (int c = 0; c < 8; ++c)
 #pragma unroll
         for (int pass = 0; pass < 2; ++pass) {
           const int64_t m = row0 + 8 * pass;
-          res[pass][c] = p.residual && m < p.M ? ld_early<true>(p.residual + m * p.N + col0 + 8 * c) : 0u;
+          res[pass][c] = 0;
+          if (p.residual && m < p.M)
+            asm volatile("ld.global.cs.b32 %0, [%1];" : "=r"(res[pass][c]) : "l"(p.residual + m * p.N + col0 + 8 * c));
         }
-      }
       const int we = __shfl_sync(0xffffffffu, gb_s[grp + 1], 0);
       int w = __shfl_sync(0xffffffffu, gb_s[grp], 0);
       unsigned hf[4][4];
       if constexpr (!PIPE) {
         float hacc[32];
-        // b1 of each step is loaded one step ahead (ld_early), so its latency hides under a whole step.
-        unsigned hb[8], hb_next[8];
-        auto load_b1_early = [&](int j, unsigned(&dst)[8]) {
-#pragma unroll
-          for (int c = 0; c < 8; ++c) dst[c] = p.b1 ? ld_early(p.b1 + j * kB + 8 * c + 2 * t) : 0u;
-        };
-        if (w < we) load_b1_early(word_at(w) & 0xffff, hb_next);
+        __nv_bfloat162 hb[8];
         while (w < we) {
           const int32_t hdr = word_at(w++);
           const int n1 = (hdr >> 16) & 255, n2 = (hdr >> 24) & 255;
-#pragma unroll
-          for (int c = 0; c < 8; ++c) hb[c] = hb_next[c];
-          if (w + n1 + n2 < we) load_b1_early(word_at(w + n1 + n2) & 0xffff, hb_next);
+          load_b1(hdr & 0xffff, hb);
           zero(hacc);
           for (int q = 0; q < n1; ++q) {
             issue_fc1(hacc, word_at(w++));
@@ -335,7 +318,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_mlp_fused_kernel(const __grid
           }
           retire_all();  // h_j complete (and the previous step's fc2 block, which read hf)
           wgmma::fence_operands(hacc);
-          gelu_pack(hacc, reinterpret_cast<const __nv_bfloat162(&)[8]>(hb), hf);
+          gelu_pack(hacc, hb, hf);
           for (int q = 0; q < n2; ++q, ++w) {
             issue_fc2(hf);
             retire_all_but_newest();
@@ -377,19 +360,16 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_mlp_fused_kernel(const __grid
       }
       retire_all();
       wgmma::fence_operands(yacc);
-      // Epilogue: + b2 + residual, rounded once; rows g and g + 8 of the block-row's slice.
+      // Epilogue: + residual, rounded once; rows g and g + 8 of the block-row's slice.
 #pragma unroll
-      for (int c = 0; c < 8; ++c) {
-        const float2 b = bf16x2_to_float2(b2r[c]);
+      for (int c = 0; c < 8; ++c)
 #pragma unroll
         for (int pass = 0; pass < 2; ++pass) {
           const int64_t m = row0 + 8 * pass;
-          const float2 r = bf16x2_to_float2(res[pass][c]);
-          const __nv_bfloat162 v =
-              __floats2bfloat162_rn(yacc[4 * c + 2 * pass] + b.x + r.x, yacc[4 * c + 2 * pass + 1] + b.y + r.y);
+          const float2 r = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&res[pass][c]));
+          const __nv_bfloat162 v = __floats2bfloat162_rn(yacc[4 * c + 2 * pass] + r.x, yacc[4 * c + 2 * pass + 1] + r.y);
           if (m < p.M) *reinterpret_cast<__nv_bfloat162*>(p.y + m * p.N + col0 + 8 * c) = v;
         }
-      }
     }
   }
 #else
