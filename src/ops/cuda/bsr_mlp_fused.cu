@@ -27,6 +27,9 @@
 // room for two consumer warpgroups only (ncu: 0.44 eligible warps per scheduler). Faster than the two
 // linears for ViT-S (D = 384) and at 95% sparsity, slower for ViT-B at 90% (0.320 against 0.302 ms):
 // ops::mlp_bsr takes it by measurement. The software-pipelined form (PIPE, below) was slower still.
+// Tried and taken out (call 6 of that session): b2 and the residual as volatile ("pinned") loads at
+// each block-row's start, y from zero, and b1 loaded one step ahead: 7-13% slower at every shape
+// (ViT-B @ 0.9 0.343 against 0.320 ms; 162 registers against 152).
 // tests/protocol/test_bsr_mlp_protocol.py models the barrier protocol of both step orders (random
 // interleavings: no deadlock, no buffer read early or refilled while read); keep the two in step.
 // Scope: sm_90, bf16, block 64, D = fc1.cols <= 768, fc2.rows a multiple of 64, a schedule that fits
