@@ -33,8 +33,9 @@ struct EncoderLayerW {
   // Block-sparse MLP weights (from a vitrt model file written by `vitrt sparsify`): when set, that
   // linear runs through ops::linear_bsr with this matrix and mlp_fc*.b (mlp_fc*.w is then undefined).
   std::optional<BsrMatrix> mlp_fc1_bsr, mlp_fc2_bsr;
-  // Both of them block-sparse, on CUDA in bf16 where the fused kernel covers them: the MLP runs as
-  // one kernel whose hidden activation never leaves the chip (ops::mlp_bsr; made at upload).
+  // Both of them block-sparse, on CUDA in bf16 where the fused kernel covers them: the plan that lets
+  // ops::mlp_bsr run the MLP as one kernel whose hidden activation never leaves the chip (it does so
+  // where that was measured faster; made at upload).
   std::shared_ptr<const ops::BsrMlpPlan> mlp_plan;
 };
 
