@@ -1,5 +1,6 @@
 """What the barrier-protocol models (test_*_protocol.py) share: an mbarrier, the hazards they look
-for, and the scheduler that interleaves a CTA's agents.
+for (and the producer's two checks before a refill: ring_slot_free, check_refill), and the scheduler
+that interleaves a CTA's agents.
 
 mbarrier semantics modelled: a phase completes when its expected arrivals have come;
 try_wait.parity / test_wait.parity(P) is true iff the phase of parity P has completed, i.e. the
@@ -38,6 +39,26 @@ class Overwrite(Hazard):  # a copy into a buffer being read, or whose previous f
 
 class Deadlock(Hazard):
     pass
+
+
+def ring_slot_free(n, S, empty, stats):
+    """The producer's wait before filling ring position n (slot n % S), for `yield from`: the phase of
+    empty[slot] that the consumers of position n - S complete (nothing for the first S positions).
+    Counts the waits that had to wait in stats["producer waited for a slot"]."""
+    if n >= S:
+        bar, par = empty[n % S], ((n // S) - 1) & 1
+        if not bar.done(par):
+            stats["producer waited for a slot"] += 1
+        yield lambda: bar.done(par)
+
+
+def check_refill(what, reading, busy):
+    """Raises Overwrite when a buffer is refilled while read (reading: its readers) or before its
+    previous fill landed (busy). what: the buffer, for the message."""
+    if reading:
+        raise Overwrite(f"{what} refilled while {reading} warps read it")
+    if busy:
+        raise Overwrite(f"{what} refilled before its previous fill landed")
 
 
 def interleave(agents, rng, inflight, tick, who):

@@ -28,7 +28,7 @@ releasing a slot before its P V retires. Keep this in step with the kernel.
 import collections
 import random
 
-from mbarrier_model import Bar, Deadlock, Hazard, Overwrite, StaleRead, interleave
+from mbarrier_model import Bar, Deadlock, Hazard, StaleRead, check_refill, interleave, ring_slot_free
 
 
 def run(nkt, S, P, cwg, live_wgs, seed, skipdead=True, empty_counts_all=False, dead_arrive_without_wait=False,
@@ -50,16 +50,9 @@ def run(nkt, S, P, cwg, live_wgs, seed, skipdead=True, empty_counts_all=False, d
 
     def producer(p):
         for kt in range(nkt):
-            slot, rnd = kt % S, kt // S
-            if rnd > 0:
-                bar, par = empty[slot], (rnd - 1) & 1
-                if not bar.done(par):
-                    stats["producer waited for a slot"] += 1
-                yield lambda: bar.done(par)
-            if reading[slot]:
-                raise Overwrite(f"producer {p}: tile {kt} copied into slot {slot} while {reading[slot]} warps read it")
-            if busy[slot][p]:
-                raise Overwrite(f"producer {p}: slot {slot} refilled before its previous fill landed")
+            slot = kt % S
+            yield from ring_slot_free(kt, S, empty, stats)
+            check_refill(f"producer {p}: slot {slot} (tile {kt})", reading[slot], busy[slot][p])
             buf[slot][p], busy[slot][p] = None, True
             inflight.append([rng.randint(1, 30), slot, p, kt])
             yield None

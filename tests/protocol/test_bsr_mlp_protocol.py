@@ -34,7 +34,7 @@ order to pipelined consumers. Keep this in step with the kernel.
 import collections
 import random
 
-from mbarrier_model import Bar, Overwrite, StaleRead, hazards, interleave
+from mbarrier_model import Bar, StaleRead, check_refill, hazards, interleave, ring_slot_free
 
 S = 4  # the kernel's kRing
 
@@ -89,25 +89,15 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
                             stats["producer waited for x"] += 1
                         yield lambda bar=bar, par=par: bar.done(par)
                     for k in k_mask:
-                        if xreaders[(h, k)]:
-                            raise Overwrite(f"x half {h} slab {k} reloaded while read (tile {tile})")
-                        if xbusy[(h, k)]:
-                            raise Overwrite(f"x half {h} slab {k} reloaded before its previous load landed")
+                        check_refill(f"x half {h} slab {k} (tile {tile})", xreaders[(h, k)], xbusy[(h, k)])
                         xbuf[(h, k)], xbusy[(h, k)] = None, True
                         inflight.append([rng.randint(1, 60), ("x", h, k), (tile, h, k)])
                         yield None
             for gs in steps:
                 for w in emission_order(gs, pipe and not producer_plain):
                     slot = n % S
-                    if n >= S:
-                        bar, par = wempty[slot], ((n // S) - 1) & 1
-                        if not bar.done(par):
-                            stats["producer waited for a slot"] += 1
-                        yield lambda bar=bar, par=par: bar.done(par)
-                    if wreaders[slot]:
-                        raise Overwrite(f"W slot {slot} refilled while read (tile {tile}, word {w})")
-                    if wbusy[slot]:
-                        raise Overwrite(f"W slot {slot} refilled before its previous fill landed")
+                    yield from ring_slot_free(n, S, wempty, stats)
+                    check_refill(f"W slot {slot} (tile {tile}, word {w})", wreaders[slot], wbusy[slot])
                     wbuf[slot], wbusy[slot] = None, True
                     inflight.append([rng.randint(1, 40), ("w", slot), (tile, w)])
                     n += 1

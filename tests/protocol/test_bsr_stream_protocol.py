@@ -26,7 +26,7 @@ the producer refilling a slot without its empty wait. Keep this in step with the
 import collections
 import random
 
-from mbarrier_model import Bar, Overwrite, StaleRead, hazards, interleave
+from mbarrier_model import Bar, StaleRead, check_refill, hazards, interleave, ring_slot_free
 
 
 def run(S, items, seed, skip_full_wait=False, release_at_issue=False, skip_empty_wait=False):
@@ -43,15 +43,9 @@ def run(S, items, seed, skip_full_wait=False, release_at_issue=False, skip_empty
         for i, nb in enumerate(items):
             for b in range(nb):
                 slot = n % S
-                if n >= S and not skip_empty_wait:
-                    bar, par = empty[slot], ((n // S) - 1) & 1
-                    if not bar.done(par):
-                        stats["producer waited for a slot"] += 1
-                    yield lambda bar=bar, par=par: bar.done(par)
-                if readers[slot]:
-                    raise Overwrite(f"slot {slot} refilled while a warp reads it (item {i} block {b})")
-                if busy[slot]:
-                    raise Overwrite(f"slot {slot} refilled before its previous fill landed (item {i} block {b})")
+                if not skip_empty_wait:
+                    yield from ring_slot_free(n, S, empty, stats)
+                check_refill(f"slot {slot} (item {i} block {b})", readers[slot], busy[slot])
                 buf[slot], busy[slot] = None, True
                 inflight.append([rng.randint(1, 40), slot, (i, b)])
                 n += 1

@@ -45,7 +45,7 @@ step with the kernel.
 import collections
 import random
 
-from mbarrier_model import Bar, Overwrite, StaleRead, hazards, interleave
+from mbarrier_model import Bar, StaleRead, check_refill, hazards, interleave
 
 
 def slab_flags(B, cols, first=False):
@@ -86,10 +86,7 @@ def run(B, S, K, rows, tiles, seed, skip_xfull_wait=False, release_at_first_use=
     stats = collections.Counter()  # how often the protocol's less common paths ran
 
     def copy(what, buf, readers, busy, i, tag, bar):
-        if readers[i]:
-            raise Overwrite(f"{what} refilled while a warp reads it ({tag})")
-        if busy[i]:
-            raise Overwrite(f"{what} refilled before its previous fill landed ({tag})")
+        check_refill(f"{what} ({tag})", readers[i], busy[i])
         buf[i], busy[i] = None, True  # the copy may write any part of it from now on
         inflight.append([rng.randint(1, 40), buf, busy, i, tag, bar])
 
