@@ -34,7 +34,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 
 #include "ops/cuda/bsr_gemm.h"
 #include "ops/cuda/bsr_stream_schedule.h"
@@ -258,10 +257,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) bsr_stream_kernel(const 
 template <int B, bool Gelu>
 void launch_stream(const StreamArgs& a, int grid) {
   constexpr size_t smem = StreamCfg<B>::smem_bytes();
-  static std::once_flag flag;
-  bsr_wgmma::allow_dynamic_smem_once(bsr_stream_kernel<B, Gelu>, smem, flag);
-  bsr_stream_kernel<B, Gelu><<<grid, kThreads, smem, current_stream()>>>(a);
-  VITRT_CUDA_CHECK(cudaGetLastError());
+  bsr_wgmma::launch<bsr_stream_kernel<B, Gelu>>(a, grid, kThreads, smem, smem);
 }
 
 // VITRT_BSR_STREAM: "0" off, "1" wherever supported; unset / other ("auto"): see bsr_stream_selected.

@@ -45,7 +45,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 
 #include "ops/cuda/bsr_gemm.h"
 #include "ops/cuda/bsr_wgmma.cuh"
@@ -320,10 +319,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
 
 template <int B, bool Gelu>
 void launch_xres(const XresArgs& a, int grid, size_t smem) {
-  static std::once_flag flag;
-  bsr_wgmma::allow_dynamic_smem_once(bsr_xres_kernel<B, Gelu>, kMaxSmem, flag);
-  bsr_xres_kernel<B, Gelu><<<grid, kThreads, smem, current_stream()>>>(a);
-  VITRT_CUDA_CHECK(cudaGetLastError());
+  bsr_wgmma::launch<bsr_xres_kernel<B, Gelu>>(a, grid, kThreads, smem, kMaxSmem);
 }
 
 // VITRT_BSR_XRES: "0" off, "1" wherever supported; unset / other ("auto"): block 64 where there

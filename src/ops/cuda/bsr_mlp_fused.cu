@@ -40,7 +40,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <mutex>
 
 #include "ops/cuda/bsr_gemm.h"
 #include "ops/cuda/bsr_wgmma.cuh"
@@ -440,15 +439,8 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
   int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
   const size_t smem = mlp_smem_bytes(a.slabs, schedule.words_count + a.groups + 1);
-  static std::once_flag flag_plain, flag_pipe;
-  if (pipe_from_env()) {
-    bsr_wgmma::allow_dynamic_smem_once(bsr_mlp_fused_kernel<true>, kMaxSmem, flag_pipe);
-    bsr_mlp_fused_kernel<true><<<grid, kThreads, smem, current_stream()>>>(a);
-  } else {
-    bsr_wgmma::allow_dynamic_smem_once(bsr_mlp_fused_kernel<false>, kMaxSmem, flag_plain);
-    bsr_mlp_fused_kernel<false><<<grid, kThreads, smem, current_stream()>>>(a);
-  }
-  VITRT_CUDA_CHECK(cudaGetLastError());
+  if (pipe_from_env()) bsr_wgmma::launch<bsr_mlp_fused_kernel<true>>(a, grid, kThreads, smem, kMaxSmem);
+  else bsr_wgmma::launch<bsr_mlp_fused_kernel<false>>(a, grid, kThreads, smem, kMaxSmem);
 }
 
 }  // namespace vitrt::cuda

@@ -66,4 +66,14 @@ void allow_dynamic_smem_once(Kernel kernel, size_t bytes, std::once_flag& flag) 
   });
 }
 
+// Launches Kernel (dynamic shared memory `smem`) on the current stream, its dynamic shared-memory
+// limit raised to `smem_limit` at its first launch (host; one flag per kernel instantiation).
+template <auto Kernel, class Args>
+void launch(const Args& args, int grid, int threads, size_t smem, size_t smem_limit) {
+  static std::once_flag flag;
+  allow_dynamic_smem_once(Kernel, smem_limit, flag);
+  Kernel<<<grid, threads, smem, current_stream()>>>(args);
+  VITRT_CUDA_CHECK(cudaGetLastError());
+}
+
 }  // namespace vitrt::cuda::bsr_wgmma
