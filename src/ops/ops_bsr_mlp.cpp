@@ -44,10 +44,10 @@ std::shared_ptr<const BsrMlpPlan> plan_bsr_mlp(const BsrMatrix& fc1, const BsrMa
 #ifdef VITRT_HAVE_CUDA
   if (dtype != DType::BF16 || !fc1.on_cuda() || !fc2.on_cuda()) return nullptr;
   if (fc1.cuda.values.dtype() != DType::BF16 || fc2.cuda.values.dtype() != DType::BF16) return nullptr;
-  if (!cuda::bsr_mlp_fused_supported(cuda::device_view(fc1), cuda::device_view(fc2))) return nullptr;
+  const cuda::BsrDeviceView v1 = cuda::device_view(fc1), v2 = cuda::device_view(fc2);
+  if (!cuda::bsr_mlp_fused_supported(v1, v2)) return nullptr;  // (before building a schedule for nothing)
   const BsrMlpSchedule s = make_bsr_mlp_schedule(fc1, fc2);
-  if (!cuda::bsr_mlp_fused_supported(cuda::device_view(fc1), cuda::device_view(fc2),
-                                     static_cast<int64_t>(s.words.size())))
+  if (!cuda::bsr_mlp_fused_supported(v1, v2, static_cast<int64_t>(s.words.size())))
     return nullptr;  // (its schedule does not fit shared memory: a low sparsity, where fusing does not pay)
   auto plan = std::make_shared<BsrMlpPlan>();
   plan->words = i32_on_cuda(s.words.empty() ? std::vector<int32_t>{0} : s.words);
