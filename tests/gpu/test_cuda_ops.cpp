@@ -494,11 +494,14 @@ TEST_F(CudaOps, LayerNorm) {
   // C = 131, 1 and 1664: the generic kernel; bf16 multiples of 256 (768, 1536: 8 per lane), multiples
   // of 128 (4 per lane) and of 64 (2 per lane) up
   // to 1536: the row held in registers; 32, 64 and 128: 4-16 lanes per row, several rows per warp,
-  // with row counts that leave a warp's last rows past the end.
+  // with row counts that leave a warp's last rows past the end; 384 / 640 / 768 (5 rows, 3 rows): two
+  // rows per warp, 16 lanes each (VITRT_LAYER_NORM_HALF_WARP), an odd row count leaving the last half
+  // warp without a row.
   const Case cases[] = {{{5, 7, 131}, 1e-6f, 3.f}, {{64, 768}, 1e-6f, 0.f}, {{3, 256}, 1e-5f, -2.f},
                         {{9, 1}, 1e-5f, 1.f},      {{7, 384}, 1e-6f, 5.f},  {{2, 1536}, 1e-6f, -1.f},
                         {{3, 1664}, 1e-6f, 0.5f},  {{33, 64}, 1e-6f, 2.f},  {{4, 192}, 1e-6f, -3.f},
-                        {{67, 32}, 1e-6f, 1.f},    {{2, 3, 128}, 1e-6f, -1.f}, {{301, 64}, 1e-6f, 0.f}};
+                        {{67, 32}, 1e-6f, 1.f},    {{2, 3, 128}, 1e-6f, -1.f}, {{301, 64}, 1e-6f, 0.f},
+                        {{5, 768}, 1e-6f, 4.f},    {{3, 640}, 1e-6f, -2.f}};
   uint32_t seed = 600;
   for (DType dt : kDtypes)
     for (const Case& c : cases) {

@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "ops/cuda/elementwise.h"
+#include "ops/cuda/env_choice.h"
 #include "ops/cuda/runtime.h"
 
 namespace vitrt::cuda {
@@ -116,6 +117,13 @@ __global__ void layer_norm_rows_in_registers_kernel(const TX* x, const TW* w, co
     }
 }
 
+// VITRT_LAYER_NORM_HALF_WARP: "0" one row per warp at every width (the form before), else (unset, "1")
+// 16 lanes per row where the row fits them. Read once.
+bool two_rows_per_warp() {
+  static const bool on = kernel_mode_from_env("VITRT_LAYER_NORM_HALF_WARP") != KernelMode::Off;
+  return on;
+}
+
 bool aligned_to(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // max, then the sum of exp(x - max), then x = exp(x - max) * (1 / sum) as the CPU kernel
@@ -179,6 +187,15 @@ void layer_norm(DType xdt, const void* x, DType wdt, const void* weight, const v
           else if (short_lanes == 8) launch_rows_in_registers<Vs, 8, 1>(xt, wt, bt, yt, rows, C, eps, gelu);
           else if (short_lanes == 16) launch_rows_in_registers<Vs, 16, 1>(xt, wt, bt, yt, rows, C, eps, gelu);
           else launch_rows_in_registers<Vs, 32, 1>(xt, wt, bt, yt, rows, C, eps, gelu);
+        } else if (two_rows_per_warp() && C % (16 * Vs) == 0 && C / (16 * Vs) <= kMaxChunks / (Vs / 4) &&
+                   aligned(Vs)) {
+          // Rows of up to 6 (bf16) / 12 (fp32) 16-byte vectors per half warp (ViT-B's 768 bf16 values,
+          // vit_b's 768 floats): 16 lanes per row, two rows per warp, so that each lane has as many
+          // loads in flight as at SAM's widest rows. One row per warp left each lane 3 loads at
+          // ViT-B's bf16 rows, and the statistics' fixed cost per row (two shuffle reductions in
+          // double) then bounded the kernel: ~2.1 TB/s (BENCHMARKS.md, 2026-12-04 12:08 session).
+          if constexpr (Vs == 8) launch_rows_in_registers<8, 16, kMaxChunks / 2>(xt, wt, bt, yt, rows, C, eps, gelu);
+          else launch_rows_in_registers<4, 16, kMaxChunks>(xt, wt, bt, yt, rows, C, eps, gelu);
         } else if (sizeof(TX) == 2 && C % 256 == 0 && C / 256 <= kMaxChunks / 2 && aligned(8)) {
           // 2-byte rows (the bf16 ViT's stream): 8 values per lane and chunk, 16-byte loads (the V = 4
           // path loaded 8 bytes at a time: ~2.1 TB/s on ViT-B/16's 768-wide rows).
