@@ -164,11 +164,16 @@ if has bsr; then
     timeout 180 build-dev/bin/bsr_gemm_bench $q --dtypes bf16 --epilogue --json "$OUT/bsr_gemm_bench_epi.json" > "$OUT/bsr_gemm_bench_epi.txt" 2>&1
     add_summary "bsr_gemm_bench --epilogue rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%dx%d b%d s%.1f %s: %.2fx (%.4f/%.4f ms)'%(r['N'],r['K'],r['block'],r['sparsity'],r['epilogue'],r['speedup'],r['dense_ms'],r['bsr_ms']) for r in d['rows']))" "$OUT/bsr_gemm_bench_epi.json" 2>&1 | tail -c 900)"
   fi
-  # Whole MLPs (BSR_MLP=0 skips): dense vs two block-sparse linears vs the fused kernel, ViT-B and ViT-S sizes.
+  # Whole MLPs (BSR_MLP=0 skips): dense vs two block-sparse linears vs the fused kernel, ViT-B and ViT-S sizes;
+  # BSR_MLP_AB_ENV="VAR=value[ VAR2=value];...": again with each setting (e.g. VITRT_BSR_MLP_STREAM=1).
   if [ "${BSR_MLP:-1}" = 1 ]; then
-    timeout 180 build-dev/bin/bsr_gemm_bench --mlp --blocks 64 --sparsities ${BSR_MLP_SPARSITIES:-0.8,0.9} --tokens 50432 \
-      --json "$OUT/bsr_mlp.json" > "$OUT/bsr_mlp.txt" 2>&1
-    add_summary "bsr_gemm_bench --mlp rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%dx%d b%d s%.1f: dense %.4f, 2 linears %.4f (%.2fx), fused %s'%(r['D'],r['H'],r['block'],r['sparsity'],r['dense_ms'],r['two_linears_ms'],r['dense_ms']/r['two_linears_ms'],'%.4f (%.2fx) err %.1e'%(r['fused_ms'],r['dense_ms']/r['fused_ms'],r['fused_vs_two_linears_rel_err']) if r['fused_ms'] else '-') for r in d['rows']))" "$OUT/bsr_mlp.json" 2>&1 | tail -c 900)"
+    IFS=';' read -ra mlp_ab <<< ";${BSR_MLP_AB_ENV:-}"
+    for ab in "${mlp_ab[@]}"; do
+      tag=$(echo "$ab" | tr -c 'A-Za-z0-9_.,\n' '_'); [ -n "$ab" ] && tag="_ab_$tag"
+      timeout 180 env $ab build-dev/bin/bsr_gemm_bench --mlp --blocks 64 --sparsities ${BSR_MLP_SPARSITIES:-0.8,0.9} --tokens 50432 \
+        --json "$OUT/bsr_mlp$tag.json" > "$OUT/bsr_mlp$tag.txt" 2>&1
+      add_summary "bsr_gemm_bench --mlp ${ab:+with $ab }rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%dx%d b%d s%.2f: dense %.4f, 2 linears %.4f (%.2fx), fused %s'%(r['D'],r['H'],r['block'],r['sparsity'],r['dense_ms'],r['two_linears_ms'],r['dense_ms']/r['two_linears_ms'],'%.4f (%.2fx) err %.1e'%(r['fused_ms'],r['dense_ms']/r['fused_ms'],r['fused_vs_two_linears_rel_err']) if r['fused_ms'] else '-') for r in d['rows']))" "$OUT/bsr_mlp$tag.json" 2>&1 | tail -c 900)"
+    done
   fi
   if [ "${BSR_PY:-1}" = 1 ]; then
     timeout 300 python3 bench/bsr_vs_pytorch.py $q --json "$OUT/bsr_vs_pytorch.json" --compare "$OUT/bsr_gemm_bench.json" \
@@ -181,12 +186,12 @@ if has bsr; then
       > "$OUT/vit_reference.txt" 2>&1
     add_summary "torchvision vit_b_16 bf16 bs256: $(grep RESULT "$OUT/vit_reference.txt" | cut -c8- | tr '\n' ' ' || tail -3 "$OUT/vit_reference.txt")"
   fi
-  # VIT_AB_ENV="VAR=value[;...]": ViT-B/16 bf16 again with each setting (e.g. VITRT_ATTN_TILE=1x32).
+  # VIT_AB_ENV="VAR=value[ VAR2=value][;...]": ViT-B/16 bf16 again with each setting (e.g. VITRT_ATTN_TILE=1x32).
   IFS=';' read -ra vit_ab <<< "${VIT_AB_ENV:-}"
   for ab in "${vit_ab[@]}"; do
     [ -n "$ab" ] || continue
     tag=$(echo "$ab" | tr -c 'A-Za-z0-9_.,\n' '_')
-    env "$ab" $V bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block 64 --dtype bf16 --iters 5 --json \
+    env $ab $V bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block 64 --dtype bf16 --iters 5 --json \
       > "$OUT/vit_b_16_ab_$tag.json" 2> "$OUT/vit_b_16_ab_$tag.err"
     add_summary "vit_b_16 bf16 with $ab: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.2f ms sparse %.2f ms speedup %.2fx'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup']))" "$OUT/vit_b_16_ab_$tag.json" 2>/dev/null || tail -c 300 "$OUT/vit_b_16_ab_$tag.err")"
   done

@@ -509,9 +509,10 @@ TEST_F(CudaBsr, FusedMlpMatchesCpu) {
   const BsrMatrix wide1 = bsr_to_cuda(random_bsr(128, 832, 64, Pattern::Full, DType::BF16, 392), DType::BF16);
   const BsrMatrix wide2 = bsr_to_cuda(random_bsr(832, 128, 64, Pattern::Full, DType::BF16, 393), DType::BF16);
   EXPECT_EQ(ops::plan_bsr_mlp(wide1, wide2, DType::BF16), nullptr);  // D > 768
-  const BsrMatrix dense1 = bsr_to_cuda(random_bsr(3072, 768, 64, Pattern::Ragged, DType::BF16, 388), DType::BF16);
-  const BsrMatrix dense2 = bsr_to_cuda(random_bsr(768, 3072, 64, Pattern::Ragged, DType::BF16, 389), DType::BF16);
-  EXPECT_EQ(ops::plan_bsr_mlp(dense1, dense2, DType::BF16), nullptr);  // ~45% dense: the schedule does not fit
+  // Full 768 x 4096 weights: a schedule of ~10.8K words, which fits neither form's shared memory.
+  const BsrMatrix dense1 = bsr_to_cuda(random_bsr(4096, 768, 64, Pattern::Full, DType::BF16, 388), DType::BF16);
+  const BsrMatrix dense2 = bsr_to_cuda(random_bsr(768, 4096, 64, Pattern::Full, DType::BF16, 389), DType::BF16);
+  EXPECT_EQ(ops::plan_bsr_mlp(dense1, dense2, DType::BF16), nullptr);
   const BsrMatrix f1 = bsr_to_cuda(random_bsr(128, 64, 64, Pattern::Full, DType::BF16, 394), DType::BF16);
   const BsrMatrix f2 = bsr_to_cuda(random_bsr(64, 128, 64, Pattern::Full, DType::BF16, 395), DType::BF16);
   const auto plan = ops::plan_bsr_mlp(f1, f2, DType::BF16);

@@ -22,26 +22,35 @@ schedule carries the "last" flag):
   (retire_all_but_newest after each), the current step's fc2 blocks (no retire). retire_all at each
   group's end.
 
+The streamed form (stream=True; MlpForm<true>): no resident x and no x barriers. S = 6 slots and 12
+consumer warps (three warpgroups; wempty counts 12). An fc1 block's slot is filled by two copies, the
+W block and the tile's x slab k, both counted on the slot's wfull (one arrive_expect_tx of both
+sizes: it completes when the second lands); the consumer reads both from the slot.
+
 Run under random interleavings (a seeded RNG picks the next agent, with per-run speed weights),
-random copy latencies and random schedules (1-4 groups of 0-5 steps, n1 0-6 so longer than the ring,
+random copy latencies and random schedules (1-4 groups of 0-5 steps, n1 0-7 so longer than either ring,
 n2 = 1, 1-3 tiles). Buffer contents are tags, so a read of garbage or of another block's data is
 caught. Checked: no deadlock; every wgmma reads the W block and x slab it expects; no buffer is
 refilled while read or before its previous fill landed; no copy in flight at the end. The unsafe
 variants (run()'s flags) must be caught, so the model is not vacuous: a consumer skipping the x
-wait, x released when its last block is issued rather than retired, and a producer sending the plain
-order to pipelined consumers. Keep this in step with the kernel.
+wait, x released when its last block is issued rather than retired, a producer sending the plain
+order to pipelined consumers, and (streamed) a producer expecting the W block's bytes only. Keep this in step with the kernel.
 """
 import collections
 import random
 
 from mbarrier_model import Bar, StaleRead, check_refill, hazards, interleave, ring_slot_free
 
-S = 4  # the kernel's kRing
+S_RESIDENT, S_STREAM = 4, 6  # the kernel's kRing per form
 
 
-def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=False, producer_plain=False):
+def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=False, producer_plain=False,
+        stream=False, expect_w_only=False):
     """groups: per group, its steps as (list of the fc1 blocks' slabs, n2)."""
+    assert not (stream and pipe), "the streamed form has no pipelined variant"
     rng = random.Random(seed)
+    S = S_STREAM if stream else S_RESIDENT
+    warps = 12 if stream else 8
     # The schedule as the kernel's words: per group a list of steps; word ids number the blocks.
     steps, wid, last_fc1 = [], 0, None
     for g in groups:
@@ -57,13 +66,16 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
             gs.append((fc1, fc2))
         steps.append(gs)
     k_mask = sorted({k for g in groups for ks, _ in g for k in ks})
-    wfull, wempty = [Bar(1) for _ in range(S)], [Bar(8) for _ in range(S)]
+    slab_of = {w: k for gs in steps for fc1, _ in gs for w, k in fc1}
+    wfull, wempty = [Bar(1) for _ in range(S)], [Bar(warps) for _ in range(S)]
+    sxbuf, sxbusy = [None] * S, [False] * S  # streamed: the slot's x slab
+    copies_left = [0] * S  # streamed: copies of the slot's fill still in flight (wfull arrives at 0)
     xfull = {(h, k): Bar(1) for h in (0, 1) for k in range(slabs)}
     xempty = [Bar(4), Bar(4)]
     wbuf, wreaders, wbusy = [None] * S, [0] * S, [False] * S
     xbuf, xreaders, xbusy = {}, collections.Counter(), collections.Counter()
     inflight = []  # [steps left, ('w', slot) | ('x', h, k), tag]
-    issued = [0] * 8  # wgmma groups each consumer warp has issued
+    issued = [0] * warps  # wgmma groups each consumer warp has issued
     stats = collections.Counter()
 
     def emission_order(gs, pipelined):
@@ -81,7 +93,7 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
     def producer():
         n = 0
         for tile in range(tiles):
-            if k_mask:
+            if k_mask and not stream:
                 for h in (0, 1):
                     if tile > 0:
                         bar, par = xempty[h], (tile - 1) & 1
@@ -99,7 +111,15 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
                     yield from ring_slot_free(n, S, wempty, stats)
                     check_refill(f"W slot {slot} (tile {tile}, word {w})", wreaders[slot], wbusy[slot])
                     wbuf[slot], wbusy[slot] = None, True
+                    k = slab_of.get(w)
+                    with_x = stream and k is not None
+                    # (expect_w_only: the barrier counts the W copy only, so it may complete before x lands)
+                    copies_left[slot] = 2 if with_x and not expect_w_only else 1
                     inflight.append([rng.randint(1, 40), ("w", slot), (tile, w)])
+                    if with_x:
+                        check_refill(f"x of slot {slot} (tile {tile}, word {w})", wreaders[slot], sxbusy[slot])
+                        sxbuf[slot], sxbusy[slot] = None, True
+                        inflight.append([rng.randint(1, 60), ("sx", slot), (tile, k)])
                     n += 1
                     yield None
 
@@ -146,6 +166,11 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
 
         def fc1(tile, w, k):
             slot = yield from take(tile, w)
+            if stream:
+                if sxbuf[slot] != (tile, k):
+                    raise StaleRead(f"warp {warp}: x of slot {slot} holds {sxbuf[slot]}, expected {(tile, k)}")
+                issue(slot, None, False)
+                return
             if not skip_x_wait:
                 xf, par = xfull[(h, k)], tile & 1
                 if not xf.done(par):
@@ -191,33 +216,39 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
         for c in [c for c in inflight if c[0] <= 0]:
             inflight.remove(c)
             _, where, tag = c
-            if where[0] == "w":
-                wbuf[where[1]], wbusy[where[1]] = tag, False
-                wfull[where[1]].arrive()
+            if where[0] in ("w", "sx"):
+                slot = where[1]
+                if where[0] == "w":
+                    wbuf[slot], wbusy[slot] = tag, False
+                else:
+                    sxbuf[slot], sxbusy[slot] = tag, False
+                copies_left[slot] -= 1
+                if copies_left[slot] == 0:
+                    wfull[slot].arrive()
             else:
                 xbuf[where[1:]], xbusy[where[1:]] = tag, False
                 xfull[where[1:]].arrive()
 
-    agents = [producer()] + [consumer(w) for w in range(8)]
+    agents = [producer()] + [consumer(w) for w in range(warps)]
     interleave(agents, rng, inflight, tick, "0: producer, 1 + w: consumer warp w")
     return stats
 
 
-def random_case(seed, pipe):
+def random_case(seed, pipe, stream=False):
     rng = random.Random(3000 + seed)
     slabs = rng.choice((2, 3, 12))
     groups = []
     for _ in range(rng.randint(1, 4)):
         g = []
         for _ in range(rng.choice((0, 1, 2, 3, 5))):
-            n1 = rng.choice((0, 1, 1, 2, 3, 6))
+            n1 = rng.choice((0, 1, 1, 2, 3, 7))
             g.append(([rng.randrange(slabs) for _ in range(n1)], 1))
         groups.append(g)
-    return dict(groups=groups, slabs=slabs, tiles=rng.randint(1, 3), pipe=pipe, seed=seed)
+    return dict(groups=groups, slabs=slabs, tiles=rng.randint(1, 3), pipe=pipe, seed=seed, stream=stream)
 
 
-def failures(count, pipe, stop_at=(), stats=None, **variant):
-    return hazards(run, lambda seed: random_case(seed, pipe), count, stop_at, stats, **variant)
+def failures(count, pipe, stop_at=(), stats=None, stream=False, **variant):
+    return hazards(run, lambda seed: random_case(seed, pipe, stream), count, stop_at, stats, **variant)
 
 
 def test_random_cases_cover_the_edge_cases():
@@ -227,7 +258,7 @@ def test_random_cases_cover_the_edge_cases():
         steps = [s for g in c["groups"] for s in g]
         seen["no fc1 block at all"] += not any(ks for ks, _ in steps)
         seen["a step without fc1 blocks"] += any(not ks for ks, _ in steps)
-        seen["a step longer than the ring"] += any(len(ks) > S for ks, _ in steps)
+        seen["a step longer than the ring"] += any(len(ks) > S_STREAM for ks, _ in steps)
         seen["an empty group"] += any(not g for g in c["groups"])
         seen["several tiles"] += c["tiles"] > 1
     for key in ("no fc1 block at all", "a step without fc1 blocks", "a step longer than the ring", "an empty group",
@@ -266,3 +297,19 @@ def test_releasing_x_when_its_last_block_is_issued_is_caught():
 def test_plain_order_to_pipelined_consumers_is_caught():
     bad = failures(100, True, stop_at=("StaleRead", "Deadlock"), producer_plain=True)
     assert bad["StaleRead"] + bad["Deadlock"] > 0, bad
+
+
+def test_streamed_form_has_no_deadlock_or_hazard():
+    stats = collections.Counter()
+    assert failures(300, False, stats=stats, stream=True) == {}
+    for path in ("producer waited for a slot", "consumer waited for a group"):
+        assert stats[path] > 0, (path, stats)
+    for groups in ([[]], [[([], 1)]], [[([0] * 7, 1)]], [[([1], 1)] * 6, [], [([0, 1], 1), ([], 1)]]):
+        for tiles in (1, 3):
+            for seed in range(20):
+                run(groups=groups, slabs=2, tiles=tiles, pipe=False, seed=seed, stream=True)
+
+
+def test_streamed_slot_counting_the_w_copy_only_is_caught():
+    bad = failures(100, False, stop_at=("StaleRead",), stream=True, expect_w_only=True)
+    assert bad["StaleRead"] > 0, bad

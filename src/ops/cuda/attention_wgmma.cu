@@ -52,6 +52,8 @@ using ptx::cp_async_commit;
 using ptx::cp_async_wait;
 using ptx::ldsm_x4;
 using ptx::mma_bf16;
+using ptx::setmaxnreg_dec;
+using ptx::setmaxnreg_inc;
 
 // LOCK selects the schedule: false (the default), warp-specialised as described at the top; true,
 // the first version kept for A/B runs (VITRT_ATTN_WGMMA=lockstep): three warpgroups of 64 rows that
@@ -140,15 +142,6 @@ __device__ __forceinline__ void copy_kv_chunk(int step, int ln, bf16* Ks, bf16* 
 }
 
 #if VITRT_WGMMA_ENABLED
-// Moves registers between warpgroups: every warp of the warpgroup executes it.
-template <int N>
-__device__ __forceinline__ void setmaxnreg_dec() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
-}
-template <int N>
-__device__ __forceinline__ void setmaxnreg_inc() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
-}
 // Barrier of the consumer warps only (named barrier 1; the producers may have exited).
 template <int N>
 __device__ __forceinline__ void consumer_sync() {

@@ -58,28 +58,51 @@ namespace {
 using bf16 = __nv_bfloat16;
 
 constexpr int kB = 64;                    // block size
-constexpr int kTileM = 128;               // tokens per tile: two consumer warpgroups of 64
-constexpr int kMaxK = 768;                // 128 x 768 bf16 = 192 KB of x per CTA
+constexpr int kMaxK = 768;                // 128 x 768 bf16 = 192 KB of resident x per CTA
 constexpr int kSlabCols = 64;             // x slabs of 64 columns (128-byte rows)
-constexpr int kSlabBytes = 64 * 128;      // one half's slab: 64 rows x 128 bytes, one TMA box
+constexpr int kSlabBytes = 64 * 128;      // one warpgroup's slab: 64 rows x 128 bytes
 constexpr int kMaxSlabs = kMaxK / kSlabCols;
 constexpr int kBlockBytes = kB * kB * 2;  // one W block
-constexpr int kRing = 4;                  // W ring slots
-constexpr int kConsumerWarps = 8;
-constexpr int kThreads = 32 * kConsumerWarps + 32;  // + the producer warp (one thread of it works)
 constexpr size_t kMaxSmem = 227 * 1024;
 constexpr size_t kAlignSlack = 1024;  // the x slabs start 1024-byte aligned (128-byte swizzle)
 
-// [x slabs][W ring][mbarriers][schedule: group_begin, words] (the schedule's words are read on
-// every step's critical path, by the producer and the consumers; from global memory they missed L1,
-// which the 227 KB of shared memory leaves small: ~7% of the consumers' stall samples).
-size_t mlp_smem_bytes(int slabs, int64_t schedule_ints) {
-  return kAlignSlack + 2 * static_cast<size_t>(slabs) * kSlabBytes + kRing * kBlockBytes +
-         (2 * kMaxSlabs + 2 + 2 * kRing) * sizeof(uint64_t) + static_cast<size_t>(schedule_ints) * sizeof(int32_t);
-}
+// The two forms (VITRT_BSR_MLP_STREAM, below).
+//  - resident (STREAM false): a tile's x rows stay in shared memory ([2 warpgroups][slabs] of 64 x 64,
+//    192 KB at D = 768) and a 4-slot ring streams W blocks only: two consumer warpgroups, 128 tokens;
+//  - streamed (STREAM true): nothing resident. Every fc1 block's slot carries, next to the W block,
+//    the x slab it multiplies (the tile's 192 rows of x's column block k: one TMA box, 24 KB, from
+//    L2 after its first read); fc2 blocks use the W part of a slot only. Without the 192 KB of x the
+//    CTA has room for three consumer warpgroups (192 tokens) and a 6-slot ring: the resident form is
+//    latency-bound at two warps per scheduler (BENCHMARKS.md, 2026-12-04 18:18 session).
+template <bool STREAM>
+struct MlpForm {
+  static constexpr int kWarpgroups = STREAM ? 3 : 2;
+  static constexpr int kTileM = 64 * kWarpgroups;       // tokens per tile
+  static constexpr int kConsumerWarps = 4 * kWarpgroups;
+  // + the producers: one warp (resident form), or a whole warpgroup (streamed form) so that it can hand
+  // its registers to the consumers (setmaxnreg is per warpgroup): 13 warps would leave 128 registers
+  // per thread (four warps of one scheduler share its 64 KB), the consumers need 152. One thread works.
+  static constexpr int kProducerWarps = STREAM ? 4 : 1;
+  static constexpr int kThreads = 32 * (kConsumerWarps + kProducerWarps);
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8, kConsumerRegs = 152, kProducerRegs = 40;
+  static_assert(!STREAM || 32 * (kConsumerWarps * kConsumerRegs + kProducerWarps * kProducerRegs) <= kThreads * kLaunchRegs,
+                "setmaxnreg must redistribute the launch's registers, not ask for more");
+  static constexpr int kRing = STREAM ? 6 : 4;
+  static constexpr int kXSlotBytes = STREAM ? kTileM * 128 : 0;   // a slot's x slab (streamed form)
+  static constexpr int kSlotBytes = kXSlotBytes + kBlockBytes;   // [x slab][W block], 1024-aligned
+  static_assert(kSlotBytes % 1024 == 0, "x slabs stay 1024-byte aligned (128-byte swizzle)");
+  // [resident x slabs][ring][mbarriers][schedule: group_begin, words] (the schedule's words are read
+  // on every step's critical path, by the producer and the consumers; from global memory they missed
+  // L1, which the 227 KB of shared memory leaves small: ~7% of the consumers' stall samples).
+  static size_t smem_bytes(int slabs, int64_t schedule_ints) {
+    const size_t resident = STREAM ? 0 : 2 * static_cast<size_t>(slabs) * kSlabBytes;
+    return kAlignSlack + resident + static_cast<size_t>(kRing) * kSlotBytes +
+           (2 * kMaxSlabs + 2 + 2 * kRing) * sizeof(uint64_t) + static_cast<size_t>(schedule_ints) * sizeof(int32_t);
+  }
+};
 
 struct MlpArgs {
-  CUtensorMap x_map;  // x [M, D] bf16, boxes of 64 x 64, 128-byte swizzle
+  CUtensorMap x_map;  // x [M, D] bf16, boxes of 64 columns x 64 (resident) / 192 (streamed) rows, 128-byte swizzle
   int64_t M;
   int N;       // fc2.rows: y's width
   int slabs;   // ceil(D / 64)
@@ -102,15 +125,18 @@ struct MlpArgs {
 // the tensor cores work (two h accumulators); the producer then streams each step's fc2 block after
 // the next step's fc1 blocks, the order in which the consumers take them. Without PIPE a step's
 // fc1 blocks, GELU and fc2 block follow each other, and only the other warpgroup overlaps the GELU.
-template <bool PIPE>
-__global__ void __launch_bounds__(kThreads, 1) bsr_mlp_fused_kernel(const __grid_constant__ MlpArgs p) {
+template <bool PIPE, bool STREAM>
+__global__ void __launch_bounds__(MlpForm<STREAM>::kThreads, 1) bsr_mlp_fused_kernel(const __grid_constant__ MlpArgs p) {
 #if VITRT_WGMMA_ENABLED
+  using F = MlpForm<STREAM>;
+  constexpr int kTileM = F::kTileM, kRing = F::kRing, kConsumerWarps = F::kConsumerWarps, kThreads = F::kThreads;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((kAlignSlack - (ptx::smem_u32(smem_raw) & (kAlignSlack - 1))) & (kAlignSlack - 1));
   const int ns = p.slabs;
-  unsigned char* xs = smem;                      // [2 halves][ns slabs][64 rows x 128 B], swizzled
-  unsigned char* ws = xs + 2 * ns * kSlabBytes;  // [kRing][64 x 64], core-matrix layout
-  uint64_t* xfull = reinterpret_cast<uint64_t*>(ws + kRing * kBlockBytes);  // [2][kMaxSlabs] slab landed
+  unsigned char* xs = smem;  // resident: [2 halves][ns slabs][64 rows x 128 B], swizzled
+  unsigned char* ring = xs + (STREAM ? 0 : 2 * ns * kSlabBytes);  // [kRing][x slab (streamed)][W block 64 x 64]
+  unsigned char* ws = ring + F::kXSlotBytes;  // slot s's W block at ws + s * kSlotBytes (core-matrix layout)
+  uint64_t* xfull = reinterpret_cast<uint64_t*>(ring + kRing * F::kSlotBytes);  // resident: [2][kMaxSlabs] slab landed
   uint64_t* xempty = xfull + 2 * kMaxSlabs;      // [2] the half's 4 warps are done with x
   uint64_t* wfull = xempty + 2;                  // [kRing] block landed
   uint64_t* wempty = wfull + kRing;              // [kRing] every consumer warp has retired it
@@ -127,28 +153,37 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_mlp_fused_kernel(const __grid
   }
   __syncthreads();
 
-  if (warp == kConsumerWarps) {
+  if (warp >= kConsumerWarps) {
     // ---- producer: one thread. Per tile: each half's x slabs (once that half released the previous
-    // tile's), then every block of the schedule, group by group, in the consumers' order.
-    if (lane != 0) return;
+    // tile's; resident form), then every block of the schedule, group by group, in the consumers' order.
+    if constexpr (STREAM) ptx::setmaxnreg_dec<F::kProducerRegs>();
+    if (warp != kConsumerWarps || lane != 0) return;
     int slot = 0, n = 0;
     unsigned round = 0;  // parity of the ring round of `slot`
-    auto emit = [&](const bf16* src) {
+    int tile = blockIdx.x;
+    // One block into the next slot; x_col >= 0 (streamed form, fc1 blocks): with the tile's x slab of
+    // column block x_col, counted on the same full barrier.
+    auto emit = [&](const bf16* src, int x_col) {
       if (n >= kRing) mbar::wait(&wempty[slot], round ^ 1);  // its previous block retired by every consumer warp
-      mbar::arrive_expect_tx(&wfull[slot], kBlockBytes);
-      mbar::bulk_copy_to_smem(ws + slot * kBlockBytes, src, kBlockBytes, &wfull[slot]);
+      mbar::arrive_expect_tx(&wfull[slot], kBlockBytes + (x_col >= 0 ? F::kXSlotBytes : 0));
+      mbar::bulk_copy_to_smem(ws + slot * F::kSlotBytes, src, kBlockBytes, &wfull[slot]);
+      if (STREAM && x_col >= 0)
+        mbar::tma_load_2d(ring + slot * F::kSlotBytes, &p.x_map, x_col * kSlabCols, tile * kTileM, &wfull[slot]);
       if (++slot == kRing) slot = 0, round ^= 1;
       ++n;
     };
     auto emit_fc1 = [&](int w, int n1) {
-      for (int q = 0; q < n1; ++q) emit(p.w1_cm + static_cast<int64_t>(words_s[w + q] >> 5) * (kB * kB));
+      for (int q = 0; q < n1; ++q) {
+        const int32_t word = words_s[w + q];
+        emit(p.w1_cm + static_cast<int64_t>(word >> 5) * (kB * kB), STREAM ? (word & 15) : -1);
+      }
     };
     auto emit_fc2 = [&](int w, int n2) {
-      for (int q = 0; q < n2; ++q) emit(p.w2_cm + static_cast<int64_t>(words_s[w + q] >> 1) * (kB * kB));
+      for (int q = 0; q < n2; ++q) emit(p.w2_cm + static_cast<int64_t>(words_s[w + q] >> 1) * (kB * kB), -1);
     };
     int tc = 0;
-    for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tc) {
-      if (p.k_mask != 0)
+    for (; tile < p.tiles; tile += gridDim.x, ++tc) {
+      if (!STREAM && p.k_mask != 0)
         for (int h = 0; h < 2; ++h) {
           if (tc > 0) mbar::wait(&xempty[h], (tc - 1) & 1);
           for (int s = 0; s < ns; ++s)
@@ -183,8 +218,10 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_mlp_fused_kernel(const __grid
   // ---- consumer warpgroups: warpgroup h owns rows 64 h .. 64 h + 63 of each tile (x half h), warp
   // w4 rows 16 w4 .. 16 w4 + 15 of those; a thread holds rows g and g + 8 of its warp's 16, columns
   // 8 c + 2 t and + 1 of each 64-wide block.
+  if constexpr (STREAM) ptx::setmaxnreg_inc<F::kConsumerRegs>();
   const int h = warp / 4, w4 = warp % 4, g = lane / 4, t = lane % 4;
-  const uint64_t xdesc = wgmma::make_smem_desc_sw128(xs + h * ns * kSlabBytes, 1024);
+  // x: resident, this warpgroup's slabs; streamed, its 64 rows of slot 0's slab (+ slot offsets).
+  const uint64_t xdesc = wgmma::make_smem_desc_sw128(STREAM ? ring + h * kSlabBytes : xs + h * ns * kSlabBytes, 1024);
   const uint64_t wdesc = wgmma::make_smem_desc(ws, 128, (kB / 8) * 128);
   // The ring as this warp sees it: the next slot to take, and the oldest taken but not yet handed
   // back (slots are taken and handed back in ring order); x_slot: the slot of the tile's last fc1
@@ -224,12 +261,14 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_mlp_fused_kernel(const __grid
   auto issue_fc1 = [&](float(&acc)[32], int32_t word) {
     const int k = word & 15;
     const int s = take();
-    mbar::wait(&xfull[h * kMaxSlabs + k], xparity);
-    if ((word >> 4) & 1) x_slot = s;
+    if (!STREAM) {
+      mbar::wait(&xfull[h * kMaxSlabs + k], xparity);
+      if ((word >> 4) & 1) x_slot = s;
+    }
     wgmma::fence_operands(acc);
     wgmma::fence();
-    const uint64_t da = xdesc + ((k * kSlabBytes) >> 4);
-    const uint64_t db = wdesc + ((s * kBlockBytes) >> 4);
+    const uint64_t da = xdesc + (((STREAM ? s * F::kSlotBytes : k * kSlabBytes)) >> 4);
+    const uint64_t db = wdesc + ((s * F::kSlotBytes) >> 4);
 #pragma unroll
     for (int kk = 0; kk < kB / 16; ++kk) wgmma::wgmma_m64n64k16_ss(acc, da + 2 * kk, db + 16 * kk);
     wgmma::commit();
@@ -240,7 +279,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_mlp_fused_kernel(const __grid
     const int s = take();
     wgmma::fence_operands(hf);
     wgmma::fence();
-    const uint64_t db = wdesc + ((s * kBlockBytes) >> 4);
+    const uint64_t db = wdesc + ((s * F::kSlotBytes) >> 4);
 #pragma unroll
     for (int kk = 0; kk < kB / 16; ++kk) wgmma::wgmma_m64n64k16_rs<0>(yacc, hf[kk], db + 16 * kk);
     wgmma::commit();
@@ -383,9 +422,21 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_mlp_fused_kernel(const __grid
 // VITRT_BSR_MLP_PIPE: "1" the pipelined form; unset / other: the plain one, measured faster
 // (BENCHMARKS.md, 2026-12-04 18:18 session, call 4: 0.320 against 0.357 ms at D = 768, 0.107 against
 // 0.114 at D = 384; the pipelined form holds 168 registers against 152). Read once.
+// (resident form only: the streamed form's three warpgroups have no room for its 168 registers.)
 bool pipe_from_env() {
   static const bool on = kernel_mode_from_env("VITRT_BSR_MLP_PIPE") == KernelMode::On;
   return on;
+}
+
+// VITRT_BSR_MLP_STREAM: "1" the streamed form, "0" / unset the resident one. Read once.
+bool stream_from_env() {
+  static const bool on = kernel_mode_from_env("VITRT_BSR_MLP_STREAM") == KernelMode::On;
+  return on;
+}
+
+size_t smem_bytes(int slabs, int64_t schedule_ints) {
+  return stream_from_env() ? MlpForm<true>::smem_bytes(slabs, schedule_ints)
+                           : MlpForm<false>::smem_bytes(slabs, schedule_ints);
 }
 
 }  // namespace
@@ -396,7 +447,7 @@ bool bsr_mlp_fused_supported(const BsrDeviceView& fc1, const BsrDeviceView& fc2,
     return false;
   if (fc2.rows > INT32_MAX) return false;
   const int64_t schedule_ints = schedule_words + fc2.rows / kB + 1;  // + group_begin
-  if (mlp_smem_bytes(static_cast<int>(fc1.cols / kSlabCols), schedule_ints) > kMaxSmem) return false;
+  if (smem_bytes(static_cast<int>(fc1.cols / kSlabCols), schedule_ints) > kMaxSmem) return false;
   return (fc1.values_core_matrix != nullptr || fc1.nnz == 0) && (fc2.values_core_matrix != nullptr || fc2.nnz == 0);
 }
 
@@ -416,11 +467,14 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
               InvalidArgument, kOp, ": the schedule was not made for these weights");
   VITRT_CHECK(reinterpret_cast<uintptr_t>(b1) % 4 == 0 && reinterpret_cast<uintptr_t>(b2) % 4 == 0, InvalidArgument,
               kOp, ": the biases must be 4-byte aligned (read as bf16 pairs)");
-  VITRT_CHECK(M <= INT32_MAX - kTileM, InvalidArgument, kOp, ": too many tokens (", M, ")");
-  const int64_t tiles = (M + kTileM - 1) / kTileM;
+  const bool stream = stream_from_env();
+  const int tile_m = stream ? MlpForm<true>::kTileM : MlpForm<false>::kTileM;
+  VITRT_CHECK(M <= INT32_MAX - tile_m, InvalidArgument, kOp, ": too many tokens (", M, ")");
+  const int64_t tiles = (M + tile_m - 1) / tile_m;
   if (tiles == 0) return;
   MlpArgs a{};
-  a.x_map = bf16_tensor_map_2d(x, M, fc1.cols, kSlabCols, 64, CU_TENSOR_MAP_SWIZZLE_128B);
+  // (resident: one box per warpgroup's 64 rows; streamed: one box per slot, the tile's rows)
+  a.x_map = bf16_tensor_map_2d(x, M, fc1.cols, kSlabCols, stream ? tile_m : 64, CU_TENSOR_MAP_SWIZZLE_128B);
   a.M = M;
   a.N = static_cast<int>(fc2.rows);
   a.slabs = static_cast<int>(fc1.cols / kSlabCols);
@@ -438,9 +492,13 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
   a.y = static_cast<bf16*>(y);
   int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
-  const size_t smem = mlp_smem_bytes(a.slabs, schedule.words_count + a.groups + 1);
-  if (pipe_from_env()) bsr_wgmma::launch<bsr_mlp_fused_kernel<true>>(a, grid, kThreads, smem, kMaxSmem);
-  else bsr_wgmma::launch<bsr_mlp_fused_kernel<false>>(a, grid, kThreads, smem, kMaxSmem);
+  const size_t smem = smem_bytes(a.slabs, schedule.words_count + a.groups + 1);
+  if (stream)
+    bsr_wgmma::launch<bsr_mlp_fused_kernel<false, true>>(a, grid, MlpForm<true>::kThreads, smem, kMaxSmem);
+  else if (pipe_from_env())
+    bsr_wgmma::launch<bsr_mlp_fused_kernel<true, false>>(a, grid, MlpForm<false>::kThreads, smem, kMaxSmem);
+  else
+    bsr_wgmma::launch<bsr_mlp_fused_kernel<false, false>>(a, grid, MlpForm<false>::kThreads, smem, kMaxSmem);
 }
 
 }  // namespace vitrt::cuda
