@@ -18,10 +18,11 @@ namespace vitrt::ops {
 namespace {
 #ifdef VITRT_HAVE_CUDA
 // VITRT_BSR_MLP_FUSED: "0" never, "1" wherever a plan exists; unset ("auto"): where measured faster
-// than the two linears (BENCHMARKS.md, 2026-12-04 18:18 session, calls 4 and 5; bf16, M = 50432,
-// 64-blocks, ms fused / two linears): D = 384 (ViT-S) 0.103 / 0.132 at 90% sparsity, 0.072 / 0.117
-// at 95%; D = 768 (ViT-B) 0.320 / 0.302 at 90% (end to end within noise), 0.194 / 0.252 at 95%. So:
-// D <= 384, or both weights at most 7.5% dense (between the two ViT-B points). Read once.
+// than the two linears (BENCHMARKS.md, 2026-12-04 20:22 session, call 1; the streamed form, bf16,
+// M = 50432, 64-blocks, ms fused / two linears): D = 384 (ViT-S) 0.127 / 0.156 at 80% sparsity, 0.087 /
+// 0.132 at 90%, 0.069 / 0.117 at 95%; D = 768 (ViT-B) 0.459 / 0.384 at 80%, 0.241 / 0.302 at 90%,
+// 0.159 / 0.251 at 95%. So: D <= 384, or both weights at most 12.5% dense (between the ViT-B points at
+// 10% and 20%). Read once.
 cuda::KernelMode fused_mode() {
   static const cuda::KernelMode m = cuda::kernel_mode_from_env("VITRT_BSR_MLP_FUSED");
   return m;
@@ -29,7 +30,7 @@ cuda::KernelMode fused_mode() {
 bool fused_selected(const BsrMatrix& fc1, const BsrMatrix& fc2) {
   const cuda::KernelMode m = fused_mode();
   if (m != cuda::KernelMode::Auto) return m == cuda::KernelMode::On;
-  return fc1.cols <= 384 || std::max(fc1.density(), fc2.density()) <= 0.075;
+  return fc1.cols <= 384 || std::max(fc1.density(), fc2.density()) <= 0.125;
 }
 
 Tensor i32_on_cuda(const std::vector<int32_t>& v) {

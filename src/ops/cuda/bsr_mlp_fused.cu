@@ -23,10 +23,12 @@
 //    bsr_gemm_stream.cu); the GELU waits for every group (it reads h).
 // h is rounded to bf16 where the unfused path rounds fc1's output, so the two paths differ by
 // accumulation-order rounding only (2-4e-5 relative, BENCHMARKS.md).
-// Measured (BENCHMARKS.md, 2026-12-04 18:18 session): latency-bound. The 192 KB of resident x leave
-// room for two consumer warpgroups only (ncu: 0.44 eligible warps per scheduler). Faster than the two
-// linears for ViT-S (D = 384) and at 95% sparsity, slower for ViT-B at 90% (0.320 against 0.302 ms):
-// ops::mlp_bsr takes it by measurement. The software-pipelined form (PIPE, below) was slower still.
+// Measured (BENCHMARKS.md, 2026-12-04 18:18 session): the resident form is latency-bound. The 192 KB of
+// resident x leave room for two consumer warpgroups only (ncu: 0.44 eligible warps per scheduler);
+// slower than the two linears for ViT-B at 90% (0.320 against 0.302 ms). The streamed form (MlpForm,
+// the default since the 20:22 session) gives up the residency for a third warpgroup: 0.241 ms there
+// (two linears 0.302, dense 0.685). ops::mlp_bsr takes the fused kernel by measurement. The
+// software-pipelined form (PIPE, below) was slower in the resident form.
 // Tried and taken out (call 6 of that session): b2 and the residual as volatile ("pinned") loads at
 // each block-row's start, y from zero, and b1 loaded one step ahead: 7-13% slower at every shape
 // (ViT-B @ 0.9 0.343 against 0.320 ms; 162 registers against 152).
@@ -74,7 +76,7 @@ constexpr size_t kAlignSlack = 1024;  // the x slabs start 1024-byte aligned (12
 //    L2 after its first read); fc2 blocks use the W part of a slot only. Without the 192 KB of x the
 //    CTA has room for three consumer warpgroups (192 tokens) and a 6-slot ring: the resident form is
 //    latency-bound at two warps per scheduler (BENCHMARKS.md, 2026-12-04 18:18 session).
-template <bool STREAM>
+template <bool STREAM, bool PIPE = false>
 struct MlpForm {
   static constexpr int kWarpgroups = STREAM ? 3 : 2;
   static constexpr int kTileM = 64 * kWarpgroups;       // tokens per tile
@@ -84,7 +86,10 @@ struct MlpForm {
   // per thread (four warps of one scheduler share its 64 KB), the consumers need 152. One thread works.
   static constexpr int kProducerWarps = STREAM ? 4 : 1;
   static constexpr int kThreads = 32 * (kConsumerWarps + kProducerWarps);
-  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8, kConsumerRegs = 152, kProducerRegs = 40;
+  // (PIPE holds two h accumulators: 168 registers in the resident form; streamed, the producers keep
+  // the fewest setmaxnreg allows so that the consumers get 160.)
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
+  static constexpr int kConsumerRegs = PIPE ? 160 : 152, kProducerRegs = PIPE ? 24 : 40;
   static_assert(!STREAM || 32 * (kConsumerWarps * kConsumerRegs + kProducerWarps * kProducerRegs) <= kThreads * kLaunchRegs,
                 "setmaxnreg must redistribute the launch's registers, not ask for more");
   static constexpr int kRing = STREAM ? 6 : 4;
@@ -126,9 +131,9 @@ struct MlpArgs {
 // the next step's fc1 blocks, the order in which the consumers take them. Without PIPE a step's
 // fc1 blocks, GELU and fc2 block follow each other, and only the other warpgroup overlaps the GELU.
 template <bool PIPE, bool STREAM>
-__global__ void __launch_bounds__(MlpForm<STREAM>::kThreads, 1) bsr_mlp_fused_kernel(const __grid_constant__ MlpArgs p) {
+__global__ void __launch_bounds__(MlpForm<STREAM, PIPE>::kThreads, 1) bsr_mlp_fused_kernel(const __grid_constant__ MlpArgs p) {
 #if VITRT_WGMMA_ENABLED
-  using F = MlpForm<STREAM>;
+  using F = MlpForm<STREAM, PIPE>;
   constexpr int kTileM = F::kTileM, kRing = F::kRing, kConsumerWarps = F::kConsumerWarps, kThreads = F::kThreads;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((kAlignSlack - (ptx::smem_u32(smem_raw) & (kAlignSlack - 1))) & (kAlignSlack - 1));
@@ -428,9 +433,11 @@ bool pipe_from_env() {
   return on;
 }
 
-// VITRT_BSR_MLP_STREAM: "1" the streamed form, "0" / unset the resident one. Read once.
+// VITRT_BSR_MLP_STREAM: "0" the resident form; unset / other: the streamed one, measured faster at every
+// shape (BENCHMARKS.md, 2026-12-04 20:22 session, call 1, M = 50432, ms streamed / resident: ViT-B @ 0.9
+// 0.241 / 0.322, @ 0.95 0.159 / 0.194, @ 0.8 0.459 / no plan; ViT-S @ 0.9 0.087 / 0.103). Read once.
 bool stream_from_env() {
-  static const bool on = kernel_mode_from_env("VITRT_BSR_MLP_STREAM") == KernelMode::On;
+  static const bool on = kernel_mode_from_env("VITRT_BSR_MLP_STREAM") != KernelMode::Off;
   return on;
 }
 
@@ -493,7 +500,9 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
   int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
   const size_t smem = smem_bytes(a.slabs, schedule.words_count + a.groups + 1);
-  if (stream)
+  if (stream && pipe_from_env())
+    bsr_wgmma::launch<bsr_mlp_fused_kernel<true, true>>(a, grid, MlpForm<true>::kThreads, smem, kMaxSmem);
+  else if (stream)
     bsr_wgmma::launch<bsr_mlp_fused_kernel<false, true>>(a, grid, MlpForm<true>::kThreads, smem, kMaxSmem);
   else if (pipe_from_env())
     bsr_wgmma::launch<bsr_mlp_fused_kernel<true, false>>(a, grid, MlpForm<false>::kThreads, smem, kMaxSmem);
