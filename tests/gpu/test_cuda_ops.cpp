@@ -36,6 +36,7 @@
 using namespace vitrt;
 namespace cu = vitrt::ops::cuda_impl;
 using ops::Activation;
+using test::identical;
 
 namespace {
 
@@ -106,34 +107,6 @@ std::string head(const float* p, int64_t n) {
                                        << " > " << tolerance << " (" << nonfinite << " non-finite); worst |diff| "
                                        << worst << " at flat index " << wi << " (got " << a[wi] << ", want " << b[wi]
                                        << ")\n  got:  " << head(a, g.numel()) << "\n  want: " << head(b, w.numel());
-}
-
-// Bytewise equality of two host tensors of the same dtype.
-::testing::AssertionResult identical(const Tensor& got, const Tensor& want) {
-  if (got.shape() != want.shape() || got.dtype() != want.dtype())
-    return ::testing::AssertionFailure() << "shape/dtype " << shape_str(got.shape()) << " " << dtype_name(got.dtype())
-                                         << " != " << shape_str(want.shape()) << " " << dtype_name(want.dtype());
-  const size_t es = dtype_size(got.dtype());
-  const auto* a = static_cast<const uint8_t*>(got.raw());
-  const auto* b = static_cast<const uint8_t*>(want.raw());
-  int64_t bad = 0, first = -1;
-  for (int64_t i = 0; i < got.numel(); ++i)
-    if (std::memcmp(a + i * es, b + i * es, es) != 0) {
-      if (first < 0) first = i;
-      ++bad;
-    }
-  if (bad == 0) return ::testing::AssertionSuccess();
-  auto value = [&](const uint8_t* p, int64_t i) -> double {
-    switch (got.dtype()) {
-      case DType::F32: { float f; std::memcpy(&f, p + i * 4, 4); return f; }
-      case DType::U8: return p[i];
-      case DType::BF16: { uint16_t h; std::memcpy(&h, p + i * 2, 2); return bf16_to_f32(h); }
-      default: return 0;
-    }
-  };
-  return ::testing::AssertionFailure() << shape_str(got.shape()) << " " << dtype_name(got.dtype()) << ": " << bad
-                                       << " of " << got.numel() << " elements differ; first at flat index " << first
-                                       << " (got " << value(a, first) << ", want " << value(b, first) << ")";
 }
 
 // The strided-batch layout of a cuda::GemmArgs call (element strides; tb: B is [N, K]).

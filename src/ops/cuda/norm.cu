@@ -4,6 +4,7 @@
 
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/env_choice.h"
+#include "ops/cuda/layer_norm_row.cuh"
 #include "ops/cuda/runtime.h"
 
 namespace vitrt::cuda {
@@ -53,68 +54,20 @@ __global__ void layer_norm_kernel(const TX* x, const TW* w, const TW* b,
 // GELU to the result (LayerNorm2d then GELU in SAM's upscaling; dev::gelu_for picks the erf).
 constexpr int kMaxChunks = 12;
 
-using dev::group_sum;
-using dev::VecN;
 
 // MAXC: the most chunks a launch may ask for; the row array is sized by it (12 x 8 floats for
 // 1-chunk rows would cost 96 registers and halve the occupancy).
 template <class TX, class TW, class TY, int V, int LANES, int MAXC>
 __global__ void layer_norm_rows_in_registers_kernel(const TX* x, const TW* w, const TW* b, TY* y, int64_t rows,
                                                     int chunks, float eps, bool gelu) {
-  using VecX = VecN<TX, V>;
-  using VecW = VecN<TW, V>;
-  using VecY = VecN<TY, V>;
   constexpr int kRowsPerWarp = 32 / LANES;
-  const int lane = threadIdx.x % LANES;
   const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32) * kRowsPerWarp;
-  if (row0 >= rows) return;  // whole warps leave together: the shuffles below see full warps
+  if (row0 >= rows) return;  // whole warps leave together: the shuffles see full warps
   const int64_t row = row0 + (threadIdx.x % 32) / LANES;
   const bool valid = row < rows;  // a warp's last rows may lie past the end: computed on row0, not stored
   const int64_t C = static_cast<int64_t>(LANES) * V * chunks;
-  const VecX* xr = reinterpret_cast<const VecX*>(x + (valid ? row : row0) * C);
-  float v[MAXC][V];
-  double s = 0.0;
-#pragma unroll
-  for (int k = 0; k < MAXC; ++k)
-    if (k < chunks) {
-      const VecX q = xr[k * LANES + lane];
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        v[k][j] = to_f(q.v[j]);
-        s += v[k][j];
-      }
-    }
-  const double mean = group_sum<LANES>(s) / static_cast<double>(C);
-  double sq = 0.0;
-#pragma unroll
-  for (int k = 0; k < MAXC; ++k)
-    if (k < chunks)
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const double d = static_cast<double>(v[k][j]) - mean;
-        sq += d * d;
-      }
-  const double var = group_sum<LANES>(sq) / static_cast<double>(C);
-  if (!valid) return;
-  const float rstd = static_cast<float>(1.0 / sqrt(var + static_cast<double>(eps)));
-  const float meanf = static_cast<float>(mean);
-  const VecW* wr = reinterpret_cast<const VecW*>(w);
-  const VecW* br = reinterpret_cast<const VecW*>(b);
-  VecY* yr = reinterpret_cast<VecY*>(y + row * C);
-#pragma unroll
-  for (int k = 0; k < MAXC; ++k)
-    if (k < chunks) {
-      const VecW wq = wr[k * LANES + lane], bq = br[k * LANES + lane];
-      VecY out;
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const float n = __fmul_rn(__fsub_rn(v[k][j], meanf), rstd);
-        float o = fmaf(n, to_f(wq.v[j]), to_f(bq.v[j]));
-        if (gelu) o = dev::gelu_for<TY>(o);
-        out.v[j] = from_f<TY>(o);
-      }
-      yr[k * LANES + lane] = out;
-    }
+  dev::layer_norm_row_in_registers<TX, TW, TY, V, LANES, MAXC>(x + (valid ? row : row0) * C, w, b, y + row * C, chunks,
+                                                               eps, gelu, valid, threadIdx.x % LANES);
 }
 
 // VITRT_LAYER_NORM_HALF_WARP: "0" one row per warp at every width (the form before), else (unset, "1")

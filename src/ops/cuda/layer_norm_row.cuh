@@ -1,0 +1,69 @@
+// One LayerNorm row held in registers by a group of LANES lanes: the body of norm.cu's row kernel,
+// shared with kernels that normalise rows they have just written (bsr_mlp_fused.cu's tiles), so that
+// both give bit-identical results.
+// The row: C = LANES * V * chunks values, lane `lane` (0 .. LANES - 1) holding V values of each
+// chunk, read once with one vector load per chunk. Statistics in double (the mean, then the sum of
+// squared deviations), then the fp32 normalisation the CPU kernel (and torch) does:
+// y = (x - mean) * rstd * w + b; `gelu` applies the erf GELU to the result (dev::gelu_for).
+// Every lane of the warp must call it (the reductions shuffle across the whole warp); `store` false
+// (a row past the end, given a valid row to read) computes without writing.
+#pragma once
+#include "ops/cuda/elementwise.h"
+
+namespace vitrt::cuda::dev {
+
+template <class TX, class TW, class TY, int V, int LANES, int MAXC>
+__device__ __forceinline__ void layer_norm_row_in_registers(const TX* xrow, const TW* w, const TW* b, TY* yrow,
+                                                            int chunks, float eps, bool gelu, bool store,
+                                                            int lane) {
+  using VecX = VecN<TX, V>;
+  using VecW = VecN<TW, V>;
+  using VecY = VecN<TY, V>;
+  const int64_t C = static_cast<int64_t>(LANES) * V * chunks;
+  const VecX* xr = reinterpret_cast<const VecX*>(xrow);
+  float v[MAXC][V];
+  double s = 0.0;
+#pragma unroll
+  for (int k = 0; k < MAXC; ++k)
+    if (k < chunks) {
+      const VecX q = xr[k * LANES + lane];
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        v[k][j] = to_f(q.v[j]);
+        s += v[k][j];
+      }
+    }
+  const double mean = group_sum<LANES>(s) / static_cast<double>(C);
+  double sq = 0.0;
+#pragma unroll
+  for (int k = 0; k < MAXC; ++k)
+    if (k < chunks)
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const double d = static_cast<double>(v[k][j]) - mean;
+        sq += d * d;
+      }
+  const double var = group_sum<LANES>(sq) / static_cast<double>(C);
+  if (!store) return;
+  const float rstd = static_cast<float>(1.0 / sqrt(var + static_cast<double>(eps)));
+  const float meanf = static_cast<float>(mean);
+  const VecW* wr = reinterpret_cast<const VecW*>(w);
+  const VecW* br = reinterpret_cast<const VecW*>(b);
+  VecY* yr = reinterpret_cast<VecY*>(yrow);
+#pragma unroll
+  for (int k = 0; k < MAXC; ++k)
+    if (k < chunks) {
+      const VecW wq = wr[k * LANES + lane], bq = br[k * LANES + lane];
+      VecY out;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float n = __fmul_rn(__fsub_rn(v[k][j], meanf), rstd);
+        float o = fmaf(n, to_f(wq.v[j]), to_f(bq.v[j]));
+        if (gelu) o = gelu_for<TY>(o);
+        out.v[j] = from_f<TY>(o);
+      }
+      yr[k * LANES + lane] = out;
+    }
+}
+
+}  // namespace vitrt::cuda::dev
