@@ -196,17 +196,8 @@ std::shared_ptr<const BsrMlpPlan> plan_bsr_mlp(const BsrMatrix& fc1, const BsrMa
 // faster (D <= 384, or both weights at most 12.5% dense; VITRT_BSR_MLP_FUSED=1 wherever planned,
 // =0 never); otherwise two
 // ops::linear_bsr calls. Arguments as linear_bsr's.
-// then_norm: also the LayerNorm of the result (a transformer's next block's first), into `out`:
-// normalised in the fused kernel as it writes each tile (the rows still in L2), else by layer_norm;
-// bit-identical either way.
-struct NormAfter {
-  const Tensor& w;
-  const Tensor& b;
-  float eps;
-  Tensor& out;
-};
 Tensor mlp_bsr(const Tensor& x, const BsrMatrix& fc1, const Tensor& b1, const BsrMatrix& fc2, const Tensor& b2,
-               const Tensor& residual, const BsrMlpPlan* plan = nullptr, const NormAfter* then_norm = nullptr);
+               const Tensor& residual, const BsrMlpPlan* plan = nullptr);
 
 }  // namespace vitrt::ops
 

@@ -1,7 +1,6 @@
 // ops::mlp_bsr: a block-sparse MLP pair, fused on Hopper (ops/cuda/bsr_mlp_fused.cu) or as two
 // block-sparse linears.
 #include <algorithm>
-#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -65,7 +64,7 @@ std::shared_ptr<const BsrMlpPlan> plan_bsr_mlp(const BsrMatrix& fc1, const BsrMa
 }
 
 Tensor mlp_bsr(const Tensor& x, const BsrMatrix& fc1, const Tensor& b1, const BsrMatrix& fc2, const Tensor& b2,
-               const Tensor& residual, const BsrMlpPlan* plan, const NormAfter* then_norm) {
+               const Tensor& residual, const BsrMlpPlan* plan) {
 #ifdef VITRT_HAVE_CUDA
   if (plan != nullptr && x.is_cuda() && fused_selected(fc1, fc2)) {
     constexpr const char* kOp = "ops::mlp_bsr";
@@ -81,37 +80,19 @@ Tensor mlp_bsr(const Tensor& x, const BsrMatrix& fc1, const Tensor& b1, const Bs
     b2.expect_shape({fc2.rows}, "ops::mlp_bsr b2");
     residual.expect_shape(out_shape, "ops::mlp_bsr residual");
     const int64_t M = x.numel() / fc1.cols;
-    // The LayerNorm after it goes into the kernel where the kernel can take it (else below).
-    const bool norm_fused = then_norm != nullptr && cuda::bsr_mlp_fused_norm_supported(fc2.rows) &&
-                            then_norm->w.is_cuda() && then_norm->w.dtype() == DType::BF16 &&
-                            then_norm->b.is_cuda() && then_norm->b.dtype() == DType::BF16 &&
-                            then_norm->w.shape() == Shape{fc2.rows} && then_norm->b.shape() == Shape{fc2.rows} &&
-                            reinterpret_cast<uintptr_t>(then_norm->w.raw()) % 16 == 0 &&
-                            reinterpret_cast<uintptr_t>(then_norm->b.raw()) % 16 == 0;
+    VITRT_PROFILE_OP("mlp_bsr_fused ", M, "x", fc1.rows, "x", fc1.cols, " b", fc1.block);
     Tensor y = Tensor::empty(out_shape, DType::BF16, Device::CUDA);
-    {
-      VITRT_PROFILE_OP("mlp_bsr_fused ", M, "x", fc1.rows, "x", fc1.cols, " b", fc1.block, norm_fused ? " +layer_norm" : "");
-      const cuda::BsrMlpDeviceSchedule s{plan->words.data<int32_t>(), plan->group_begin.data<int32_t>(), plan->groups,
-                                         plan->k_mask, plan->words_count};
-      cuda::BsrMlpNextNorm norm;
-      if (norm_fused) {
-        then_norm->out = Tensor::empty(out_shape, DType::BF16, Device::CUDA);
-        norm = {then_norm->w.raw(), then_norm->b.raw(), then_norm->eps, then_norm->out.raw()};
-      }
-      cuda::bsr_mlp_bf16_fused(x.raw(), M, cuda::device_view(fc1), b1.raw(), cuda::device_view(fc2), b2.raw(), s,
-                               residual.raw(), y.raw(), 0, norm_fused ? &norm : nullptr);
-    }
-    if (then_norm != nullptr && !norm_fused)
-      then_norm->out = layer_norm(y, then_norm->w, then_norm->b, then_norm->eps);
+    const cuda::BsrMlpDeviceSchedule s{plan->words.data<int32_t>(), plan->group_begin.data<int32_t>(), plan->groups,
+                                       plan->k_mask, plan->words_count};
+    cuda::bsr_mlp_bf16_fused(x.raw(), M, cuda::device_view(fc1), b1.raw(), cuda::device_view(fc2), b2.raw(), s,
+                             residual.raw(), y.raw());
     return y;
   }
 #else
   (void)plan;
 #endif
   const Tensor h = linear_bsr(x, fc1, &b1, Activation::GELU);
-  Tensor y = linear_bsr(h, fc2, &b2, Activation::None, &residual);
-  if (then_norm != nullptr) then_norm->out = layer_norm(y, then_norm->w, then_norm->b, then_norm->eps);
-  return y;
+  return linear_bsr(h, fc2, &b2, Activation::None, &residual);
 }
 
 }  // namespace vitrt::ops

@@ -22,7 +22,8 @@ schedule carries the "last" flag):
   (retire_all_but_newest after each), the current step's fc2 blocks (no retire). retire_all at each
   group's end.
 
-The streamed form (stream=True; MlpForm<true>): no resident x and no x barriers. S = 6 slots and 12
+The streamed form (stream=True; MlpForm<true>; either step order, pipelined its default): no resident
+x and no x barriers. S = 6 slots and 12
 consumer warps (three warpgroups; wempty counts 12). An fc1 block's slot is filled by two copies, the
 W block and the tile's x slab k, both counted on the slot's wfull (one arrive_expect_tx of both
 sizes: it completes when the second lands); the consumer reads both from the slot.
@@ -47,7 +48,6 @@ S_RESIDENT, S_STREAM = 4, 6  # the kernel's kRing per form
 def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=False, producer_plain=False,
         stream=False, expect_w_only=False):
     """groups: per group, its steps as (list of the fc1 blocks' slabs, n2)."""
-    assert not (stream and pipe), "the streamed form has no pipelined variant"
     rng = random.Random(seed)
     S = S_STREAM if stream else S_RESIDENT
     warps = 12 if stream else 8
@@ -300,16 +300,23 @@ def test_plain_order_to_pipelined_consumers_is_caught():
 
 
 def test_streamed_form_has_no_deadlock_or_hazard():
-    stats = collections.Counter()
-    assert failures(300, False, stats=stats, stream=True) == {}
-    for path in ("producer waited for a slot", "consumer waited for a group"):
-        assert stats[path] > 0, (path, stats)
-    for groups in ([[]], [[([], 1)]], [[([0] * 7, 1)]], [[([1], 1)] * 6, [], [([0, 1], 1), ([], 1)]]):
-        for tiles in (1, 3):
-            for seed in range(20):
-                run(groups=groups, slabs=2, tiles=tiles, pipe=False, seed=seed, stream=True)
+    for pipe in (False, True):  # (pipelined: the streamed form's default)
+        stats = collections.Counter()
+        assert failures(300, pipe, stats=stats, stream=True) == {}, pipe
+        for path in ("producer waited for a slot", "consumer waited for a group"):
+            assert stats[path] > 0, (pipe, path, stats)
+        for groups in ([[]], [[([], 1)]], [[([0] * 7, 1)]], [[([1], 1)] * 6, [], [([0, 1], 1), ([], 1)]]):
+            for tiles in (1, 3):
+                for seed in range(20):
+                    run(groups=groups, slabs=2, tiles=tiles, pipe=pipe, seed=seed, stream=True)
 
 
 def test_streamed_slot_counting_the_w_copy_only_is_caught():
-    bad = failures(100, False, stop_at=("StaleRead",), stream=True, expect_w_only=True)
-    assert bad["StaleRead"] > 0, bad
+    for pipe in (False, True):
+        bad = failures(100, pipe, stop_at=("StaleRead",), stream=True, expect_w_only=True)
+        assert bad["StaleRead"] > 0, (pipe, bad)
+
+
+def test_streamed_plain_order_to_pipelined_consumers_is_caught():
+    bad = failures(100, True, stop_at=("StaleRead", "Deadlock"), stream=True, producer_plain=True)
+    assert bad["StaleRead"] + bad["Deadlock"] > 0, bad

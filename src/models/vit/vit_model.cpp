@@ -7,8 +7,6 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
-#include <tuple>
-#include <utility>
 
 #include "io/vitrt_model_file.h"
 #include "models/sam/weights.h"
@@ -207,32 +205,19 @@ std::shared_ptr<VitModel> VitModel::to(Device dev, DType dt) const {
 }
 
 namespace {
-// EncoderBlock.forward (dropouts are identities in eval). t = ln_1(x), from the caller: the previous
-// block's fused sparse MLP kernel normalises its output as it writes it (one pass over x fewer), else
-// a LayerNorm. next_ln: the following block's ln_1 (null for the last block). Returns x and, with
-// next_ln, next_ln(x).
-std::pair<Tensor, Tensor> encoder_layer_forward(const vit::EncoderLayerW& l, int num_heads, const Tensor& x,
-                                                const Tensor& t, const vit::NormW* next_ln) {
+// EncoderBlock.forward (dropouts are identities in eval).
+Tensor encoder_layer_forward(const vit::EncoderLayerW& l, int num_heads, const Tensor& x) {
+  Tensor t = ops::layer_norm(x, l.ln_1.w, l.ln_1.b, kVitLayerNormEps);
   Tensor qkv = ops::linear(t, l.qkv.w, &l.qkv.b);  // [B, T, 3C]
   Tensor a = ops::attention_packed_qkv(qkv, num_heads);
   Tensor h = ops::linear(a, l.out_proj.w, &l.out_proj.b, ops::Activation::None, &x);
   Tensor m = ops::layer_norm(h, l.ln_2.w, l.ln_2.b, kVitLayerNormEps);
-  Tensor y, t_next;
-  if (l.mlp_fc1_bsr && l.mlp_fc2_bsr) {
-    if (next_ln != nullptr) {
-      const ops::NormAfter norm{next_ln->w, next_ln->b, kVitLayerNormEps, t_next};
-      y = ops::mlp_bsr(m, *l.mlp_fc1_bsr, l.mlp_fc1.b, *l.mlp_fc2_bsr, l.mlp_fc2.b, h, l.mlp_plan.get(), &norm);
-      return {y, t_next};
-    }
-    y = ops::mlp_bsr(m, *l.mlp_fc1_bsr, l.mlp_fc1.b, *l.mlp_fc2_bsr, l.mlp_fc2.b, h, l.mlp_plan.get());
-  } else {
-    m = l.mlp_fc1_bsr ? ops::linear_bsr(m, *l.mlp_fc1_bsr, &l.mlp_fc1.b, ops::Activation::GELU)
-                      : ops::linear(m, l.mlp_fc1.w, &l.mlp_fc1.b, ops::Activation::GELU);
-    y = l.mlp_fc2_bsr ? ops::linear_bsr(m, *l.mlp_fc2_bsr, &l.mlp_fc2.b, ops::Activation::None, &h)
-                      : ops::linear(m, l.mlp_fc2.w, &l.mlp_fc2.b, ops::Activation::None, &h);
-  }
-  if (next_ln != nullptr) t_next = ops::layer_norm(y, next_ln->w, next_ln->b, kVitLayerNormEps);
-  return {y, t_next};
+  if (l.mlp_fc1_bsr && l.mlp_fc2_bsr)
+    return ops::mlp_bsr(m, *l.mlp_fc1_bsr, l.mlp_fc1.b, *l.mlp_fc2_bsr, l.mlp_fc2.b, h, l.mlp_plan.get());
+  m = l.mlp_fc1_bsr ? ops::linear_bsr(m, *l.mlp_fc1_bsr, &l.mlp_fc1.b, ops::Activation::GELU)
+                    : ops::linear(m, l.mlp_fc1.w, &l.mlp_fc1.b, ops::Activation::GELU);
+  if (!l.mlp_fc2_bsr) return ops::linear(m, l.mlp_fc2.w, &l.mlp_fc2.b, ops::Activation::None, &h);
+  return ops::linear_bsr(m, *l.mlp_fc2_bsr, &l.mlp_fc2.b, ops::Activation::None, &h);
 }
 }  // namespace
 
@@ -256,11 +241,7 @@ Tensor VitModel::forward_device(const Tensor& images) const {
   }
   x = ops::cat({cls, x}, 1);  // [B, T, C]
   ops::add_(x, pos_embedding);
-  Tensor t = layers.empty() ? Tensor() : ops::layer_norm(x, layers[0].ln_1.w, layers[0].ln_1.b, kVitLayerNormEps);
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const vit::NormW* next_ln = i + 1 < layers.size() ? &layers[i + 1].ln_1 : nullptr;
-    std::tie(x, t) = encoder_layer_forward(layers[i], c.num_heads, x, t, next_ln);
-  }
+  for (const vit::EncoderLayerW& l : layers) x = encoder_layer_forward(l, c.num_heads, x);
   // LayerNorm is per token and the head reads only the class token: normalise just that one.
   // Token 0 of each image: a strided copy of B rows (not a permute of the whole [B, T, C]).
   Tensor cls_out = B == 1 ? x.reshape({T, C}).slice0(0, 1) : ops::narrow(x, 1, 0, 1).reshape({B, C});

@@ -155,22 +155,11 @@ struct BsrMlpDeviceSchedule {
 // schedule_words: the schedule's length; the kernel keeps it in shared memory next to 192 KB of x
 // (at D = 768 about 400 words fit: ViT-B at 80% sparsity and above).
 bool bsr_mlp_fused_supported(const BsrDeviceView& fc1, const BsrDeviceView& fc2, int64_t schedule_words = 0);
-// The LayerNorm that follows the MLP (a transformer's next block), fused into the kernel: y_norm =
-// LayerNorm(y) with w, b (bf16 [N]) and eps, computed per tile right after the tile's rows of y
-// (bit-identical to ops::layer_norm). bsr_mlp_fused_norm_supported(N): N a multiple of 128, <= 768.
-struct BsrMlpNextNorm {
-  const void* w = nullptr;
-  const void* b = nullptr;
-  float eps = 0.f;
-  void* y = nullptr;  // bf16 [M, N], a buffer of its own
-};
-bool bsr_mlp_fused_norm_supported(int64_t N);
 // x, residual, y bf16 [M, D], [M, N], [M, N] (residual may be y or null); b1, b2 bf16 or null.
-// max_ctas > 0 caps the persistent grid (tests). next_norm: see above (null: none). Throws
-// InvalidArgument where not supported.
+// max_ctas > 0 caps the persistent grid (tests). Throws InvalidArgument where not supported.
 void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, const void* b1, const BsrDeviceView& fc2,
                         const void* b2, const BsrMlpDeviceSchedule& schedule, const void* residual, void* y,
-                        int max_ctas = 0, const BsrMlpNextNorm* next_norm = nullptr);
+                        int max_ctas = 0);
 
 // fp32 CUDA-core kernel: x fp32 [M, K], w.values fp32, bias fp32 [N] or null, residual fp32 [M, N]
 // or null, y fp32 [M, N]; pointers 16-byte aligned.

@@ -27,30 +27,30 @@
 // resident x leave room for two consumer warpgroups only (ncu: 0.44 eligible warps per scheduler);
 // slower than the two linears for ViT-B at 90% (0.320 against 0.302 ms). The streamed form (MlpForm,
 // the default since the 20:22 session) gives up the residency for a third warpgroup: 0.241 ms there
-// (two linears 0.302, dense 0.685). ops::mlp_bsr takes the fused kernel by measurement. The
-// software-pipelined form (PIPE, below) was slower in the resident form.
+// (two linears 0.302, dense 0.685), 0.235 with the software-pipelined step order (PIPE, below; its
+// default in the streamed form, slower in the resident one). ops::mlp_bsr takes the fused kernel by
+// measurement. ncu of the streamed plain form (20:22 session, call 2): 17% of the warp samples issuing,
+// long-scoreboard 23% (the largest single stall: b1's loads at each step, 8%), wgmma waits 22%.
 // Tried and taken out (call 6 of that session): b2 and the residual as volatile ("pinned") loads at
 // each block-row's start, y from zero, and b1 loaded one step ahead: 7-13% slower at every shape
 // (ViT-B @ 0.9 0.343 against 0.320 ms; 162 registers against 152).
 // tests/protocol/test_bsr_mlp_protocol.py models the barrier protocol of both step orders (random
 // interleavings: no deadlock, no buffer read early or refilled while read); keep the two in step.
 // Scope: sm_90, bf16, block 64, D = fc1.cols <= 768, fc2.rows a multiple of 64, a schedule that fits
-// shared memory next to x (ViT-B at 90% sparsity: yes; at 80%: no); the core-matrix copies present. Everything
-// else runs the two linears unfused (ops::mlp_bsr).
+// shared memory (resident form, next to x: ViT-B at 90% sparsity yes, at 80% no; streamed, next to the
+// 192 KB ring: ~8.6K words); the core-matrix copies present. Everything else runs the two linears
+// unfused (ops::mlp_bsr).
 #include <cuda.h>  // CUtensorMap
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <initializer_list>
 
 #include "ops/cuda/bsr_gemm.h"
 #include "ops/cuda/bsr_wgmma.cuh"
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/env_choice.h"
-#include "ops/cuda/layer_norm_row.cuh"
 #include "ops/cuda/mbarrier.cuh"
-#include "ops/cuda/norm.h"
 #include "ops/cuda/ptx.cuh"
 #include "ops/cuda/runtime.h"
 #include "ops/cuda/tensor_map.h"
@@ -84,18 +84,15 @@ struct MlpForm {
   static constexpr int kWarpgroups = STREAM ? 3 : 2;
   static constexpr int kTileM = 64 * kWarpgroups;       // tokens per tile
   static constexpr int kConsumerWarps = 4 * kWarpgroups;
-  // + the producers: one warp (resident form; one thread works), or a whole warpgroup (streamed form):
-  // 13 warps would leave 120 registers per thread (four warps of one scheduler share its 64 KB), so
-  // the streamed form launches 16 at 128 and moves registers between warpgroups with setmaxnreg. Its
-  // producer warpgroup's warp 0 streams the blocks (one thread) and its other three normalise finished
-  // tiles (the fused LayerNorm, MlpArgs::ln_y): consumers 136 registers (at 128 they spilled the
-  // residual), producers 104. PIPE holds two h accumulators (168 registers in the resident form):
-  // streamed, consumers 160 and producers 24, and the LayerNorm runs as a separate kernel.
+  // + the producers: one warp (resident form), or a whole warpgroup (streamed form) so that it can hand
+  // its registers to the consumers (setmaxnreg is per warpgroup): 13 warps would leave 128 registers
+  // per thread (four warps of one scheduler share its 64 KB), the consumers need 152. One thread works.
   static constexpr int kProducerWarps = STREAM ? 4 : 1;
   static constexpr int kThreads = 32 * (kConsumerWarps + kProducerWarps);
-  static constexpr bool kFusedNorm = STREAM && !PIPE;
+  // (PIPE holds two h accumulators: 168 registers in the resident form; streamed, the producers keep
+  // the fewest setmaxnreg allows so that the consumers get 160.)
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
-  static constexpr int kConsumerRegs = PIPE ? 160 : 136, kProducerRegs = PIPE ? 24 : 104;
+  static constexpr int kConsumerRegs = PIPE ? 160 : 152, kProducerRegs = PIPE ? 24 : 40;
   static_assert(!STREAM || 32 * (kConsumerWarps * kConsumerRegs + kProducerWarps * kProducerRegs) <= kThreads * kLaunchRegs,
                 "setmaxnreg must redistribute the launch's registers, not ask for more");
   static constexpr int kRing = STREAM ? 6 : 4;
@@ -108,7 +105,7 @@ struct MlpForm {
   static size_t smem_bytes(int slabs, int64_t schedule_ints) {
     const size_t resident = STREAM ? 0 : 2 * static_cast<size_t>(slabs) * kSlabBytes;
     return kAlignSlack + resident + static_cast<size_t>(kRing) * kSlotBytes +
-           (2 * kMaxSlabs + 2 + 2 * kRing + 2) * sizeof(uint64_t) + static_cast<size_t>(schedule_ints) * sizeof(int32_t);
+           (2 * kMaxSlabs + 2 + 2 * kRing) * sizeof(uint64_t) + static_cast<size_t>(schedule_ints) * sizeof(int32_t);
   }
 };
 
@@ -129,16 +126,7 @@ struct MlpArgs {
   const bf16* b2;              // [N] or null
   const bf16* residual;        // [M, N] or null (may be y)
   bf16* y;                     // [M, N]
-  // The LayerNorm that follows (the next block's first), fused: ln_y = LayerNorm(y) over each row with
-  // ln_w, ln_b, ln_eps, each tile's rows normalised as soon as its warps have written them (they are
-  // still in L2). ln_y null: none. N a multiple of 128, at most 768.
-  const bf16* ln_w;
-  const bf16* ln_b;
-  bf16* ln_y;
-  float ln_eps;
 };
-// The fused LayerNorm's rows: 16 lanes per row, 8 bf16 per lane and chunk, N <= 768.
-constexpr int kLnLanes = 16, kLnVec = 8, kLnMaxChunks = 6;
 
 // PIPE: the software-pipelined form (VITRT_BSR_MLP_PIPE, below): a warpgroup issues the next hidden
 // block's fc1 wgmmas before it computes the GELU of the current one, so that the GELU runs while
@@ -160,12 +148,7 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE>::kThreads, 1) bsr_mlp_fu
   uint64_t* xempty = xfull + 2 * kMaxSlabs;      // [2] the half's 4 warps are done with x
   uint64_t* wfull = xempty + 2;                  // [kRing] block landed
   uint64_t* wempty = wfull + kRing;              // [kRing] every consumer warp has retired it
-  // The fused LayerNorm's hand-over (kFusedNorm): tile_done, every consumer thread has stored the tile's
-  // y; ln_done, the normalising warps are through with it. A consumer waits ln_done of tile tc - 1
-  // before it arrives on tile_done for tile tc, so neither barrier gets two phases ahead of a waiter.
-  uint64_t* tile_done = wempty + kRing;
-  uint64_t* ln_done = tile_done + 1;
-  int32_t* gb_s = reinterpret_cast<int32_t*>(ln_done + 1);  // [groups + 1]
+  int32_t* gb_s = reinterpret_cast<int32_t*>(wempty + kRing);  // [groups + 1]
   int32_t* words_s = gb_s + p.groups + 1;                       // [nwords]
   for (int i = threadIdx.x; i <= p.groups; i += kThreads) gb_s[i] = __ldg(p.group_begin + i);
   for (int i = threadIdx.x; i < p.nwords; i += kThreads) words_s[i] = __ldg(p.words + i);
@@ -174,8 +157,6 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE>::kThreads, 1) bsr_mlp_fu
     for (int i = 0; i < 2 * kMaxSlabs; ++i) mbar::init(&xfull[i], 1);
     for (int i = 0; i < 2; ++i) mbar::init(&xempty[i], 4);
     for (int s = 0; s < kRing; ++s) mbar::init(&wfull[s], 1), mbar::init(&wempty[s], kConsumerWarps);
-    mbar::init(tile_done, 32 * kConsumerWarps);
-    mbar::init(ln_done, F::kProducerWarps - 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -184,30 +165,6 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE>::kThreads, 1) bsr_mlp_fu
     // ---- producer: one thread. Per tile: each half's x slabs (once that half released the previous
     // tile's; resident form), then every block of the schedule, group by group, in the consumers' order.
     if constexpr (STREAM) ptx::setmaxnreg_dec<F::kProducerRegs>();
-    if constexpr (F::kFusedNorm)
-      if (warp > kConsumerWarps) {
-        // ---- the fused LayerNorm: warp lw = 0..2 normalises rows 64 lw .. 64 lw + 63 of each tile once
-        // its consumers have stored them (while they go on with the next tile), two rows at a time,
-        // 16 lanes each (norm.cu's row routine: bit-identical to ops::layer_norm).
-        if (p.ln_y == nullptr) return;
-        const int lw = warp - kConsumerWarps - 1;
-        int tc = 0;
-        for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tc) {
-          mbar::wait(tile_done, tc & 1);
-          const int64_t r0 = static_cast<int64_t>(tile) * kTileM + 64 * lw;
-#pragma unroll 1
-          for (int r = 0; r < 64 && r0 + r < p.M; r += 2) {
-            const int64_t row = r0 + r + lane / kLnLanes;
-            const bool valid = row < p.M;  // (a row past the end reads the pair's first, unstored)
-            dev::layer_norm_row_in_registers<bf16, bf16, bf16, kLnVec, kLnLanes, kLnMaxChunks>(
-                p.y + (valid ? row : r0 + r) * p.N, p.ln_w, p.ln_b, p.ln_y + row * p.N, p.N / (kLnLanes * kLnVec),
-                p.ln_eps, false, valid, lane % kLnLanes);
-          }
-          __syncwarp();
-          if (lane == 0) mbar::arrive(ln_done);
-        }
-        return;
-      }
     if (warp != kConsumerWarps || lane != 0) return;
     int slot = 0, n = 0;
     unsigned round = 0;  // parity of the ring round of `slot`
@@ -463,12 +420,6 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE>::kThreads, 1) bsr_mlp_fu
           if (m < p.M) *reinterpret_cast<__nv_bfloat162*>(p.y + m * p.N + col0 + 8 * c) = v;
         }
     }
-    if (F::kFusedNorm && p.ln_y != nullptr) {
-      // The tile's y handed to the normalising warps: every thread's own stores released by its own
-      // arrival (once they are through with the previous tile).
-      if (tc > 0) mbar::wait(ln_done, (tc - 1) & 1);
-      mbar::arrive(tile_done);
-    }
   }
 #else
   (void)p;
@@ -476,13 +427,13 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE>::kThreads, 1) bsr_mlp_fu
 #endif
 }
 
-// VITRT_BSR_MLP_PIPE: "1" the pipelined form; unset / other: the plain one, measured faster
-// (BENCHMARKS.md, 2026-12-04 18:18 session, call 4: 0.320 against 0.357 ms at D = 768, 0.107 against
-// 0.114 at D = 384; the pipelined form holds 168 registers against 152). Read once.
-// (resident form only: the streamed form's three warpgroups have no room for its 168 registers.)
-bool pipe_from_env() {
-  static const bool on = kernel_mode_from_env("VITRT_BSR_MLP_PIPE") == KernelMode::On;
-  return on;
+// VITRT_BSR_MLP_PIPE: "1" the pipelined step order, "0" the plain one; unset / other: pipelined in the
+// streamed form, plain in the resident one, as measured (BENCHMARKS.md, 2026-12-04 sessions: resident,
+// 18:18 call 4, plain 0.320 against 0.357 ms at D = 768 (168 registers against 152); streamed, 20:22
+// calls 1-2, pipelined 0.235 against 0.241, ViT-B/16 end to end 10.91 against 11.19 ms). Read once.
+bool pipe_for(bool stream) {
+  static const KernelMode m = kernel_mode_from_env("VITRT_BSR_MLP_PIPE");
+  return m == KernelMode::Auto ? stream : m == KernelMode::On;
 }
 
 // VITRT_BSR_MLP_STREAM: "0" the resident form; unset / other: the streamed one, measured faster at every
@@ -510,11 +461,9 @@ bool bsr_mlp_fused_supported(const BsrDeviceView& fc1, const BsrDeviceView& fc2,
   return (fc1.values_core_matrix != nullptr || fc1.nnz == 0) && (fc2.values_core_matrix != nullptr || fc2.nnz == 0);
 }
 
-bool bsr_mlp_fused_norm_supported(int64_t N) { return N % (kLnLanes * kLnVec) == 0 && N <= kLnLanes * kLnVec * kLnMaxChunks; }
-
 void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, const void* b1, const BsrDeviceView& fc2,
                         const void* b2, const BsrMlpDeviceSchedule& schedule, const void* residual, void* y,
-                        int max_ctas, const BsrMlpNextNorm* next_norm) {
+                        int max_ctas) {
   constexpr const char* kOp = "cuda bsr_mlp_bf16_fused";
   check_bsr_linear_args(kOp, x, M, fc1, nullptr, y);
   check_bsr_linear_args(kOp, y, M, fc2, residual, y);
@@ -551,27 +500,10 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
   a.b2 = static_cast<const bf16*>(b2);
   a.residual = static_cast<const bf16*>(residual);
   a.y = static_cast<bf16*>(y);
-  if (next_norm != nullptr) {
-    VITRT_CHECK(bsr_mlp_fused_norm_supported(fc2.rows), InvalidArgument, kOp, ": a fused LayerNorm needs rows of a multiple of ",
-                kLnLanes * kLnVec, " values, at most ", kLnLanes * kLnVec * kLnMaxChunks, " (got ", fc2.rows, ")");
-    VITRT_CHECK(next_norm->w != nullptr && next_norm->b != nullptr && next_norm->y != nullptr, InvalidArgument, kOp,
-                ": the fused LayerNorm needs its weight, bias and output");
-    VITRT_CHECK(next_norm->y != y && next_norm->y != x && next_norm->y != residual, InvalidArgument, kOp,
-                ": the fused LayerNorm's output must be a buffer of its own");
-    for (const void* q : std::initializer_list<const void*>{next_norm->w, next_norm->b, next_norm->y, y})
-      VITRT_CHECK(reinterpret_cast<uintptr_t>(q) % 16 == 0, InvalidArgument, kOp,
-                  ": the fused LayerNorm reads and writes 16-byte vectors (pointers 16-byte aligned)");
-    a.ln_w = static_cast<const bf16*>(next_norm->w);
-    a.ln_b = static_cast<const bf16*>(next_norm->b);
-    a.ln_y = static_cast<bf16*>(next_norm->y);
-    a.ln_eps = next_norm->eps;
-  }
-  // (only the default form normalises in the kernel; the others run the same LayerNorm after it)
-  const bool pipe = pipe_from_env(), norm_in_kernel = stream && !pipe;
-  if (!norm_in_kernel) a.ln_y = nullptr;
   int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
   const size_t smem = smem_bytes(a.slabs, schedule.words_count + a.groups + 1);
+  const bool pipe = pipe_for(stream);
   if (stream && pipe)
     bsr_wgmma::launch<bsr_mlp_fused_kernel<true, true>>(a, grid, MlpForm<true>::kThreads, smem, kMaxSmem);
   else if (stream)
@@ -580,9 +512,6 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
     bsr_wgmma::launch<bsr_mlp_fused_kernel<true, false>>(a, grid, MlpForm<false>::kThreads, smem, kMaxSmem);
   else
     bsr_wgmma::launch<bsr_mlp_fused_kernel<false, false>>(a, grid, MlpForm<false>::kThreads, smem, kMaxSmem);
-  if (next_norm != nullptr && !norm_in_kernel)
-    layer_norm(DType::BF16, y, DType::BF16, next_norm->w, next_norm->b, DType::BF16, next_norm->y, M, fc2.rows,
-               next_norm->eps);
 }
 
 }  // namespace vitrt::cuda

@@ -1,6 +1,8 @@
-// One LayerNorm row held in registers by a group of LANES lanes: the body of norm.cu's row kernel,
-// shared with kernels that normalise rows they have just written (bsr_mlp_fused.cu's tiles), so that
-// both give bit-identical results.
+// One LayerNorm row held in registers by a group of LANES lanes: the body of norm.cu's row kernel, as
+// a device function, so that a kernel normalising rows of its own gives bit-identical results. (Tried
+// in the fused block-sparse MLP, its spare producer warps normalising each finished tile: at three
+// warps the double-precision reductions were too slow, the last tile's rows lengthened the kernel by
+// 0.2 ms; BENCHMARKS.md, 2026-12-04 20:22 session, call 2.)
 // The row: C = LANES * V * chunks values, lane `lane` (0 .. LANES - 1) holding V values of each
 // chunk, read once with one vector load per chunk. Statistics in double (the mean, then the sum of
 // squared deviations), then the fp32 normalisation the CPU kernel (and torch) does:
