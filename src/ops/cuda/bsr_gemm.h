@@ -152,8 +152,9 @@ struct BsrMlpDeviceSchedule {
   unsigned k_mask = 0;
   int64_t words_count = 0;  // group_begin[groups]
 };
-// schedule_words: the schedule's length; the kernel keeps it in shared memory next to 192 KB of x
-// (at D = 768 about 400 words fit: ViT-B at 80% sparsity and above).
+// schedule_words: the schedule's length; the kernel keeps it in shared memory next to its ring (the
+// streamed form, the default: ~8.6K words fit) or next to 192 KB of resident x (VITRT_BSR_MLP_STREAM=0:
+// at D = 768 about 400 words, ViT-B at 90% sparsity and above).
 bool bsr_mlp_fused_supported(const BsrDeviceView& fc1, const BsrDeviceView& fc2, int64_t schedule_words = 0);
 // x, residual, y bf16 [M, D], [M, N], [M, N] (residual may be y or null); b1, b2 bf16 or null.
 // max_ctas > 0 caps the persistent grid (tests). Throws InvalidArgument where not supported.
