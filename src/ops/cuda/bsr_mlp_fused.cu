@@ -245,11 +245,15 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE>::kThreads, 1) bsr_mlp_fu
   };
   auto release = [&](int k) {
     for (int i = 0; i < k; ++i) {
-      if (lane == 0) {
-        mbar::arrive(&wempty[rel_slot]);
-        if (rel_slot == x_slot) mbar::arrive(&xempty[h]);
+      if constexpr (STREAM) {  // (no resident x to hand back)
+        if (lane == 0) mbar::arrive(&wempty[rel_slot]);
+      } else {
+        if (lane == 0) {
+          mbar::arrive(&wempty[rel_slot]);
+          if (rel_slot == x_slot) mbar::arrive(&xempty[h]);
+        }
+        if (rel_slot == x_slot) x_slot = -1;
       }
-      if (rel_slot == x_slot) x_slot = -1;
       if (++rel_slot == kRing) rel_slot = 0;
     }
     pending -= k > 0 ? k : 0;
@@ -317,6 +321,26 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE>::kThreads, 1) bsr_mlp_fu
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.f;
   };
+  // The pipelined order's accumulators start from b1 instead (its loads made a step ahead, under the
+  // previous step's wait), so that its GELU has no bias to add: gelu_pack's layout.
+  auto seed_b1 = [](float(&acc)[32], const __nv_bfloat162(&hb)[8]) {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const float2 b = __bfloat1622float2(hb[2 * kk + r / 2]);
+        acc[8 * kk + 2 * r] = b.x;
+        acc[8 * kk + 2 * r + 1] = b.y;
+      }
+  };
+  auto gelu_pack_seeded = [&](const float(&acc)[32], unsigned(&hf)[4][4]) {
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        hf[kk][r] = bsr_wgmma::pack_bf16x2(dev::gelu_tanh_approx(acc[8 * kk + 2 * r]),
+                                           dev::gelu_tanh_approx(acc[8 * kk + 2 * r + 1]));
+  };
   // (values read from memory reach ptxas as divergent; from lane 0 by shuffle they are uniform, and
   // a wgmma behind a divergent branch would serialise every wgmma of the kernel: C7518)
   auto word_at = [&](int w) { return __shfl_sync(0xffffffffu, words_s[w], 0); };
@@ -376,33 +400,33 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE>::kThreads, 1) bsr_mlp_fu
       } else if (w < we) {
         float hacc0[32], hacc1[32];
         __nv_bfloat162 hb[8];
-        int cur_j = 0, cur_n2 = 0;  // the current step's hidden block and fc2 blocks (the producer reads their words)
-        // Starts the step at w: its fc1 blocks into acc (each retired but the last); w then points past
-        // the step.
+        int cur_n2 = 0;  // the current step's fc2 blocks (the producer reads their words)
+        // Starts the step at w: its fc1 blocks into acc (each retired but the last), acc seeded with
+        // the step's b1 (in hb); w then points past the step.
         auto start_step = [&](float(&acc)[32]) {
           const int32_t hdr = word_at(w++);
           const int n1 = (hdr >> 16) & 255;
-          zero(acc);
+          seed_b1(acc, hb);
           for (int q = 0; q < n1; ++q) {
             issue_fc1(acc, word_at(w++));
             retire_all_but_newest();
           }
-          cur_j = hdr & 0xffff;
           cur_n2 = (hdr >> 24) & 255;
           w += cur_n2;
         };
         // One pipelined step: the current one's h in cur (fc1 issued), the next one's into nxt.
         auto step = [&](float(&cur)[32], float(&nxt)[32]) {
-          load_b1(cur_j, hb);  // (b1 is small: its loads hit L1 and arrive under the wait)
+          const bool more = w < we;
+          if (more) load_b1(word_at(w) & 0xffff, hb);  // the next step's (small: L1 hits, under the wait)
           const int n2 = cur_n2;
           retire_all();  // the current h, and the previous fc2 block (which read hf)
           wgmma::fence_operands(cur);
-          const bool more = w < we;
           if (more) start_step(nxt);
-          gelu_pack(cur, hb, hf);  // (while the next fc1 blocks run)
+          gelu_pack_seeded(cur, hf);  // (while the next fc1 blocks run)
           for (int q = 0; q < n2; ++q) issue_fc2(hf);
           return more;
         };
+        load_b1(word_at(w) & 0xffff, hb);
         start_step(hacc0);
         while (step(hacc0, hacc1) && step(hacc1, hacc0)) {
         }
