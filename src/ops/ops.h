@@ -193,9 +193,9 @@ struct BsrMlpPlan {
 std::shared_ptr<const BsrMlpPlan> plan_bsr_mlp(const BsrMatrix& fc1, const BsrMatrix& fc2, DType dtype);
 // fc2(GELU(fc1(x) + b1)) + b2 + residual (a transformer MLP with its residual), fc1 and fc2 BSR.
 // With a plan on CUDA: one fused kernel (the hidden activation stays on chip) where it was measured
-// faster (D <= 384, or both weights at most 12.5% dense; VITRT_BSR_MLP_FUSED=1 wherever planned,
-// =0 never); otherwise two
-// ops::linear_bsr calls. Arguments as linear_bsr's.
+// faster (D <= 384, or both weights at most 12.5% dense) and the tokens give every SM a tile
+// (VITRT_BSR_MLP_FUSED=1 wherever planned, =0 never); otherwise two ops::linear_bsr calls.
+// Arguments as linear_bsr's.
 Tensor mlp_bsr(const Tensor& x, const BsrMatrix& fc1, const Tensor& b1, const BsrMatrix& fc2, const Tensor& b2,
                const Tensor& residual, const BsrMlpPlan* plan = nullptr);
 

@@ -22,15 +22,19 @@ namespace {
 // M = 50432, 64-blocks, ms fused / two linears): D = 384 (ViT-S) 0.127 / 0.156 at 80% sparsity, 0.087 /
 // 0.132 at 90%, 0.069 / 0.117 at 95%; D = 768 (ViT-B) 0.459 / 0.384 at 80%, 0.241 / 0.302 at 90%,
 // 0.159 / 0.251 at 95%. So: D <= 384, or both weights at most 12.5% dense (between the ViT-B points at
-// 10% and 20%). Read once.
+// 10% and 20%); and only with a tile for every SM (M >= 192 x SMs, ViT-B/16 batch 129 and up on an
+// H200): the fused kernel's grid is one CTA per token tile, the two linears split each tile over the
+// block-rows, so below one full wave they keep the GPU busier (not measured: small batches were never
+// timed with the fused kernel). Read once.
 cuda::KernelMode fused_mode() {
   static const cuda::KernelMode m = cuda::kernel_mode_from_env("VITRT_BSR_MLP_FUSED");
   return m;
 }
-bool fused_selected(const BsrMatrix& fc1, const BsrMatrix& fc2) {
+bool fused_selected(const BsrMatrix& fc1, const BsrMatrix& fc2, int64_t M) {
   const cuda::KernelMode m = fused_mode();
   if (m != cuda::KernelMode::Auto) return m == cuda::KernelMode::On;
-  return fc1.cols <= 384 || std::max(fc1.density(), fc2.density()) <= 0.125;
+  return (fc1.cols <= 384 || std::max(fc1.density(), fc2.density()) <= 0.125) &&
+         M >= cuda::bsr_mlp_fused_full_wave_rows();
 }
 
 Tensor i32_on_cuda(const std::vector<int32_t>& v) {
@@ -66,7 +70,7 @@ std::shared_ptr<const BsrMlpPlan> plan_bsr_mlp(const BsrMatrix& fc1, const BsrMa
 Tensor mlp_bsr(const Tensor& x, const BsrMatrix& fc1, const Tensor& b1, const BsrMatrix& fc2, const Tensor& b2,
                const Tensor& residual, const BsrMlpPlan* plan) {
 #ifdef VITRT_HAVE_CUDA
-  if (plan != nullptr && x.is_cuda() && fused_selected(fc1, fc2)) {
+  if (plan != nullptr && x.is_cuda() && fused_selected(fc1, fc2, x.numel() / std::max<int64_t>(1, fc1.cols))) {
     constexpr const char* kOp = "ops::mlp_bsr";
     VITRT_CHECK(x.dtype() == DType::BF16 && x.dim() >= 1 && x.size(-1) == fc1.cols,
                 InvalidArgument, kOp, ": x must be a bf16 [..., ", fc1.cols, "] tensor, got ",

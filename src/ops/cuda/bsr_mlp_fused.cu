@@ -487,6 +487,10 @@ bool bsr_mlp_fused_supported(const BsrDeviceView& fc1, const BsrDeviceView& fc2,
   return (fc1.values_core_matrix != nullptr || fc1.nnz == 0) && (fc2.values_core_matrix != nullptr || fc2.nnz == 0);
 }
 
+int64_t bsr_mlp_fused_full_wave_rows() {
+  return static_cast<int64_t>(stream_from_env() ? MlpForm<true>::kTileM : MlpForm<false>::kTileM) * sm_count();
+}
+
 void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, const void* b1, const BsrDeviceView& fc2,
                         const void* b2, const BsrMlpDeviceSchedule& schedule, const void* residual, void* y,
                         int max_ctas) {
