@@ -61,13 +61,21 @@ def check_refill(what, reading, busy):
         raise Overwrite(f"{what} refilled before its previous fill landed")
 
 
-def interleave(agents, rng, inflight, tick, who):
+def interleave(agents, rng, inflight, land, who):
     """Runs the agents (generators that yield None to go on, or a condition to wait for) in a random
     order (a seeded rng picks the next runnable agent, with per-run speed weights); one step of
-    time (tick(1)) per agent step, or up to the next landing copy when every agent waits.
-    inflight: the copies in flight, each a list whose first item is its steps left. who: what the
-    agent indices are, for the deadlock message. Raises Deadlock, or Overwrite when copies are
-    still in flight at the end."""
+    time per agent step, or up to the next landing copy when every agent waits.
+    inflight: the copies in flight, each a list whose first item is its steps left; land(copy) is
+    called for each as it lands (taken out of inflight). who: what the agent indices are, for the
+    deadlock message. Raises Deadlock, or Overwrite when copies are still in flight at the end."""
+
+    def tick(dt):
+        for c in inflight:
+            c[0] -= dt
+        for c in [c for c in inflight if c[0] <= 0]:
+            inflight.remove(c)
+            land(c)
+
     weight = [rng.choice((1, 1, 1, 4, 0.2)) for _ in agents]  # some agents run faster than others
     conds, alive = [None] * len(agents), [True] * len(agents)
     while any(alive):

@@ -100,17 +100,13 @@ def run(nkt, S, P, cwg, live_wgs, seed, skipdead=True, empty_counts_all=False, d
         # Without SKIPDEAD a dead warp runs the loop like a live one (its rows are not written).
         yield from live_warp(w)
 
-    def tick(dt):
-        for c in inflight:
-            c[0] -= dt
-        for c in [c for c in inflight if c[0] <= 0]:
-            inflight.remove(c)
-            _, slot, p, kt = c
-            buf[slot][p], busy[slot][p] = ("kv", kt), False
-            landed[p][kt] = True
+    def land(c):  # a copy landed
+        _, slot, p, kt = c
+        buf[slot][p], busy[slot][p] = ("kv", kt), False
+        landed[p][kt] = True
 
     agents = [producer(p) for p in range(P)] + [live_warp(w) if w < 4 * live_wgs else dead_warp(w) for w in range(warps)]
-    interleave(agents, rng, inflight, tick, f"0..{P - 1}: producers, then the consumer warps")
+    interleave(agents, rng, inflight, land, f"0..{P - 1}: producers, then the consumer warps")
     return stats
 
 

@@ -210,27 +210,23 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
                 yield from retire(0)
                 yield None  # the group's epilogue
 
-    def tick(dt):
-        for c in inflight:
-            c[0] -= dt
-        for c in [c for c in inflight if c[0] <= 0]:
-            inflight.remove(c)
-            _, where, tag = c
-            if where[0] in ("w", "sx"):
-                slot = where[1]
-                if where[0] == "w":
-                    wbuf[slot], wbusy[slot] = tag, False
-                else:
-                    sxbuf[slot], sxbusy[slot] = tag, False
-                copies_left[slot] -= 1
-                if copies_left[slot] == 0:
-                    wfull[slot].arrive()
+    def land(c):  # a copy landed
+        _, where, tag = c
+        if where[0] in ("w", "sx"):
+            slot = where[1]
+            if where[0] == "w":
+                wbuf[slot], wbusy[slot] = tag, False
             else:
-                xbuf[where[1:]], xbusy[where[1:]] = tag, False
-                xfull[where[1:]].arrive()
+                sxbuf[slot], sxbusy[slot] = tag, False
+            copies_left[slot] -= 1
+            if copies_left[slot] == 0:
+                wfull[slot].arrive()
+        else:
+            xbuf[where[1:]], xbusy[where[1:]] = tag, False
+            xfull[where[1:]].arrive()
 
     agents = [producer()] + [consumer(w) for w in range(warps)]
-    interleave(agents, rng, inflight, tick, "0: producer, 1 + w: consumer warp w")
+    interleave(agents, rng, inflight, land, "0: producer, 1 + w: consumer warp w")
     return stats
 
 

@@ -86,17 +86,13 @@ def run(S, items, seed, skip_full_wait=False, release_at_issue=False, skip_empty
                     empty[ps].arrive()
             yield None  # the item's epilogue (no barrier)
 
-    def tick(dt):
-        for c in inflight:
-            c[0] -= dt
-        for c in [c for c in inflight if c[0] <= 0]:
-            inflight.remove(c)
-            _, slot, tag = c
-            buf[slot], busy[slot] = tag, False
-            full[slot].arrive()
+    def land(c):  # a copy landed
+        _, slot, tag = c
+        buf[slot], busy[slot] = tag, False
+        full[slot].arrive()
 
     agents = [producer()] + [consumer(w) for w in range(8)]
-    interleave(agents, rng, inflight, tick, '0: producer, 1 + w: consumer warp w')
+    interleave(agents, rng, inflight, land, '0: producer, 1 + w: consumer warp w')
     return stats
 
 

@@ -185,17 +185,13 @@ def run(B, S, K, rows, tiles, seed, skip_xfull_wait=False, release_at_first_use=
                     passed[warp] = n
                 yield None  # the block-row's epilogue (no barrier)
 
-    def tick(dt):
-        for c in inflight:
-            c[0] -= dt
-        for c in [c for c in inflight if c[0] <= 0]:
-            inflight.remove(c)
-            _, buf, busy, i, tag, bar = c
-            buf[i], busy[i] = tag, False
-            bar.arrive()
+    def land(c):  # a copy landed
+        _, buf, busy, i, tag, bar = c
+        buf[i], busy[i] = tag, False
+        bar.arrive()
 
     agents = [producer()] + [consumer(w) for w in range(8)]
-    interleave(agents, rng, inflight, tick, '0: producer, 1 + w: consumer warp w')
+    interleave(agents, rng, inflight, land, '0: producer, 1 + w: consumer warp w')
     return stats
 
 
