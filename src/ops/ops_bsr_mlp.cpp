@@ -70,7 +70,8 @@ std::shared_ptr<const BsrMlpPlan> plan_bsr_mlp(const BsrMatrix& fc1, const BsrMa
 Tensor mlp_bsr(const Tensor& x, const BsrMatrix& fc1, const Tensor& b1, const BsrMatrix& fc2, const Tensor& b2,
                const Tensor& residual, const BsrMlpPlan* plan) {
 #ifdef VITRT_HAVE_CUDA
-  if (plan != nullptr && x.is_cuda() && fused_selected(fc1, fc2, x.numel() / std::max<int64_t>(1, fc1.cols))) {
+  const int64_t M = x.numel() / std::max<int64_t>(1, fc1.cols);  // tokens (x is checked below when fused)
+  if (plan != nullptr && x.is_cuda() && fused_selected(fc1, fc2, M)) {
     constexpr const char* kOp = "ops::mlp_bsr";
     VITRT_CHECK(x.dtype() == DType::BF16 && x.dim() >= 1 && x.size(-1) == fc1.cols,
                 InvalidArgument, kOp, ": x must be a bf16 [..., ", fc1.cols, "] tensor, got ",
@@ -83,7 +84,6 @@ Tensor mlp_bsr(const Tensor& x, const BsrMatrix& fc1, const Tensor& b1, const Bs
     b1.expect_shape({fc1.rows}, "ops::mlp_bsr b1");
     b2.expect_shape({fc2.rows}, "ops::mlp_bsr b2");
     residual.expect_shape(out_shape, "ops::mlp_bsr residual");
-    const int64_t M = x.numel() / fc1.cols;
     VITRT_PROFILE_OP("mlp_bsr_fused ", M, "x", fc1.rows, "x", fc1.cols, " b", fc1.block);
     Tensor y = Tensor::empty(out_shape, DType::BF16, Device::CUDA);
     const cuda::BsrMlpDeviceSchedule s{plan->words.data<int32_t>(), plan->group_begin.data<int32_t>(), plan->groups,
