@@ -22,10 +22,10 @@ namespace {
 // M = 50432, 64-blocks, ms fused / two linears): D = 384 (ViT-S) 0.127 / 0.156 at 80% sparsity, 0.087 /
 // 0.132 at 90%, 0.069 / 0.117 at 95%; D = 768 (ViT-B) 0.459 / 0.384 at 80%, 0.241 / 0.302 at 90%,
 // 0.159 / 0.251 at 95%. So: D <= 384, or both weights at most 12.5% dense (between the ViT-B points at
-// 10% and 20%); and only with a tile for every SM (M >= 192 x SMs, ViT-B/16 batch 129 and up on an
-// H200): the fused kernel's grid is one CTA per token tile, the two linears split each tile over the
-// block-rows, so below one full wave they keep the GPU busier (not measured: small batches were never
-// timed with the fused kernel). Read once.
+// 10% and 20%); and only where the fused kernel's units of work (a tile of tokens and one fc2
+// block-row) give every SM one: ViT-B/16 batch 11 and up on an H200. Below that the two linears, whose
+// grids split the work finer, keep more of the GPU busy (not measured: small batches were never timed
+// with the fused kernel). Read once.
 cuda::KernelMode fused_mode() {
   static const cuda::KernelMode m = cuda::kernel_mode_from_env("VITRT_BSR_MLP_FUSED");
   return m;
@@ -34,7 +34,7 @@ bool fused_selected(const BsrMatrix& fc1, const BsrMatrix& fc2, int64_t M) {
   const cuda::KernelMode m = fused_mode();
   if (m != cuda::KernelMode::Auto) return m == cuda::KernelMode::On;
   return (fc1.cols <= 384 || std::max(fc1.density(), fc2.density()) <= 0.125) &&
-         M >= cuda::bsr_mlp_fused_full_wave_rows();
+         cuda::bsr_mlp_fused_fills_gpu(M, static_cast<int>(fc2.rows / fc2.block));
 }
 
 Tensor i32_on_cuda(const std::vector<int32_t>& v) {

@@ -484,7 +484,7 @@ TEST_F(CudaBsr, FusedMlpMatchesCpu) {
       const Tensor x_dev = x.to(Device::CUDA), res_dev = res.to(Device::CUDA);
       const Tensor h = reference(x, fc1, &b1, ops::Activation::GELU, nullptr);
       const Tensor want = reference(h, fc2, &b2, ops::Activation::None, &res);
-      for (int max_ctas : {0, 1, 3})
+      for (int max_ctas : {0, 1, 3, 7})  // (ranges of units starting inside a tile)
         for (bool in_place : {false, true}) {
           SCOPED_TRACE(::testing::Message() << c.name << " M " << M << " max_ctas " << max_ctas << " in place " << in_place);
           Tensor y = Tensor::empty({M, c.D}, DType::BF16, Device::CUDA);

@@ -23,10 +23,16 @@ schedule carries the "last" flag):
   group's end.
 
 The streamed form (stream=True; MlpForm<true>; either step order, pipelined its default): no resident
-x and no x barriers. S = 6 slots and 12
-consumer warps (three warpgroups; wempty counts 12). An fc1 block's slot is filled by two copies, the
-W block and the tile's x slab k, both counted on the slot's wfull (one arrive_expect_tx of both
-sizes: it completes when the second lands); the consumer reads both from the slot.
+x and no x barriers. S = 6 slots and 12 consumer warps (three warpgroups; wempty counts 12), or with
+four warpgroups (warpgroups=4, plain order only) S = 5 and 16 warps. An fc1 block's slot is filled by
+two copies, the W block and the tile's x slab k, both counted on the slot's wfull (one
+arrive_expect_tx of both sizes: it completes when the second lands); the consumer reads both from the
+slot. With split rings (split=True, VITRT_BSR_MLP_SPLIT=1) the x slabs go through a ring of their
+own instead (SX = 6 slots, 5 with four warpgroups; sxfull count 1, sxempty count: every consumer
+warp) and the W ring has 9 (7) slots of W blocks only: the producer fills an fc1 block's x slot (after
+sxempty's phase, as for W) and then its W slot; the consumer takes the W slot, then the x slot, and a
+retired group hands back both, each ring in its order. Its units of work are (tile, group) pairs: a CTA takes a contiguous range of them in tile-major
+order (units=(begin, end)), so it may start and end inside a tile; the resident form takes whole tiles.
 
 Run under random interleavings (a seeded RNG picks the next agent, with per-run speed weights),
 random copy latencies and random schedules (1-4 groups of 0-5 steps, n1 0-7 so longer than either ring,
@@ -42,15 +48,27 @@ import random
 
 from mbarrier_model import Bar, StaleRead, check_refill, hazards, interleave, ring_slot_free
 
-S_RESIDENT, S_STREAM = 4, 6  # the kernel's kRing per form
+S_RESIDENT, S_STREAM, S_STREAM4 = 4, 6, 5  # the kernel's kRing per form
+S_SPLIT, S_SPLIT4, SX_SPLIT, SX_SPLIT4 = 9, 7, 6, 5  # split rings: W slots, x slots (three / four warpgroups)
 
 
 def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=False, producer_plain=False,
-        stream=False, expect_w_only=False):
-    """groups: per group, its steps as (list of the fc1 blocks' slabs, n2)."""
+        stream=False, expect_w_only=False, warpgroups=None, units=None, split=False, x_release_at_issue=False):
+    """groups: per group, its steps as (list of the fc1 blocks' slabs, n2). units: the CTA's range of
+    units (streamed: (tile, group) pairs, tile-major; resident: tiles), all of them if None."""
     rng = random.Random(seed)
-    S = S_STREAM if stream else S_RESIDENT
-    warps = 12 if stream else 8
+    warpgroups = warpgroups or (3 if stream else 2)
+    assert warpgroups == 2 if not stream else warpgroups in (3, 4) and not (warpgroups == 4 and pipe)
+    assert stream or not split
+    if split:
+        S, SX = (S_SPLIT, SX_SPLIT) if warpgroups == 3 else (S_SPLIT4, SX_SPLIT4)
+    else:
+        S, SX = S_RESIDENT if not stream else S_STREAM if warpgroups == 3 else S_STREAM4, 0
+    warps = 4 * warpgroups
+    # The CTA's work, as the kernel walks it: (tile, the groups of the unit).
+    per_tile = len(groups) if stream else 1
+    begin, end = units if units is not None else (0, tiles * per_tile)
+    work = [(u // per_tile, [u % per_tile] if stream else range(len(groups))) for u in range(begin, end)]
     # The schedule as the kernel's words: per group a list of steps; word ids number the blocks.
     steps, wid, last_fc1 = [], 0, None
     for g in groups:
@@ -70,6 +88,8 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
     wfull, wempty = [Bar(1) for _ in range(S)], [Bar(warps) for _ in range(S)]
     sxbuf, sxbusy = [None] * S, [False] * S  # streamed: the slot's x slab
     copies_left = [0] * S  # streamed: copies of the slot's fill still in flight (wfull arrives at 0)
+    sxfull, sxempty = [Bar(1) for _ in range(SX)], [Bar(warps) for _ in range(SX)]  # split: the x ring
+    xrbuf, xrbusy, xrreaders = [None] * SX, [False] * SX, [0] * SX
     xfull = {(h, k): Bar(1) for h in (0, 1) for k in range(slabs)}
     xempty = [Bar(4), Bar(4)]
     wbuf, wreaders, wbusy = [None] * S, [0] * S, [False] * S
@@ -91,12 +111,12 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
         return order
 
     def producer():
-        n = 0
-        for tile in range(tiles):
+        n = nx = 0
+        for tc, (tile, unit_groups) in enumerate(work):
             if k_mask and not stream:
                 for h in (0, 1):
-                    if tile > 0:
-                        bar, par = xempty[h], (tile - 1) & 1
+                    if tc > 0:
+                        bar, par = xempty[h], (tc - 1) & 1
                         if not bar.done(par):
                             stats["producer waited for x"] += 1
                         yield lambda bar=bar, par=par: bar.done(par)
@@ -105,14 +125,22 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
                         xbuf[(h, k)], xbusy[(h, k)] = None, True
                         inflight.append([rng.randint(1, 60), ("x", h, k), (tile, h, k)])
                         yield None
-            for gs in steps:
+            for gs in (steps[g] for g in unit_groups):
                 for w in emission_order(gs, pipe and not producer_plain):
+                    k = slab_of.get(w)
+                    if split and k is not None:  # the x slab first, into the x ring
+                        xs = nx % SX
+                        yield from ring_slot_free(nx, SX, sxempty, stats)
+                        check_refill(f"x slot {xs} (tile {tile}, word {w})", xrreaders[xs], xrbusy[xs])
+                        xrbuf[xs], xrbusy[xs] = None, True
+                        inflight.append([rng.randint(1, 60), ("xr", xs), (tile, k)])
+                        nx += 1
+                        yield None
                     slot = n % S
                     yield from ring_slot_free(n, S, wempty, stats)
                     check_refill(f"W slot {slot} (tile {tile}, word {w})", wreaders[slot], wbusy[slot])
                     wbuf[slot], wbusy[slot] = None, True
-                    k = slab_of.get(w)
-                    with_x = stream and k is not None
+                    with_x = stream and not split and k is not None
                     # (expect_w_only: the barrier counts the W copy only, so it may complete before x lands)
                     copies_left[slot] = 2 if with_x and not expect_w_only else 1
                     inflight.append([rng.randint(1, 40), ("w", slot), (tile, w)])
@@ -125,8 +153,8 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
 
     def consumer(warp):
         h = warp // 4
-        st = dict(n=0, rel=0)  # blocks taken; the oldest not yet handed back
-        pending = collections.deque()  # per taken block not handed back: (group id, slot, x slab or None, last)
+        st = dict(n=0, rel=0, nx=0, xrel=0)  # blocks (x slabs, split) taken; the oldest not yet handed back
+        pending = collections.deque()  # per taken block not handed back: (group id, slot, x slab or None, last, x slot)
         retired = lambda m: min(issued[4 * h:4 * h + 4]) > m  # group m has run (the warpgroup issued it)
 
         def take(tile, w):
@@ -138,19 +166,34 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
             st["n"] += 1
             return slot
 
-        def issue(slot, xk, last):
+        def take_x(tile, k):  # split
+            xs = st["nx"] % SX
+            f, par = sxfull[xs], (st["nx"] // SX) & 1
+            yield lambda: f.done(par)
+            if xrbuf[xs] != (tile, k):
+                raise StaleRead(f"warp {warp}: x slot {xs} holds {xrbuf[xs]}, expected {(tile, k)}")
+            st["nx"] += 1
+            return xs
+
+        def issue(slot, xk, last, xs=None):
             gid = issued[warp]
             wreaders[slot] += 1
             if xk is not None:
                 xreaders[(h, xk)] += 1
-            pending.append((gid, slot, xk, last))
+            if xs is not None:
+                xrreaders[xs] += 1  # (until the group retires: the wgmma reads it until then)
+                if x_release_at_issue:  # (unsafe variant: the x slot handed back before its wgmma ran)
+                    assert xs == st["xrel"] % SX
+                    st["xrel"] += 1
+                    sxempty[xs].arrive()
+            pending.append((gid, slot, xk, last, xs))
             issued[warp] = gid + 1
             if last and release_x_at_issue:
                 xempty[h].arrive()
 
         def retire(keep):  # wgmma.wait_group keep, then hand back all but the `keep` newest
             while len(pending) > keep:
-                gid, slot, xk, last = pending[0]
+                gid, slot, xk, last, xs = pending[0]
                 if not retired(gid):
                     stats["consumer waited for a group"] += 1
                 yield lambda gid=gid: retired(gid)
@@ -163,16 +206,26 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
                 wempty[slot].arrive()
                 if last and not release_x_at_issue:
                     xempty[h].arrive()
+                if xs is not None:
+                    xrreaders[xs] -= 1
+                    if not x_release_at_issue:
+                        assert xs == st["xrel"] % SX, "x slots are handed back in ring order"
+                        st["xrel"] += 1
+                        sxempty[xs].arrive()
 
-        def fc1(tile, w, k):
+        def fc1(tile, tc, w, k):
             slot = yield from take(tile, w)
+            if split:
+                xs = yield from take_x(tile, k)
+                issue(slot, None, False, xs)
+                return
             if stream:
                 if sxbuf[slot] != (tile, k):
                     raise StaleRead(f"warp {warp}: x of slot {slot} holds {sxbuf[slot]}, expected {(tile, k)}")
                 issue(slot, None, False)
                 return
             if not skip_x_wait:
-                xf, par = xfull[(h, k)], tile & 1
+                xf, par = xfull[(h, k)], tc & 1
                 if not xf.done(par):
                     stats["consumer waited for x"] += 1
                 yield lambda: xf.done(par)
@@ -184,12 +237,12 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
             slot = yield from take(tile, w)
             issue(slot, None, False)
 
-        for tile in range(tiles):
-            for gs in steps:
+        for tc, (tile, unit_groups) in enumerate(work):
+            for gs in (steps[g] for g in unit_groups):
                 if not pipe:
                     for f1, f2 in gs:
                         for w, k in f1:
-                            yield from fc1(tile, w, k)
+                            yield from fc1(tile, tc, w, k)
                             yield from retire(1)
                         yield from retire(0)
                         for w in f2:
@@ -197,13 +250,13 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
                             yield from retire(1)
                 elif gs:
                     for w, k in gs[0][0]:
-                        yield from fc1(tile, w, k)
+                        yield from fc1(tile, tc, w, k)
                         yield from retire(1)
                     for si, (_, f2) in enumerate(gs):
                         yield from retire(0)
                         if si + 1 < len(gs):
                             for w, k in gs[si + 1][0]:
-                                yield from fc1(tile, w, k)
+                                yield from fc1(tile, tc, w, k)
                                 yield from retire(1)
                         for w in f2:  # (after the GELU, no retire)
                             yield from fc2(tile, w)
@@ -212,7 +265,10 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
 
     def land(c):  # a copy landed
         _, where, tag = c
-        if where[0] in ("w", "sx"):
+        if where[0] == "xr":
+            xrbuf[where[1]], xrbusy[where[1]] = tag, False
+            sxfull[where[1]].arrive()
+        elif where[0] in ("w", "sx"):
             slot = where[1]
             if where[0] == "w":
                 wbuf[slot], wbusy[slot] = tag, False
@@ -230,7 +286,7 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
     return stats
 
 
-def random_case(seed, pipe, stream=False):
+def random_case(seed, pipe, stream=False, warpgroups=None, split=False):
     rng = random.Random(3000 + seed)
     slabs = rng.choice((2, 3, 12))
     groups = []
@@ -240,11 +296,19 @@ def random_case(seed, pipe, stream=False):
             n1 = rng.choice((0, 1, 1, 2, 3, 7))
             g.append(([rng.randrange(slabs) for _ in range(n1)], 1))
         groups.append(g)
-    return dict(groups=groups, slabs=slabs, tiles=rng.randint(1, 3), pipe=pipe, seed=seed, stream=stream)
+    tiles = rng.randint(1, 3)
+    case = dict(groups=groups, slabs=slabs, tiles=tiles, pipe=pipe, seed=seed, stream=stream, warpgroups=warpgroups,
+                split=split)
+    if rng.random() < 0.5:  # a CTA's part of the units, which may start and end inside a tile
+        total = tiles * (len(groups) if stream else 1)
+        begin = rng.randrange(total)
+        case["units"] = (begin, rng.randint(begin + 1, total))
+    return case
 
 
-def failures(count, pipe, stop_at=(), stats=None, stream=False, **variant):
-    return hazards(run, lambda seed: random_case(seed, pipe, stream), count, stop_at, stats, **variant)
+def failures(count, pipe, stop_at=(), stats=None, stream=False, warpgroups=None, split=False, **variant):
+    return hazards(run, lambda seed: random_case(seed, pipe, stream, warpgroups, split), count, stop_at, stats,
+                   **variant)
 
 
 def test_random_cases_cover_the_edge_cases():
@@ -257,8 +321,14 @@ def test_random_cases_cover_the_edge_cases():
         seen["a step longer than the ring"] += any(len(ks) > S_STREAM for ks, _ in steps)
         seen["an empty group"] += any(not g for g in c["groups"])
         seen["several tiles"] += c["tiles"] > 1
+        cs = random_case(seed, False, stream=True)
+        if "units" in cs:
+            per_tile = len(cs["groups"])
+            b, e = cs["units"]
+            seen["units starting inside a tile"] += b % per_tile != 0
+            seen["units over several tiles"] += b // per_tile != (e - 1) // per_tile
     for key in ("no fc1 block at all", "a step without fc1 blocks", "a step longer than the ring", "an empty group",
-                "several tiles"):
+                "several tiles", "units starting inside a tile", "units over several tiles"):
         assert seen[key] >= 3, (key, seen)
 
 
@@ -307,6 +377,15 @@ def test_streamed_form_has_no_deadlock_or_hazard():
                     run(groups=groups, slabs=2, tiles=tiles, pipe=pipe, seed=seed, stream=True)
 
 
+def test_streamed_four_warpgroups_have_no_deadlock_or_hazard():
+    stats = collections.Counter()
+    assert failures(300, False, stats=stats, stream=True, warpgroups=4) == {}
+    for path in ("producer waited for a slot", "consumer waited for a group"):
+        assert stats[path] > 0, (path, stats)
+    bad = failures(100, False, stop_at=("StaleRead",), stream=True, warpgroups=4, expect_w_only=True)
+    assert bad["StaleRead"] > 0, bad
+
+
 def test_streamed_slot_counting_the_w_copy_only_is_caught():
     for pipe in (False, True):
         bad = failures(100, pipe, stop_at=("StaleRead",), stream=True, expect_w_only=True)
@@ -316,3 +395,22 @@ def test_streamed_slot_counting_the_w_copy_only_is_caught():
 def test_streamed_plain_order_to_pipelined_consumers_is_caught():
     bad = failures(100, True, stop_at=("StaleRead", "Deadlock"), stream=True, producer_plain=True)
     assert bad["StaleRead"] + bad["Deadlock"] > 0, bad
+
+
+def test_split_rings_have_no_deadlock_or_hazard():
+    for pipe, warpgroups in ((False, 3), (True, 3), (False, 4)):
+        stats = collections.Counter()
+        assert failures(300, pipe, stats=stats, stream=True, warpgroups=warpgroups, split=True) == {}, (pipe, warpgroups)
+        for path in ("producer waited for a slot", "consumer waited for a group"):
+            assert stats[path] > 0, (pipe, warpgroups, path, stats)
+        for groups in ([[]], [[([], 1)]], [[([0] * 9, 1)]], [[([1], 1)] * 10, [], [([0, 1], 1), ([], 1)]]):
+            for tiles in (1, 3):
+                for seed in range(20):
+                    run(groups=groups, slabs=2, tiles=tiles, pipe=pipe, seed=seed, stream=True,
+                        warpgroups=warpgroups, split=True)
+
+
+def test_split_x_slot_handed_back_at_issue_is_caught():
+    for pipe in (False, True):
+        bad = failures(200, pipe, stop_at=("Overwrite", "StaleRead"), stream=True, split=True, x_release_at_issue=True)
+        assert bad["Overwrite"] + bad["StaleRead"] > 0, (pipe, bad)

@@ -156,9 +156,10 @@ struct BsrMlpDeviceSchedule {
 // streamed form, the default: ~8.6K words fit) or next to 192 KB of resident x (VITRT_BSR_MLP_STREAM=0:
 // at D = 768 about 400 words, ViT-B at 90% sparsity and above).
 bool bsr_mlp_fused_supported(const BsrDeviceView& fc1, const BsrDeviceView& fc2, int64_t schedule_words = 0);
-// Tokens that give every SM of this device a tile of the selected form (its persistent grid has one CTA
-// per tile up to one per SM: below this count part of the GPU idles).
-int64_t bsr_mlp_fused_full_wave_rows();
+// Whether M tokens give every SM of this device a unit of work in the selected form (its persistent grid
+// has one CTA per unit up to one per SM: a tile's tokens and one fc2 block-row in the streamed forms, a
+// whole tile in the resident one). `groups`: fc2's block-rows.
+bool bsr_mlp_fused_fills_gpu(int64_t M, int groups);
 // x, residual, y bf16 [M, D], [M, N], [M, N] (residual may be y or null); b1, b2 bf16 or null.
 // max_ctas > 0 caps the persistent grid (tests). Throws InvalidArgument where not supported.
 void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, const void* b1, const BsrDeviceView& fc2,

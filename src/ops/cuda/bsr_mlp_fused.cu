@@ -5,8 +5,10 @@
 // fc1 writes its [M, 3072] bf16 output (310 MB at M = 50432: 0.086 ms at the measured store rate)
 // and fc2 reads it back; together they take 0.30 ms per layer for 10% of the dense work. Fusing the
 // pair removes both transfers, at the cost of recomputing ~20% of fc1 (bsr_mlp_schedule.h).
-// Structure (the x-resident kernel's, bsr_gemm_xres.cu, with a second GEMM in the loop):
-//  - a persistent CTA takes tiles of 128 tokens; each tile's x rows ([128, D] bf16, D <= 768) are
+// Structure (the x-resident kernel's, bsr_gemm_xres.cu, with a second GEMM in the loop), as first
+// built (the resident form; the streamed forms below differ in where x comes from and in the unit of
+// work: a tile and one fc2 block-row, MlpForm::units):
+//  - a persistent CTA takes tiles of 128 tokens (a contiguous range of them); each tile's x rows ([128, D] bf16, D <= 768) are
 //    loaded once by TMA into shared memory as 64-column slabs in the 128-byte swizzle, only the
 //    slabs some fc1 block reads; each half is reloaded for the next tile as soon as its warpgroup
 //    has retired the tile's last fc1 block (the "last" flag of the schedule);
@@ -45,6 +47,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "ops/cuda/bsr_gemm.h"
 #include "ops/cuda/bsr_wgmma.cuh"
@@ -79,9 +83,23 @@ constexpr size_t kAlignSlack = 1024;  // the x slabs start 1024-byte aligned (12
 //    L2 after its first read); fc2 blocks use the W part of a slot only. Without the 192 KB of x the
 //    CTA has room for three consumer warpgroups (192 tokens) and a 6-slot ring: the resident form is
 //    latency-bound at two warps per scheduler (BENCHMARKS.md, 2026-12-04 18:18 session).
-template <bool STREAM, bool PIPE = false>
+//  - streamed with four consumer warpgroups (WG = 4, VITRT_BSR_MLP_WARPGROUPS=4; plain step order only):
+//    256 tokens per tile, 40 KB slots, a 5-slot ring; 640 threads launch at 96 registers, so the
+//    consumers get 112 (setmaxnreg): the residual is loaded in the epilogue instead of ahead of the
+//    block-row's MMAs, and the pipelined order's second h accumulator does not fit. Why: the
+//    three-warpgroup form is latency-bound (1.03 eligible warps per scheduler, ncu: BENCHMARKS.md,
+//    2026-12-04 20:22 session, call 2); a fourth warpgroup is a fourth chain of steps to hide it.
+//    Not measured yet: it stays behind its switch until a GPU run has timed it.
+//  - streamed with split rings (SPLIT, VITRT_BSR_MLP_SPLIT=1, either warpgroup count): the x slabs in a
+//    ring of their own, next to a ring of 8 KB W slots, instead of one ring of [x slab][W block]
+//    slots. Why: an fc2 block (45% of ViT-B's blocks at 90%) leaves its slot's x part empty, so the
+//    shared ring holds ~3.3 x slabs and 6 W blocks (2.7 steps ahead); split, 6 x slabs and 9 W blocks
+//    (4 steps ahead) fit the same shared memory. More blocks in flight for the same bytes: the
+//    kernel is latency-bound (above). Not measured yet.
+template <bool STREAM, bool PIPE = false, int WG = (STREAM ? 3 : 2), bool SPLIT = false>
 struct MlpForm {
-  static constexpr int kWarpgroups = STREAM ? 3 : 2;
+  static_assert(STREAM ? (WG == 3 || (WG == 4 && !PIPE)) : WG == 2 && !SPLIT, "the forms that exist");
+  static constexpr int kWarpgroups = WG;
   static constexpr int kTileM = 64 * kWarpgroups;       // tokens per tile
   static constexpr int kConsumerWarps = 4 * kWarpgroups;
   // + the producers: one warp (resident form), or a whole warpgroup (streamed form) so that it can hand
@@ -92,20 +110,29 @@ struct MlpForm {
   // (PIPE holds two h accumulators: 168 registers in the resident form; streamed, the producers keep
   // the fewest setmaxnreg allows so that the consumers get 160.)
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
-  static constexpr int kConsumerRegs = PIPE ? 160 : 152, kProducerRegs = PIPE ? 24 : 40;
+  static constexpr int kConsumerRegs = WG == 4 ? 112 : PIPE ? 160 : 152;
+  static constexpr int kProducerRegs = PIPE || WG == 4 ? 24 : 40;
   static_assert(!STREAM || 32 * (kConsumerWarps * kConsumerRegs + kProducerWarps * kProducerRegs) <= kThreads * kLaunchRegs,
                 "setmaxnreg must redistribute the launch's registers, not ask for more");
-  static constexpr int kRing = STREAM ? 6 : 4;
-  static constexpr int kXSlotBytes = STREAM ? kTileM * 128 : 0;   // a slot's x slab (streamed form)
-  static constexpr int kSlotBytes = kXSlotBytes + kBlockBytes;   // [x slab][W block], 1024-aligned
-  static_assert(kSlotBytes % 1024 == 0, "x slabs stay 1024-byte aligned (128-byte swizzle)");
-  // [resident x slabs][ring][mbarriers][schedule: group_begin, words] (the schedule's words are read
+  // The W ring (streamed, not split: of [x slab][W block] slots) and, split, the x ring.
+  static constexpr int kRing = !STREAM ? 4 : SPLIT ? (WG == 4 ? 7 : 9) : WG == 4 ? 5 : 6;
+  static constexpr int kXRing = SPLIT ? (WG == 4 ? 5 : 6) : 0;
+  static constexpr int kXSlotBytes = STREAM ? kTileM * 128 : 0;   // an x slab (streamed forms)
+  static constexpr int kSlotBytes = (SPLIT ? 0 : kXSlotBytes) + kBlockBytes;  // a W slot
+  static_assert(kSlotBytes % 1024 == 0 && kXSlotBytes % 1024 == 0, "x slabs stay 1024-byte aligned (128-byte swizzle)");
+  // A unit of work: one tile's token rows and one fc2 block-row (streamed forms: nothing of a tile is
+  // held in shared memory across its block-rows, so the block-rows of a tile can go to different
+  // CTAs, and a batch with fewer tiles than SMs still fills the GPU); in the resident form a whole tile
+  // (its x is loaded once for every block-row).
+  __host__ __device__ static int64_t units(int64_t tiles, int groups) { return STREAM ? tiles * groups : tiles; }
+  // [resident x slabs][x ring][W ring][mbarriers][schedule: group_begin, words] (the schedule's words are read
   // on every step's critical path, by the producer and the consumers; from global memory they missed
   // L1, which the 227 KB of shared memory leaves small: ~7% of the consumers' stall samples).
   static size_t smem_bytes(int slabs, int64_t schedule_ints) {
     const size_t resident = STREAM ? 0 : 2 * static_cast<size_t>(slabs) * kSlabBytes;
-    return kAlignSlack + resident + static_cast<size_t>(kRing) * kSlotBytes +
-           (2 * kMaxSlabs + 2 + 2 * kRing) * sizeof(uint64_t) + static_cast<size_t>(schedule_ints) * sizeof(int32_t);
+    return kAlignSlack + resident + static_cast<size_t>(kXRing) * kXSlotBytes + static_cast<size_t>(kRing) * kSlotBytes +
+           (2 * kMaxSlabs + 2 + 2 * kRing + 2 * kXRing) * sizeof(uint64_t) +
+           static_cast<size_t>(schedule_ints) * sizeof(int32_t);
   }
 };
 
@@ -133,30 +160,48 @@ struct MlpArgs {
 // the tensor cores work (two h accumulators); the producer then streams each step's fc2 block after
 // the next step's fc1 blocks, the order in which the consumers take them. Without PIPE a step's
 // fc1 blocks, GELU and fc2 block follow each other, and only the other warpgroup overlaps the GELU.
-template <bool PIPE, bool STREAM>
-__global__ void __launch_bounds__(MlpForm<STREAM, PIPE>::kThreads, 1) bsr_mlp_fused_kernel(const __grid_constant__ MlpArgs p) {
+template <bool PIPE, bool STREAM, int WG, bool SPLIT>
+__global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
+    bsr_mlp_fused_kernel(const __grid_constant__ MlpArgs p) {
 #if VITRT_WGMMA_ENABLED
-  using F = MlpForm<STREAM, PIPE>;
+  using F = MlpForm<STREAM, PIPE, WG, SPLIT>;
   constexpr int kTileM = F::kTileM, kRing = F::kRing, kConsumerWarps = F::kConsumerWarps, kThreads = F::kThreads;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((kAlignSlack - (ptx::smem_u32(smem_raw) & (kAlignSlack - 1))) & (kAlignSlack - 1));
   const int ns = p.slabs;
   unsigned char* xs = smem;  // resident: [2 halves][ns slabs][64 rows x 128 B], swizzled
-  unsigned char* ring = xs + (STREAM ? 0 : 2 * ns * kSlabBytes);  // [kRing][x slab (streamed)][W block 64 x 64]
-  unsigned char* ws = ring + F::kXSlotBytes;  // slot s's W block at ws + s * kSlotBytes (core-matrix layout)
+  unsigned char* xring = xs + (STREAM ? 0 : 2 * ns * kSlabBytes);  // split: [kXRing][x slab]
+  unsigned char* ring = xring + F::kXRing * F::kXSlotBytes;  // [kRing][x slab (streamed, not split)][W block 64 x 64]
+  // Where a streamed fc1 block's x slab lies: slot s's at xslab0 + s * kXStride (s of the x ring, split;
+  // of the shared ring, not split).
+  unsigned char* const xslab0 = SPLIT ? xring : ring;
+  constexpr int kXStride = SPLIT ? F::kXSlotBytes : F::kSlotBytes;
+  unsigned char* ws = ring + (SPLIT ? 0 : F::kXSlotBytes);  // slot s's W block at ws + s * kSlotBytes (core-matrix layout)
   uint64_t* xfull = reinterpret_cast<uint64_t*>(ring + kRing * F::kSlotBytes);  // resident: [2][kMaxSlabs] slab landed
   uint64_t* xempty = xfull + 2 * kMaxSlabs;      // [2] the half's 4 warps are done with x
   uint64_t* wfull = xempty + 2;                  // [kRing] block landed
   uint64_t* wempty = wfull + kRing;              // [kRing] every consumer warp has retired it
-  int32_t* gb_s = reinterpret_cast<int32_t*>(wempty + kRing);  // [groups + 1]
+  uint64_t* sxfull = wempty + kRing;             // split: [kXRing] x slab landed
+  uint64_t* sxempty = sxfull + F::kXRing;        // split: [kXRing] every consumer warp has retired it
+  int32_t* gb_s = reinterpret_cast<int32_t*>(sxempty + F::kXRing);  // [groups + 1]
   int32_t* words_s = gb_s + p.groups + 1;                       // [nwords]
   for (int i = threadIdx.x; i <= p.groups; i += kThreads) gb_s[i] = __ldg(p.group_begin + i);
   for (int i = threadIdx.x; i < p.nwords; i += kThreads) words_s[i] = __ldg(p.words + i);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // This CTA's units (MlpForm::units): a contiguous range, in tile-major order, so that a tile's
+  // block-rows run one after another on one SM (its x rows stay in L2) and the ranges differ by at most
+  // one unit. (A stride of gridDim.x would give every CTA the same block-row when the SM count is a
+  // multiple of the block-rows: 132 and ViT-B's 12, and the block-rows' work differs.)
+  const int64_t units = F::units(p.tiles, p.groups);  // (< 2^31: the host checks)
+  const int unit_begin = static_cast<int>(units * blockIdx.x / gridDim.x);
+  const int unit_end = static_cast<int>(units * (blockIdx.x + 1) / gridDim.x);
+  const int unit_groups = STREAM ? 1 : p.groups;     // block-rows per unit
+  const int tile_units = STREAM ? p.groups : 1;      // units per tile
   if (threadIdx.x == 0) {
     for (int i = 0; i < 2 * kMaxSlabs; ++i) mbar::init(&xfull[i], 1);
     for (int i = 0; i < 2; ++i) mbar::init(&xempty[i], 4);
     for (int s = 0; s < kRing; ++s) mbar::init(&wfull[s], 1), mbar::init(&wempty[s], kConsumerWarps);
+    for (int s = 0; s < F::kXRing; ++s) mbar::init(&sxfull[s], 1), mbar::init(&sxempty[s], kConsumerWarps);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -168,14 +213,24 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE>::kThreads, 1) bsr_mlp_fu
     if (warp != kConsumerWarps || lane != 0) return;
     int slot = 0, n = 0;
     unsigned round = 0;  // parity of the ring round of `slot`
-    int tile = blockIdx.x;
-    // One block into the next slot; x_col >= 0 (streamed form, fc1 blocks): with the tile's x slab of
-    // column block x_col, counted on the same full barrier.
+    int xslot = 0, nx = 0;  // split: the same for the x ring
+    unsigned xround = 0;
+    int tile = 0;
+    // One block into the next slot; x_col >= 0 (streamed forms, fc1 blocks): with the tile's x slab of
+    // column block x_col, counted on the same full barrier (not split) or into the next x slot (split).
     auto emit = [&](const bf16* src, int x_col) {
+      if (SPLIT && x_col >= 0) {  // (first: the larger copy)
+        if (nx >= F::kXRing) mbar::wait(&sxempty[xslot], xround ^ 1);
+        mbar::arrive_expect_tx(&sxfull[xslot], F::kXSlotBytes);
+        mbar::tma_load_2d(xring + xslot * F::kXSlotBytes, &p.x_map, x_col * kSlabCols, tile * kTileM, &sxfull[xslot]);
+        if (++xslot == F::kXRing) xslot = 0, xround ^= 1;
+        ++nx;
+      }
       if (n >= kRing) mbar::wait(&wempty[slot], round ^ 1);  // its previous block retired by every consumer warp
-      mbar::arrive_expect_tx(&wfull[slot], kBlockBytes + (x_col >= 0 ? F::kXSlotBytes : 0));
+      const bool x_here = STREAM && !SPLIT && x_col >= 0;
+      mbar::arrive_expect_tx(&wfull[slot], kBlockBytes + (x_here ? F::kXSlotBytes : 0));
       mbar::bulk_copy_to_smem(ws + slot * F::kSlotBytes, src, kBlockBytes, &wfull[slot]);
-      if (STREAM && x_col >= 0)
+      if (x_here)
         mbar::tma_load_2d(ring + slot * F::kSlotBytes, &p.x_map, x_col * kSlabCols, tile * kTileM, &wfull[slot]);
       if (++slot == kRing) slot = 0, round ^= 1;
       ++n;
@@ -189,8 +244,9 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE>::kThreads, 1) bsr_mlp_fu
     auto emit_fc2 = [&](int w, int n2) {
       for (int q = 0; q < n2; ++q) emit(p.w2_cm + static_cast<int64_t>(words_s[w + q] >> 1) * (kB * kB), -1);
     };
-    int tc = 0;
-    for (; tile < p.tiles; tile += gridDim.x, ++tc) {
+    for (int u = unit_begin; u < unit_end; ++u) {
+      tile = u / tile_units;
+      const int grp0 = u % tile_units, tc = u - unit_begin;
       if (!STREAM && p.k_mask != 0)
         for (int h = 0; h < 2; ++h) {
           if (tc > 0) mbar::wait(&xempty[h], (tc - 1) & 1);
@@ -201,7 +257,7 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE>::kThreads, 1) bsr_mlp_fu
               mbar::tma_load_2d(xs + (h * ns + s) * kSlabBytes, &p.x_map, s * kSlabCols, tile * kTileM + 64 * h, full);
             }
         }
-      for (int grp = 0; grp < p.groups; ++grp) {
+      for (int grp = grp0; grp < grp0 + unit_groups; ++grp) {
         const int we = gb_s[grp + 1];
         int prev_fc2 = -1, prev_n2 = 0;  // PIPE: the previous step's fc2 words, sent after this step's fc1 blocks
         for (int w = gb_s[grp]; w < we;) {
@@ -229,13 +285,17 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE>::kThreads, 1) bsr_mlp_fu
   if constexpr (STREAM) ptx::setmaxnreg_inc<F::kConsumerRegs>();
   const int h = warp / 4, w4 = warp % 4, g = lane / 4, t = lane % 4;
   // x: resident, this warpgroup's slabs; streamed, its 64 rows of slot 0's slab (+ slot offsets).
-  const uint64_t xdesc = wgmma::make_smem_desc_sw128(STREAM ? ring + h * kSlabBytes : xs + h * ns * kSlabBytes, 1024);
+  const uint64_t xdesc = wgmma::make_smem_desc_sw128(STREAM ? xslab0 + h * kSlabBytes : xs + h * ns * kSlabBytes, 1024);
   const uint64_t wdesc = wgmma::make_smem_desc(ws, 128, (kB / 8) * 128);
   // The ring as this warp sees it: the next slot to take, and the oldest taken but not yet handed
   // back (slots are taken and handed back in ring order); x_slot: the slot of the tile's last fc1
   // block while it is pending (x is released with it), else -1.
+  // Split: the same for the x ring, and which of the pending wgmma groups hold an x slot (bit i: the
+  // i-th oldest; at most kRing are pending).
   int slot = 0, rel_slot = 0, pending = 0, x_slot = -1;
   unsigned round = 0;
+  int xslot = 0, xrel_slot = 0;
+  unsigned xround = 0, xbits = 0;
   auto take = [&]() {
     const int s = slot;
     mbar::wait(&wfull[s], round);
@@ -243,20 +303,50 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE>::kThreads, 1) bsr_mlp_fu
     ++pending;
     return s;
   };
+  // (split; after take(): the x slab of the same wgmma group)
+  auto take_x = [&]() {
+    const int s = xslot;
+    mbar::wait(&sxfull[s], xround);
+    if (++xslot == F::kXRing) xslot = 0, xround ^= 1;
+    xbits |= 1u << (pending - 1);
+    return s;
+  };
+  // Hands back the k oldest slots of a ring of `size` (k <= size: no more are ever taken).
+  // (k is 0 to 2 at nearly every call: a rolled loop, lane 0's alone; unrolled, with the lanes
+  // stepping rel, it was a third of a step's instructions outside the GELU)
+  auto hand_back = [&](uint64_t* empty, int& rel, int k, int size) {
+    if (lane == 0) {
+      int s = rel;
+#pragma unroll 1
+      for (int i = 0; i < k; ++i) {
+        mbar::arrive(&empty[s]);
+        s = s + 1 == size ? 0 : s + 1;
+      }
+    }
+    rel += k;
+    if (rel >= size) rel -= size;
+  };
   auto release = [&](int k) {
-    for (int i = 0; i < k; ++i) {
-      if constexpr (STREAM) {  // (no resident x to hand back)
-        if (lane == 0) mbar::arrive(&wempty[rel_slot]);
-      } else {
+    if (k <= 0) return;
+    if constexpr (STREAM) {  // (no resident x to hand back)
+      hand_back(wempty, rel_slot, k, kRing);
+      if constexpr (SPLIT) {
+        const int kx = __popc(xbits & ((1u << k) - 1));
+        xbits >>= k;
+        if (kx > 0) hand_back(sxempty, xrel_slot, kx, F::kXRing);
+      }
+    } else {
+#pragma unroll 1
+      for (int i = 0; i < k; ++i) {
         if (lane == 0) {
           mbar::arrive(&wempty[rel_slot]);
           if (rel_slot == x_slot) mbar::arrive(&xempty[h]);
         }
         if (rel_slot == x_slot) x_slot = -1;
+        if (++rel_slot == kRing) rel_slot = 0;
       }
-      if (++rel_slot == kRing) rel_slot = 0;
     }
-    pending -= k > 0 ? k : 0;
+    pending -= k;
   };
   // (the waits are unconditional: a wgmma wait that ptxas sees on one path only serialises every
   // wgmma of the kernel, C7518)
@@ -277,9 +367,11 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE>::kThreads, 1) bsr_mlp_fu
       mbar::wait(&xfull[h * kMaxSlabs + k], xparity);
       if ((word >> 4) & 1) x_slot = s;
     }
+    int xs_slot = s;
+    if constexpr (SPLIT) xs_slot = take_x();
     wgmma::fence_operands(acc);
     wgmma::fence();
-    const uint64_t da = xdesc + (((STREAM ? s * F::kSlotBytes : k * kSlabBytes)) >> 4);
+    const uint64_t da = xdesc + (((STREAM ? xs_slot * kXStride : k * kSlabBytes)) >> 4);
     const uint64_t db = wdesc + ((s * F::kSlotBytes) >> 4);
 #pragma unroll
     for (int kk = 0; kk < kB / 16; ++kk) wgmma::wgmma_m64n64k16_ss(acc, da + 2 * kk, db + 16 * kk);
@@ -304,7 +396,17 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE>::kThreads, 1) bsr_mlp_fu
       hb[c] = p.b1 ? *reinterpret_cast<const __nv_bfloat162*>(p.b1 + j * kB + 8 * c + 2 * t)
                    : __floats2bfloat162_rn(0.f, 0.f);
   };
-  // GELU(h_j + b1) as bf16 A fragments, one k16 step of the hidden block each: hacc[8 kk + 2 r] is n8
+  // 2 GELU(v), exactly twice dev::gelu_tanh_approx(v) (fma(x, t, x) against fma(x / 2, t, x / 2)): one
+  // multiplication fewer per hidden value. The kernel carries 2 h into fc2, and so 2 y from 2 b2,
+  // halved in the epilogue: every step of the way is a power-of-two scaling, which rounding commutes
+  // with (away from overflow and the subnormals), so y is bit for bit what h would give.
+  auto gelu2 = [](float x) {
+    const float u = x * fmaf(0.0356774081f, x * x, 0.7978845608f);
+    float t;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(u));
+    return fmaf(x, t, x);
+  };
+  // 2 GELU(h_j + b1) as bf16 A fragments, one k16 step of the hidden block each: hacc[8 kk + 2 r] is n8
   // tile 2 kk + r / 2 (columns 8 (2 kk + r / 2) + 2 t), row g + 8 (r % 2).
   // (acc's wgmmas must have been retired and acc fenced: wgmma::fence_operands after the wait)
   auto gelu_pack = [&](const float(&acc)[32], const __nv_bfloat162(&hb)[8], unsigned(&hf)[4][4]) {
@@ -313,8 +415,7 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE>::kThreads, 1) bsr_mlp_fu
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const float2 b = __bfloat1622float2(hb[2 * kk + r / 2]);
-        hf[kk][r] = bsr_wgmma::pack_bf16x2(dev::gelu_tanh_approx(acc[8 * kk + 2 * r] + b.x),
-                                           dev::gelu_tanh_approx(acc[8 * kk + 2 * r + 1] + b.y));
+        hf[kk][r] = bsr_wgmma::pack_bf16x2(gelu2(acc[8 * kk + 2 * r] + b.x), gelu2(acc[8 * kk + 2 * r + 1] + b.y));
       }
   };
   auto zero = [](float(&acc)[32]) {
@@ -340,42 +441,52 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE>::kThreads, 1) bsr_mlp_fu
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
       for (int r = 0; r < 4; ++r)
-        hf[kk][r] = bsr_wgmma::pack_bf16x2(dev::gelu_tanh_approx(acc[8 * kk + 2 * r]),
-                                           dev::gelu_tanh_approx(acc[8 * kk + 2 * r + 1]));
+        hf[kk][r] = bsr_wgmma::pack_bf16x2(gelu2(acc[8 * kk + 2 * r]), gelu2(acc[8 * kk + 2 * r + 1]));
   };
   // (values read from memory reach ptxas as divergent; from lane 0 by shuffle they are uniform, and
   // a wgmma behind a divergent branch would serialise every wgmma of the kernel: C7518)
   auto word_at = [&](int w) { return __shfl_sync(0xffffffffu, words_s[w], 0); };
 
-  int tc = 0;
-  for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tc) {
+  // The residual of this thread's rows g and g + 8 of a block-row's slice (volatile loads: they stay
+  // where they are written; the compiler sank plain ones from the block-row's start into the epilogue,
+  // where ncu found the warps waiting for them).
+  auto load_residual = [&](int64_t row0, int64_t col0, unsigned(&res)[2][8]) {
+#pragma unroll
+    for (int c = 0; c < 8; ++c)
+#pragma unroll
+      for (int pass = 0; pass < 2; ++pass) {
+        const int64_t m = row0 + 8 * pass;
+        res[pass][c] = 0;
+        if (p.residual && m < p.M)
+          asm volatile("ld.global.cs.b32 %0, [%1];" : "=r"(res[pass][c]) : "l"(p.residual + m * p.N + col0 + 8 * c));
+      }
+  };
+
+  for (int u = unit_begin; u < unit_end; ++u) {
+    const int tile = u / tile_units;
+    const int grp0 = u % tile_units;  // (its first block-row)
     const int64_t row0 = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4 + g;  // this thread's first row
-    xparity = tc & 1;
-    for (int grp = 0; grp < p.groups; ++grp) {
+    xparity = (u - unit_begin) & 1;  // (resident form: a unit per tile)
+    for (int grp = grp0; grp < grp0 + unit_groups; ++grp) {
       const int64_t col0 = static_cast<int64_t>(grp) * kB + 2 * t;
-      // y starts from b2 (its loads arrive before the group's first fc2 wgmma, after an fc1 block and a GELU).
+      // y starts from 2 b2 (gelu2; its loads arrive before the group's first fc2 wgmma, after an fc1
+      // block and a GELU).
 #pragma unroll
       for (int c = 0; c < 8; ++c) {
         const float2 b = p.b2 ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p.b2 + col0 + 8 * c))
                               : make_float2(0.f, 0.f);
-        yacc[4 * c] = yacc[4 * c + 2] = b.x;
-        yacc[4 * c + 1] = yacc[4 * c + 3] = b.y;
+        yacc[4 * c] = yacc[4 * c + 2] = 2.f * b.x;
+        yacc[4 * c + 1] = yacc[4 * c + 3] = 2.f * b.y;
       }
       wgmma::fence_operands(yacc);  // (nothing in flight: the previous group ended with retire_all)
-      // The epilogue's residual, loaded now: it arrives under the group's MMAs (loaded
-      // between the stores, they would wait for each store, since the residual may be y itself).
-      // (volatile loads: they stay here, ahead of the group's MMAs; the compiler sank plain ones into the
-      // epilogue, where ncu found the warps waiting for them)
+      // The epilogue's residual, loaded now where the registers allow it: it arrives under the group's
+      // MMAs (loaded between the stores, they would wait for each store, since the residual may be y
+      // itself).
+      // (The four-warpgroup form loads it in the epilogue instead: its consumers have 112 registers, not
+      // the 16 more this takes through the block-row.)
+      constexpr bool kPreloadResidual = WG < 4;
       unsigned res[2][8];
-#pragma unroll
-      for (int c = 0; c < 8; ++c)
-#pragma unroll
-        for (int pass = 0; pass < 2; ++pass) {
-          const int64_t m = row0 + 8 * pass;
-          res[pass][c] = 0;
-          if (p.residual && m < p.M)
-            asm volatile("ld.global.cs.b32 %0, [%1];" : "=r"(res[pass][c]) : "l"(p.residual + m * p.N + col0 + 8 * c));
-        }
+      if constexpr (kPreloadResidual) load_residual(row0, col0, res);
       const int we = __shfl_sync(0xffffffffu, gb_s[grp + 1], 0);
       int w = __shfl_sync(0xffffffffu, gb_s[grp], 0);
       unsigned hf[4][4];
@@ -435,14 +546,17 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE>::kThreads, 1) bsr_mlp_fu
       }
       retire_all();
       wgmma::fence_operands(yacc);
-      // Epilogue: + residual, rounded once; rows g and g + 8 of the block-row's slice.
+      // (all of this block-row's stores come after all of its loads: the residual may be y)
+      if constexpr (!kPreloadResidual) load_residual(row0, col0, res);
+      // Epilogue: y / 2 (exact: gelu2) + residual, rounded once; rows g and g + 8 of the block-row's slice.
 #pragma unroll
       for (int c = 0; c < 8; ++c)
 #pragma unroll
         for (int pass = 0; pass < 2; ++pass) {
           const int64_t m = row0 + 8 * pass;
           const float2 r = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&res[pass][c]));
-          const __nv_bfloat162 v = __floats2bfloat162_rn(yacc[4 * c + 2 * pass] + r.x, yacc[4 * c + 2 * pass + 1] + r.y);
+          const __nv_bfloat162 v = __floats2bfloat162_rn(fmaf(0.5f, yacc[4 * c + 2 * pass], r.x),
+                                                         fmaf(0.5f, yacc[4 * c + 2 * pass + 1], r.y));
           if (m < p.M) *reinterpret_cast<__nv_bfloat162*>(p.y + m * p.N + col0 + 8 * c) = v;
         }
     }
@@ -453,26 +567,58 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE>::kThreads, 1) bsr_mlp_fu
 #endif
 }
 
-// VITRT_BSR_MLP_PIPE: "1" the pipelined step order, "0" the plain one; unset / other: pipelined in the
-// streamed form, plain in the resident one, as measured (BENCHMARKS.md, 2026-12-04 sessions: resident,
-// 18:18 call 4, plain 0.320 against 0.357 ms at D = 768 (168 registers against 152); streamed, 20:22
-// calls 1-2, pipelined 0.235 against 0.241, ViT-B/16 end to end 10.91 against 11.19 ms). Read once.
-bool pipe_for(bool stream) {
-  static const KernelMode m = kernel_mode_from_env("VITRT_BSR_MLP_PIPE");
-  return m == KernelMode::Auto ? stream : m == KernelMode::On;
+// The form a launch takes, as a type (FormTag below) for the templates and as values for the host.
+template <bool STREAM, bool PIPE, int WG, bool SPLIT>
+struct FormTag {
+  using F = MlpForm<STREAM, PIPE, WG, SPLIT>;
+  static constexpr bool kStream = STREAM, kPipe = PIPE, kSplit = SPLIT;
+  static constexpr int kWarpgroups = WG;
+};
+
+// The environment's choice, read once:
+//  - VITRT_BSR_MLP_STREAM: "0" the resident form; unset / other: the streamed one, measured faster at
+//    every shape (BENCHMARKS.md, 2026-12-04 20:22 session, call 1, M = 50432, ms streamed / resident:
+//    ViT-B @ 0.9 0.241 / 0.322, @ 0.95 0.159 / 0.194, @ 0.8 0.459 / no plan; ViT-S @ 0.9 0.087 / 0.103);
+//  - VITRT_BSR_MLP_PIPE: "1" the pipelined step order, "0" the plain one; unset / other: pipelined in
+//    the streamed form, plain in the resident one, as measured (BENCHMARKS.md, 2026-12-04 sessions:
+//    resident, 18:18 call 4, plain 0.320 against 0.357 ms at D = 768 (168 registers against 152);
+//    streamed, 20:22 calls 1-2, pipelined 0.235 against 0.241, ViT-B/16 end to end 10.91 against 11.19 ms);
+//  - VITRT_BSR_MLP_WARPGROUPS: "4" the streamed form with four consumer warpgroups (plain order only:
+//    it overrides the two above); unset / other: three. Not measured yet;
+//  - VITRT_BSR_MLP_SPLIT: "1" the streamed forms with split rings; unset / other: one ring. Not
+//    measured yet.
+struct FormChoice {
+  bool stream, pipe;
+  int warpgroups;
+  bool split;
+};
+FormChoice form_from_env() {
+  static const FormChoice f = [] {
+    const char* wg = std::getenv("VITRT_BSR_MLP_WARPGROUPS");
+    const bool split = kernel_mode_from_env("VITRT_BSR_MLP_SPLIT") == KernelMode::On;
+    if (wg != nullptr && std::strcmp(wg, "4") == 0) return FormChoice{true, false, 4, split};
+    const bool stream = kernel_mode_from_env("VITRT_BSR_MLP_STREAM") != KernelMode::Off;
+    const KernelMode pipe = kernel_mode_from_env("VITRT_BSR_MLP_PIPE");
+    return FormChoice{stream, pipe == KernelMode::Auto ? stream : pipe == KernelMode::On, stream ? 3 : 2,
+                      stream && split};
+  }();
+  return f;
 }
 
-// VITRT_BSR_MLP_STREAM: "0" the resident form; unset / other: the streamed one, measured faster at every
-// shape (BENCHMARKS.md, 2026-12-04 20:22 session, call 1, M = 50432, ms streamed / resident: ViT-B @ 0.9
-// 0.241 / 0.322, @ 0.95 0.159 / 0.194, @ 0.8 0.459 / no plan; ViT-S @ 0.9 0.087 / 0.103). Read once.
-bool stream_from_env() {
-  static const bool on = kernel_mode_from_env("VITRT_BSR_MLP_STREAM") != KernelMode::Off;
-  return on;
+// fn(FormTag<...>{}) for the chosen form.
+template <class Fn>
+decltype(auto) with_form(const FormChoice& f, Fn&& fn) {
+  if (f.warpgroups == 4) return f.split ? fn(FormTag<true, false, 4, true>{}) : fn(FormTag<true, false, 4, false>{});
+  if (f.stream && f.split) return f.pipe ? fn(FormTag<true, true, 3, true>{}) : fn(FormTag<true, false, 3, true>{});
+  if (f.stream) return f.pipe ? fn(FormTag<true, true, 3, false>{}) : fn(FormTag<true, false, 3, false>{});
+  return f.pipe ? fn(FormTag<false, true, 2, false>{}) : fn(FormTag<false, false, 2, false>{});
 }
 
 size_t smem_bytes(int slabs, int64_t schedule_ints) {
-  return stream_from_env() ? MlpForm<true>::smem_bytes(slabs, schedule_ints)
-                           : MlpForm<false>::smem_bytes(slabs, schedule_ints);
+  return with_form(form_from_env(), [&](auto tag) { return decltype(tag)::F::smem_bytes(slabs, schedule_ints); });
+}
+int tile_rows() {
+  return with_form(form_from_env(), [](auto tag) { return decltype(tag)::F::kTileM; });
 }
 
 }  // namespace
@@ -487,8 +633,9 @@ bool bsr_mlp_fused_supported(const BsrDeviceView& fc1, const BsrDeviceView& fc2,
   return (fc1.values_core_matrix != nullptr || fc1.nnz == 0) && (fc2.values_core_matrix != nullptr || fc2.nnz == 0);
 }
 
-int64_t bsr_mlp_fused_full_wave_rows() {
-  return static_cast<int64_t>(stream_from_env() ? MlpForm<true>::kTileM : MlpForm<false>::kTileM) * sm_count();
+bool bsr_mlp_fused_fills_gpu(int64_t M, int groups) {
+  const int64_t tiles = (M + tile_rows() - 1) / tile_rows();
+  return with_form(form_from_env(), [&](auto tag) { return decltype(tag)::F::units(tiles, groups); }) >= sm_count();
 }
 
 void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, const void* b1, const BsrDeviceView& fc2,
@@ -507,14 +654,14 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
               InvalidArgument, kOp, ": the schedule was not made for these weights");
   VITRT_CHECK(reinterpret_cast<uintptr_t>(b1) % 4 == 0 && reinterpret_cast<uintptr_t>(b2) % 4 == 0, InvalidArgument,
               kOp, ": the biases must be 4-byte aligned (read as bf16 pairs)");
-  const bool stream = stream_from_env();
-  const int tile_m = stream ? MlpForm<true>::kTileM : MlpForm<false>::kTileM;
+  const FormChoice form = form_from_env();
+  const int tile_m = tile_rows();
   VITRT_CHECK(M <= INT32_MAX - tile_m, InvalidArgument, kOp, ": too many tokens (", M, ")");
   const int64_t tiles = (M + tile_m - 1) / tile_m;
   if (tiles == 0) return;
   MlpArgs a{};
   // (resident: one box per warpgroup's 64 rows; streamed: one box per slot, the tile's rows)
-  a.x_map = bf16_tensor_map_2d(x, M, fc1.cols, kSlabCols, stream ? tile_m : 64, CU_TENSOR_MAP_SWIZZLE_128B);
+  a.x_map = bf16_tensor_map_2d(x, M, fc1.cols, kSlabCols, form.stream ? tile_m : 64, CU_TENSOR_MAP_SWIZZLE_128B);
   a.M = M;
   a.N = static_cast<int>(fc2.rows);
   a.slabs = static_cast<int>(fc1.cols / kSlabCols);
@@ -530,18 +677,16 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
   a.b2 = static_cast<const bf16*>(b2);
   a.residual = static_cast<const bf16*>(residual);
   a.y = static_cast<bf16*>(y);
-  int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
-  if (max_ctas > 0) grid = std::min(grid, max_ctas);
   const size_t smem = smem_bytes(a.slabs, schedule.words_count + a.groups + 1);
-  const bool pipe = pipe_for(stream);
-  if (stream && pipe)
-    bsr_wgmma::launch<bsr_mlp_fused_kernel<true, true>>(a, grid, MlpForm<true>::kThreads, smem, kMaxSmem);
-  else if (stream)
-    bsr_wgmma::launch<bsr_mlp_fused_kernel<false, true>>(a, grid, MlpForm<true>::kThreads, smem, kMaxSmem);
-  else if (pipe)
-    bsr_wgmma::launch<bsr_mlp_fused_kernel<true, false>>(a, grid, MlpForm<false>::kThreads, smem, kMaxSmem);
-  else
-    bsr_wgmma::launch<bsr_mlp_fused_kernel<false, false>>(a, grid, MlpForm<false>::kThreads, smem, kMaxSmem);
+  with_form(form, [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t units = T::F::units(tiles, a.groups);
+    VITRT_CHECK(units <= INT32_MAX, InvalidArgument, kOp, ": too many tokens x block-rows (", M, " x ", a.groups, ")");
+    int grid = static_cast<int>(std::min<int64_t>(units, sm_count()));
+    if (max_ctas > 0) grid = std::min(grid, max_ctas);
+    bsr_wgmma::launch<bsr_mlp_fused_kernel<T::kPipe, T::kStream, T::kWarpgroups, T::kSplit>>(a, grid, T::F::kThreads,
+                                                                                              smem, kMaxSmem);
+  });
 }
 
 }  // namespace vitrt::cuda
