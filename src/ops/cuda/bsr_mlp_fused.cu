@@ -288,7 +288,9 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
   // w4 rows 16 w4 .. 16 w4 + 15 of those; a thread holds rows g and g + 8 of its warp's 16, columns
   // 8 c + 2 t and + 1 of each 64-wide block.
   if constexpr (STREAM) ptx::setmaxnreg_inc<F::kConsumerRegs>();
-  const int h = warp / 4, w4 = warp % 4, g = lane / 4, t = lane % 4;
+  // (h through a shuffle: ptxas then knows it is warp-uniform, and the x descriptors built from it stay in
+  // uniform registers; from threadIdx it built them per thread, five 64-bit moves and adds per wgmma)
+  const int h = __shfl_sync(0xffffffffu, warp / 4, 0), w4 = warp % 4, g = lane / 4, t = lane % 4;
   // x: resident, this warpgroup's slabs; streamed, its 64 rows of slot 0's slab (+ slot offsets).
   const uint64_t xdesc = wgmma::make_smem_desc_sw128(STREAM ? xslab0 + h * kSlabBytes : xs + h * ns * kSlabBytes, 1024);
   const uint64_t wdesc = wgmma::make_smem_desc(ws, 128, (kB / 8) * 128);
