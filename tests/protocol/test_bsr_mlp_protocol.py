@@ -157,23 +157,20 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
         pending = collections.deque()  # per taken block not handed back: (group id, slot, x slab or None, last, x slot)
         retired = lambda m: min(issued[4 * h:4 * h + 4]) > m  # group m has run (the warpgroup issued it)
 
-        def take(tile, w):
-            slot = st["n"] % S
-            f, par = wfull[slot], (st["n"] // S) & 1
+        def take_from(ring, counter, full, buf, size, want):  # the next slot of a ring, once full
+            slot = st[counter] % size
+            f, par = full[slot], (st[counter] // size) & 1
             yield lambda: f.done(par)
-            if wbuf[slot] != (tile, w):
-                raise StaleRead(f"warp {warp}: W slot {slot} holds {wbuf[slot]}, expected {(tile, w)}")
-            st["n"] += 1
+            if buf[slot] != want:
+                raise StaleRead(f"warp {warp}: {ring} slot {slot} holds {buf[slot]}, expected {want}")
+            st[counter] += 1
             return slot
 
+        def take(tile, w):
+            return (yield from take_from("W", "n", wfull, wbuf, S, (tile, w)))
+
         def take_x(tile, k):  # split
-            xs = st["nx"] % SX
-            f, par = sxfull[xs], (st["nx"] // SX) & 1
-            yield lambda: f.done(par)
-            if xrbuf[xs] != (tile, k):
-                raise StaleRead(f"warp {warp}: x slot {xs} holds {xrbuf[xs]}, expected {(tile, k)}")
-            st["nx"] += 1
-            return xs
+            return (yield from take_from("x", "nx", sxfull, xrbuf, SX, (tile, k)))
 
         def issue(slot, xk, last, xs=None):
             gid = issued[warp]
