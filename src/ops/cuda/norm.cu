@@ -57,7 +57,7 @@ constexpr int kMaxChunks = 12;
 
 // MAXC: the most chunks a launch may ask for; the row array is sized by it (12 x 8 floats for
 // 1-chunk rows would cost 96 registers and halve the occupancy).
-template <class TX, class TW, class TY, int V, int LANES, int MAXC>
+template <class TX, class TW, class TY, int V, int LANES, int MAXC, bool F32STATS>
 __global__ void layer_norm_rows_in_registers_kernel(const TX* x, const TW* w, const TW* b, TY* y, int64_t rows,
                                                     int chunks, float eps, bool gelu) {
   constexpr int kRowsPerWarp = 32 / LANES;
@@ -66,7 +66,7 @@ __global__ void layer_norm_rows_in_registers_kernel(const TX* x, const TW* w, co
   const int64_t row = row0 + (threadIdx.x % 32) / LANES;
   const bool valid = row < rows;  // a warp's last rows may lie past the end: computed on row0, not stored
   const int64_t C = static_cast<int64_t>(LANES) * V * chunks;
-  dev::layer_norm_row_in_registers<TX, TW, TY, V, LANES, MAXC>(x + (valid ? row : row0) * C, w, b, y + row * C, chunks,
+  dev::layer_norm_row_in_registers<TX, TW, TY, V, LANES, MAXC, F32STATS>(x + (valid ? row : row0) * C, w, b, y + row * C, chunks,
                                                                eps, gelu, valid, threadIdx.x % LANES);
 }
 
@@ -74,6 +74,13 @@ __global__ void layer_norm_rows_in_registers_kernel(const TX* x, const TW* w, co
 // 16 lanes per row where the row fits them. Read once.
 bool two_rows_per_warp() {
   static const bool on = kernel_mode_from_env("VITRT_LAYER_NORM_HALF_WARP") != KernelMode::Off;
+  return on;
+}
+
+// VITRT_LAYER_NORM_F32_STATS: "0" the statistics in double for every input (the form before); else
+// (unset, "1") in fp32 per lane for bf16 inputs (dev::layer_norm_row_in_registers, F32STATS). Read once.
+bool f32_stats_for_bf16() {
+  static const bool on = kernel_mode_from_env("VITRT_LAYER_NORM_F32_STATS") != KernelMode::Off;
   return on;
 }
 
@@ -104,8 +111,13 @@ void launch_rows_in_registers(const TX* x, const TW* w, const TW* b, TY* y, int6
                               bool gelu) {
   const int64_t rows_per_block = int64_t{kRowsPerBlock} * (32 / LANES);
   const auto blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
-  layer_norm_rows_in_registers_kernel<TX, TW, TY, V, LANES, MAXC><<<blocks, dev::kThreads, 0, current_stream()>>>(
-      x, w, b, y, rows, static_cast<int>(C / (LANES * V)), eps, gelu);
+  const int chunks = static_cast<int>(C / (LANES * V));
+  if (sizeof(TX) == 2 && f32_stats_for_bf16())
+    layer_norm_rows_in_registers_kernel<TX, TW, TY, V, LANES, MAXC, sizeof(TX) == 2>
+        <<<blocks, dev::kThreads, 0, current_stream()>>>(x, w, b, y, rows, chunks, eps, gelu);
+  else
+    layer_norm_rows_in_registers_kernel<TX, TW, TY, V, LANES, MAXC, false>
+        <<<blocks, dev::kThreads, 0, current_stream()>>>(x, w, b, y, rows, chunks, eps, gelu);
 }
 
 }  // namespace
