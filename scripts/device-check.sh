@@ -393,16 +393,22 @@ fi
 # instructions with the most samples (scripts/ncu_source_top.py). NCU_SRC_CMD: profile that command instead of
 # `vitrt bench`.
 if has ncu-src; then
-  timeout 240 ncu --clock-control none -k "regex:${NCU_SRC_KERNELS:-${NCU_KERNELS:-flash_mma_kernel}}" --launch-count 1 \
-    --section SourceCounters --section WarpStateStats --section SpeedOfLight --section Occupancy --section LaunchStats \
-    --section SchedulerStats -f -o "$OUT/ncu_src" \
-    ${NCU_SRC_CMD:-$V bench --device cuda --model ${NCU_SRC_MODEL:-${NCU_MODEL:-vit_b}} --batch ${NCU_BATCH:-8} --dtype bf16 --iters 1 --warmup 1 \
-    --no-decoder} > "$OUT/ncu_src.log" 2>&1
-  timeout 120 ncu --import "$OUT/ncu_src.ncu-rep" --page source --print-source sass --csv > "$OUT/ncu_source.csv" 2>&1
-  timeout 60 ncu --import "$OUT/ncu_src.ncu-rep" --page details > "$OUT/ncu_src_details.txt" 2>&1
-  python3 scripts/ncu_source_top.py "$OUT/ncu_source.csv" --top ${NCU_SRC_TOP:-20} > "$OUT/ncu_source_top.txt" 2>&1
-  cat "$OUT/ncu_source_top.txt"
-  add_summary "ncu source page: $(wc -l < "$OUT/ncu_source.csv") lines (ncu_source.csv; top stalls in ncu_source_top.txt): $(sed -n 3p "$OUT/ncu_source_top.txt")"
+  # NCU_SRC_AB_ENV="VAR=value[ VAR2=value];...": the same profile again under each setting (files with the
+  # setting in their names), e.g. the fused MLP's forms.
+  IFS=';' read -ra src_ab <<< ";${NCU_SRC_AB_ENV:-}"
+  for ab in "${src_ab[@]}"; do
+    tag=$(echo "$ab" | tr -c 'A-Za-z0-9_.,\n' '_'); [ -n "$ab" ] && tag="_ab_$tag"
+    timeout 240 env $ab ncu --clock-control none -k "regex:${NCU_SRC_KERNELS:-${NCU_KERNELS:-flash_mma_kernel}}" --launch-count 1 \
+      --section SourceCounters --section WarpStateStats --section SpeedOfLight --section Occupancy --section LaunchStats \
+      --section SchedulerStats -f -o "$OUT/ncu_src$tag" \
+      ${NCU_SRC_CMD:-$V bench --device cuda --model ${NCU_SRC_MODEL:-${NCU_MODEL:-vit_b}} --batch ${NCU_BATCH:-8} --dtype bf16 --iters 1 --warmup 1 \
+      --no-decoder} > "$OUT/ncu_src$tag.log" 2>&1
+    timeout 120 ncu --import "$OUT/ncu_src$tag.ncu-rep" --page source --print-source sass --csv > "$OUT/ncu_source$tag.csv" 2>&1
+    timeout 60 ncu --import "$OUT/ncu_src$tag.ncu-rep" --page details > "$OUT/ncu_src_details$tag.txt" 2>&1
+    python3 scripts/ncu_source_top.py "$OUT/ncu_source$tag.csv" --top ${NCU_SRC_TOP:-20} > "$OUT/ncu_source_top$tag.txt" 2>&1
+    cat "$OUT/ncu_source_top$tag.txt"
+    add_summary "ncu source page${ab:+ with $ab}: $(wc -l < "$OUT/ncu_source$tag.csv") lines (ncu_source$tag.csv; top stalls in ncu_source_top$tag.txt): $(sed -n 3p "$OUT/ncu_source_top$tag.txt")"
+  done
 fi
 
 # wgmma-rate: the tensor-core rate of single wgmma shapes, one CTA per SM (bench/wgmma_rate_bench.cu).

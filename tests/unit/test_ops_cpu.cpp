@@ -13,6 +13,7 @@
 
 #include "ops/cpu/attention.h"
 #include "ops/cuda/fast_erf.h"
+#include "ops/cuda/bsr_mlp_units.h"
 #include "ops/cuda/bsr_stream_schedule.h"
 #include "ops/cuda/fast_exp2.h"
 #include "ops/cpu/gemm.h"
@@ -924,4 +925,40 @@ TEST(OpsCpu, BsrStreamScheduleCoversEveryItemOnceAndRotates) {
       EXPECT_GE(distinct, std::min(4, block_rows / 4)) << "block_rows " << block_rows << " grid " << grid;
     }
   }
+}
+
+// The fused MLP kernel's division of work (ops/cuda/bsr_mlp_units.h, device code tested here): the
+// CTAs' ranges cover every unit once, in order; in whole-tile mode every range is whole tiles and the
+// ranges differ by at most a tile, else by at most a unit; the whole-tile rule takes ViT-B/16 at
+// batch 256 (263 tiles on 132 SMs) and leaves a batch of 200 tiles to units.
+TEST(OpsCpu, BsrMlpUnitRangesCoverEveryUnitOnce) {
+  struct Case {
+    int tiles, tile_units, grid;
+  };
+  for (const Case& c : std::vector<Case>{{263, 12, 132}, {200, 12, 132}, {33, 12, 132}, {2, 12, 24}, {6, 2, 7},
+                                         {6, 2, 3}, {1, 1, 1}, {5, 3, 15}, {394, 1, 132}, {1000, 24, 132}})
+    for (bool whole : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << c.tiles << " tiles x " << c.tile_units << " on " << c.grid << " CTAs, whole "
+                                        << whole);
+      int next = 0, least = INT32_MAX, most = 0;
+      for (int cta = 0; cta < c.grid; ++cta) {
+        const vitrt::cuda::BsrMlpUnitRange r = vitrt::cuda::bsr_mlp_unit_range(c.tiles, c.tile_units, whole, cta, c.grid);
+        ASSERT_EQ(r.begin, next);
+        ASSERT_GE(r.end, r.begin);
+        if (whole) EXPECT_EQ(r.begin % c.tile_units, 0);
+        least = std::min(least, r.end - r.begin);
+        most = std::max(most, r.end - r.begin);
+        next = r.end;
+      }
+      EXPECT_EQ(next, c.tiles * c.tile_units);
+      EXPECT_LE(most - least, whole ? c.tile_units : 1);
+      if ((whole ? c.tiles : c.tiles * c.tile_units) >= c.grid) EXPECT_GE(least, 1) << "a CTA without work";
+    }
+  EXPECT_TRUE(vitrt::cuda::bsr_mlp_whole_tiles(263, 132));
+  EXPECT_TRUE(vitrt::cuda::bsr_mlp_whole_tiles(264, 132));
+  EXPECT_TRUE(vitrt::cuda::bsr_mlp_whole_tiles(132, 132));
+  EXPECT_FALSE(vitrt::cuda::bsr_mlp_whole_tiles(200, 132));
+  EXPECT_FALSE(vitrt::cuda::bsr_mlp_whole_tiles(33, 132));
+  EXPECT_FALSE(vitrt::cuda::bsr_mlp_whole_tiles(6, 7));
+  EXPECT_TRUE(vitrt::cuda::bsr_mlp_whole_tiles(125, 132));  // (7 CTAs idle: the busiest still has 1 tile)
 }

@@ -51,6 +51,7 @@
 #include <cstring>
 
 #include "ops/cuda/bsr_gemm.h"
+#include "ops/cuda/bsr_mlp_units.h"
 #include "ops/cuda/bsr_wgmma.cuh"
 #include "ops/cuda/elementwise.h"
 #include "ops/cuda/env_choice.h"
@@ -120,10 +121,10 @@ struct MlpForm {
   static constexpr int kXSlotBytes = STREAM ? kTileM * 128 : 0;   // an x slab (streamed forms)
   static constexpr int kSlotBytes = (SPLIT ? 0 : kXSlotBytes) + kBlockBytes;  // a W slot
   static_assert(kSlotBytes % 1024 == 0 && kXSlotBytes % 1024 == 0, "x slabs stay 1024-byte aligned (128-byte swizzle)");
-  // A unit of work: one tile's token rows and one fc2 block-row (streamed forms: nothing of a tile is
-  // held in shared memory across its block-rows, so the block-rows of a tile can go to different
-  // CTAs, and a batch with fewer tiles than SMs still fills the GPU); in the resident form a whole tile
-  // (its x is loaded once for every block-row).
+  // A unit of work (bsr_mlp_units.h): one tile's token rows and one fc2 block-row (streamed forms:
+  // nothing of a tile is held in shared memory across its block-rows, so the block-rows of a tile can
+  // go to different CTAs, and a batch with fewer tiles than SMs still fills the GPU); in the resident
+  // form a whole tile (its x is loaded once for every block-row).
   __host__ __device__ static int64_t units(int64_t tiles, int groups) { return STREAM ? tiles * groups : tiles; }
   // [resident x slabs][x ring][W ring][mbarriers][schedule: group_begin, words] (the schedule's words are read
   // on every step's critical path, by the producer and the consumers; from global memory they missed
@@ -189,19 +190,11 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
   for (int i = threadIdx.x; i <= p.groups; i += kThreads) gb_s[i] = __ldg(p.group_begin + i);
   for (int i = threadIdx.x; i < p.nwords; i += kThreads) words_s[i] = __ldg(p.words + i);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  // This CTA's units (MlpForm::units): a contiguous range, in tile-major order, so that a tile's
-  // block-rows run one after another on one SM (its x rows stay in L2) and the ranges differ by at most
-  // one unit; or, where the host asks for it (whole_tiles), by at most one tile, every range made of
-  // whole tiles: a tile split between two CTAs is read from memory by both, at the end of one's range
-  // and the start of the other's, far apart. (A stride of gridDim.x would give every CTA the same
-  // block-row when the SM count is a multiple of the block-rows: 132 and ViT-B's 12, and the
-  // block-rows' work differs.)
+  // This CTA's units (MlpForm::units): a contiguous range (bsr_mlp_units.h).
   const int unit_groups = STREAM ? 1 : p.groups;     // block-rows per unit
   const int tile_units = STREAM ? p.groups : 1;      // units per tile
-  const int64_t units = F::units(p.tiles, p.groups);  // (< 2^31: the host checks)
-  const int64_t split = p.whole_tiles ? p.tiles : units, per = p.whole_tiles ? tile_units : 1;
-  const int unit_begin = static_cast<int>(split * blockIdx.x / gridDim.x * per);
-  const int unit_end = static_cast<int>(split * (blockIdx.x + 1) / gridDim.x * per);
+  const BsrMlpUnitRange range = bsr_mlp_unit_range(p.tiles, tile_units, p.whole_tiles != 0, blockIdx.x, gridDim.x);
+  const int unit_begin = range.begin, unit_end = range.end;
   if (threadIdx.x == 0) {
     for (int i = 0; i < 2 * kMaxSlabs; ++i) mbar::init(&xfull[i], 1);
     for (int i = 0; i < 2; ++i) mbar::init(&xempty[i], 4);
@@ -691,11 +684,7 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
     VITRT_CHECK(units <= INT32_MAX, InvalidArgument, kOp, ": too many tokens x block-rows (", M, " x ", a.groups, ")");
     int grid = static_cast<int>(std::min<int64_t>(units, sm_count()));
     if (max_ctas > 0) grid = std::min(grid, max_ctas);
-    // Whole tiles per CTA where that costs at most 1/16 of the time in the uneven split (the busiest
-    // CTA's ceil(tiles / grid) tiles against the average tiles / grid): ViT-B/16 at batch 256, 263
-    // tiles on 132 SMs, 2 against 1.99. Else units (a batch of 200 tiles: 2 against 1.5).
-    const int64_t most = (tiles + grid - 1) / grid;
-    a.whole_tiles = T::kStream && most * grid * 16 <= tiles * 17 ? 1 : 0;
+    a.whole_tiles = T::kStream && bsr_mlp_whole_tiles(tiles, grid) ? 1 : 0;
     bsr_wgmma::launch<bsr_mlp_fused_kernel<T::kPipe, T::kStream, T::kWarpgroups, T::kSplit>>(a, grid, T::F::kThreads,
                                                                                               smem, kMaxSmem);
   });
