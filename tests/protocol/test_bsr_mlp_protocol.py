@@ -31,7 +31,8 @@ slot. With split rings (split=True, VITRT_BSR_MLP_SPLIT=1) the x slabs go throug
 own instead (SX = 6 slots, 5 with four warpgroups; sxfull count 1, sxempty count: every consumer
 warp) and the W ring has 9 (7) slots of W blocks only: the producer fills an fc1 block's x slot (after
 sxempty's phase, as for W) and then its W slot; the consumer takes the W slot, then the x slot, and a
-retired group hands back both, each ring in its order. Its units of work are (tile, group) pairs: a CTA takes a contiguous range of them in tile-major
+retired group hands back both, each ring in its order. The kernel has one producer thread per ring,
+each walking the whole schedule (the model also runs the single-thread order, one_split_producer). Its units of work are (tile, group) pairs: a CTA takes a contiguous range of them in tile-major
 order (units=(begin, end)), so it may start and end inside a tile; the resident form takes whole tiles.
 
 Run under random interleavings (a seeded RNG picks the next agent, with per-run speed weights),
@@ -53,7 +54,8 @@ S_SPLIT, S_SPLIT4, SX_SPLIT, SX_SPLIT4 = 9, 7, 6, 5  # split rings: W slots, x s
 
 
 def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=False, producer_plain=False,
-        stream=False, expect_w_only=False, warpgroups=None, units=None, split=False, x_release_at_issue=False):
+        stream=False, expect_w_only=False, warpgroups=None, units=None, split=False, x_release_at_issue=False,
+        one_split_producer=False):
     """groups: per group, its steps as (list of the fc1 blocks' slabs, n2). units: the CTA's range of
     units (streamed: (tile, group) pairs, tile-major; resident: tiles), all of them if None."""
     rng = random.Random(seed)
@@ -110,7 +112,8 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
             order += gs[-1][1]
         return order
 
-    def producer():
+    def producer(fill_w=True, fill_x=True):
+        """The producer thread; with split rings two of them, one per ring (fill_w / fill_x)."""
         n = nx = 0
         for tc, (tile, unit_groups) in enumerate(work):
             if k_mask and not stream:
@@ -128,7 +131,7 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
             for gs in (steps[g] for g in unit_groups):
                 for w in emission_order(gs, pipe and not producer_plain):
                     k = slab_of.get(w)
-                    if split and k is not None:  # the x slab first, into the x ring
+                    if split and fill_x and k is not None:  # the x slab, into the x ring
                         xs = nx % SX
                         yield from ring_slot_free(nx, SX, sxempty, stats)
                         check_refill(f"x slot {xs} (tile {tile}, word {w})", xrreaders[xs], xrbusy[xs])
@@ -136,6 +139,8 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
                         inflight.append([rng.randint(1, 60), ("xr", xs), (tile, k)])
                         nx += 1
                         yield None
+                    if not fill_w:
+                        continue
                     slot = n % S
                     yield from ring_slot_free(n, S, wempty, stats)
                     check_refill(f"W slot {slot} (tile {tile}, word {w})", wreaders[slot], wbusy[slot])
@@ -278,8 +283,10 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
             xbuf[where[1:]], xbusy[where[1:]] = tag, False
             xfull[where[1:]].arrive()
 
-    agents = [producer()] + [consumer(w) for w in range(warps)]
-    interleave(agents, rng, inflight, land, "0: producer, 1 + w: consumer warp w")
+    producers = [producer(fill_x=False), producer(fill_w=False)] if split and not one_split_producer else [producer()]
+    agents = producers + [consumer(w) for w in range(warps)]
+    np_ = len(producers)
+    interleave(agents, rng, inflight, land, f"0..{np_ - 1}: producers (W, x), {np_} + w: consumer warp w")
     return stats
 
 
@@ -405,6 +412,12 @@ def test_split_rings_have_no_deadlock_or_hazard():
                 for seed in range(20):
                     run(groups=groups, slabs=2, tiles=tiles, pipe=pipe, seed=seed, stream=True,
                         warpgroups=warpgroups, split=True)
+
+
+def test_split_rings_from_one_producer_thread_have_no_deadlock_or_hazard():
+    stats = collections.Counter()
+    assert failures(200, True, stats=stats, stream=True, split=True, one_split_producer=True) == {}
+    assert stats["producer waited for a slot"] > 0, stats
 
 
 def test_split_x_slot_handed_back_at_issue_is_caught():

@@ -105,14 +105,15 @@ struct MlpForm {
   static constexpr int kConsumerWarps = 4 * kWarpgroups;
   // + the producers: one warp (resident form), or a whole warpgroup (streamed form) so that it can hand
   // its registers to the consumers (setmaxnreg is per warpgroup): 13 warps would leave 128 registers
-  // per thread (four warps of one scheduler share its 64 KB), the consumers need 152. One thread works.
+  // per thread (four warps of one scheduler share its 64 KB), the consumers need 152. One thread works
+  // (two with split rings).
   static constexpr int kProducerWarps = STREAM ? 4 : 1;
   static constexpr int kThreads = 32 * (kConsumerWarps + kProducerWarps);
   // (PIPE holds two h accumulators: 168 registers in the resident form; streamed, the producers keep
-  // the fewest setmaxnreg allows so that the consumers get 160.)
+  // what is left once the consumers have 160: 32, where the split rings' producer spilled at 24.)
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
   static constexpr int kConsumerRegs = WG == 4 ? 112 : PIPE ? 160 : 152;
-  static constexpr int kProducerRegs = PIPE || WG == 4 ? 24 : 40;
+  static constexpr int kProducerRegs = PIPE || WG == 4 ? 32 : 40;
   static_assert(!STREAM || 32 * (kConsumerWarps * kConsumerRegs + kProducerWarps * kProducerRegs) <= kThreads * kLaunchRegs,
                 "setmaxnreg must redistribute the launch's registers, not ask for more");
   // The W ring (streamed, not split: of [x slab][W block] slots) and, split, the x ring.
@@ -207,8 +208,13 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
   if (warp >= kConsumerWarps) {
     // ---- producer: one thread. Per tile: each half's x slabs (once that half released the previous
     // tile's; resident form), then every block of the schedule, group by group, in the consumers' order.
+    // Split rings: two threads (lane 0 of the first two producer warps), one per ring, each walking the
+    // schedule and filling its own ring, so that a full x ring never holds back the W blocks of the
+    // fc2 steps behind it (nor the reverse).
     if constexpr (STREAM) ptx::setmaxnreg_dec<F::kProducerRegs>();
-    if (warp != kConsumerWarps || lane != 0) return;
+    const int role = warp - kConsumerWarps;  // split: 0 the W ring, 1 the x ring
+    if (lane != 0 || role >= (SPLIT ? 2 : 1)) return;
+    const bool fill_w = !SPLIT || role == 0, fill_x = SPLIT && role == 1;
     int slot = 0, n = 0;
     unsigned round = 0;  // parity of the ring round of `slot`
     int xslot = 0, nx = 0;  // split: the same for the x ring
@@ -217,13 +223,14 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
     // One block into the next slot; x_col >= 0 (streamed forms, fc1 blocks): with the tile's x slab of
     // column block x_col, counted on the same full barrier (not split) or into the next x slot (split).
     auto emit = [&](const bf16* src, int x_col) {
-      if (SPLIT && x_col >= 0) {  // (first: the larger copy)
+      if (fill_x && x_col >= 0) {
         if (nx >= F::kXRing) mbar::wait(&sxempty[xslot], xround ^ 1);
         mbar::arrive_expect_tx(&sxfull[xslot], F::kXSlotBytes);
         mbar::tma_load_2d(xring + xslot * F::kXSlotBytes, &p.x_map, x_col * kSlabCols, tile * kTileM, &sxfull[xslot]);
         if (++xslot == F::kXRing) xslot = 0, xround ^= 1;
         ++nx;
       }
+      if (!fill_w) return;
       if (n >= kRing) mbar::wait(&wempty[slot], round ^ 1);  // its previous block retired by every consumer warp
       const bool x_here = STREAM && !SPLIT && x_col >= 0;
       mbar::arrive_expect_tx(&wfull[slot], kBlockBytes + (x_here ? F::kXSlotBytes : 0));
