@@ -32,7 +32,12 @@ own instead (SX = 6 slots, 5 with four warpgroups; sxfull count 1, sxempty count
 warp) and the W ring has 9 (7) slots of W blocks only: the producer fills an fc1 block's x slot (after
 sxempty's phase, as for W) and then its W slot; the consumer takes the W slot, then the x slot, and a
 retired group hands back both, each ring in its order. The kernel has one producer thread per ring,
-each walking the whole schedule (the model also runs the single-thread order, one_split_producer). Its units of work are (tile, group) pairs: a CTA takes a contiguous range of them in tile-major
+each walking the whole schedule (the model also runs the single-thread order, one_split_producer).
+An fc1 block reading the same slab (tile, k) as the fc1 block before it reuses that slab's slot (the x
+producer skips the load): the newest slot stays open until a block reads another slab, and a closed
+slot goes back when its last reader retires (at once if that happened before it closed). The unsafe
+variant x_released_early hands the open slot back when its reader retires, though a later block may
+still read it. Its units of work are (tile, group) pairs: a CTA takes a contiguous range of them in tile-major
 order (units=(begin, end)), so it may start and end inside a tile; the resident form takes whole tiles.
 
 Run under random interleavings (a seeded RNG picks the next agent, with per-run speed weights),
@@ -54,7 +59,7 @@ S_SPLIT, S_SPLIT4, SX_SPLIT, SX_SPLIT4 = 9, 7, 6, 5  # split rings: W slots, x s
 
 
 def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=False, producer_plain=False,
-        stream=False, expect_w_only=False, warpgroups=None, units=None, split=False, x_release_at_issue=False,
+        stream=False, expect_w_only=False, warpgroups=None, units=None, split=False, x_released_early=False,
         one_split_producer=False):
     """groups: per group, its steps as (list of the fc1 blocks' slabs, n2). units: the CTA's range of
     units (streamed: (tile, group) pairs, tile-major; resident: tiles), all of them if None."""
@@ -115,6 +120,7 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
     def producer(fill_w=True, fill_x=True):
         """The producer thread; with split rings two of them, one per ring (fill_w / fill_x)."""
         n = nx = 0
+        prev = None  # split: the slab (tile, k) of the last fc1 block: the next one reading it reuses it
         for tc, (tile, unit_groups) in enumerate(work):
             if k_mask and not stream:
                 for h in (0, 1):
@@ -131,7 +137,10 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
             for gs in (steps[g] for g in unit_groups):
                 for w in emission_order(gs, pipe and not producer_plain):
                     k = slab_of.get(w)
-                    if split and fill_x and k is not None:  # the x slab, into the x ring
+                    reuse = k is not None and prev == (tile, k)
+                    if k is not None:
+                        prev = (tile, k)
+                    if split and fill_x and k is not None and not reuse:  # the x slab, into the x ring
                         xs = nx % SX
                         yield from ring_slot_free(nx, SX, sxempty, stats)
                         check_refill(f"x slot {xs} (tile {tile}, word {w})", xrreaders[xs], xrbusy[xs])
@@ -174,8 +183,46 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
         def take(tile, w):
             return (yield from take_from("W", "n", wfull, wbuf, S, (tile, w)))
 
-        def take_x(tile, k):  # split
-            return (yield from take_from("x", "nx", sxfull, xrbuf, SX, (tile, k)))
+        # Split: the open slot (the newest x slab) and its last reader's group id (None once it retired),
+        # the slab it holds, and the closed slots not yet handed back with their last readers.
+        xst = dict(open=None, reader=None, slab=None, closed=collections.deque(), early=set(), reader_retired=set())
+
+        def hand_back_x(xs):
+            assert xs == st["xrel"] % SX, "x slots are handed back in ring order"
+            st["xrel"] += 1
+            sxempty[xs].arrive()
+
+        def take_x(tile, k, gid):  # split: the x slot for group gid, fc1 block k of tile
+            if xst["slab"] == (tile, k):  # the open slab again: gid is now its last reader
+                if xrbuf[xst["open"]] != (tile, k):
+                    raise StaleRead(f"warp {warp}: reused x slot {xst['open']} holds {xrbuf[xst['open']]}, "
+                                    f"expected {(tile, k)}")
+                xst["reader"] = gid
+                stats["x slab reused"] += 1
+                if xst["open"] in xst["reader_retired"]:
+                    stats["x slab reused after its reader retired"] += 1
+                return xst["open"]
+            xst["slab"] = (tile, k)
+            if xst["open"] is not None and xst["open"] not in xst["early"]:  # close it
+                if xst["reader"] is None:
+                    hand_back_x(xst["open"])
+                else:
+                    xst["closed"].append((xst["open"], xst["reader"]))
+            xst["early"].discard(xst["open"])
+            xs = yield from take_from("x", "nx", sxfull, xrbuf, SX, (tile, k))
+            xst["open"], xst["reader"] = xs, gid
+            return xs
+
+        def retired_x(gid):  # group gid retired: the closed slots it was the last reader of go back
+            while xst["closed"] and xst["closed"][0][1] <= gid:
+                hand_back_x(xst["closed"].popleft()[0])
+            if xst["reader"] == gid:
+                xst["reader"] = None  # (kept open: the next fc1 block may read the same slab)
+                xst["reader_retired"] = {xst["open"]}
+                if x_released_early and xst["open"] not in xst["early"]:
+                    # (unsafe variant: handed back now, though a later fc1 block may read the same slab)
+                    hand_back_x(xst["open"])
+                    xst["early"].add(xst["open"])
 
         def issue(slot, xk, last, xs=None):
             gid = issued[warp]
@@ -184,10 +231,6 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
                 xreaders[(h, xk)] += 1
             if xs is not None:
                 xrreaders[xs] += 1  # (until the group retires: the wgmma reads it until then)
-                if x_release_at_issue:  # (unsafe variant: the x slot handed back before its wgmma ran)
-                    assert xs == st["xrel"] % SX
-                    st["xrel"] += 1
-                    sxempty[xs].arrive()
             pending.append((gid, slot, xk, last, xs))
             issued[warp] = gid + 1
             if last and release_x_at_issue:
@@ -210,15 +253,12 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
                     xempty[h].arrive()
                 if xs is not None:
                     xrreaders[xs] -= 1
-                    if not x_release_at_issue:
-                        assert xs == st["xrel"] % SX, "x slots are handed back in ring order"
-                        st["xrel"] += 1
-                        sxempty[xs].arrive()
+                    retired_x(gid)
 
         def fc1(tile, tc, w, k):
             slot = yield from take(tile, w)
             if split:
-                xs = yield from take_x(tile, k)
+                xs = yield from take_x(tile, k, issued[warp])
                 issue(slot, None, False, xs)
                 return
             if stream:
@@ -405,7 +445,8 @@ def test_split_rings_have_no_deadlock_or_hazard():
     for pipe, warpgroups in ((False, 3), (True, 3), (False, 4)):
         stats = collections.Counter()
         assert failures(300, pipe, stats=stats, stream=True, warpgroups=warpgroups, split=True) == {}, (pipe, warpgroups)
-        for path in ("producer waited for a slot", "consumer waited for a group"):
+        for path in ("producer waited for a slot", "consumer waited for a group", "x slab reused",
+                     "x slab reused after its reader retired"):
             assert stats[path] > 0, (pipe, warpgroups, path, stats)
         for groups in ([[]], [[([], 1)]], [[([0] * 9, 1)]], [[([1], 1)] * 10, [], [([0, 1], 1), ([], 1)]]):
             for tiles in (1, 3):
@@ -420,7 +461,8 @@ def test_split_rings_from_one_producer_thread_have_no_deadlock_or_hazard():
     assert stats["producer waited for a slot"] > 0, stats
 
 
-def test_split_x_slot_handed_back_at_issue_is_caught():
+def test_split_open_x_slot_handed_back_when_its_reader_retires_is_caught():
     for pipe in (False, True):
-        bad = failures(200, pipe, stop_at=("Overwrite", "StaleRead"), stream=True, split=True, x_release_at_issue=True)
+        bad = failures(200, pipe, stop_at=("Overwrite", "StaleRead", "Deadlock"), stream=True, split=True,
+                       x_released_early=True)
         assert bad["Overwrite"] + bad["StaleRead"] > 0, (pipe, bad)

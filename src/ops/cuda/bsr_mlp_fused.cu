@@ -96,7 +96,10 @@ constexpr size_t kAlignSlack = 1024;  // the x slabs start 1024-byte aligned (12
 //    slots. Why: an fc2 block (45% of ViT-B's blocks at 90%) leaves its slot's x part empty, so the
 //    shared ring holds ~3.3 x slabs and 6 W blocks (2.7 steps ahead); split, 6 x slabs and 9 W blocks
 //    (4 steps ahead) fit the same shared memory. More blocks in flight for the same bytes: the
-//    kernel is latency-bound (above). Not measured yet.
+//    kernel is latency-bound (above). One producer thread per ring. And an fc1 block that reads the
+//    same slab as the fc1 block before it reuses the slot instead of loading it again (the schedule
+//    in BsrMlpOrder::XReuse, ~23% of the fc1 blocks of ViT-B at 90%: x slabs are three quarters of the
+//    bytes a tile streams). Not measured yet.
 template <bool STREAM, bool PIPE = false, int WG = (STREAM ? 3 : 2), bool SPLIT = false>
 struct MlpForm {
   static_assert(STREAM ? (WG == 3 || (WG == 4 && !PIPE)) : WG == 2 && !SPLIT, "the forms that exist");
@@ -219,17 +222,19 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
     unsigned round = 0;  // parity of the ring round of `slot`
     int xslot = 0, nx = 0;  // split: the same for the x ring
     unsigned xround = 0;
+    int px_k = -1, px_tile = -1;  // split: the slab of the last fc1 block (the next one reading it reuses it)
     int tile = 0;
     // One block into the next slot; x_col >= 0 (streamed forms, fc1 blocks): with the tile's x slab of
     // column block x_col, counted on the same full barrier (not split) or into the next x slot (split).
     auto emit = [&](const bf16* src, int x_col) {
-      if (fill_x && x_col >= 0) {
+      if (fill_x && x_col >= 0 && (x_col != px_k || tile != px_tile)) {  // (else the consumers reuse the slab)
         if (nx >= F::kXRing) mbar::wait(&sxempty[xslot], xround ^ 1);
         mbar::arrive_expect_tx(&sxfull[xslot], F::kXSlotBytes);
         mbar::tma_load_2d(xring + xslot * F::kXSlotBytes, &p.x_map, x_col * kSlabCols, tile * kTileM, &sxfull[xslot]);
         if (++xslot == F::kXRing) xslot = 0, xround ^= 1;
         ++nx;
       }
+      if (fill_x && x_col >= 0) px_k = x_col, px_tile = tile;
       if (!fill_w) return;
       if (n >= kRing) mbar::wait(&wempty[slot], round ^ 1);  // its previous block retired by every consumer warp
       const bool x_here = STREAM && !SPLIT && x_col >= 0;
@@ -297,25 +302,21 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
   // The ring as this warp sees it: the next slot to take, and the oldest taken but not yet handed
   // back (slots are taken and handed back in ring order); x_slot: the slot of the tile's last fc1
   // block while it is pending (x is released with it), else -1.
-  // Split: the same for the x ring, and which of the pending wgmma groups hold an x slot (bit i: the
-  // i-th oldest; at most kRing are pending).
+  // Split: the same for the x ring. An fc1 block reading the same slab (tile, k) as the fc1 block before
+  // it reuses that slab's slot (the producer loads it once: BsrMlpOrder::XReuse makes that frequent).
+  // So the newest slot stays open until an fc1 block reads another slab; a slot is handed back once it
+  // is closed and the last wgmma group reading it has retired. xbits: the pending groups (bit i: the
+  // i-th oldest; at most kRing are pending) whose retirement hands back a closed slot; xopen: the bit
+  // of the open slot's last reader while it is pending, else 0.
   int slot = 0, rel_slot = 0, pending = 0, x_slot = -1;
   unsigned round = 0;
-  int xslot = 0, xrel_slot = 0;
-  unsigned xround = 0, xbits = 0;
+  int xslot = 0, xrel_slot = 0, x_open = -1, prev_k = -1, prev_tile = -1, cur_tile = 0;
+  unsigned xround = 0, xbits = 0, xopen = 0;
   auto take = [&]() {
     const int s = slot;
     mbar::wait(&wfull[s], round);
     if (++slot == kRing) slot = 0, round ^= 1;
     ++pending;
-    return s;
-  };
-  // (split; after take(): the x slab of the same wgmma group)
-  auto take_x = [&]() {
-    const int s = xslot;
-    mbar::wait(&sxfull[s], xround);
-    if (++xslot == F::kXRing) xslot = 0, xround ^= 1;
-    xbits |= 1u << (pending - 1);
     return s;
   };
   // Hands back the k oldest slots of a ring of `size` (k <= size: no more are ever taken).
@@ -333,13 +334,33 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
     rel += k;
     if (rel >= size) rel -= size;
   };
+  // (split; after take(): the x slot of the same wgmma group, fc1 block k of tile cur_tile)
+  auto take_x = [&](int k) {
+    const unsigned mine = 1u << (pending - 1);
+    if (k == prev_k && cur_tile == prev_tile) {  // the open slab: this group is now its last reader
+      xopen = mine;
+      return x_open;
+    }
+    prev_k = k, prev_tile = cur_tile;
+    if (x_open >= 0) {  // close the open slab: handed back with its last reader, or now if that retired
+      if (xopen != 0) xbits |= xopen;
+      else hand_back(sxempty, xrel_slot, 1, F::kXRing);
+    }
+    const int s = xslot;
+    mbar::wait(&sxfull[s], xround);
+    if (++xslot == F::kXRing) xslot = 0, xround ^= 1;
+    x_open = s, xopen = mine;
+    return s;
+  };
   auto release = [&](int k) {
     if (k <= 0) return;
     if constexpr (STREAM) {  // (no resident x to hand back)
       hand_back(wempty, rel_slot, k, kRing);
       if constexpr (SPLIT) {
-        const int kx = __popc(xbits & ((1u << k) - 1));
+        const unsigned mask = (1u << k) - 1;
+        const int kx = __popc(xbits & mask);
         xbits >>= k;
+        xopen = (xopen & mask) != 0 ? 0u : xopen >> k;  // (the open slab's last reader retired: kept open)
         if (kx > 0) hand_back(sxempty, xrel_slot, kx, F::kXRing);
       }
     } else {
@@ -375,7 +396,7 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
       if ((word >> 4) & 1) x_slot = s;
     }
     int xs_slot = s;
-    if constexpr (SPLIT) xs_slot = take_x();
+    if constexpr (SPLIT) xs_slot = take_x(k);
     wgmma::fence_operands(acc);
     wgmma::fence();
     const uint64_t da = xdesc + (((STREAM ? xs_slot * kXStride : k * kSlabBytes)) >> 4);
@@ -472,6 +493,7 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
   for (int u = unit_begin; u < unit_end; ++u) {
     const int tile = u / tile_units;
     const int grp0 = u % tile_units;  // (its first block-row)
+    cur_tile = tile;
     const int64_t row0 = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4 + g;  // this thread's first row
     xparity = (u - unit_begin) & 1;  // (resident form: a unit per tile)
     for (int grp = grp0; grp < grp0 + unit_groups; ++grp) {
@@ -639,6 +661,8 @@ bool bsr_mlp_fused_supported(const BsrDeviceView& fc1, const BsrDeviceView& fc2,
   if (smem_bytes(static_cast<int>(fc1.cols / kSlabCols), schedule_ints) > kMaxSmem) return false;
   return (fc1.values_core_matrix != nullptr || fc1.nnz == 0) && (fc2.values_core_matrix != nullptr || fc2.nnz == 0);
 }
+
+bool bsr_mlp_fused_split_rings() { return form_from_env().split; }
 
 bool bsr_mlp_fused_fills_gpu(int64_t M, int groups) {
   const int64_t tiles = (M + tile_rows() - 1) / tile_rows();
