@@ -22,7 +22,8 @@ namespace {
 // M = 50432, 64-blocks, ms fused / two linears): D = 384 (ViT-S) 0.127 / 0.156 at 80% sparsity, 0.087 /
 // 0.132 at 90%, 0.069 / 0.117 at 95%; D = 768 (ViT-B) 0.459 / 0.384 at 80%, 0.241 / 0.302 at 90%,
 // 0.159 / 0.251 at 95%. So: D <= 384, or both weights at most 12.5% dense (between the ViT-B points at
-// 10% and 20%); and only where the fused kernel's units of work (a tile of tokens and one fc2
+// 10% and 20%; D = 1024, ViT-L, which the streamed forms take too, was never timed: not fused unless
+// asked); and only where the fused kernel's units of work (a tile of tokens and one fc2
 // block-row) give every SM one: ViT-B/16 batch 11 and up on an H200. Below that the two linears, whose
 // grids split the work finer, keep more of the GPU busy (not measured: small batches were never timed
 // with the fused kernel). Read once.
@@ -33,7 +34,7 @@ cuda::KernelMode fused_mode() {
 bool fused_selected(const BsrMatrix& fc1, const BsrMatrix& fc2, int64_t M) {
   const cuda::KernelMode m = fused_mode();
   if (m != cuda::KernelMode::Auto) return m == cuda::KernelMode::On;
-  return (fc1.cols <= 384 || std::max(fc1.density(), fc2.density()) <= 0.125) &&
+  return (fc1.cols <= 384 || (fc1.cols <= 768 && std::max(fc1.density(), fc2.density()) <= 0.125)) &&
          cuda::bsr_mlp_fused_fills_gpu(M, static_cast<int>(fc2.rows / fc2.block));
 }
 

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <tuple>
@@ -464,14 +465,19 @@ TEST_F(CudaBsr, FusedMlpMatchesCpu) {
                                    {"90% sparse, D = 768", 768, 3072, Pattern::Sparse, Pattern::Sparse},
                                    {"fc1 empty", 128, 4 * 64, Pattern::Empty, Pattern::Ragged},
                                    {"fc2 empty", 192, 4 * 64, Pattern::Ragged, Pattern::Empty},
-                                   {"full", 256, 6 * 64, Pattern::Full, Pattern::Full}};
+                                   {"full", 256, 6 * 64, Pattern::Full, Pattern::Full},
+                                   {"ragged, D = 1024 (streamed forms)", 1024, 8 * 64, Pattern::Ragged, Pattern::Ragged}};
+  if (!cuda::device_is_sm90()) GTEST_SKIP() << "the fused MLP kernel needs sm_90";
   uint32_t seed = 300;
   for (const Case& c : cases) {
     const BsrMatrix fc1 = random_bsr(c.H, c.D, 64, c.p1, DType::BF16, seed++);
     const BsrMatrix fc2 = random_bsr(c.D, c.H, 64, c.p2, DType::BF16, seed++);
     const BsrMatrix fc1_dev = bsr_to_cuda(fc1, DType::BF16), fc2_dev = bsr_to_cuda(fc2, DType::BF16);
     const cuda::BsrDeviceView v1 = cuda::device_view(fc1_dev), v2 = cuda::device_view(fc2_dev);
-    if (!cuda::bsr_mlp_fused_supported(v1, v2)) GTEST_SKIP() << "the fused MLP kernel needs sm_90";
+    if (!cuda::bsr_mlp_fused_supported(v1, v2)) {  // (the resident form: D <= 768)
+      ASSERT_GT(c.D, 768) << c.name << ": not supported";
+      continue;
+    }
     const auto plan = ops::plan_bsr_mlp(fc1_dev, fc2_dev, DType::BF16);
     ASSERT_NE(plan, nullptr) << c.name;
     const cuda::BsrMlpDeviceSchedule sched{plan->words.data<int32_t>(), plan->group_begin.data<int32_t>(),
@@ -506,9 +512,13 @@ TEST_F(CudaBsr, FusedMlpMatchesCpu) {
   const BsrMatrix b32a = bsr_to_cuda(random_bsr(128, 64, 32, Pattern::Full, DType::BF16, 390), DType::BF16);
   const BsrMatrix b32b = bsr_to_cuda(random_bsr(64, 128, 32, Pattern::Full, DType::BF16, 391), DType::BF16);
   EXPECT_EQ(ops::plan_bsr_mlp(b32a, b32b, DType::BF16), nullptr);  // block 32
-  const BsrMatrix wide1 = bsr_to_cuda(random_bsr(128, 832, 64, Pattern::Full, DType::BF16, 392), DType::BF16);
-  const BsrMatrix wide2 = bsr_to_cuda(random_bsr(832, 128, 64, Pattern::Full, DType::BF16, 393), DType::BF16);
-  EXPECT_EQ(ops::plan_bsr_mlp(wide1, wide2, DType::BF16), nullptr);  // D > 768
+  const BsrMatrix wide1 = bsr_to_cuda(random_bsr(128, 1088, 64, Pattern::Full, DType::BF16, 392), DType::BF16);
+  const BsrMatrix wide2 = bsr_to_cuda(random_bsr(1088, 128, 64, Pattern::Full, DType::BF16, 393), DType::BF16);
+  EXPECT_EQ(ops::plan_bsr_mlp(wide1, wide2, DType::BF16), nullptr);  // D > 1024 (> 768: the resident form)
+  const BsrMatrix mid1 = bsr_to_cuda(random_bsr(128, 832, 64, Pattern::Full, DType::BF16, 386), DType::BF16);
+  const BsrMatrix mid2 = bsr_to_cuda(random_bsr(832, 128, 64, Pattern::Full, DType::BF16, 387), DType::BF16);
+  const bool streamed = std::getenv("VITRT_BSR_MLP_STREAM") == nullptr || std::string(std::getenv("VITRT_BSR_MLP_STREAM")) != "0";
+  EXPECT_EQ(ops::plan_bsr_mlp(mid1, mid2, DType::BF16) != nullptr, streamed);  // D = 832: the streamed forms only
   // Full 768 x 4096 weights: a schedule of ~10.8K words, which fits neither form's shared memory.
   const BsrMatrix dense1 = bsr_to_cuda(random_bsr(4096, 768, 64, Pattern::Full, DType::BF16, 388), DType::BF16);
   const BsrMatrix dense2 = bsr_to_cuda(random_bsr(768, 4096, 64, Pattern::Full, DType::BF16, 389), DType::BF16);

@@ -144,7 +144,7 @@ void bsr_linear_bf16_stream(const void* x, int64_t M, const BsrDeviceView& w, co
 // y[M, N] = fc2(GELU(fc1(x) + b1)) + b2 + residual with fc1 [H, D] and fc2 [N, H] both in 64-blocks,
 // the hidden activation kept on chip (never written to memory). `schedule`: the device copy of
 // ops::make_bsr_mlp_schedule(fc1, fc2) (ops/bsr_mlp_schedule.h). bsr_mlp_fused_supported: sm_90,
-// block 64, D <= 768, chained shapes, the core-matrix copies present.
+// block 64, D <= 1024 (768 in the resident form), chained shapes, the core-matrix copies present.
 struct BsrMlpDeviceSchedule {
   const int32_t* words = nullptr;
   const int32_t* group_begin = nullptr;  // [groups + 1]

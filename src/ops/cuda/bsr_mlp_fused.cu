@@ -38,7 +38,8 @@
 // (ViT-B @ 0.9 0.343 against 0.320 ms; 162 registers against 152).
 // tests/protocol/test_bsr_mlp_protocol.py models the barrier protocol of both step orders (random
 // interleavings: no deadlock, no buffer read early or refilled while read); keep the two in step.
-// Scope: sm_90, bf16, block 64, D = fc1.cols <= 768, fc2.rows a multiple of 64, a schedule that fits
+// Scope: sm_90, bf16, block 64, D = fc1.cols <= 768 (resident form) / 1024 (streamed forms: the
+// schedule's 4-bit column block; ViT-L), fc2.rows a multiple of 64, a schedule that fits
 // shared memory (resident form, next to x: ViT-B at 90% sparsity yes, at 80% no; streamed, next to the
 // 192 KB ring: ~8.6K words); the core-matrix copies present. Everything else runs the two linears
 // unfused (ops::mlp_bsr).
@@ -68,7 +69,8 @@ namespace {
 using bf16 = __nv_bfloat16;
 
 constexpr int kB = 64;                    // block size
-constexpr int kMaxK = 768;                // 128 x 768 bf16 = 192 KB of resident x per CTA
+constexpr int kMaxK = 768;                // resident form: 128 x 768 bf16 = 192 KB of resident x per CTA
+constexpr int kMaxKStream = 1024;         // streamed forms: the schedule's 4-bit column block (ViT-L's 1024)
 constexpr int kSlabCols = 64;             // x slabs of 64 columns (128-byte rows)
 constexpr int kSlabBytes = 64 * 128;      // one warpgroup's slab: 64 rows x 128 bytes
 constexpr int kMaxSlabs = kMaxK / kSlabCols;
@@ -646,6 +648,7 @@ decltype(auto) with_form(const FormChoice& f, Fn&& fn) {
 size_t smem_bytes(int slabs, int64_t schedule_ints) {
   return with_form(form_from_env(), [&](auto tag) { return decltype(tag)::F::smem_bytes(slabs, schedule_ints); });
 }
+int max_k() { return form_from_env().stream ? kMaxKStream : kMaxK; }
 int tile_rows() {
   return with_form(form_from_env(), [](auto tag) { return decltype(tag)::F::kTileM; });
 }
@@ -654,7 +657,7 @@ int tile_rows() {
 
 bool bsr_mlp_fused_supported(const BsrDeviceView& fc1, const BsrDeviceView& fc2, int64_t schedule_words) {
   if (!device_is_sm90() || fc1.block != kB || fc2.block != kB) return false;
-  if (fc1.cols > kMaxK || fc1.cols % kB != 0 || fc1.rows % kB != 0 || fc2.cols != fc1.rows || fc2.rows % kB != 0)
+  if (fc1.cols > max_k() || fc1.cols % kB != 0 || fc1.rows % kB != 0 || fc2.cols != fc1.rows || fc2.rows % kB != 0)
     return false;
   if (fc2.rows > INT32_MAX) return false;
   const int64_t schedule_ints = schedule_words + fc2.rows / kB + 1;  // + group_begin
@@ -676,7 +679,7 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
   check_bsr_linear_args(kOp, x, M, fc1, nullptr, y);
   check_bsr_linear_args(kOp, y, M, fc2, residual, y);
   VITRT_CHECK(bsr_mlp_fused_supported(fc1, fc2, schedule.words_count), InvalidArgument, kOp,
-              ": needs sm_90, 64-blocks, fc1.cols <= ", kMaxK, ", chained shapes, the core-matrix copies and a "
+              ": needs sm_90, 64-blocks, fc1.cols <= ", max_k(), ", chained shapes, the core-matrix copies and a "
               "schedule that fits shared memory (", schedule.words_count, " words; fc1 [",
               fc1.rows, ", ", fc1.cols, "] block ", fc1.block, ", fc2 [", fc2.rows, ", ", fc2.cols, "] block ",
               fc2.block, ")");
