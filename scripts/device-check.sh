@@ -193,7 +193,7 @@ if has bsr; then
     tag=$(echo "$ab" | tr -c 'A-Za-z0-9_.,\n' '_')
     env $ab $V bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block 64 --dtype bf16 --iters 5 --json \
       > "$OUT/vit_b_16_ab_$tag.json" 2> "$OUT/vit_b_16_ab_$tag.err"
-    add_summary "vit_b_16 bf16 with $ab: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.2f ms sparse %.2f ms speedup %.2fx'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup']))" "$OUT/vit_b_16_ab_$tag.json" 2>/dev/null || tail -c 300 "$OUT/vit_b_16_ab_$tag.err")"
+    add_summary "vit_b_16 bf16 with $ab: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.2f ms sparse %.2f ms speedup %.2fx, %s MLPs fused'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup'],d.get('fused_mlps')))" "$OUT/vit_b_16_ab_$tag.json" 2>/dev/null || tail -c 300 "$OUT/vit_b_16_ab_$tag.err")"
   done
   # VIT_SMALL_BATCHES="1 32": ViT-B/16 bf16 at those batch sizes, default against VITRT_BSR_MLP_FUSED=0
   # and =1 (ops::mlp_bsr fuses only where the fused kernel's units fill the GPU: this checks that rule).
@@ -202,7 +202,7 @@ if has bsr; then
       tag=$(echo "b$b$ab" | tr -c 'A-Za-z0-9_.,\n' '_')
       env $ab $V bench --device cuda --model vit_b_16 --batch $b --sparsity 0.9 --block 64 --dtype bf16 --iters 20 --json \
         > "$OUT/vit_b_16_$tag.json" 2> "$OUT/vit_b_16_$tag.err"
-      add_summary "vit_b_16 bf16 batch $b ${ab:-default}: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.3f ms sparse %.3f ms speedup %.2fx'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup']))" "$OUT/vit_b_16_$tag.json" 2>/dev/null || tail -c 300 "$OUT/vit_b_16_$tag.err")"
+      add_summary "vit_b_16 bf16 batch $b ${ab:-default}: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.3f ms sparse %.3f ms speedup %.2fx, %s MLPs fused'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup'],d.get('fused_mlps')))" "$OUT/vit_b_16_$tag.json" 2>/dev/null || tail -c 300 "$OUT/vit_b_16_$tag.err")"
     done
   done
   # Graph replays timed with events (eager event times alongside); bf16 also profiles one eager dense

@@ -111,5 +111,8 @@ std::shared_ptr<const VitModel> vit_from_sparse_state_dict(const StateDict& dens
                                                            int num_heads = 0);
 // How many of the model's linears are block-sparse (run through ops::linear_bsr); 0 when dense.
 int vit_num_bsr_linears(const VitModel& model);
+// How many of its block-sparse MLPs run as one fused CUDA kernel for a batch of `batch` images (0 on
+// the CPU, and wherever the two linears run instead: see ops::mlp_bsr).
+int vit_num_fused_mlps(const VitModel& model, int64_t batch);
 
 }  // namespace vitrt

@@ -427,6 +427,7 @@ void run_bench_vit(const BenchArgs& a) {
                         {"threads", static_cast<int>(std::thread::hardware_concurrency())},
                         {"block", a.block}, {"sparsity", a.sparsity}, {"mlp_density", density},
                         {"bsr_linears", vit_num_bsr_linears(*sparse_model)},
+                        {"fused_mlps", vit_num_fused_mlps(*sparse_model, a.batch)},
                         {"dense_ms_per_batch", dense_ms}, {"dense_images_per_s", 1e3 * a.batch / dense_ms},
                         {"sparse_ms_per_batch", sparse_ms}, {"sparse_images_per_s", 1e3 * a.batch / sparse_ms},
                         {"speedup", dense_ms / sparse_ms}, {"cuda_graph", graphed},
@@ -458,9 +459,10 @@ void run_bench_vit(const BenchArgs& a) {
   std::printf("%s %s %s batch %d (%d host threads; %s): dense %.2f ms/batch (%.2f img/s)\n", a.model.c_str(),
               a.device.c_str(), a.dtype.c_str(), a.batch, out["threads"].get<int>(),
               out["timing"].get<std::string>().c_str(), dense_ms, 1e3 * a.batch / dense_ms);
-  std::printf("MLPs block %d sparsity %.2f (%d BSR linears, density %.4f): %.2f ms/batch (%.2f img/s), "
+  std::printf("MLPs block %d sparsity %.2f (%d BSR linears, %d MLPs fused, density %.4f): %.2f ms/batch (%.2f img/s), "
               "speed-up %.2fx\n",
-              a.block, a.sparsity, vit_num_bsr_linears(*sparse_model), density, sparse_ms,
+              a.block, a.sparsity, vit_num_bsr_linears(*sparse_model), vit_num_fused_mlps(*sparse_model, a.batch),
+              density, sparse_ms,
               1e3 * a.batch / sparse_ms, dense_ms / sparse_ms);
   if (out.contains("cuda_graph_note")) std::printf("%s\n", out["cuda_graph_note"].get<std::string>().c_str());
   if (out.contains("profile_dense")) print_profile("profile of one eager dense forward", out["profile_dense"]);

@@ -188,16 +188,19 @@ struct BsrMlpPlan {
   int64_t words_count = 0;
 };
 // A plan when the fused CUDA kernel covers the pair fc1, fc2 (both uploaded with bsr_to_cuda as
-// `dtype`): bf16, 64-blocks, fc1.cols <= 768, an sm_90 device; null otherwise (mlp_bsr then runs
-// the two linears). Made once per model, at upload.
+// `dtype`): bf16, 64-blocks, fc1.cols <= 1024 (768 in the resident form), an sm_90 device; null
+// otherwise (mlp_bsr then runs the two linears). Made once per model, at upload.
 std::shared_ptr<const BsrMlpPlan> plan_bsr_mlp(const BsrMatrix& fc1, const BsrMatrix& fc2, DType dtype);
 // fc2(GELU(fc1(x) + b1)) + b2 + residual (a transformer MLP with its residual), fc1 and fc2 BSR.
 // With a plan on CUDA: one fused kernel (the hidden activation stays on chip) where it was measured
-// faster (D <= 384, or both weights at most 12.5% dense) and the tokens give every SM a tile
-// (VITRT_BSR_MLP_FUSED=1 wherever planned, =0 never); otherwise two ops::linear_bsr calls.
-// Arguments as linear_bsr's.
+// faster (D <= 384, or D <= 768 and both weights at most 12.5% dense) and the tokens give every SM a
+// unit of work (VITRT_BSR_MLP_FUSED=1 wherever planned, =0 never); otherwise two ops::linear_bsr
+// calls. Arguments as linear_bsr's.
 Tensor mlp_bsr(const Tensor& x, const BsrMatrix& fc1, const Tensor& b1, const BsrMatrix& fc2, const Tensor& b2,
                const Tensor& residual, const BsrMlpPlan* plan = nullptr);
+// Whether mlp_bsr takes the fused kernel for `tokens` rows of x on CUDA with this plan (what
+// benchmarks report next to their timings).
+bool mlp_bsr_fused_for(const BsrMatrix& fc1, const BsrMatrix& fc2, int64_t tokens, const BsrMlpPlan* plan);
 
 }  // namespace vitrt::ops
 

@@ -70,6 +70,15 @@ std::shared_ptr<const BsrMlpPlan> plan_bsr_mlp(const BsrMatrix& fc1, const BsrMa
 #endif
 }
 
+bool mlp_bsr_fused_for(const BsrMatrix& fc1, const BsrMatrix& fc2, int64_t tokens, const BsrMlpPlan* plan) {
+#ifdef VITRT_HAVE_CUDA
+  return plan != nullptr && fused_selected(fc1, fc2, tokens);
+#else
+  (void)fc1, (void)fc2, (void)tokens, (void)plan;
+  return false;
+#endif
+}
+
 Tensor mlp_bsr(const Tensor& x, const BsrMatrix& fc1, const Tensor& b1, const BsrMatrix& fc2, const Tensor& b2,
                const Tensor& residual, const BsrMlpPlan* plan) {
 #ifdef VITRT_HAVE_CUDA

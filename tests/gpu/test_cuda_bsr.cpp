@@ -643,6 +643,11 @@ TEST_F(CudaBsr, SparseVitMatchesDenseFoldedOnCuda) {
       // bf16 in 64-blocks on sm_90: the MLPs run as the fused kernel (ops::mlp_bsr with a plan).
       const bool fused = b == 64 && dt == DType::BF16 && cuda::device_is_sm90();
       for (const vit::EncoderLayerW& l : sparse_model->layers) EXPECT_EQ(l.mlp_plan != nullptr, fused);
+      // (VITRT_BSR_MLP_FUSED=1, the ctests of the kernel's forms: every planned MLP runs fused)
+      const char* force = std::getenv("VITRT_BSR_MLP_FUSED");
+      if (force != nullptr && std::string(force) == "1")
+        EXPECT_EQ(vit_num_fused_mlps(*sparse_model, images.size(0)), fused ? cfg.num_layers : 0);
+      if (force != nullptr && std::string(force) == "0") EXPECT_EQ(vit_num_fused_mlps(*sparse_model, images.size(0)), 0);
       const auto dense_model = vit_from_state_dict(folded, Device::CUDA, dt, cfg.num_heads);
       const Tensor sparse_logits = vit_logits(*sparse_model, images);
       const Tensor dense_logits = vit_logits(*dense_model, images);

@@ -86,6 +86,7 @@ TEST_P(VitSparseFixture, SparsifiedModelMatchesFoldedDense) {
   ASSERT_EQ(c.hidden_dim % 16, 0);
   ASSERT_EQ(c.mlp_dim % 16, 0);
   EXPECT_EQ(vit_num_bsr_linears(*sparse), 2 * c.num_layers);
+  EXPECT_EQ(vit_num_fused_mlps(*sparse, 256), 0);  // (the fused kernel is CUDA's)
   EXPECT_NE(text.find(std::to_string(2 * c.num_layers) + " of " + std::to_string(2 * c.num_layers) +
                       " MLP weights packed to BSR"),
             std::string::npos)

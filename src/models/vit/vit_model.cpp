@@ -264,7 +264,16 @@ std::shared_ptr<const VitModel> vit_from_sparse_state_dict(const StateDict& dens
   return model->to(device, dtype);
 }
 
+int VitModel::num_fused_mlps(int64_t batch) const {
+  int n = 0;
+  for (const vit::EncoderLayerW& l : layers)
+    n += l.mlp_fc1_bsr && l.mlp_fc2_bsr &&
+         ops::mlp_bsr_fused_for(*l.mlp_fc1_bsr, *l.mlp_fc2_bsr, batch * config.num_tokens(), l.mlp_plan.get());
+  return n;
+}
+
 int vit_num_bsr_linears(const VitModel& model) { return model.num_bsr_linears(); }
+int vit_num_fused_mlps(const VitModel& model, int64_t batch) { return model.num_fused_mlps(batch); }
 
 std::shared_ptr<const VitModel> vit_from_state_dict(const StateDict& sd, Device device, DType dtype, int num_heads) {
   auto model = VitModel::from_state_dict(sd, vit_config_from_state_dict(sd, num_heads));

@@ -71,6 +71,8 @@ class VitModel {
 
   // How many linears hold a BsrMatrix (and so run through ops::linear_bsr); 0 for a dense model.
   int num_bsr_linears() const;
+  // How many block-sparse MLPs run as one fused kernel (ops::mlp_bsr) for a batch of `batch` images.
+  int num_fused_mlps(int64_t batch) const;
 };
 
 }  // namespace vitrt
