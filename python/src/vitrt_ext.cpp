@@ -349,6 +349,13 @@ NB_MODULE(_vitrt, m) {
       .def_prop_ro("patch_size", [](const PyVit& v) { return vitrt::vit_config(*v.model).patch_size; })
       .def_prop_ro("num_classes", [](const PyVit& v) { return vitrt::vit_config(*v.model).num_classes; })
       .def_prop_ro("num_bsr_linears", [](const PyVit& v) { return vitrt::vit_num_bsr_linears(*v.model); })
+      .def(
+          "num_fused_mlps",
+          [](const PyVit& v, int64_t batch) {
+            if (batch < 1) throw vitrt::InvalidArgument("batch must be at least 1, got " + std::to_string(batch));
+            return vitrt::vit_num_fused_mlps(*v.model, batch);
+          },
+          "batch"_a, "How many block-sparse MLPs run as one fused CUDA kernel at this batch size.")
       .def_prop_ro("device", [](const PyVit& v) { return v.device; })
       .def("__repr__", [](const PyVit& v) {
         const vitrt::VitConfig& c = vitrt::vit_config(*v.model);

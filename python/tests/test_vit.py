@@ -39,6 +39,7 @@ def test_properties(model):
     assert vit.num_classes == cfg["num_classes"]
     assert vit.device == "cpu"
     assert "vitrt.Vit(" in repr(vit)
+    assert vit.num_bsr_linears == 0 and vit.num_fused_mlps(256) == 0  # (dense, and on the CPU)
 
 
 def test_logits_match_torchvision_in_one_batch(model):
@@ -98,6 +99,8 @@ def test_bad_arguments():
         vit.logits(im, batch_size=0)
     with pytest.raises(ValueError, match="topk"):
         vit.classify(im, topk=0)
+    with pytest.raises(ValueError, match="batch"):
+        vit.num_fused_mlps(0)
     with pytest.raises(ValueError, match="fp32 only"):
         vitrt.load_vit(os.path.join(VIT, "vit_tiny.pth"), device="cpu", dtype="bf16")
     with pytest.raises(ValueError, match="unknown device"):

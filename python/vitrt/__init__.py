@@ -133,6 +133,16 @@ class VitClassifier:
     def device(self) -> str:
         return self.model.device
 
+    @property
+    def num_bsr_linears(self) -> int:
+        """How many of its linears are block-sparse (a `vitrt sparsify` model file); 0 when dense."""
+        return self.model.num_bsr_linears
+
+    def num_fused_mlps(self, batch: int) -> int:
+        """How many of its block-sparse MLPs run as one fused CUDA kernel for batches of this size
+        (0 on the CPU and where the two linears run instead)."""
+        return self.model.num_fused_mlps(int(batch))
+
     def __repr__(self) -> str:
         return repr(self.model)
 
