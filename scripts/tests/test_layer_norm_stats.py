@@ -43,15 +43,20 @@ def stats_double(row):
     return mean, var
 
 
-def stats_f32(row):
-    vals = lane_values(row)
+def first_pass_mean_f32(row):
+    """F32STATS's first pass: each lane's sum in fp32, the lanes' sums in double, the mean as fp32."""
     sums = []
-    for lv in vals:
+    for lv in lane_values(row):
         s = np.float32(0)
         for x in lv:
             s = np.float32(s + x)
         sums.append(s)
-    m0 = np.float32(group_sum(sums) / C)
+    return np.float32(group_sum(sums) / C)
+
+
+def stats_f32(row):
+    vals = lane_values(row)
+    m0 = first_pass_mean_f32(row)
     sds, sqs = [], []
     for lv in vals:
         sd, sq = np.float32(0), np.float32(0)
@@ -108,14 +113,7 @@ def test_f32_statistics_stay_far_below_a_bf16_step():
 def test_a_plain_fp32_sum_would_not_do():
     """Without the deviations' correction, a row far from zero loses its mean: the check above can fail."""
     row = rows(5, 1, 1000.0, 1.0)[0]
-    vals = lane_values(row)
-    sums = []
-    for lv in vals:
-        s = np.float32(0)
-        for x in lv:
-            s = np.float32(s + x)
-        sums.append(s)
-    m0 = np.float32(group_sum(sums) / C)
+    m0 = first_pass_mean_f32(row)
     exact_mean = np.mean(row.astype(np.float64))
     sd = np.std(row.astype(np.float64))
     assert abs(np.float64(m0) - exact_mean) / sd > 1e-6  # the correction is needed
