@@ -426,16 +426,11 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
       hb[c] = p.b1 ? *reinterpret_cast<const __nv_bfloat162*>(p.b1 + j * kB + 8 * c + 2 * t)
                    : __floats2bfloat162_rn(0.f, 0.f);
   };
-  // 2 GELU(v), exactly twice dev::gelu_tanh_approx(v) (fma(x, t, x) against fma(x / 2, t, x / 2)): one
-  // multiplication fewer per hidden value. The kernel carries 2 h into fc2, and so 2 y from 2 b2,
-  // halved in the epilogue: every step of the way is a power-of-two scaling, which rounding commutes
-  // with (away from overflow and the subnormals), so y is bit for bit what h would give.
-  auto gelu2 = [](float x) {
-    const float u = x * fmaf(0.0356774081f, x * x, 0.7978845608f);
-    float t;
-    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(u));
-    return fmaf(x, t, x);
-  };
+  // The GELUs are 2 GELU(v) (dev::gelu_tanh_approx_x2): one multiplication fewer per hidden value. The
+  // kernel carries 2 h into fc2, and so 2 y from 2 b2, halved in the epilogue: every step of the way is
+  // a power-of-two scaling, which rounding commutes with (away from overflow and the subnormals), so y
+  // is bit for bit what h would give.
+  using dev::gelu_tanh_approx_x2;
   // 2 GELU(h_j + b1) as bf16 A fragments, one k16 step of the hidden block each: hacc[8 kk + 2 r] is n8
   // tile 2 kk + r / 2 (columns 8 (2 kk + r / 2) + 2 t), row g + 8 (r % 2).
   // (acc's wgmmas must have been retired and acc fenced: wgmma::fence_operands after the wait)
@@ -445,7 +440,8 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const float2 b = __bfloat1622float2(hb[2 * kk + r / 2]);
-        hf[kk][r] = bsr_wgmma::pack_bf16x2(gelu2(acc[8 * kk + 2 * r] + b.x), gelu2(acc[8 * kk + 2 * r + 1] + b.y));
+        hf[kk][r] = bsr_wgmma::pack_bf16x2(gelu_tanh_approx_x2(acc[8 * kk + 2 * r] + b.x),
+                                           gelu_tanh_approx_x2(acc[8 * kk + 2 * r + 1] + b.y));
       }
   };
   auto zero = [](float(&acc)[32]) {
@@ -471,7 +467,8 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
       for (int r = 0; r < 4; ++r)
-        hf[kk][r] = bsr_wgmma::pack_bf16x2(gelu2(acc[8 * kk + 2 * r]), gelu2(acc[8 * kk + 2 * r + 1]));
+        hf[kk][r] = bsr_wgmma::pack_bf16x2(gelu_tanh_approx_x2(acc[8 * kk + 2 * r]),
+                                           gelu_tanh_approx_x2(acc[8 * kk + 2 * r + 1]));
   };
   // (values read from memory reach ptxas as divergent; from lane 0 by shuffle they are uniform, and
   // a wgmma behind a divergent branch would serialise every wgmma of the kernel: C7518)
@@ -500,8 +497,8 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
     xparity = (u - unit_begin) & 1;  // (resident form: a unit per tile)
     for (int grp = grp0; grp < grp0 + unit_groups; ++grp) {
       const int64_t col0 = static_cast<int64_t>(grp) * kB + 2 * t;
-      // y starts from 2 b2 (gelu2; its loads arrive before the group's first fc2 wgmma, after an fc1
-      // block and a GELU).
+      // y starts from 2 b2 (the GELUs' factor 2; its loads arrive before the group's first fc2 wgmma,
+      // after an fc1 block and a GELU).
 #pragma unroll
       for (int c = 0; c < 8; ++c) {
         const float2 b = p.b2 ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p.b2 + col0 + 8 * c))
@@ -579,7 +576,8 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
       wgmma::fence_operands(yacc);
       // (all of this block-row's stores come after all of its loads: the residual may be y)
       if constexpr (!kPreloadResidual) load_residual(row0, col0, res);
-      // Epilogue: y / 2 (exact: gelu2) + residual, rounded once; rows g and g + 8 of the block-row's slice.
+      // Epilogue: y / 2 (exact: the GELUs' factor 2) + residual, rounded once; rows g and g + 8 of the
+      // block-row's slice.
 #pragma unroll
       for (int c = 0; c < 8; ++c)
 #pragma unroll

@@ -52,13 +52,22 @@ __device__ __forceinline__ float gelu_erf(float v) { return 0.5f * v * (1.f + er
 // GELU's tanh form, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), with tanh.approx.f32 (one MUFU
 // op; max relative error 2^-10.7): what cuBLASLt's GELU epilogue computes, within ~1e-3 absolute of
 // the erf form. Only for results rounded to bf16.
-__device__ __forceinline__ float gelu_tanh_approx(float x) {
+// (tanh_gelu_term: its tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+__device__ __forceinline__ float tanh_gelu_term(float x) {
   const float u = x * fmaf(0.0356774081f, x * x, 0.7978845608f);
   float t;
   asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(u));
+  return t;
+}
+__device__ __forceinline__ float gelu_tanh_approx(float x) {
+  const float t = tanh_gelu_term(x);
   const float hx = 0.5f * x;
   return fmaf(hx, t, hx);
 }
+// Exactly twice gelu_tanh_approx(x) (fma(x, t, x) against fma(x / 2, t, x / 2), a power-of-two scaling
+// that rounding commutes with, away from overflow and the subnormals), one multiplication fewer: for
+// a kernel that can carry the factor 2 (bsr_mlp_fused.cu).
+__device__ __forceinline__ float gelu_tanh_approx_x2(float x) { return fmaf(x, tanh_gelu_term(x), x); }
 // The GELU of a value stored as T: for bf16, the branch-free erf of fast_erf.h (within 2e-6 absolute,
 // far below a bf16 step, at about half of erff's instructions); erff for fp32.
 template <class T>
