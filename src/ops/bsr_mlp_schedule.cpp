@@ -19,8 +19,8 @@ struct Step {
 };
 
 // BsrMlpOrder::XReuse for one group's steps (in increasing j), given the k of the fc1 block before them
-// (-1: none); returns the k of the last fc1 block after them (or `prev` if they have none).
-int32_t order_for_x_reuse(std::vector<Step>& steps, int32_t prev) {
+// (-1: none).
+void order_for_x_reuse(std::vector<Step>& steps, int32_t prev) {
   std::vector<Step> out;
   out.reserve(steps.size());
   std::vector<bool> used(steps.size(), false);
@@ -62,7 +62,6 @@ int32_t order_for_x_reuse(std::vector<Step>& steps, int32_t prev) {
     out.push_back(std::move(st));
   }
   steps = std::move(out);
-  return prev;
 }
 
 }  // namespace

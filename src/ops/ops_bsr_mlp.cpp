@@ -83,7 +83,7 @@ Tensor mlp_bsr(const Tensor& x, const BsrMatrix& fc1, const Tensor& b1, const Bs
                const Tensor& residual, const BsrMlpPlan* plan) {
 #ifdef VITRT_HAVE_CUDA
   const int64_t M = x.numel() / std::max<int64_t>(1, fc1.cols);  // tokens (x is checked below when fused)
-  if (plan != nullptr && x.is_cuda() && fused_selected(fc1, fc2, M)) {
+  if (x.is_cuda() && mlp_bsr_fused_for(fc1, fc2, M, plan)) {
     constexpr const char* kOp = "ops::mlp_bsr";
     VITRT_CHECK(x.dtype() == DType::BF16 && x.dim() >= 1 && x.size(-1) == fc1.cols,
                 InvalidArgument, kOp, ": x must be a bf16 [..., ", fc1.cols, "] tensor, got ",

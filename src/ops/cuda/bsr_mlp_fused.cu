@@ -666,7 +666,8 @@ bool bsr_mlp_fused_supported(const BsrDeviceView& fc1, const BsrDeviceView& fc2,
 bool bsr_mlp_fused_split_rings() { return form_from_env().split; }
 
 bool bsr_mlp_fused_fills_gpu(int64_t M, int groups) {
-  const int64_t tiles = (M + tile_rows() - 1) / tile_rows();
+  const int tile_m = tile_rows();
+  const int64_t tiles = (M + tile_m - 1) / tile_m;
   return with_form(form_from_env(), [&](auto tag) { return decltype(tag)::F::units(tiles, groups); }) >= sm_count();
 }
 

@@ -66,8 +66,9 @@ __global__ void layer_norm_rows_in_registers_kernel(const TX* x, const TW* w, co
   const int64_t row = row0 + (threadIdx.x % 32) / LANES;
   const bool valid = row < rows;  // a warp's last rows may lie past the end: computed on row0, not stored
   const int64_t C = static_cast<int64_t>(LANES) * V * chunks;
-  dev::layer_norm_row_in_registers<TX, TW, TY, V, LANES, MAXC, F32STATS>(x + (valid ? row : row0) * C, w, b, y + row * C, chunks,
-                                                               eps, gelu, valid, threadIdx.x % LANES);
+  dev::layer_norm_row_in_registers<TX, TW, TY, V, LANES, MAXC, F32STATS>(x + (valid ? row : row0) * C, w, b,
+                                                                         y + row * C, chunks, eps, gelu, valid,
+                                                                         threadIdx.x % LANES);
 }
 
 // VITRT_LAYER_NORM_HALF_WARP: "0" one row per warp at every width (the form before), else (unset, "1")
