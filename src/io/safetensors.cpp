@@ -46,7 +46,10 @@ StateDict load_safetensors(const std::string& path) {
   VITRT_CHECK(header.is_object(), CheckpointError, "safetensors '", path, "': header is not a JSON object");
 
   StateDict out;
-  for (const auto& [name, info] : header.items()) {
+  for (const auto& item : header.items()) {
+    // (Named, not a structured binding: clang before 16 cannot capture those in the lambda below.)
+    const std::string& name = item.key();
+    const json& info = item.value();
     if (name == "__metadata__") continue;  // free-form string map, nothing we need
     auto bad = [&](const std::string& why) {
       return CheckpointError(detail::concat("safetensors '", path, "': tensor '", name, "': ", why));

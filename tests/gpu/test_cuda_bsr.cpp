@@ -517,7 +517,12 @@ TEST_F(CudaBsr, FusedMlpMatchesCpu) {
   EXPECT_EQ(ops::plan_bsr_mlp(wide1, wide2, DType::BF16), nullptr);  // D > 1024 (> 768: the resident form)
   const BsrMatrix mid1 = bsr_to_cuda(random_bsr(128, 832, 64, Pattern::Full, DType::BF16, 386), DType::BF16);
   const BsrMatrix mid2 = bsr_to_cuda(random_bsr(832, 128, 64, Pattern::Full, DType::BF16, 387), DType::BF16);
-  const bool streamed = std::getenv("VITRT_BSR_MLP_STREAM") == nullptr || std::string(std::getenv("VITRT_BSR_MLP_STREAM")) != "0";
+  // (streamed unless VITRT_BSR_MLP_STREAM=0; four warpgroups exist only streamed and override it)
+  const auto env_is = [](const char* name, const char* value) {
+    const char* v = std::getenv(name);
+    return v != nullptr && std::string(v) == value;
+  };
+  const bool streamed = !env_is("VITRT_BSR_MLP_STREAM", "0") || env_is("VITRT_BSR_MLP_WARPGROUPS", "4");
   EXPECT_EQ(ops::plan_bsr_mlp(mid1, mid2, DType::BF16) != nullptr, streamed);  // D = 832: the streamed forms only
   // Full 768 x 4096 weights: a schedule of ~10.8K words, which fits neither form's shared memory.
   const BsrMatrix dense1 = bsr_to_cuda(random_bsr(4096, 768, 64, Pattern::Full, DType::BF16, 388), DType::BF16);

@@ -3,6 +3,7 @@
 // instantiated in this file: an AVX-512 copy of, say, std::min could otherwise be picked by the
 // linker for the whole program and crash on CPUs without AVX-512.
 #include "ops/cpu/attention_avx512.h"
+#include "ops/cpu/avx512_region.h"
 
 #include <immintrin.h>
 
@@ -23,8 +24,7 @@ bool available() {
 
 }  // namespace vitrt::cpu::avx512
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,fma,avx2")
+VITRT_AVX512_REGION_BEGIN
 // GCC 12's AVX-512 intrinsics use a self-initialised "undefined" vector internally, which -Wall
 // reports as uninitialised once inlined here (a known false positive).
 #pragma GCC diagnostic push
@@ -222,4 +222,4 @@ void pv(const float* p, int64_t ldp, int64_t rows, const float* vp, int64_t nk, 
 }  // namespace vitrt::cpu::avx512
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+VITRT_AVX512_REGION_END

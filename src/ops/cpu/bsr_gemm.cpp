@@ -2,6 +2,7 @@
 // transposed weight panels; OpenMP tasks over 48-row tiles of x (times groups of block-rows of
 // equal cost when there are few tiles).
 #include "ops/cpu/bsr_gemm.h"
+#include "ops/cpu/avx512_region.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -179,8 +180,7 @@ void bsr_linear_reference(const float* x, const BsrMatrix& w, const float* bias,
 // Everything below is compiled for AVX-512 and only reached when avx512::available() says so.
 // Only internal-linkage code and intrinsics live here: an AVX-512 instantiation of a library
 // template could otherwise be picked by the linker for the whole program.
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,fma,avx2")
+VITRT_AVX512_REGION_BEGIN
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -340,4 +340,4 @@ KernelSet avx512_kernels(int block) {
 }  // namespace
 }  // namespace vitrt::cpu
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+VITRT_AVX512_REGION_END

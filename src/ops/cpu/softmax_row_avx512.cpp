@@ -7,9 +7,9 @@
 #include <cstdint>
 
 #include "ops/cpu/softmax_row.h"
+#include "ops/cpu/avx512_region.h"
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512dq,avx512bw,avx512vl,fma,avx2")
+VITRT_AVX512_REGION_BEGIN
 // GCC 12's AVX-512 intrinsics use a self-initialised "undefined" vector internally, which
 // -Wall reports as uninitialised once inlined here (a known false positive).
 #pragma GCC diagnostic push
@@ -177,4 +177,4 @@ float exp_row_avx512(float* s, int64_t n, const float* bh, const float* bw, int6
 }  // namespace vitrt::cpu::isa
 
 #pragma GCC diagnostic pop
-#pragma GCC pop_options
+VITRT_AVX512_REGION_END

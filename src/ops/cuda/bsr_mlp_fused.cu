@@ -16,7 +16,7 @@
 //    streams the stored blocks of both weights in its order through a 4-slot ring (bulk copies of
 //    the core-matrix copies, bsr_core_matrix_order; full / empty mbarriers per slot);
 //  - two consumer warpgroups own 64 tokens each and walk the same schedule: per fc2 block-row i (a
-//    64-wide slice of y, 32 fp32 accumulators per thread, starting from b2; the residual loaded when
+//    64-wide slice of y, 32 fp32 accumulators per thread, starting from 2 b2 (halved in the epilogue); the residual loaded when
 //    the block-row starts), per hidden block j that row reads: h_j = x W1[j, :]^T on wgmma (A = the x
 //    slabs, B = W1's blocks in the ring), + b1 and GELU in registers, packed to bf16 as the A
 //    fragments of the next wgmma (the accumulator layout of m64n64 is the A fragment layout of
@@ -40,8 +40,9 @@
 // interleavings: no deadlock, no buffer read early or refilled while read); keep the two in step.
 // Scope: sm_90, bf16, block 64, D = fc1.cols <= 768 (resident form) / 1024 (streamed forms: the
 // schedule's 4-bit column block; ViT-L), fc2.rows a multiple of 64, a schedule that fits
-// shared memory (resident form, next to x: ViT-B at 90% sparsity yes, at 80% no; streamed, next to the
-// 192 KB ring: ~8.6K words); the core-matrix copies present. Everything else runs the two linears
+// shared memory (resident form, next to x: ViT-B at 90% sparsity yes, at 80% no; streamed, next to its
+// rings: ~8.6K words with one ring and three warpgroups, ~6.6K with four, ~2.4K with split rings,
+// whose rings take more of it); the core-matrix copies present. Everything else runs the two linears
 // unfused (ops::mlp_bsr).
 #include <cuda.h>  // CUtensorMap
 #include <cuda_bf16.h>
@@ -97,7 +98,8 @@ constexpr size_t kAlignSlack = 1024;  // the x slabs start 1024-byte aligned (12
 //    ring of their own, next to a ring of 8 KB W slots, instead of one ring of [x slab][W block]
 //    slots. Why: an fc2 block (45% of ViT-B's blocks at 90%) leaves its slot's x part empty, so the
 //    shared ring holds ~3.3 x slabs and 6 W blocks (2.7 steps ahead); split, 6 x slabs and 9 W blocks
-//    (4 steps ahead) fit the same shared memory. More blocks in flight for the same bytes: the
+//    (4 steps ahead) fit in about as much shared memory (222 KB against 198, which leaves the schedule
+//    ~2.4K words instead of ~8.6K: ViT-B at 90% needs a few hundred). More blocks in flight for the same bytes: the
 //    kernel is latency-bound (above). One producer thread per ring. And an fc1 block that reads the
 //    same slab as the fc1 block before it reuses the slot instead of loading it again (the schedule
 //    in BsrMlpOrder::XReuse, ~23% of the fc1 blocks of ViT-B at 90%: x slabs are three quarters of the
@@ -643,6 +645,21 @@ decltype(auto) with_form(const FormChoice& f, Fn&& fn) {
   return f.pipe ? fn(FormTag<false, true, 2, false>{}) : fn(FormTag<false, false, 2, false>{});
 }
 
+// The streamed forms hand registers from the producer warpgroup to the consumers (setmaxnreg),
+// which adds up only when ptxas compiled the kernel at exactly the launch count kLaunchRegs: at fewer,
+// a consumer's setmaxnreg.inc would wait forever for registers nobody released. Checked once per form,
+// so that another toolchain gives a clear error instead of a hang.
+template <auto Kernel>
+void check_launch_registers(int want, const char* op) {
+  static const int regs = [] {
+    cudaFuncAttributes attr{};
+    VITRT_CUDA_CHECK(cudaFuncGetAttributes(&attr, Kernel));
+    return attr.numRegs;
+  }();
+  VITRT_CHECK(regs == want, Error, op, ": compiled at ", regs, " registers per thread, but its register hand-over "
+              "assumes ", want, " (a different ptxas?); VITRT_BSR_MLP_FUSED=0 runs the two linears instead");
+}
+
 size_t smem_bytes(int slabs, int64_t schedule_ints) {
   return with_form(form_from_env(), [&](auto tag) { return decltype(tag)::F::smem_bytes(slabs, schedule_ints); });
 }
@@ -718,8 +735,9 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
     int grid = static_cast<int>(std::min<int64_t>(units, sm_count()));
     if (max_ctas > 0) grid = std::min(grid, max_ctas);
     a.whole_tiles = T::kStream && bsr_mlp_whole_tiles(tiles, grid) ? 1 : 0;
-    bsr_wgmma::launch<bsr_mlp_fused_kernel<T::kPipe, T::kStream, T::kWarpgroups, T::kSplit>>(a, grid, T::F::kThreads,
-                                                                                              smem, kMaxSmem);
+    constexpr auto kernel = bsr_mlp_fused_kernel<T::kPipe, T::kStream, T::kWarpgroups, T::kSplit>;
+    if constexpr (T::kStream) check_launch_registers<kernel>(T::F::kLaunchRegs, kOp);
+    bsr_wgmma::launch<kernel>(a, grid, T::F::kThreads, smem, kMaxSmem);
   });
 }
 
