@@ -3,6 +3,8 @@
 # AddressSanitizer and UndefinedBehaviorSanitizer, in build-fuzz/ (CPU only, no CUDA).
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]    # default: 120 s, every target
+#   scripts/fuzz.sh --tests     # instead: the CPU test suite (labels unit, badinput, fidelity, server)
+#                               # built and run under the same sanitizers (leak checking on)
 #
 # Each target starts from its seeds (the ctest's inputs) plus its working corpus in
 # build-fuzz/corpus/<target> (kept between runs, not committed). A crash leaves its input in
@@ -18,6 +20,12 @@ SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-fram
 if [ ! -f $B/CMakeCache.txt ]; then
   CC=clang CXX=clang++ cmake -S . -B $B -DVITRT_WITH_CUDA=OFF -DVITRT_BUILD_FUZZERS=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS="$SAN -fsanitize=fuzzer-no-link" -DCMAKE_EXE_LINKER_FLAGS="$SAN" >/dev/null || exit 1
+fi
+if [ "${SECS}" = "--tests" ]; then
+  cmake --build $B -j"$(nproc)" >$B/build.log 2>&1 || { grep -m20 "error" $B/build.log; exit 1; }
+  export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+  ctest --test-dir $B -j"$(nproc)" -L "unit|badinput|fidelity|server" --timeout 900 --output-on-failure | tail -15
+  exit "${PIPESTATUS[0]}"
 fi
 all=$(ls tests/fuzz/fuzz_*.cpp | sed 's#.*/fuzz_\(.*\)\.cpp#\1#')
 targets=${*:-$all}

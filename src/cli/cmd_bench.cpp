@@ -550,7 +550,9 @@ void add_fidelity_check(CLI::App& app) {
                 "Fraction of mask pixels that must agree (default: 1 for fp32, 0.995 for bf16)")
       ->check(CLI::Range(0.0, 1.0));
   c->callback([a] {
-    auto [device, dtype] = parse_device(a->device, a->dtype);
+    const std::pair<Device, DType> device_dtype = parse_device(a->device, a->dtype);
+    const Device device = device_dtype.first;
+    const DType dtype = device_dtype.second;
     const bool exact = dtype == DType::F32 && a->decoder_dtype != "bf16";
     const double min_agree = a->min_mask_agreement >= 0 ? a->min_mask_agreement : exact ? 1.0 : 0.995;
     SamPredictor predictor(

@@ -44,7 +44,9 @@ void run_classify(const ClassifyArgs& a) {
   VITRT_CHECK(!a.images.empty(), InvalidArgument, "classify: no --image given");
   VITRT_CHECK(a.batch >= 1, InvalidArgument, "--batch must be at least 1, got ", a.batch);
   StageTimer timer(a.quiet || a.json);
-  auto [device, dtype] = parse_device(a.device, a.dtype);
+  const std::pair<Device, DType> device_dtype = parse_device(a.device, a.dtype);
+  const Device device = device_dtype.first;
+  const DType dtype = device_dtype.second;
   auto model = timer.run("loading checkpoint " + a.checkpoint,
                          [&] { return load_vit(a.checkpoint, device, dtype, a.num_heads); });
   const VitConfig& cfg = vit_config(*model);

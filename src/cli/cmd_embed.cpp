@@ -155,7 +155,9 @@ void run_embed(const EmbedArgs& a) {
   }
 
   StageTimer timer(a.quiet);
-  auto [device, dtype] = parse_device(a.device, a.dtype);
+  const std::pair<Device, DType> device_dtype = parse_device(a.device, a.dtype);
+  const Device device = device_dtype.first;
+  const DType dtype = device_dtype.second;
   auto model = timer.run("loading checkpoint " + a.checkpoint, [&] {
     return load_sam(a.checkpoint, a.config, device, dtype, parse_decoder_dtype(a.decoder_dtype, device));
   });

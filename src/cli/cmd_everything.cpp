@@ -194,7 +194,9 @@ void run_everything(const EverythingArgs& a) {
   VITRT_CHECK(a.bench >= 0, InvalidArgument, "--bench must be >= 0, got ", a.bench);
   VITRT_CHECK(a.bench > 0 || !a.out.empty(), InvalidArgument, "--out is required (except with --bench)");
   VITRT_CHECK(a.bench > 0 || a.random_image.empty(), InvalidArgument, "--random-image is for --bench only");
-  const auto [device, dtype] = parse_device(a.device, a.dtype);
+  const std::pair<Device, DType> device_dtype = parse_device(a.device, a.dtype);
+  const Device device = device_dtype.first;
+  const DType dtype = device_dtype.second;
 
   const std::vector<std::string> images = a.image.empty() ? std::vector<std::string>{} : collect_images(a.image);
   StageTimer timer(a.quiet || a.bench > 0);

@@ -68,7 +68,9 @@ void run_segment(const SegmentArgs& a) {
   }
   if (prompts.empty()) prompts.push_back(prompt);
 
-  auto [device, dtype] = parse_device(a.device, a.dtype);
+  const std::pair<Device, DType> device_dtype = parse_device(a.device, a.dtype);
+  const Device device = device_dtype.first;
+  const DType dtype = device_dtype.second;
   auto model = timer.run("loading checkpoint " + a.checkpoint,
                          [&] { return load_sam(a.checkpoint, a.config, device, dtype, parse_decoder_dtype(a.decoder_dtype, device)); });
   if (!a.quiet)

@@ -36,7 +36,9 @@ std::shared_ptr<const SamModel> serve_model(const ServeArgs& a, Device device, D
 }
 
 void run_serve(ServeArgs a) {
-  const auto [device, dtype] = parse_device(a.device, a.dtype);
+  const std::pair<Device, DType> device_dtype = parse_device(a.device, a.dtype);
+  const Device device = device_dtype.first;
+  const DType dtype = device_dtype.second;
   VITRT_CHECK(a.checkpoint.empty() != a.random_model.empty(), InvalidArgument,
               "give --checkpoint, or --random-weights for a benchmark model, not both");
   VITRT_CHECK(a.cache_mb > 0 && a.logits_cache_mb > 0 && a.max_body_mb > 0, InvalidArgument,

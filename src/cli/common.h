@@ -44,6 +44,8 @@ class StageTimer {
 
 // --device auto|cpu|cuda and --dtype fp32|bf16 -> where and how the model runs.
 // auto = cuda when this build has the CUDA backend and a GPU is present, else cpu.
+// Callers name the two parts (`const Device device = r.first`) rather than bind them: clang before 16
+// cannot capture structured bindings in lambdas, and the commands pass them to lambdas.
 inline std::pair<Device, DType> parse_device(const std::string& device, const std::string& dtype) {
   Device d;
   if (device == "auto") d = devmem::cuda_available() ? Device::CUDA : Device::CPU;
