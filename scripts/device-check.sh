@@ -193,7 +193,7 @@ if has bsr; then
     tag=$(echo "$ab" | tr -c 'A-Za-z0-9_.,\n' '_')
     env $ab $V bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block 64 --dtype bf16 --iters 5 --json \
       > "$OUT/vit_b_16_ab_$tag.json" 2> "$OUT/vit_b_16_ab_$tag.err"
-    add_summary "vit_b_16 bf16 with $ab: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.2f ms sparse %.2f ms speedup %.2fx, %s MLPs fused'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup'],d.get('fused_mlps')))" "$OUT/vit_b_16_ab_$tag.json" 2>/dev/null || tail -c 300 "$OUT/vit_b_16_ab_$tag.err")"
+    add_summary "vit_b_16 bf16 with $ab: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.2f ms sparse %.2f ms speedup %.2fx (per round %.2fx), %s MLPs fused'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup'],d.get('speedup_median_of_rounds',0),d.get('fused_mlps')))" "$OUT/vit_b_16_ab_$tag.json" 2>/dev/null || tail -c 300 "$OUT/vit_b_16_ab_$tag.err")"
   done
   # VIT_SMALL_BATCHES="1 32": ViT-B/16 bf16 at those batch sizes, default against VITRT_BSR_MLP_FUSED=0
   # and =1 (ops::mlp_bsr fuses only where the fused kernel's units fill the GPU: this checks that rule).
@@ -211,7 +211,7 @@ if has bsr; then
     prof=""; [ $dt = bf16 ] && prof=--profile
     $V bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block 64 --dtype $dt --iters 5 $prof --json \
       > "$OUT/vit_b_16_$dt.json" 2> "$OUT/vit_b_16_$dt.err"
-    add_summary "vit_b_16 cuda $dt bs256 s0.9 b64: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.1f img/s (%.2f ms) sparse %.1f img/s (%.2f ms) speedup %.2fx cuda_graph %s; eager dense %.2f sparse %.2f ms (%.2fx)%s'%(d['dense_images_per_s'],d['dense_ms_per_batch'],d['sparse_images_per_s'],d['sparse_ms_per_batch'],d['speedup'],d.get('cuda_graph'),d.get('dense_eager_ms_per_batch',0),d.get('sparse_eager_ms_per_batch',0),d.get('eager_speedup',0),' NOTE '+d['cuda_graph_note'][:300] if 'cuda_graph_note' in d else ''))" "$OUT/vit_b_16_$dt.json" 2>/dev/null || tail -c 300 "$OUT/vit_b_16_$dt.err")"
+    add_summary "vit_b_16 cuda $dt bs256 s0.9 b64: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.1f img/s (%.2f ms) sparse %.1f img/s (%.2f ms) speedup %.2fx (per round %.2fx) cuda_graph %s; eager dense %.2f sparse %.2f ms (%.2fx, per round %.2fx)%s'%(d['dense_images_per_s'],d['dense_ms_per_batch'],d['sparse_images_per_s'],d['sparse_ms_per_batch'],d['speedup'],d.get('speedup_median_of_rounds',0),d.get('cuda_graph'),d.get('dense_eager_ms_per_batch',0),d.get('sparse_eager_ms_per_batch',0),d.get('eager_speedup',0),d.get('eager_speedup_median_of_rounds',0),' NOTE '+d['cuda_graph_note'][:300] if 'cuda_graph_note' in d else ''))" "$OUT/vit_b_16_$dt.json" 2>/dev/null || tail -c 300 "$OUT/vit_b_16_$dt.err")"
     [ -n "$prof" ] && python3 -c "import json,sys;d=json.load(open(sys.argv[1]));[print('vit_b_16 %s %s: eager %.2f ms (%.2f ms in ops)'%(sys.argv[2],k[8:],d[k]['eager_forward_ms'],d[k]['ops_ms'])) or [print('  %5.1f%% %8.3f ms %4dx %s'%(100*r['share'],r['ms'],r['calls'],r['op'])) for r in d[k]['ops'][:10]] for k in ('profile_dense','profile_sparse') if k in d]" \
       "$OUT/vit_b_16_$dt.json" "$dt bs256" 2>/dev/null | tee -a "$OUT/profiles.txt"
   done

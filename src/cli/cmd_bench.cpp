@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -243,9 +245,6 @@ std::vector<double> timed_runs_ms(int iters, Work&& work) {
 }
 
 // The median of `iters` replays of `graph`, each timed with events (no host launch cost).
-double median_replay_ms(cuda::Graph& graph, int iters) {
-  return median(timed_runs_ms(iters, [&] { graph.launch(); }));
-}
 #endif
 
 void run_bench_cuda(const BenchArgs& a, const SamConfig& cfg) {
@@ -310,47 +309,91 @@ void run_bench_cuda(const BenchArgs& a, const SamConfig& cfg) {
 // One ViT's timing: ms per batch as reported; on CUDA also the eager time, graph use and profile.
 struct VitTiming {
   double ms = 0, eager_ms = 0;
+  // CUDA: the median over alternating rounds of dense ms / sparse ms (graph replays; eager forwards)
+  double round_ratio = 0, eager_round_ratio = 0;
   bool graph = false;
   std::string capture_error;  // why the CUDA graph capture failed (graph == false)
   nlohmann::json profile;
 };
 
 #ifdef VITRT_HAVE_CUDA
-// One ViT on CUDA, logits left on the device: eager warm-up (cuBLASLt plans and autotuning, kernel
-// attributes), eager forwards timed with events, the optional per-operator profile, then one
-// forward captured as a CUDA graph whose replays are timed with events (no host launch cost).
-VitTiming time_vit_cuda(const VitModel& m, const Tensor& input, const BenchArgs& a) {
-  VitTiming r;
-  for (int i = 0; i < std::max(1, a.warmup); ++i) m.forward_device(input);
+// `rounds` rounds of one run of `a` and one of `b`, each timed with events and waited for; the order
+// swaps every round (a b, b a, ...) so that neither always runs first after the host's pause.
+template <class WorkA, class WorkB>
+std::pair<std::vector<double>, std::vector<double>> alternating_runs_ms(int rounds, WorkA&& a, WorkB&& b) {
+  std::vector<double> ta, tb;
+  for (int i = 0; i < rounds; ++i) {
+    if (i % 2 == 0) {
+      ta.push_back(timed_runs_ms(1, a)[0]);
+      tb.push_back(timed_runs_ms(1, b)[0]);
+    } else {
+      tb.push_back(timed_runs_ms(1, b)[0]);
+      ta.push_back(timed_runs_ms(1, a)[0]);
+    }
+  }
+  return {std::move(ta), std::move(tb)};
+}
+
+// Median over rounds of the ratio a / b of the same round.
+double median_round_ratio(const std::vector<double>& a, const std::vector<double>& b) {
+  std::vector<double> r;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) r.push_back(a[i] / b[i]);
+  return median(r);
+}
+
+// The dense and the sparse ViT on CUDA, logits left on the device, timed in alternation: at batch
+// 256 both run near the H200's power limit, and timed one after the other the second model ran at
+// whatever clock the first left (the sparse model's graph replays came out 2-6% slower than its own
+// eager forwards, BENCHMARKS.md 2026-12-04 20:22 session). So: eager warm-ups of each (cuBLASLt plans
+// and autotuning, kernel attributes), `iters` alternating rounds of eager forwards timed with events,
+// the optional per-operator profiles, then each forward captured as a CUDA graph and `iters`
+// alternating rounds of replays (no host launch cost).
+std::pair<VitTiming, VitTiming> time_vits_cuda(const VitModel& dense, const VitModel& sparse, const Tensor& input,
+                                               const BenchArgs& a) {
+  VitTiming d, s;
+  for (const VitModel* m : {&dense, &sparse})
+    for (int i = 0; i < std::max(1, a.warmup); ++i) m->forward_device(input);
   cuda::synchronize();
-  cuda::EventTimer timer;
-  std::vector<double> times;
-  for (int i = 0; i < a.iters; ++i) {
-    timer.start();
-    m.forward_device(input);
-    times.push_back(timer.stop_ms());
+  auto [eager_d, eager_s] =
+      alternating_runs_ms(a.iters, [&] { dense.forward_device(input); }, [&] { sparse.forward_device(input); });
+  d.eager_ms = median(eager_d), s.eager_ms = median(eager_s);
+  d.eager_round_ratio = s.eager_round_ratio = median_round_ratio(eager_d, eager_s);
+  if (a.profile) {
+    d.profile = profile_device([&] { dense.forward_device(input); });
+    s.profile = profile_device([&] { sparse.forward_device(input); });
   }
-  r.eager_ms = median(times);
-  if (a.profile) r.profile = profile_device([&] { m.forward_device(input); });
-  Tensor logits = Tensor::empty({input.size(0), m.config.num_classes}, DType::F32, Device::CUDA);
-  cuda::Graph graph;
-  try {
-    capture_forward(graph, logits, [&] { return m.forward_device(input); });
-    r.graph = true;
-  } catch (const std::exception& e) {
-    r.capture_error = e.what();
-    (void)cudaStreamSynchronize(cuda::current_stream());
-    (void)cudaGetLastError();  // frees of the aborted capture's tensors may have left an error
+  auto capture = [&](const VitModel& m, VitTiming& t, cuda::Graph& graph, Tensor& logits) {
+    logits = Tensor::empty({input.size(0), m.config.num_classes}, DType::F32, Device::CUDA);
+    try {
+      capture_forward(graph, logits, [&] { return m.forward_device(input); });
+      t.graph = true;
+    } catch (const std::exception& e) {
+      t.capture_error = e.what();
+      (void)cudaStreamSynchronize(cuda::current_stream());
+      (void)cudaGetLastError();  // frees of the aborted capture's tensors may have left an error
+    }
+  };
+  cuda::Graph graph_d, graph_s;
+  Tensor logits_d, logits_s;
+  capture(dense, d, graph_d, logits_d);
+  capture(sparse, s, graph_s, logits_s);
+  if (d.graph && s.graph) {
+    auto [replay_d, replay_s] = alternating_runs_ms(a.iters, [&] { graph_d.launch(); }, [&] { graph_s.launch(); });
+    d.ms = median(replay_d), s.ms = median(replay_s);
+    d.round_ratio = s.round_ratio = median_round_ratio(replay_d, replay_s);
+  } else {  // eager timings for both, so that the ratio compares like with like
+    d.ms = d.eager_ms, s.ms = s.eager_ms;
+    d.round_ratio = s.round_ratio = d.eager_round_ratio;
   }
-  r.ms = r.graph ? median_replay_ms(graph, a.iters) : r.eager_ms;
-  return r;
+  return {std::move(d), std::move(s)};
 }
 #endif
 
-// The ViT classifier (torchvision layout): dense forward, then the same weights with every MLP linear
-// block-magnitude pruned to BSR, timed in the same run. CPU fp32: eager forwards, wall clock.
-// CUDA fp32 / bf16: logits left on the device, one forward replayed as a CUDA graph and timed with
-// events (eager forwards timed with events when the capture fails; "cuda_graph" says which).
+// The ViT classifier (torchvision layout): dense, and the same weights with every MLP linear
+// block-magnitude pruned to BSR, timed in the same run. CPU fp32: eager forwards, wall clock, one
+// model after the other. CUDA fp32 / bf16: logits left on the device, the two models in alternating
+// rounds, one forward of each replayed as a CUDA graph and timed with events (eager forwards when a
+// capture fails; "cuda_graph" says which).
 void run_bench_vit(const BenchArgs& a) {
   VITRT_CHECK(a.device == "cpu" || a.device == "cuda", InvalidArgument, "unknown device '", a.device,
               "': expected cpu or cuda");
@@ -375,18 +418,9 @@ void run_bench_vit(const BenchArgs& a) {
     for (int64_t i = 0; i < input.numel(); ++i) input.data<float>()[i] = nd(rng);
   }
   if (dev == Device::CUDA) input = ops::cast(input.to(dev), dt);  // uploaded once, outside the timing
-  auto time_model = [&](const VitModel& m, const char* what) {
+  // CPU: each model's forwards in turn, wall clock.
+  auto time_model_cpu = [&](const VitModel& m, const char* what) {
     VitTiming t;
-    if (dev == Device::CUDA) {
-#ifdef VITRT_HAVE_CUDA
-      t = time_vit_cuda(m, input, a);
-      if (!a.json)
-        note(detail::concat(what, ": eager ", t.eager_ms, " ms/batch (events)",
-                            t.graph ? detail::concat(", CUDA graph ", t.ms, " ms/batch")
-                                    : ", CUDA graph capture failed: " + t.capture_error));
-#endif
-      return t;
-    }
     std::vector<double> times;
     for (int i = 0; i < a.warmup + a.iters; ++i) {
       auto t0 = std::chrono::steady_clock::now();
@@ -398,8 +432,6 @@ void run_bench_vit(const BenchArgs& a) {
     t.ms = median(times);
     return t;
   };
-  const VitTiming dense_t = time_model(*dense, "dense");
-  const double dense_ms = dense_t.ms;
 
   // Every MLP weight pruned by block L2 magnitude (what `vitrt sparsify` does), packed once.
   StateDict rest;
@@ -418,9 +450,23 @@ void run_bench_vit(const BenchArgs& a) {
     sparse.emplace(name, std::move(m));
   }
   auto sparse_model = vit_from_sparse_state_dict(rest, sparse, dev, dt, cfg.num_heads);
-  const VitTiming sparse_t = time_model(*sparse_model, "sparse");
-  const double sparse_ms = sparse_t.ms;
   const double density = total ? static_cast<double>(kept) / static_cast<double>(total) : 1.0;
+
+  VitTiming dense_t, sparse_t;
+  if (dev == Device::CUDA) {
+#ifdef VITRT_HAVE_CUDA
+    std::tie(dense_t, sparse_t) = time_vits_cuda(*dense, *sparse_model, input, a);
+    for (const auto& [what, t] : {std::pair<const char*, const VitTiming*>{"dense", &dense_t}, {"sparse", &sparse_t}})
+      if (!a.json)
+        note(detail::concat(what, ": eager ", t->eager_ms, " ms/batch (events)",
+                            t->graph ? detail::concat(", CUDA graph ", t->ms, " ms/batch")
+                                     : ", CUDA graph capture failed: " + t->capture_error));
+#endif
+  } else {
+    dense_t = time_model_cpu(*dense, "dense");
+    sparse_t = time_model_cpu(*sparse_model, "sparse");
+  }
+  const double dense_ms = dense_t.ms, sparse_ms = sparse_t.ms;
 
   const bool graphed = dev == Device::CUDA && dense_t.graph && sparse_t.graph;
   nlohmann::json out = {{"device", a.device}, {"model", a.model}, {"dtype", a.dtype}, {"batch", a.batch},
@@ -438,6 +484,10 @@ void run_bench_vit(const BenchArgs& a) {
     out["dense_eager_ms_per_batch"] = dense_t.eager_ms;
     out["sparse_eager_ms_per_batch"] = sparse_t.eager_ms;
     out["eager_speedup"] = dense_t.eager_ms / sparse_t.eager_ms;
+    // Both models ran in alternation (time_vits_cuda); these are the medians of each round's ratio.
+    out["timing_order"] = "alternating rounds of one dense and one sparse run";
+    out["speedup_median_of_rounds"] = dense_t.round_ratio;
+    out["eager_speedup_median_of_rounds"] = dense_t.eager_round_ratio;
     if (!graphed) {
       // The two models may differ: each timing says what it used.
       out["dense_cuda_graph"] = dense_t.graph;
