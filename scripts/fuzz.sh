@@ -7,7 +7,8 @@
 #                               # built and run under the same sanitizers (leak checking on)
 #
 # Each target starts from its seeds (the ctest's inputs) plus its working corpus in
-# build-fuzz/corpus/<target> (kept between runs, not committed). A crash leaves its input in
+# build-fuzz/corpus/<target> (kept between runs, not committed), with tests/fuzz/<target>.dict as its
+# dictionary where there is one. A crash leaves its input in
 # build-fuzz/findings/<target>/; once the bug is fixed, copy the input into tests/fuzz/corpus/<target>/
 # so that the replay ctest (fuzz_replay_<target>, every build) keeps it fixed. Exit status: non-zero
 # when any target found something.
@@ -44,8 +45,10 @@ for t in $targets; do
   for s in $(seeds $t); do
     if [ -d "$s" ]; then dirs+=("$s"); else cp "$s" "$B/corpus/$t/"; fi
   done
+  dict=()
+  [ -f tests/fuzz/$t.dict ] && dict=(-dict=tests/fuzz/$t.dict)
   echo "== fuzz_$t: ${SECS}s"
-  $B/fuzz/fuzz_$t "${dirs[@]}" -max_total_time="$SECS" -rss_limit_mb=4096 -malloc_limit_mb=2048 -timeout=20 \
+  $B/fuzz/fuzz_$t "${dirs[@]}" "${dict[@]}" -max_total_time="$SECS" -rss_limit_mb=4096 -malloc_limit_mb=2048 -timeout=20 \
     -artifact_prefix=$B/findings/$t/ -print_final_stats=1 >$B/fuzz_$t.log 2>&1
   rc=$?
   grep -E "^#[0-9]+.*(DONE|pulse)|stat::number_of_executed_units|stat::new_units_added" $B/fuzz_$t.log | tail -3
