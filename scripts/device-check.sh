@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: build, run every GPU test, the GPU fidelity checks and the benchmarks,
 # then print a short table. Logs go to $OUT (or ./device-out). Usage:
-#   scripts/device-check.sh [tests] [fidelity-full] [bench] [bsr] [vit-fid] [embed-bench] [amg] [server] [attn-sweep] [attn-ab] [gemm-ab] [ncu] [ncu-src] [ncu-cmd] [store] [wgmma-rate] [decoder-ref] [compare] [anchors] [anchors-compiled] [attn-bench]
+#   scripts/device-check.sh [tests] [sanitize] [fidelity-full] [bench] [bsr] [vit-fid] [embed-bench] [amg] [server] [attn-sweep] [attn-ab] [gemm-ab] [ncu] [ncu-src] [ncu-cmd] [store] [wgmma-rate] [decoder-ref] [compare] [anchors] [anchors-compiled] [attn-bench]
 #   (default: tests bench)
 # The GPU machine has no internet: Debian packages travel as .deb files in .deps/ (see
 # scripts/fetch-device-deps.sh) and are unpacked into /tmp/deps; segment-anything(-fast) for the
@@ -58,6 +58,42 @@ if [ "${ATTN_GATE:-0}" = 1 ]; then
   gate=$?; [ $gate = 0 ] || export VITRT_ATTN_WGMMA_WINDOWS=0
   add_summary "attention gate (windowed tests): rc=$gate$([ $gate = 0 ] || echo ', VITRT_ATTN_WGMMA_WINDOWS=0 from here on')"
   [ $gate = 0 ] || grep -E "Failure|FAILED|expected|max" "$OUT/attn-gate-windows.log" | head -20
+fi
+
+# compute-sanitizer over the hand-written kernels' CPU-checked tests: out-of-bounds and misaligned
+# accesses (memcheck), invalid barrier use (synccheck) and shared-memory hazards (racecheck, opt-in:
+# the TMA / mbarrier kernels are outside what it models) that a tolerance check can miss (a read past
+# the end that happens to find zeros). SANITIZE_TOOLS: default "memcheck synccheck". SANITIZE_RUNS:
+# ";"-separated runs, each "[VAR=value ...] test-binary gtest-filter"; the default covers the fused
+# MLP in every form, the x-resident and streamed BSR kernels, the Hopper attention kernels and the
+# LayerNorm. Each run is cut at SANITIZE_TIMEOUT seconds (default 90): the stage takes at most
+# runs x tools x that.
+if has sanitize; then
+  CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  default_runs="test_cuda_bsr CudaBsr.FusedMlpMatchesCpu;VITRT_BSR_MLP_SPLIT=1 test_cuda_bsr CudaBsr.FusedMlpMatchesCpu"
+  default_runs+=";VITRT_BSR_MLP_WARPGROUPS=4 test_cuda_bsr CudaBsr.FusedMlpMatchesCpu"
+  default_runs+=";VITRT_BSR_MLP_WARPGROUPS=4 VITRT_BSR_MLP_SPLIT=1 test_cuda_bsr CudaBsr.FusedMlpMatchesCpu"
+  default_runs+=";VITRT_BSR_MLP_PIPE=0 test_cuda_bsr CudaBsr.FusedMlpMatchesCpu"
+  default_runs+=";VITRT_BSR_MLP_STREAM=0 test_cuda_bsr CudaBsr.FusedMlpMatchesCpu"
+  default_runs+=";test_cuda_bsr CudaBsr.XResidentKernelMatchesCpu:CudaBsr.StreamedKernelMatchesCpu:CudaBsr.RaggedBlockRowsMatchCpu"
+  default_runs+=";test_cuda_attention CudaAttention.RelposGlobalSmall:CudaAttention.RelposWindowsAsBatch:CudaAttention.ShortSequences:CudaAttention.PlainAttention"
+  default_runs+=";test_cuda_ops CudaOps.LayerNorm*:CudaOps.LinearEveryEpilogue:CudaOps.GemmCutlassBias"
+  IFS=';' read -r -a runs <<< "${SANITIZE_RUNS:-$default_runs}"
+  n=0
+  for tool in ${SANITIZE_TOOLS:-memcheck synccheck}; do
+    for run in "${runs[@]}"; do
+      read -r -a words <<< "$run"
+      envs=(); i=0
+      while [[ "${words[$i]:-}" == *=* ]]; do envs+=("${words[$i]}"); i=$((i + 1)); done
+      bin=${words[$i]:-}; filter=${words[$((i + 1))]:-*}
+      n=$((n + 1)); log="$OUT/sanitize_${n}_${tool}_${bin}.log"
+      (cd build-dev/tests && env "${envs[@]}" timeout "${SANITIZE_TIMEOUT:-90}" "$CS" --tool "$tool" --error-exitcode 99 \
+        ./"$bin" --gtest_filter="$filter") > "$log" 2>&1
+      rc=$?
+      add_summary "sanitize $tool ${envs[*]:-default} $bin $filter: rc=$rc, $(grep -m1 -o 'ERROR SUMMARY: [0-9]* error[s]*' "$log" || echo 'no summary'), $(grep -cE '^\[       OK \]' "$log") tests ok$(grep -q SKIPPED "$log" && echo ', some skipped')"
+      [ $rc = 0 ] || grep -m6 -E "Invalid|out of bounds|Race|Barrier|ERROR" "$log"
+    done
+  done
 fi
 
 if has tests; then
