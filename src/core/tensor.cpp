@@ -174,7 +174,14 @@ HostBlock host_allocate(size_t bytes) {
 }  // namespace
 
 Tensor Tensor::empty(Shape shape, DType dtype, Device device) {
-  for (int64_t d : shape) VITRT_CHECK(d >= 0, InvalidArgument, "negative dimension in shape ", shape_str(shape));
+  // The byte count, checked as it grows: shapes can come from files (a .npy header), and a product
+  // that wraps would allocate a small buffer under a shape that claims a huge one.
+  int64_t bytes_checked = static_cast<int64_t>(dtype_size(dtype));
+  for (int64_t d : shape) {
+    VITRT_CHECK(d >= 0, InvalidArgument, "negative dimension in shape ", shape_str(shape));
+    VITRT_CHECK(!__builtin_mul_overflow(bytes_checked, d, &bytes_checked), InvalidArgument, "shape ", shape_str(shape),
+                " of ", dtype_name(dtype), " holds more bytes than fit in 64 bits");
+  }
   Tensor t;
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;

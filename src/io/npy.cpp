@@ -60,11 +60,16 @@ Tensor read_npy_f32(const std::string& path) {
   Shape shape;
   std::string dims = m[1].str();
   std::regex num("[0-9]+");
+  // (the element count checked as it grows: a few dims under 10^9 each can overflow int64)
+  int64_t numel = 1;
+  bool overflow = false;
   for (auto it = std::sregex_iterator(dims.begin(), dims.end(), num); it != std::sregex_iterator(); ++it) {
     VITRT_CHECK(it->str().size() < 10, InvalidArgument, "'", path, "' has an implausible shape");
     shape.push_back(std::stoll(it->str()));
+    overflow |= __builtin_mul_overflow(numel, shape.back(), &numel);
   }
-  VITRT_CHECK(shape_numel(shape) <= (int64_t{1} << 28), InvalidArgument, "'", path, "' is too large");
+  VITRT_CHECK(!overflow && numel <= (int64_t{1} << 28), InvalidArgument, "'", path, "' is too large (shape ",
+              shape_str(shape), ")");
   Tensor t = Tensor::empty(shape, f64 ? DType::F64 : DType::F32);
   in.read(static_cast<char*>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
   VITRT_CHECK(in.gcount() == static_cast<std::streamsize>(t.nbytes()), InvalidArgument, "'", path,
