@@ -49,14 +49,19 @@ class HttpError : public std::runtime_error {
   int status;
 };
 
+// Answers are serialised with invalid UTF-8 replaced (U+FFFD), not refused: a reason can quote the
+// request (a JSON parser's "last read: ..." of a body with stray bytes, a field name, a query value),
+// and a throwing dump() inside the error path left the client a bare 500 (found by fuzz_server_segment).
+std::string dump_lenient(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 void send_error(httplib::Response& res, int status, const std::string& reason) {
   res.status = status;
-  res.set_content(json{{"error", reason}, {"status", status}}.dump() + "\n", "application/json");
+  res.set_content(dump_lenient(json{{"error", reason}, {"status", status}}) + "\n", "application/json");
 }
 
 // The body is moved in, not copied (set_content copies; answers with masks can be large).
 void send_json(httplib::Response& res, const json& j) {
-  res.body = j.dump();
+  res.body = dump_lenient(j);
   res.body += '\n';
   res.set_header("Content-Type", "application/json");
 }
@@ -793,7 +798,7 @@ struct SamServer::Impl {
     http.Post("/v1/segment", guarded(&Impl::handle_segment));
     http.Post("/v1/everything", guarded(&Impl::handle_everything));
     http.Get("/v1/health", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(health().dump() + "\n", "application/json");
+      res.set_content(dump_lenient(health()) + "\n", "application/json");
     });
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(metrics_text(), "text/plain; version=0.0.4; charset=utf-8");

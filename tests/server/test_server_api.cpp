@@ -244,6 +244,9 @@ TEST_F(ServerTest, MalformedRequestsAre4xxWithAReason) {
   auto c = client();
   expect_error(c.Post("/v1/segment", "{\"embedding_id\": ", "application/json"), 400, "malformed JSON");
   expect_error(c.Post("/v1/segment", "[1, 2]", "application/json"), 400, "must be a JSON object");
+  // Bytes that are not UTF-8: the reason quotes them (as U+FFFD) instead of failing to serialise (it
+  // was a bare 500, found by fuzz_server_segment).
+  expect_error(c.Post("/v1/segment", "{\"embedding_id\": \"\xff\xfe\"}", "application/json"), 400, "malformed JSON");
   expect_error(c.Post("/v1/segment", "{}", "text/plain"), 415, "Content-Type");
   expect_error(c.Post("/v1/embed", "{}", "application/json"), 415, "Content-Type");
   expect_error(c.Post("/v1/embed", "", "image/png"), 400, "empty");
