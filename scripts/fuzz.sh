@@ -3,6 +3,7 @@
 # AddressSanitizer and UndefinedBehaviorSanitizer, in build-fuzz/ (CPU only, no CUDA).
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]    # default: 120 s, every target
+#                               # (FUZZ_ARGS: more libFuzzer flags, e.g. "-len_control=0" for slow targets)
 #   scripts/fuzz.sh --tests     # instead: the CPU test suite (labels unit, badinput, fidelity, server)
 #                               # built and run under the same sanitizers (leak checking on)
 #
@@ -49,7 +50,7 @@ for t in $targets; do
   [ -f tests/fuzz/$t.dict ] && dict=(-dict=tests/fuzz/$t.dict)
   echo "== fuzz_$t: ${SECS}s"
   $B/fuzz/fuzz_$t "${dirs[@]}" "${dict[@]}" -max_total_time="$SECS" -rss_limit_mb=4096 -malloc_limit_mb=2048 -timeout=20 \
-    -artifact_prefix=$B/findings/$t/ -print_final_stats=1 >$B/fuzz_$t.log 2>&1
+    -artifact_prefix=$B/findings/$t/ -print_final_stats=1 ${FUZZ_ARGS:-} >$B/fuzz_$t.log 2>&1
   rc=$?
   grep -E "^#[0-9]+.*(DONE|pulse)|stat::number_of_executed_units|stat::new_units_added" $B/fuzz_$t.log | tail -3
   if [ $rc -ne 0 ]; then
