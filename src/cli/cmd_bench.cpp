@@ -244,7 +244,6 @@ std::vector<double> timed_runs_ms(int iters, Work&& work) {
   return times;
 }
 
-// The median of `iters` replays of `graph`, each timed with events (no host launch cost).
 #endif
 
 void run_bench_cuda(const BenchArgs& a, const SamConfig& cfg) {

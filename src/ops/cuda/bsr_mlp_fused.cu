@@ -15,14 +15,14 @@
 //  - the schedule (host-built, bsr_mlp_schedule.h) is copied into shared memory; one producer thread
 //    streams the stored blocks of both weights in its order through a 4-slot ring (bulk copies of
 //    the core-matrix copies, bsr_core_matrix_order; full / empty mbarriers per slot);
-//  - two consumer warpgroups own 64 tokens each and walk the same schedule: per fc2 block-row i (a
-//    64-wide slice of y, 32 fp32 accumulators per thread, starting from 2 b2 (halved in the epilogue); the residual loaded when
-//    the block-row starts), per hidden block j that row reads: h_j = x W1[j, :]^T on wgmma (A = the x
-//    slabs, B = W1's blocks in the ring), + b1 and GELU in registers, packed to bf16 as the A
-//    fragments of the next wgmma (the accumulator layout of m64n64 is the A fragment layout of
-//    m64nNk16, as P in flash attention), then y_i += h_j W2[i, j]^T (A from registers, B from the
-//    ring). Each ring slot's wgmma group is retired after the next one is issued (as
-//    bsr_gemm_stream.cu); the GELU waits for every group (it reads h).
+//  - two consumer warpgroups own 64 tokens each and walk the same schedule: per fc2 block-row i (a 64-wide
+//    slice of y, 32 fp32 accumulators per thread, starting from 2 b2 (halved in the epilogue); the residual
+//    loaded when the block-row starts), per hidden block j that row reads: h_j = x W1[j, :]^T on wgmma (A =
+//    the x slabs, B = W1's blocks in the ring), + b1 and GELU in registers, packed to bf16 as the A fragments
+//    of the next wgmma (the accumulator layout of m64n64 is the A fragment layout of m64nNk16, as P in flash
+//    attention), then y_i += h_j W2[i, j]^T (A from registers, B from the ring). Each ring slot's wgmma group
+//    is retired after the next one is issued (as bsr_gemm_stream.cu); the GELU waits for every group (it
+//    reads h).
 // h is rounded to bf16 where the unfused path rounds fc1's output, so the two paths differ by
 // accumulation-order rounding only (2-4e-5 relative, BENCHMARKS.md).
 // Measured (BENCHMARKS.md, 2026-12-04 18:18 session): the resident form is latency-bound. The 192 KB of
@@ -94,16 +94,15 @@ constexpr size_t kAlignSlack = 1024;  // the x slabs start 1024-byte aligned (12
 //    three-warpgroup form is latency-bound (1.03 eligible warps per scheduler, ncu: BENCHMARKS.md,
 //    2026-12-04 20:22 session, call 2); a fourth warpgroup is a fourth chain of steps to hide it.
 //    Not measured yet: it stays behind its switch until a GPU run has timed it.
-//  - streamed with split rings (SPLIT, VITRT_BSR_MLP_SPLIT=1, either warpgroup count): the x slabs in a
-//    ring of their own, next to a ring of 8 KB W slots, instead of one ring of [x slab][W block]
-//    slots. Why: an fc2 block (45% of ViT-B's blocks at 90%) leaves its slot's x part empty, so the
-//    shared ring holds ~3.3 x slabs and 6 W blocks (2.7 steps ahead); split, 6 x slabs and 9 W blocks
-//    (4 steps ahead) fit in about as much shared memory (222 KB against 198, which leaves the schedule
-//    ~2.4K words instead of ~8.6K: ViT-B at 90% needs a few hundred). More blocks in flight for the same bytes: the
-//    kernel is latency-bound (above). One producer thread per ring. And an fc1 block that reads the
-//    same slab as the fc1 block before it reuses the slot instead of loading it again (the schedule
-//    in BsrMlpOrder::XReuse, ~23% of the fc1 blocks of ViT-B at 90%: x slabs are three quarters of the
-//    bytes a tile streams). Not measured yet.
+//  - streamed with split rings (SPLIT, VITRT_BSR_MLP_SPLIT=1, either warpgroup count): the x slabs in a ring
+//    of their own, next to a ring of 8 KB W slots, instead of one ring of [x slab][W block] slots. Why: an
+//    fc2 block (45% of ViT-B's blocks at 90%) leaves its slot's x part empty, so the shared ring holds ~3.3 x
+//    slabs and 6 W blocks (2.7 steps ahead); split, 6 x slabs and 9 W blocks (4 steps ahead) fit in about as
+//    much shared memory (222 KB against 198, which leaves the schedule ~2.4K words instead of ~8.6K: ViT-B at
+//    90% needs a few hundred). More blocks in flight for the same bytes: the kernel is latency-bound (above).
+//    One producer thread per ring. And an fc1 block that reads the same slab as the fc1 block before it
+//    reuses the slot instead of loading it again (the schedule in BsrMlpOrder::XReuse, ~23% of the fc1 blocks
+//    of ViT-B at 90%: x slabs are three quarters of the bytes a tile streams). Not measured yet.
 template <bool STREAM, bool PIPE = false, int WG = (STREAM ? 3 : 2), bool SPLIT = false>
 struct MlpForm {
   static_assert(STREAM ? (WG == 3 || (WG == 4 && !PIPE)) : WG == 2 && !SPLIT, "the forms that exist");
