@@ -609,14 +609,18 @@ struct FormTag {
 //  - VITRT_BSR_MLP_STREAM: "0" the resident form; unset / other: the streamed one, measured faster at
 //    every shape (BENCHMARKS.md, 2026-12-04 20:22 session, call 1, M = 50432, ms streamed / resident:
 //    ViT-B @ 0.9 0.241 / 0.322, @ 0.95 0.159 / 0.194, @ 0.8 0.459 / no plan; ViT-S @ 0.9 0.087 / 0.103);
-//  - VITRT_BSR_MLP_PIPE: "1" the pipelined step order, "0" the plain one; unset / other: pipelined in
-//    the streamed form, plain in the resident one, as measured (BENCHMARKS.md, 2026-12-04 sessions:
-//    resident, 18:18 call 4, plain 0.320 against 0.357 ms at D = 768 (168 registers against 152);
-//    streamed, 20:22 calls 1-2, pipelined 0.235 against 0.241, ViT-B/16 end to end 10.91 against 11.19 ms);
-//  - VITRT_BSR_MLP_WARPGROUPS: "4" the streamed form with four consumer warpgroups (plain order only:
-//    it overrides the two above); unset / other: three. Not measured yet;
-//  - VITRT_BSR_MLP_SPLIT: "1" the streamed forms with split rings; unset / other: one ring. Not
-//    measured yet.
+//  - VITRT_BSR_MLP_WARPGROUPS: "3" the streamed form with three consumer warpgroups, "4" with four
+//    (plain order only); unset / other: four, unless VITRT_BSR_MLP_PIPE=1 asks for the pipelined
+//    order (three). Four measured fastest of the six streamed forms at all four MLP shapes
+//    (BENCHMARKS.md, 2026-12-05 session, call 1; M = 50432, ms, four / three pipelined: ViT-B @ 0.9
+//    0.2260 / 0.2297, @ 0.95 0.1517 / 0.1604; ViT-S @ 0.9 0.0822 / 0.0896);
+//  - VITRT_BSR_MLP_PIPE: "1" the pipelined step order (three warpgroups), "0" the plain one; unset /
+//    other: with three warpgroups pipelined in the streamed form, plain in the resident one, as
+//    measured (2026-12-04 sessions: resident, 18:18 call 4, plain 0.320 against 0.357 ms at D = 768;
+//    streamed, 20:22 calls 1-2, pipelined 0.235 against 0.241);
+//  - VITRT_BSR_MLP_SPLIT: "1" the streamed forms with split rings; unset / other: one ring. Measured
+//    slower with four warpgroups at every shape (ViT-B @ 0.9 0.2429 against 0.2260) and with three
+//    at ViT-B @ 0.9 (0.2483 against 0.2297); kept as an experiment (2026-12-05 session, call 1).
 struct FormChoice {
   bool stream, pipe;
   int warpgroups;
@@ -629,6 +633,8 @@ FormChoice form_from_env() {
     if (wg != nullptr && std::strcmp(wg, "4") == 0) return FormChoice{true, false, 4, split};
     const bool stream = kernel_mode_from_env("VITRT_BSR_MLP_STREAM") != KernelMode::Off;
     const KernelMode pipe = kernel_mode_from_env("VITRT_BSR_MLP_PIPE");
+    const bool three = (wg != nullptr && std::strcmp(wg, "3") == 0) || pipe == KernelMode::On;
+    if (stream && !three) return FormChoice{true, false, 4, split};
     return FormChoice{stream, pipe == KernelMode::Auto ? stream : pipe == KernelMode::On, stream ? 3 : 2,
                       stream && split};
   }();
