@@ -6,7 +6,6 @@
 // the mask input's three dimensions (bytes, 0-39).
 #include <cstring>
 
-#include "fuzz/fuzz_state_dict_edits.h"
 #include "fuzz/fuzz_util.h"
 #include "sam_test_util.h"
 #include "vitrt/sam.h"

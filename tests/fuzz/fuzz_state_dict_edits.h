@@ -11,18 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "fuzz/fuzz_util.h"
 #include "vitrt/checkpoint.h"
 
 namespace vitrt::fuzz {
-
-// A float32 tensor of `shape` with small deterministic values (not zeros: a zero weight can hide a
-// wrong index).
-inline Tensor pattern_tensor(const Shape& shape) {
-  Tensor t = Tensor::empty(shape, DType::F32);
-  float* p = t.data<float>();
-  for (int64_t i = 0; i < t.numel(); ++i) p[i] = 0.01f * static_cast<float>(static_cast<int>(i % 17) - 8);
-  return t;
-}
 
 // Applies up to `max_edits` edits read from data[0..size) to `sd`; returns the number applied.
 inline int apply_edits(StateDict& sd, const uint8_t* data, size_t size, int max_edits = 8) {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "vitrt/error.h"
+#include "vitrt/tensor.h"
 
 namespace vitrt::fuzz {
 
@@ -42,6 +43,15 @@ void only_vitrt_errors(F&& body) {
   } catch (const Error& e) {
     if (verbose) std::fprintf(stderr, "refused: %s\n", e.what());
   }
+}
+
+// A float32 tensor of `shape` with small deterministic values (not zeros: a zero weight can hide a
+// wrong index).
+inline Tensor pattern_tensor(const Shape& shape) {
+  Tensor t = Tensor::empty(shape, DType::F32);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = 0.01f * static_cast<float>(static_cast<int>(i % 17) - 8);
+  return t;
 }
 
 }  // namespace vitrt::fuzz
