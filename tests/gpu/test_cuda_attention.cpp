@@ -456,6 +456,11 @@ TEST(CudaAttention, ShortSequences) {
       {DType::BF16, 2, 100, 200, 256, 4},   // nq != nk
       {DType::BF16, 1, 1000, 272, 320, 4},  // 16 m-tiles
       {DType::BF16, 5, 1, 197, 128, 2},     // one query row
+      // A last m-tile of <= 16 real rows is split by keys (VITRT_ATTN_SPLIT_TAIL): above 197, 257 (a
+      // warp with two chunks), 208 (16 rows: the accumulators' second row too), 193, 1; here three
+      // chunks (a warp with none) and a single tile of 16 rows.
+      {DType::BF16, 2, 70, 192, 256, 4},
+      {DType::BF16, 3, 16, 200, 320, 4},
   };
   for (const AttnCase& c : cases) {
     Tensor q = round_bf16(randn({c.B, c.Nq, c.D}, seed)), k = round_bf16(randn({c.B, c.Nk, c.D}, seed + 1));
@@ -680,6 +685,16 @@ TEST(CudaAttentionBench, VitShapes) {
                     static_cast<long long>(v.batch), v.heads, static_cast<long long>(v.tokens));
       report(what, 4.0 * v.tokens * v.tokens * v.hd * v.heads * v.batch,
              time_ms([&] { ops::attention_packed_qkv(qkv, v.heads); }, 20));
+    }
+    // What the last m-tile of 197 query rows (5 real of 64) costs the short kernel: 197 and 192 query
+    // rows against the same 197 keys (separate q / k / v, so both read alike).
+    const int64_t B = 256, C = 768;
+    Tensor k = dev_uniform({B, 197, C}, DType::BF16, 18), v = dev_uniform({B, 197, C}, DType::BF16, 19);
+    for (int64_t nq : {197, 192}) {
+      Tensor q = dev_uniform({B, nq, C}, DType::BF16, 20);
+      char what[160];
+      std::snprintf(what, sizeof what, "ViT-B/16 bf16 self-attention 256 x 12 heads, %lld q x 197 k", static_cast<long long>(nq));
+      report(what, 4.0 * nq * 197 * 64 * 12 * B, time_ms([&] { cimpl::attention(q, k, v, 12); }, 20));
     }
   }
   {

@@ -23,8 +23,9 @@
 //    for tables that were F32): one m64n56 wgmma chain; each warp writes its 16 rows of G to its own
 //    shared-memory scratch and reads back the terms its threads need (no CTA barrier).
 // Window cells past the grid read the pad vectors (the qkv bias: what the reference's zero-padded
-// tokens give) as queries and keys; their output rows are not written, and m-tiles made only of
-// such rows (a bottom-edge window's) are skipped. (A persistent version, two warpgroups per CTA
+// tokens give) as keys; as queries they are not computed at all (the reference crops their outputs):
+// the query rows are the window's real cells, row-major over its real width (WindowIo::cell), so
+// a right-edge or bottom-edge window of a 64 x 64 grid runs 2 m-tiles, not 4. (A persistent version, two warpgroups per CTA
 // with double-buffered K / V, measured slower: its warpgroups met at two barriers per window and
 // ran their phases in step; BENCHMARKS.md, call X.) ncu (call Z): latency-bound at two warps per
 // scheduler (198 registers, ~104 KB of shared memory per CTA).
@@ -61,7 +62,6 @@ struct WinCfg {
   static constexpr int NK = WS * SLOTS;            // 224 key slots
   static constexpr int CROWS = SPLIT ? 7 : 14;     // key rows per chunk of S
   static constexpr int NS = CROWS * SLOTS;         // N of one S chain (112 or 224)
-  static constexpr int NQ = WS * WS;               // 196 query rows
   static constexpr int LH = 2 * WS - 1;            // rows per rel-pos table (rel_h, then rel_w)
   static constexpr int NT = (2 * LH + 7) / 8 * 8;  // 56: N of G = Q T^T (two zero rows)
   static constexpr int CPR = HD / 8;               // 16-byte chunks per row
@@ -216,14 +216,16 @@ struct WindowIo {
   const KParams& p;
   SeqAddr sa;  // (dense sequences: q_share == 1, so sa.k0 is also their first q and output row)
   bool win;
-  int nq_out;  // query rows that can be real: a bottom-edge window's last rows are all padding
+  int qw;      // query cells per window row: the real ones (8 in a right-edge window of a 64-wide grid)
+  int nq_out;  // query rows: the window's real cells only, row-major over qw columns
   const bf16 *qb, *kb, *vb, *pq, *pk, *pv;
   bf16* ob;
 
   __device__ __forceinline__ WindowIo(const KParams& params, int s, int h) : p(params) {
     sa.init(p, s);
     win = p.ws != 0;
-    nq_out = win ? min(WS, p.Hg - sa.gy0) * WS : NQ;
+    qw = win && !p.win_full_width_rows ? min(WS, p.Wg - sa.gx0) : WS;
+    nq_out = win ? min(WS, p.Hg - sa.gy0) * qw : NQ;
     qb = static_cast<const bf16*>(p.q) + h * HD;
     kb = static_cast<const bf16*>(p.k) + h * HD;
     vb = static_cast<const bf16*>(p.v) + h * HD;
@@ -273,11 +275,19 @@ struct WindowIo {
       if (lo) cp_async16(Tl + core_matrix_offset<CPR>(t, c), in ? (t < LH ? thl : twl) + ro : thl, in ? 16 : 0);
     }
   }
-  // q of query row i: rows in the padding read the pad vector, rows past the window token 0 (finite;
-  // their output is not written).
+  // Cell (ty, tx) of query row i. Only real cells are query rows: the padding's outputs are cropped
+  // away, so a right-edge window of a 64-wide grid (8 real columns) runs 112 rows in 2 m-tiles, not
+  // 196 in 4 (vit_b / l / h at 1024 px: 81 m-tiles per image and head instead of 90). Rows past
+  // nq_out map to cell 0 (finite; their output is not written).
+  __device__ __forceinline__ void cell(int i, int& ty, int& tx) const {
+    const int ii = i < nq_out ? i : 0;
+    ty = ii / qw;
+    tx = ii - ty * qw;
+  }
+  // q of query row i (cells in the padding, only with win_full_width_rows, read the pad vector).
   __device__ __forceinline__ const bf16* q_row(int i) const {
-    const int ii = i < NQ ? i : 0;
-    const int ty = ii / WS, tx = ii - ty * WS;
+    int ty, tx;
+    cell(i, ty, tx);
     const long long r = row(ty, tx);
     return r < 0 ? pq : qb + r * p.ldq;
   }
@@ -313,7 +323,7 @@ template <int HD, bool SPLIT>
 __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_windowed_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
   using C = WinCfg<HD, SPLIT>;
-  constexpr int WS = C::WS, NQ = C::NQ, LH = C::LH, NT = C::NT, CPR = C::CPR, KS = C::KS, GS = C::GS;
+  constexpr int WS = C::WS, LH = C::LH, NT = C::NT, CPR = C::CPR, KS = C::KS, GS = C::GS;
   constexpr int CROWS = C::CROWS, NSR = C::NS / 2;  // key rows and accumulator registers per chunk
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const bool lo = p.th_lo != nullptr;
@@ -326,6 +336,12 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
   const int h = blockIdx.x % p.heads, s = blockIdx.x / p.heads;  // heads fastest: CTAs share qkv rows in L2
   const WindowIo<HD> io(p, s, h);
   const int nq_out = io.nq_out;
+  const int mtiles = (nq_out + 63) / 64;
+  // A last m-tile of <= 16 real rows (a full window's 196 = 3 x 64 + 4) split by keys (SPLIT form
+  // only): every warp takes those rows, warp 0 the softmax of key chunk 0, warp 1 of chunk 1 (warps 2
+  // and 3 none), combined at the end (split_tail_combine; the short kernel's split).
+  const bool split_tail = SPLIT && p.split_tail && nq_out - 64 * (mtiles - 1) <= 16;
+  auto is_split = [&](int mt) { return split_tail && mt == mtiles - 1; };
 
   // ---- Tables and K / V. Group 0: the tables and the first chunk's key rows; group 1 (SPLIT): the
   // rest, which the first m-tile only needs after its rel-pos product and first Q K^T are issued.
@@ -340,7 +356,7 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
   // ---- Q fragments of m-tile mt straight from global memory (the m16n8k16 A layout of each warp's
   // 16 rows).
   unsigned qf[KS][4];
-  auto load_q = [&](int mt) { io.load_q(qf, mt * 64 + warp * 16 + g, tq); };
+  auto load_q = [&](int mt) { io.load_q(qf, mt * 64 + (is_split(mt) ? 0 : warp * 16) + g, tq); };
   load_q(0);  // in flight while K / V land
 
   if constexpr (SPLIT) ptx::cp_async_wait<1>();
@@ -356,8 +372,8 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
   float* Gw = Gs + warp * 16 * GS;                               // this warp's G rows
   const float inv_scale = 1.f / p.scale, sl2 = p.scale_log2;
 
-  const int mtiles = (nq_out + 63) / 64;
   for (int mt = 0; mt < mtiles; ++mt) {
+    const bool split = is_split(mt);
     // ---- G = Q T^T (this m-tile's rel-pos terms), scattered to the warp's scratch.
     float ga[NT / 2];
     relpos_product(ga, qf, tdesc, tldesc, lo);
@@ -373,9 +389,10 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
     __syncwarp();
 
     // This thread's query rows (local g, g + 8 of the warp) and their cells.
-    const int i0 = mt * 64 + warp * 16 + g, i1 = i0 + 8;
-    const int c0 = i0 < NQ ? i0 : 0, c1 = i1 < NQ ? i1 : 0;
-    const int iy0 = c0 / WS, ix0 = c0 - iy0 * WS, iy1 = c1 / WS, ix1 = c1 - iy1 * WS;
+    const int i0 = mt * 64 + (split ? 0 : warp * 16) + g, i1 = i0 + 8;
+    int iy0, ix0, iy1, ix1;
+    io.cell(i0, iy0, ix0);
+    io.cell(i1, iy1, ix1);
     // rel_w / scale for the thread's 4 slots kw = 8 * (q >> 1) + 2 tq + (q & 1) of every key row:
     // G column LH + (ix - kw + WS - 1); -inf on the masked slots.
     float rw0[4], rw1[4];
@@ -447,13 +464,16 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
       // A warp whose 16 rows are all past the window's real rows (warps 1-3 of the last m-tile: 196
       // rows make 3 m-tiles and 4 rows) skips its softmax and multiplies P = 0: 3 of the window's 16
       // warp-tiles of exps and sums.
-      const bool live = mt * 64 + warp * 16 < nq_out || p.win_dead_rows_softmax;
+      // Split tail: warp 0 takes chunk 0, warp 1 chunk 1; a warp without chunk 0 starts from m = -inf
+      // (chunk 1's maximum then sets it), and one with neither keeps it (weight 0 in the combine).
+      const bool live = split || mt * 64 + warp * 16 < nq_out || p.win_dead_rows_softmax;
+      const bool own0 = live && (!split || warp == 0), own1 = live && (!split || warp == 1);
       unsigned pa[CROWS][4], pb[CROWS][4];
-      if (live) {
+      if (own0) {
         chunk_max<CROWS>(sa, 0, bh0, bh1, sl2, m0, m1);
         chunk_exp<CROWS>(sa, 0, bh0, bh1, sl2, m0, m1, l0, l1, pa);
       } else {
-        m0 = m1 = 0.f;
+        m0 = m1 = split ? -INFINITY : 0.f;
         zero_p(pa);
       }
       // Keeps chunk 0's softmax before the wait (ptxas would otherwise hoist the wait above it).
@@ -470,15 +490,22 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
       wgmma::commit();
       // Chunk 1's softmax against the reference maximum m, which only moves when chunk 1's row
       // maximum exceeds it by more than 2^8 (p stays below 2^8; the global kernel's lazy rescaling).
-      float x0 = 0.f, x1 = 0.f;
-      if (live) chunk_max<CROWS>(sb, CROWS, bh0, bh1, sl2, x0, x1);
-      constexpr float kSlack = 8.f;
-      const float n0 = x0 > m0 + kSlack ? x0 : m0, n1 = x1 > m1 + kSlack ? x1 : m1;
-      float al0 = ex2(m0 - n0), al1 = ex2(m1 - n1);
-      l0 *= al0;
-      l1 *= al1;
-      if (live) chunk_exp<CROWS>(sb, CROWS, bh0, bh1, sl2, n0, n1, l0, l1, pb);
-      else zero_p(pb);
+      float al0 = 1.f, al1 = 1.f;
+      if (own1) {
+        float x0, x1;
+        chunk_max<CROWS>(sb, CROWS, bh0, bh1, sl2, x0, x1);
+        constexpr float kSlack = 8.f;  // (-inf + kSlack = -inf: a split warp without chunk 0 takes x)
+        const float n0 = x0 > m0 + kSlack ? x0 : m0, n1 = x1 > m1 + kSlack ? x1 : m1;
+        al0 = ex2(m0 - n0);
+        al1 = ex2(m1 - n1);
+        l0 *= al0;
+        l1 *= al1;
+        chunk_exp<CROWS>(sb, CROWS, bh0, bh1, sl2, n0, n1, l0, l1, pb);
+        m0 = n0;
+        m1 = n1;
+      } else {
+        zero_p(pb);
+      }
       wgmma::fence_operands(pb);
       pin(l0, l1, al0, al1);
       wgmma::wait<0>();  // chunk 0's P V
@@ -496,11 +523,22 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
     }
     l0 = quad_sum(l0);
     l1 = quad_sum(l1);
+    if constexpr (SPLIT) {
+      if (split) {  // through the K buffer: this was the CTA's last tile
+        split_tail_combine<HD>(reinterpret_cast<float*>(Ks), o, m0, m1, l0, l1, nq_out - mt * 64, [&](int r) {
+          int ty, tx;
+          io.cell(mt * 64 + r, ty, tx);
+          const long long row = io.row(ty, tx);
+          return row < 0 ? static_cast<bf16*>(nullptr) : io.ob + row * p.ldo;
+        });
+        continue;
+      }
+    }
     io.store_rows(o, l0, l1, i0, i1, iy0, ix0, iy1, ix1, tq);  // normalised, the real rows only
   }
 #else
   using C = WinCfg<HD, SPLIT>;  // (referenced so that the sm_80 pass does not warn about unused members)
-  static_assert(C::NQ > 0 && C::CPR > 0 && C::KS > 0 && C::CROWS > 0 && C::NK > 0 && C::GS > 0 && C::kv_elems > 0 &&
+  static_assert(C::CPR > 0 && C::KS > 0 && C::CROWS > 0 && C::NK > 0 && C::GS > 0 && C::kv_elems > 0 &&
                     C::t_elems > 0,
                 "");
   (void)p;
@@ -526,7 +564,7 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
 template <int HD_>
 struct WinChunkCfg {
   static constexpr int HD = HD_;
-  static constexpr int WS = 14, SLOTS = 16, NK = WS * SLOTS, NQ = WS * WS, LH = 2 * WS - 1;
+  static constexpr int WS = 14, SLOTS = 16, NK = WS * SLOTS, LH = 2 * WS - 1;
   static constexpr int NT = 56;          // N of G = Q T^T: rel_h rows 0..26, rel_w rows 27..53, two zero rows
   static constexpr int NF = 3;           // chunks of 4 key rows (n64)
   static constexpr int TAIL_ROWS = 2;    // key rows of the last chunk (n32)
@@ -604,7 +642,7 @@ template <int HD, int BUF>
 __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_windowed_chunk_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
   using C = WinChunkCfg<HD>;
-  constexpr int WS = C::WS, NQ = C::NQ, LH = C::LH, NT = C::NT, CPR = C::CPR, KS = C::KS, BS = C::BS;
+  constexpr int WS = C::WS, LH = C::LH, NT = C::NT, CPR = C::CPR, KS = C::KS, BS = C::BS;
   constexpr int NF = C::NF, NC = C::NC;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const bool lo = p.th_lo != nullptr;
@@ -617,6 +655,12 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
   const int h = blockIdx.x % p.heads, s = blockIdx.x / p.heads;  // heads fastest: CTAs share qkv rows in L2
   const WindowIo<HD> io(p, s, h);
   const int nq_out = io.nq_out;
+  const int mtiles = (nq_out + 63) / 64;
+  // A last m-tile of <= 16 real rows (a full window's 196 = 3 x 64 + 4) split by keys: every warp
+  // takes those rows (the same G, the same terms), warp w the softmax of key chunk w only (P = 0 on
+  // the others), combined at the end (split_tail_combine; the short kernel's split).
+  const bool split_tail = p.split_tail && nq_out - 64 * (mtiles - 1) <= 16;
+  auto is_split = [&](int mt) { return split_tail && mt == mtiles - 1; };
 
   // ---- K / V of all 14 key rows and the tables, one group.
   io.issue_kv(0, WS, Ks, Vs, warp, lane, C::THREADS / 32);
@@ -624,7 +668,7 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
   ptx::cp_async_commit();
 
   unsigned qf[KS][4];
-  auto load_q = [&](int mt) { io.load_q(qf, mt * 64 + warp * 16 + g, tq); };
+  auto load_q = [&](int mt) { io.load_q(qf, mt * 64 + (is_split(mt) ? 0 : warp * 16) + g, tq); };
   load_q(0);  // in flight while K / V land
 
   ptx::cp_async_wait<0>();
@@ -638,11 +682,12 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
   float* Bw = Bs + warp * 16 * BS;                   // this warp's rows: rel_h[14] | rel_w[14]
   const float sl2 = p.scale_log2;
 
-  const int mtiles = (nq_out + 63) / 64;
   for (int mt = 0; mt < mtiles; ++mt) {
-    const int i0 = mt * 64 + warp * 16 + g, i1 = i0 + 8;
-    const int c0 = i0 < NQ ? i0 : 0, c1 = i1 < NQ ? i1 : 0;
-    const int iy0 = c0 / WS, ix0 = c0 - iy0 * WS, iy1 = c1 / WS, ix1 = c1 - iy1 * WS;
+    const bool split = is_split(mt);
+    const int i0 = mt * 64 + (split ? 0 : warp * 16) + g, i1 = i0 + 8;
+    int iy0, ix0, iy1, ix1;
+    io.cell(i0, iy0, ix0);
+    io.cell(i1, iy1, ix1);
     // ---- G = Q T^T; each row keeps the 14 rel_h terms of its key rows (G column iy - kh + 13) and
     // the 14 rel_w terms of its key columns (G column 27 + ix - kw + 13), times log2(e).
     {
@@ -673,7 +718,7 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
     }
     const float* bh0 = Bw + g * BS;  // rel_h of key row kh: bh[kh]
     const float* bh1 = Bw + (g + 8) * BS;
-    const bool live = mt * 64 + warp * 16 < nq_out;
+    const bool live = split || mt * 64 + warp * 16 < nq_out;
 
     float o[HD / 2];
 #pragma unroll
@@ -724,7 +769,7 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
       }
       auto finish = [&](float* sv, unsigned(&pc)[R][4]) {
         float al0 = 1.f, al1 = 1.f;
-        if (live) {
+        if (live && (!split || c % 4 == warp)) {
           win_chunk_softmax<R>(sv, bh0 + 4 * c, bh1 + 4 * c, rw0, rw1, sl2, m0, m1, l0, l1, al0, al1, pc);
         } else {
 #pragma unroll
@@ -758,11 +803,20 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
 
     l0 = quad_sum(l0);
     l1 = quad_sum(l1);
+    if (split) {  // through the K buffer: this was the CTA's last tile
+      split_tail_combine<HD>(reinterpret_cast<float*>(Ks), o, m0, m1, l0, l1, nq_out - mt * 64, [&](int r) {
+        int ty, tx;
+        io.cell(mt * 64 + r, ty, tx);
+        const long long row = io.row(ty, tx);
+        return row < 0 ? static_cast<bf16*>(nullptr) : io.ob + row * p.ldo;
+      });
+      continue;
+    }
     io.store_rows(o, l0, l1, i0, i1, iy0, ix0, iy1, ix1, tq);  // normalised, the real rows only
   }
 #else
   using C = WinChunkCfg<HD>;  // (referenced so that the sm_80 pass does not warn about unused members)
-  static_assert(C::NQ > 0 && C::LH > 0 && C::CPR > 0 && C::KS > 0 && C::NC > 0 && C::BS > 0 && C::kv_elems > 0 &&
+  static_assert(C::LH > 0 && C::CPR > 0 && C::KS > 0 && C::NC > 0 && C::BS > 0 && C::kv_elems > 0 &&
                     C::t_elems > 0,
                 "");
   (void)p;
@@ -801,6 +855,13 @@ WinMode mode_from_env() {
       WinMode::Auto);
   return v;
 }
+// VITRT_ATTN_WIN_ROWS=full (read once per process): query rows over all 14 columns of a window, the
+// padding cells of right-edge windows too, as before 2026-12-05 (A/B runs); unset, real cells only.
+bool full_width_rows_from_env() {
+  enum class Rows { Real, Full };
+  static const Rows v = env_choice<Rows>("VITRT_ATTN_WIN_ROWS", {{"full", Rows::Full}, {"real", Rows::Real}}, Rows::Real);
+  return v == Rows::Full;
+}
 bool chunked_for(int hd) {
   const WinMode m = mode_from_env();
   return m == WinMode::Chunked || (m == WinMode::Auto && hd == 64);
@@ -827,6 +888,8 @@ size_t wgmma_windowed_smem(const KParams& p, int optin_smem_limit) {
 void wgmma_windowed_launch(const KParams& params, size_t smem, int blocks, cudaStream_t stream) {
   if (blocks <= 0) return;
   KParams p = params;
+  p.win_full_width_rows = full_width_rows_from_env();
+  p.split_tail = split_tail_from_env();
   if (chunked_for(p.hd)) {
     if (p.hd == 64) launch_chunk<64, 1>(p, smem, blocks, stream);
     else launch_chunk<80, 2>(p, smem, blocks, stream);

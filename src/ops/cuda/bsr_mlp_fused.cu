@@ -162,6 +162,7 @@ struct MlpArgs {
   const bf16* b2;              // [N] or null
   const bf16* residual;        // [M, N] or null (may be y)
   bf16* y;                     // [M, N]
+  int gelu_bf16x2;             // the GELUs in bf16x2 arithmetic (VITRT_BSR_MLP_GELU, below)
 };
 
 // PIPE: the software-pipelined form (VITRT_BSR_MLP_PIPE, below): a warpgroup issues the next hidden
@@ -432,10 +433,23 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
   // a power-of-two scaling, which rounding commutes with (away from overflow and the subnormals), so y
   // is bit for bit what h would give.
   using dev::gelu_tanh_approx_x2;
+  using dev::gelu_tanh_approx_x2_bf16x2;
+  // (p.gelu_bf16x2: a kernel parameter, so the branch is uniform and made once per 64 x 64 block; the
+  // streamed forms only: in the resident pipelined one the second path made ptxas spill)
   // 2 GELU(h_j + b1) as bf16 A fragments, one k16 step of the hidden block each: hacc[8 kk + 2 r] is n8
   // tile 2 kk + r / 2 (columns 8 (2 kk + r / 2) + 2 t), row g + 8 (r % 2).
   // (acc's wgmmas must have been retired and acc fenced: wgmma::fence_operands after the wait)
   auto gelu_pack = [&](const float(&acc)[32], const __nv_bfloat162(&hb)[8], unsigned(&hf)[4][4]) {
+    if (STREAM && p.gelu_bf16x2) {
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const float2 b = __bfloat1622float2(hb[2 * kk + r / 2]);
+          hf[kk][r] = gelu_tanh_approx_x2_bf16x2(acc[8 * kk + 2 * r] + b.x, acc[8 * kk + 2 * r + 1] + b.y);
+        }
+      return;
+    }
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
@@ -464,6 +478,14 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
       }
   };
   auto gelu_pack_seeded = [&](const float(&acc)[32], unsigned(&hf)[4][4]) {
+    if (STREAM && p.gelu_bf16x2) {
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          hf[kk][r] = gelu_tanh_approx_x2_bf16x2(acc[8 * kk + 2 * r], acc[8 * kk + 2 * r + 1]);
+      return;
+    }
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
@@ -621,6 +643,15 @@ struct FormTag {
 //  - VITRT_BSR_MLP_SPLIT: "1" the streamed forms with split rings; unset / other: one ring. Measured
 //    slower with four warpgroups at every shape (ViT-B @ 0.9 0.2429 against 0.2260) and with three
 //    at ViT-B @ 0.9 (0.2483 against 0.2297); kept as an experiment (2026-12-05 session, call 1).
+//  - VITRT_BSR_MLP_GELU: "bf16x2" the GELUs in bf16x2 arithmetic (dev::gelu_tanh_approx_x2_bf16x2: half
+//    the MUFU tanh ops, 6 instructions per pair of hidden values against 11), "f32" in fp32; unset: f32.
+//    Why: 2 GELU per hidden value per use is most of a step's instructions (~186 M tanh at ViT-B @ 0.9 and
+//    M = 50432: ~50 us of the SMs' MUFU pipes in a ~230 us kernel).
+bool gelu_bf16x2_from_env() {
+  enum class Gelu { F32, Bf16x2 };
+  static const Gelu g = env_choice<Gelu>("VITRT_BSR_MLP_GELU", {{"f32", Gelu::F32}, {"bf16x2", Gelu::Bf16x2}}, Gelu::F32);
+  return g == Gelu::Bf16x2;
+}
 struct FormChoice {
   bool stream, pipe;
   int warpgroups;
@@ -732,6 +763,7 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
   a.b2 = static_cast<const bf16*>(b2);
   a.residual = static_cast<const bf16*>(residual);
   a.y = static_cast<bf16*>(y);
+  a.gelu_bf16x2 = gelu_bf16x2_from_env() ? 1 : 0;
   const size_t smem = smem_bytes(a.slabs, schedule.words_count + a.groups + 1);
   with_form(form, [&](auto tag) {
     using T = decltype(tag);

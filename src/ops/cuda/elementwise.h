@@ -68,6 +68,27 @@ __device__ __forceinline__ float gelu_tanh_approx(float x) {
 // that rounding commutes with, away from overflow and the subnormals), one multiplication fewer: for
 // a kernel that can carry the factor 2 (bsr_mlp_fused.cu).
 __device__ __forceinline__ float gelu_tanh_approx_x2(float x) { return fmaf(x, tanh_gelu_term(x), x); }
+// gelu_tanh_approx_x2 of two values at once in bf16x2 arithmetic, packed as bf16x2 (lo = a): for a
+// kernel whose GELUs are rounded to bf16 anyway and whose tanh rate limits it (sm_90: the bf16x2
+// tanh.approx is one MUFU op for both values, the multiplications HMUL2 / HFMA2; 6 instructions a
+// pair against 11). The price: x and the tanh argument rounded to bf16 on the way, ~1 bf16 step of
+// the result instead of half of one (ctest cuda_bsr_mlp_gelu_bf16x2 bounds the fused MLP against the
+// two linears). sm_90 only.
+__device__ __forceinline__ unsigned gelu_tanh_approx_x2_bf16x2(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const __nv_bfloat162 x = __floats2bfloat162_rn(a, b);
+  const __nv_bfloat162 c0 = __float2bfloat162_rn(0.7978845608f), c1 = __float2bfloat162_rn(0.0356774081f);
+  const __nv_bfloat162 u = __hmul2(x, __hfma2(c1, __hmul2(x, x), c0));
+  unsigned ti;
+  asm("tanh.approx.bf16x2 %0, %1;" : "=r"(ti) : "r"(*reinterpret_cast<const unsigned*>(&u)));
+  const __nv_bfloat162 r = __hfma2(x, *reinterpret_cast<const __nv_bfloat162*>(&ti), x);
+  return *reinterpret_cast<const unsigned*>(&r);
+#else
+  (void)a, (void)b;
+  __trap();
+  return 0;
+#endif
+}
 // The GELU of a value stored as T: for bf16, the branch-free erf of fast_erf.h (within 2e-6 absolute,
 // far below a bf16 step, at about half of erff's instructions); erff for fp32.
 template <class T>
