@@ -428,11 +428,14 @@ void wgmma_relpos_launch(const WgmmaPlan& plan, const KParams& p, int blocks, cu
 // Whether VITRT_ATTN_WGMMA=0 turns the wgmma kernels off (read once per process). (They run on
 // compute capability 9.0 only: cuda::device_is_sm90, runtime.h.)
 bool wgmma_off_by_env();
-// VITRT_ATTN_SPLIT_TAIL (read once per process): "0" runs a last m-tile of <= 16 real rows of the short
-// and windowed Hopper kernels split by rows like the others (one warp's softmax, three idle; as before
-// 2026-12-05, for A/B); unset / other: split by keys (split_tail_combine).
+// VITRT_ATTN_SPLIT_TAIL (read once per process): "1" splits a last m-tile of <= 16 real rows of the
+// short and windowed Hopper kernels by keys (split_tail_combine); unset / other: by rows like the others
+// (one warp's softmax, three idle). Measured slower split, so off (2026-12-05, 03:33 session, call 2,
+// kernels alone: ViT-B/16's layer 0.159 against 0.156 ms, vit_b's windowed blocks 0.590 against 0.584,
+// vit_h's 0.957 against 0.944): the combine's barriers and the tile's full-width wgmmas cost what the
+// idle warps did (192 query rows take 0.141 ms: the tail tile is ~11% of the short kernel).
 inline bool split_tail_from_env() {
-  static const bool v = kernel_mode_from_env("VITRT_ATTN_SPLIT_TAIL") != KernelMode::Off;
+  static const bool v = kernel_mode_from_env("VITRT_ATTN_SPLIT_TAIL") == KernelMode::On;
   return v;
 }
 

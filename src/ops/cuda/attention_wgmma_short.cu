@@ -17,10 +17,10 @@
 //    warpgroup is the BUF parameter below: fewer buffers, more CTAs per SM (at head dim 64 four
 //    CTAs with no overlap inside each beat two with full overlap);
 //  - the first k16 step of each full chunk's Q K^T overwrites S (scale-d = 0): no seeding;
-//  - a last m-tile whose real rows fit one warp's 16 (197 = 3 x 64 + 5) is split by keys, not rows:
-//    each warp takes those rows against every fourth chunk of keys, and the four partial results are
-//    combined in shared memory (VITRT_ATTN_SPLIT_TAIL=0: the split by rows, where 3 of 4 warps
-//    had no real row and skipped their softmax while one ran all of them).
+//  - a warp whose 16 query rows are all past the sequence (the last m-tile of 197 rows: 3 of 4
+//    warps) skips its softmax and multiplies P = 0. (VITRT_ATTN_SPLIT_TAIL=1 splits such a tile by
+//    keys instead, each warp taking every fourth key chunk, combined in shared memory: measured
+//    slower, see attention_kernel.cuh.)
 // Covered: dense sequences (no window, no q sharing), no rel-pos, nk in {192, 193..208, 256,
 // 257..272} (NF = 3 or 4, with or without the 16-key chunk), nq <= 1024; the dispatcher falls back
 // to the mma.sync kernel otherwise. VITRT_ATTN_WGMMA_SHORT=0 turns it off (A/B runs); =twop / =onep
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma
   ptx::cp_async_commit();
 
   // ---- The last m-tile, when its real rows fit one warp's 16 (197 = 3 x 64 + 5; 257 = 4 x 64 + 1):
-  // split by keys instead of rows (p.split_tail). Every warp takes the same 16 query rows (the
+  // split by keys instead of rows with p.split_tail (VITRT_ATTN_SPLIT_TAIL=1; off by default). Every warp takes the same 16 query rows (the
   // wgmma A fragments repeat them), and the chunks of keys are dealt out: warp w runs the softmax of
   // chunks c = w (mod 4) only and multiplies P = 0 on the others, so its O, m and l are partial over
   // its keys; the four are combined through shared memory at the end (flash-decoding's split, inside

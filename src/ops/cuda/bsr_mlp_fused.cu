@@ -643,13 +643,16 @@ struct FormTag {
 //  - VITRT_BSR_MLP_SPLIT: "1" the streamed forms with split rings; unset / other: one ring. Measured
 //    slower with four warpgroups at every shape (ViT-B @ 0.9 0.2429 against 0.2260) and with three
 //    at ViT-B @ 0.9 (0.2483 against 0.2297); kept as an experiment (2026-12-05 session, call 1).
-//  - VITRT_BSR_MLP_GELU: "bf16x2" the GELUs in bf16x2 arithmetic (dev::gelu_tanh_approx_x2_bf16x2: half
-//    the MUFU tanh ops, 6 instructions per pair of hidden values against 11), "f32" in fp32; unset: f32.
-//    Why: 2 GELU per hidden value per use is most of a step's instructions (~186 M tanh at ViT-B @ 0.9 and
-//    M = 50432: ~50 us of the SMs' MUFU pipes in a ~230 us kernel).
+//  - VITRT_BSR_MLP_GELU: "f32" the GELUs in fp32; unset / other: in bf16x2 arithmetic
+//    (dev::gelu_tanh_approx_x2_bf16x2: half the MUFU tanh ops, 6 instructions per pair of hidden values
+//    against 11; streamed forms). Why: 2 GELU per hidden value per use is most of a step's instructions
+//    (~186 M tanh at ViT-B @ 0.9 and M = 50432: ~50 us of the SMs' MUFU pipes in a ~230 us kernel).
+//    Measured (2026-12-05, 03:33 session, call 2, M = 50432, ms bf16x2 / f32): ViT-B @ 0.9 0.2188 /
+//    0.2275, @ 0.95 0.1503 / 0.1529; ViT-S @ 0.9 0.0802 / 0.0821. The price: 1.2e-3 relative against the
+//    two linears instead of 4e-5 (a bf16 step of y is 4e-3).
 bool gelu_bf16x2_from_env() {
   enum class Gelu { F32, Bf16x2 };
-  static const Gelu g = env_choice<Gelu>("VITRT_BSR_MLP_GELU", {{"f32", Gelu::F32}, {"bf16x2", Gelu::Bf16x2}}, Gelu::F32);
+  static const Gelu g = env_choice<Gelu>("VITRT_BSR_MLP_GELU", {{"f32", Gelu::F32}, {"bf16x2", Gelu::Bf16x2}}, Gelu::Bf16x2);
   return g == Gelu::Bf16x2;
 }
 struct FormChoice {

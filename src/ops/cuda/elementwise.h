@@ -72,8 +72,8 @@ __device__ __forceinline__ float gelu_tanh_approx_x2(float x) { return fmaf(x, t
 // kernel whose GELUs are rounded to bf16 anyway and whose tanh rate limits it (sm_90: the bf16x2
 // tanh.approx is one MUFU op for both values, the multiplications HMUL2 / HFMA2; 6 instructions a
 // pair against 11). The price: x and the tanh argument rounded to bf16 on the way, ~1 bf16 step of
-// the result instead of half of one (ctest cuda_bsr_mlp_gelu_bf16x2 bounds the fused MLP against the
-// two linears). sm_90 only.
+// the result instead of half of one (CudaBsr.FusedMlpMatchesCpu bounds the fused MLP against the two
+// linears). sm_90 only.
 __device__ __forceinline__ unsigned gelu_tanh_approx_x2_bf16x2(float a, float b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const __nv_bfloat162 x = __floats2bfloat162_rn(a, b);
