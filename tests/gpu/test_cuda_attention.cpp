@@ -456,9 +456,7 @@ TEST(CudaAttention, ShortSequences) {
       {DType::BF16, 2, 100, 200, 256, 4},   // nq != nk
       {DType::BF16, 1, 1000, 272, 320, 4},  // 16 m-tiles
       {DType::BF16, 5, 1, 197, 128, 2},     // one query row
-      // With VITRT_ATTN_SPLIT_TAIL=1 a last m-tile of <= 16 real rows is split by keys: above 197, 257 (a
-      // warp with two chunks), 208 (16 rows: the accumulators' second row too), 193, 1; here three
-      // chunks (a warp with none) and a single tile of 16 rows.
+      // A last m-tile of 6 real rows against three chunks; a single m-tile of 16 rows.
       {DType::BF16, 2, 70, 192, 256, 4},
       {DType::BF16, 3, 16, 200, 320, 4},
   };

@@ -49,8 +49,6 @@ struct KParams {
   float inv_ws;
   int win_dead_rows_softmax;  // windowed wgmma kernel: 1 = softmax on warps with no real rows too (A/B)
   int win_full_width_rows;    // windowed wgmma kernel: 1 = query rows over all 14 columns, padding too (A/B)
-  int split_tail;             // short / windowed wgmma kernels: 1 = a last m-tile of <= 16 real rows split by
-                              // keys across the warps (split_tail_combine)
 };
 
 // Exact t / d for 0 <= t < 2^22, d >= 1, from a float reciprocal plus one correction step.
@@ -197,56 +195,6 @@ __device__ __forceinline__ void rescale_rows_if_needed(float (&o)[HD / 2], float
 __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
   return *reinterpret_cast<unsigned*>(&v);
-}
-
-// A last m-tile split by keys (the Hopper kernels' split tail: attention_wgmma_short.cu,
-// attention_wgmma_windowed.cu): each warp of the warpgroup holds the same 16 query rows (nr <= 16
-// real), with O, m (log2 domain) and l partial over the key chunks it took. Combined here:
-// O = sum_w 2^(m_w - m) O_w / sum_w 2^(m_w - m) l_w with m = max_w m_w, written as bf16 to
-// out_row(r) (a row pointer, already offset to the head). A warp that took no chunk has m_w = -inf
-// (weight 0); at least one warp took the first chunk, whose keys are real, so m is finite.
-// scratch: 4 * 16 * (HD + 2) floats of shared memory no wgmma still reads; called by the whole CTA
-// (one warpgroup), after every wgmma of the tile has retired. Its two barriers are the CTA's.
-template <int HD, class RowOut>
-__device__ __forceinline__ void split_tail_combine(float* scratch, const float (&o)[HD / 2], float m0, float m1,
-                                                   float l0, float l1, int nr, RowOut&& out_row) {
-  const int tid = threadIdx.x, warp = tid >> 5, g = (tid & 31) >> 2, tq = tid & 3;
-  float* Os = scratch;             // [4 warps][16 rows][HD]
-  float* Ms = scratch + 64 * HD;   // [4 warps][16 rows][m, l]
-  __syncthreads();  // (the scratch may alias operands of the tile's wgmmas, retired in every warp)
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int row = g + 8 * r;
-    if (row < nr) {
-      float* dst = Os + (warp * 16 + row) * HD + 2 * tq;
-#pragma unroll
-      for (int d = 0; d < HD / 8; ++d)
-        *reinterpret_cast<float2*>(dst + d * 8) = make_float2(o[d * 4 + 2 * r], o[d * 4 + 2 * r + 1]);
-      if (tq == 0) *reinterpret_cast<float2*>(Ms + (warp * 16 + row) * 2) = r ? make_float2(m1, l1) : make_float2(m0, l0);
-    }
-  }
-  __syncthreads();
-  for (int e = tid; e < nr * (HD / 2); e += 128) {
-    const int r = e / (HD / 2), col = 2 * (e - r * (HD / 2));
-    float mw[4], m = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      mw[w] = Ms[(w * 16 + r) * 2];
-      m = fmaxf(m, mw[w]);
-    }
-    float l = 0.f, a = 0.f, b = 0.f;
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      const float f = ex2(mw[w] - m);
-      l = fmaf(f, Ms[(w * 16 + r) * 2 + 1], l);
-      const float2 v = *reinterpret_cast<const float2*>(Os + (w * 16 + r) * HD + col);
-      a = fmaf(f, v.x, a);
-      b = fmaf(f, v.y, b);
-    }
-    __nv_bfloat16* dst = out_row(r);
-    const float inv = 1.f / l;
-    if (dst != nullptr) *reinterpret_cast<unsigned*>(dst + col) = pack_bf16(a * inv, b * inv);
-  }
 }
 
 // The device's opt-in limit of dynamic shared memory per CTA (bytes).
@@ -428,16 +376,6 @@ void wgmma_relpos_launch(const WgmmaPlan& plan, const KParams& p, int blocks, cu
 // Whether VITRT_ATTN_WGMMA=0 turns the wgmma kernels off (read once per process). (They run on
 // compute capability 9.0 only: cuda::device_is_sm90, runtime.h.)
 bool wgmma_off_by_env();
-// VITRT_ATTN_SPLIT_TAIL (read once per process): "1" splits a last m-tile of <= 16 real rows of the
-// short and windowed Hopper kernels by keys (split_tail_combine); unset / other: by rows like the others
-// (one warp's softmax, three idle). Measured slower split, so off (2026-12-05, 03:33 session, call 2,
-// kernels alone: ViT-B/16's layer 0.159 against 0.156 ms, vit_b's windowed blocks 0.590 against 0.584,
-// vit_h's 0.957 against 0.944): the combine's barriers and the tile's full-width wgmmas cost what the
-// idle warps did (192 query rows take 0.141 ms: the tail tile is ~11% of the short kernel).
-inline bool split_tail_from_env() {
-  static const bool v = kernel_mode_from_env("VITRT_ATTN_SPLIT_TAIL") == KernelMode::On;
-  return v;
-}
 
 // The Hopper kernel for 14 x 14 windows (attention_wgmma_windowed.cu): windowed sequences (or dense
 // ones of a 14 x 14 grid) with rel-pos, head_dim 64 or 80, BF16.

@@ -18,9 +18,10 @@
 //    CTAs with no overlap inside each beat two with full overlap);
 //  - the first k16 step of each full chunk's Q K^T overwrites S (scale-d = 0): no seeding;
 //  - a warp whose 16 query rows are all past the sequence (the last m-tile of 197 rows: 3 of 4
-//    warps) skips its softmax and multiplies P = 0. (VITRT_ATTN_SPLIT_TAIL=1 splits such a tile by
-//    keys instead, each warp taking every fourth key chunk, combined in shared memory: measured
-//    slower, see attention_kernel.cuh.)
+//    warps) skips its softmax and multiplies P = 0. That tile costs ~11% of the kernel (192 query
+//    rows: 0.141 against 0.156 ms); splitting it by keys instead (every warp on its 5 rows against a
+//    quarter of the keys, combined in shared memory) measured 1-2% slower here and in the windowed
+//    kernels, and was taken out (BENCHMARKS.md, 2026-12-05 03:33 session, call 2).
 // Covered: dense sequences (no window, no q sharing), no rel-pos, nk in {192, 193..208, 256,
 // 257..272} (NF = 3 or 4, with or without the 16-key chunk), nq <= 1024; the dispatcher falls back
 // to the mma.sync kernel otherwise. VITRT_ATTN_WGMMA_SHORT=0 turns it off (A/B runs); =twop / =onep
@@ -146,23 +147,11 @@ __global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma
   }
   ptx::cp_async_commit();
 
-  // ---- The last m-tile, when its real rows fit one warp's 16 (197 = 3 x 64 + 5; 257 = 4 x 64 + 1):
-  // split by keys instead of rows with p.split_tail (VITRT_ATTN_SPLIT_TAIL=1; off by default). Every warp takes the same 16 query rows (the
-  // wgmma A fragments repeat them), and the chunks of keys are dealt out: warp w runs the softmax of
-  // chunks c = w (mod 4) only and multiplies P = 0 on the others, so its O, m and l are partial over
-  // its keys; the four are combined through shared memory at the end (flash-decoding's split, inside
-  // the warpgroup). Why: with the rows split, one warp ran every chunk's softmax of that tile while
-  // three idled, and the tile cost nearly as long as a full one (~1/4 of a 197-row CTA's life).
-  const int mtiles = (p.nq + 63) / 64;
-  // (One S and one P buffer only: with two, ptxas fenced the P registers of every wgmma for it, C7519.)
-  const bool split_tail = BUF == 0 && p.split_tail && p.nq - 64 * (mtiles - 1) <= 16;
-  auto is_split = [&](int mt) { return split_tail && mt == mtiles - 1; };
-
   // ---- Q fragments of m-tile mt (the m16n8k16 A layout of each warp's 16 rows); rows past nq read
   // row 0 (finite; their output is not written).
   unsigned qf[KS][4];
   auto load_q = [&](int mt) {
-    const int i0 = mt * 64 + (is_split(mt) ? 0 : warp * 16) + g, i1 = i0 + 8;
+    const int i0 = mt * 64 + warp * 16 + g, i1 = i0 + 8;
     load_a_fragments(qf, qb + (sa.qs0 + (i0 < p.nq ? i0 : 0)) * p.ldq + 2 * tq,
                      qb + (sa.qs0 + (i1 < p.nq ? i1 : 0)) * p.ldq + 2 * tq);
   };
@@ -181,9 +170,9 @@ __global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma
   const float sl2 = p.scale_log2;
   constexpr float kSlack = 8.f;
 
+  const int mtiles = (p.nq + 63) / 64;
   for (int mt = 0; mt < mtiles; ++mt) {
-    const bool split = is_split(mt);
-    const bool live = split || mt * 64 + warp * 16 < p.nq;
+    const bool live = mt * 64 + warp * 16 < p.nq;
     float o[HD / 2];
 #pragma unroll
     for (int i = 0; i < HD / 2; ++i) o[i] = 0.f;
@@ -243,7 +232,7 @@ __global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma
       }
       unsigned(*pc)[4] = full ? pa[c % PB] : pt;
       float al0 = 1.f, al1 = 1.f;
-      if (live && (!split || c % 4 == warp)) {
+      if (live) {
         float x0, x1, s0, s1;
         if constexpr (full) chunk_rowmax<8>(s, sl2, x0, x1);
         else chunk_rowmax<2>(s, sl2, x0, x1);
@@ -293,11 +282,6 @@ __global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma
 
     l0 = quad_sum(l0);
     l1 = quad_sum(l1);
-    if (split) {  // the split tile's combine through the K buffer: this was the CTA's last tile
-      split_tail_combine<HD>(reinterpret_cast<float*>(Ks), o, m0, m1, l0, l1, p.nq - mt * 64,
-                             [&](int r) { return ob + (sa.q0 + mt * 64 + r) * p.ldo; });
-      continue;
-    }
     // ---- epilogue: normalise, write the real rows (4-byte stores; a quad writes 16 contiguous bytes).
     const int i0 = mt * 64 + warp * 16 + g, i1 = i0 + 8;
     if (i0 < p.nq) {
@@ -353,7 +337,6 @@ ShortMode mode_from_env() {
   return v;
 }
 
-
 }  // namespace
 
 size_t wgmma_short_smem(const KParams& p, int optin_smem_limit) {
@@ -367,10 +350,8 @@ size_t wgmma_short_smem(const KParams& p, int optin_smem_limit) {
   return smem <= static_cast<size_t>(optin_smem_limit) ? smem : 0;
 }
 
-void wgmma_short_launch(const KParams& params, int blocks, cudaStream_t stream) {
+void wgmma_short_launch(const KParams& p, int blocks, cudaStream_t stream) {
   if (blocks <= 0) return;
-  KParams p = params;
-  p.split_tail = split_tail_from_env();
   if (p.hd == 64) {
     switch (mode_from_env()) {
       case ShortMode::TwoP: launch_hd<64, 2>(p, blocks, stream); break;

@@ -25,9 +25,10 @@
 // Window cells past the grid read the pad vectors (the qkv bias: what the reference's zero-padded
 // tokens give) as keys; as queries they are not computed at all (the reference crops their outputs):
 // the query rows are the window's real cells, row-major over its real width (WindowIo::cell), so
-// a right-edge or bottom-edge window of a 64 x 64 grid runs 2 m-tiles, not 4. (A persistent version, two warpgroups per CTA
-// with double-buffered K / V, measured slower: its warpgroups met at two barriers per window and
-// ran their phases in step; BENCHMARKS.md, call X.) ncu (call Z): latency-bound at two warps per
+// a right-edge or bottom-edge window of a 64 x 64 grid runs 2 m-tiles, not 4 (the kernels alone: 5%
+// faster; VITRT_ATTN_WIN_ROWS=full for A/B). (A persistent version, two warpgroups per CTA with
+// double-buffered K / V, measured slower: its warpgroups met at two barriers per window and ran
+// their phases in step; BENCHMARKS.md, call X.) ncu (call Z): latency-bound at two warps per
 // scheduler (198 registers, ~104 KB of shared memory per CTA).
 #include <cuda_bf16.h>
 
@@ -336,12 +337,6 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
   const int h = blockIdx.x % p.heads, s = blockIdx.x / p.heads;  // heads fastest: CTAs share qkv rows in L2
   const WindowIo<HD> io(p, s, h);
   const int nq_out = io.nq_out;
-  const int mtiles = (nq_out + 63) / 64;
-  // A last m-tile of <= 16 real rows (a full window's 196 = 3 x 64 + 4) split by keys (SPLIT form
-  // only): every warp takes those rows, warp 0 the softmax of key chunk 0, warp 1 of chunk 1 (warps 2
-  // and 3 none), combined at the end (split_tail_combine; the short kernel's split).
-  const bool split_tail = SPLIT && p.split_tail && nq_out - 64 * (mtiles - 1) <= 16;
-  auto is_split = [&](int mt) { return split_tail && mt == mtiles - 1; };
 
   // ---- Tables and K / V. Group 0: the tables and the first chunk's key rows; group 1 (SPLIT): the
   // rest, which the first m-tile only needs after its rel-pos product and first Q K^T are issued.
@@ -356,7 +351,7 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
   // ---- Q fragments of m-tile mt straight from global memory (the m16n8k16 A layout of each warp's
   // 16 rows).
   unsigned qf[KS][4];
-  auto load_q = [&](int mt) { io.load_q(qf, mt * 64 + (is_split(mt) ? 0 : warp * 16) + g, tq); };
+  auto load_q = [&](int mt) { io.load_q(qf, mt * 64 + warp * 16 + g, tq); };
   load_q(0);  // in flight while K / V land
 
   if constexpr (SPLIT) ptx::cp_async_wait<1>();
@@ -372,8 +367,8 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
   float* Gw = Gs + warp * 16 * GS;                               // this warp's G rows
   const float inv_scale = 1.f / p.scale, sl2 = p.scale_log2;
 
+  const int mtiles = (nq_out + 63) / 64;
   for (int mt = 0; mt < mtiles; ++mt) {
-    const bool split = is_split(mt);
     // ---- G = Q T^T (this m-tile's rel-pos terms), scattered to the warp's scratch.
     float ga[NT / 2];
     relpos_product(ga, qf, tdesc, tldesc, lo);
@@ -389,7 +384,7 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
     __syncwarp();
 
     // This thread's query rows (local g, g + 8 of the warp) and their cells.
-    const int i0 = mt * 64 + (split ? 0 : warp * 16) + g, i1 = i0 + 8;
+    const int i0 = mt * 64 + warp * 16 + g, i1 = i0 + 8;
     int iy0, ix0, iy1, ix1;
     io.cell(i0, iy0, ix0);
     io.cell(i1, iy1, ix1);
@@ -464,16 +459,13 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
       // A warp whose 16 rows are all past the window's real rows (warps 1-3 of the last m-tile: 196
       // rows make 3 m-tiles and 4 rows) skips its softmax and multiplies P = 0: 3 of the window's 16
       // warp-tiles of exps and sums.
-      // Split tail: warp 0 takes chunk 0, warp 1 chunk 1; a warp without chunk 0 starts from m = -inf
-      // (chunk 1's maximum then sets it), and one with neither keeps it (weight 0 in the combine).
-      const bool live = split || mt * 64 + warp * 16 < nq_out || p.win_dead_rows_softmax;
-      const bool own0 = live && (!split || warp == 0), own1 = live && (!split || warp == 1);
+      const bool live = mt * 64 + warp * 16 < nq_out || p.win_dead_rows_softmax;
       unsigned pa[CROWS][4], pb[CROWS][4];
-      if (own0) {
+      if (live) {
         chunk_max<CROWS>(sa, 0, bh0, bh1, sl2, m0, m1);
         chunk_exp<CROWS>(sa, 0, bh0, bh1, sl2, m0, m1, l0, l1, pa);
       } else {
-        m0 = m1 = split ? -INFINITY : 0.f;
+        m0 = m1 = 0.f;
         zero_p(pa);
       }
       // Keeps chunk 0's softmax before the wait (ptxas would otherwise hoist the wait above it).
@@ -490,22 +482,15 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
       wgmma::commit();
       // Chunk 1's softmax against the reference maximum m, which only moves when chunk 1's row
       // maximum exceeds it by more than 2^8 (p stays below 2^8; the global kernel's lazy rescaling).
-      float al0 = 1.f, al1 = 1.f;
-      if (own1) {
-        float x0, x1;
-        chunk_max<CROWS>(sb, CROWS, bh0, bh1, sl2, x0, x1);
-        constexpr float kSlack = 8.f;  // (-inf + kSlack = -inf: a split warp without chunk 0 takes x)
-        const float n0 = x0 > m0 + kSlack ? x0 : m0, n1 = x1 > m1 + kSlack ? x1 : m1;
-        al0 = ex2(m0 - n0);
-        al1 = ex2(m1 - n1);
-        l0 *= al0;
-        l1 *= al1;
-        chunk_exp<CROWS>(sb, CROWS, bh0, bh1, sl2, n0, n1, l0, l1, pb);
-        m0 = n0;
-        m1 = n1;
-      } else {
-        zero_p(pb);
-      }
+      float x0 = 0.f, x1 = 0.f;
+      if (live) chunk_max<CROWS>(sb, CROWS, bh0, bh1, sl2, x0, x1);
+      constexpr float kSlack = 8.f;
+      const float n0 = x0 > m0 + kSlack ? x0 : m0, n1 = x1 > m1 + kSlack ? x1 : m1;
+      float al0 = ex2(m0 - n0), al1 = ex2(m1 - n1);
+      l0 *= al0;
+      l1 *= al1;
+      if (live) chunk_exp<CROWS>(sb, CROWS, bh0, bh1, sl2, n0, n1, l0, l1, pb);
+      else zero_p(pb);
       wgmma::fence_operands(pb);
       pin(l0, l1, al0, al1);
       wgmma::wait<0>();  // chunk 0's P V
@@ -523,17 +508,6 @@ __global__ void __launch_bounds__(WinCfg<HD, SPLIT>::THREADS, 2) flash_wgmma_win
     }
     l0 = quad_sum(l0);
     l1 = quad_sum(l1);
-    if constexpr (SPLIT) {
-      if (split) {  // through the K buffer: this was the CTA's last tile
-        split_tail_combine<HD>(reinterpret_cast<float*>(Ks), o, m0, m1, l0, l1, nq_out - mt * 64, [&](int r) {
-          int ty, tx;
-          io.cell(mt * 64 + r, ty, tx);
-          const long long row = io.row(ty, tx);
-          return row < 0 ? static_cast<bf16*>(nullptr) : io.ob + row * p.ldo;
-        });
-        continue;
-      }
-    }
     io.store_rows(o, l0, l1, i0, i1, iy0, ix0, iy1, ix1, tq);  // normalised, the real rows only
   }
 #else
@@ -655,12 +629,6 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
   const int h = blockIdx.x % p.heads, s = blockIdx.x / p.heads;  // heads fastest: CTAs share qkv rows in L2
   const WindowIo<HD> io(p, s, h);
   const int nq_out = io.nq_out;
-  const int mtiles = (nq_out + 63) / 64;
-  // A last m-tile of <= 16 real rows (a full window's 196 = 3 x 64 + 4) split by keys: every warp
-  // takes those rows (the same G, the same terms), warp w the softmax of key chunk w only (P = 0 on
-  // the others), combined at the end (split_tail_combine; the short kernel's split).
-  const bool split_tail = p.split_tail && nq_out - 64 * (mtiles - 1) <= 16;
-  auto is_split = [&](int mt) { return split_tail && mt == mtiles - 1; };
 
   // ---- K / V of all 14 key rows and the tables, one group.
   io.issue_kv(0, WS, Ks, Vs, warp, lane, C::THREADS / 32);
@@ -668,7 +636,7 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
   ptx::cp_async_commit();
 
   unsigned qf[KS][4];
-  auto load_q = [&](int mt) { io.load_q(qf, mt * 64 + (is_split(mt) ? 0 : warp * 16) + g, tq); };
+  auto load_q = [&](int mt) { io.load_q(qf, mt * 64 + warp * 16 + g, tq); };
   load_q(0);  // in flight while K / V land
 
   ptx::cp_async_wait<0>();
@@ -682,9 +650,9 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
   float* Bw = Bs + warp * 16 * BS;                   // this warp's rows: rel_h[14] | rel_w[14]
   const float sl2 = p.scale_log2;
 
+  const int mtiles = (nq_out + 63) / 64;
   for (int mt = 0; mt < mtiles; ++mt) {
-    const bool split = is_split(mt);
-    const int i0 = mt * 64 + (split ? 0 : warp * 16) + g, i1 = i0 + 8;
+    const int i0 = mt * 64 + warp * 16 + g, i1 = i0 + 8;
     int iy0, ix0, iy1, ix1;
     io.cell(i0, iy0, ix0);
     io.cell(i1, iy1, ix1);
@@ -718,7 +686,7 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
     }
     const float* bh0 = Bw + g * BS;  // rel_h of key row kh: bh[kh]
     const float* bh1 = Bw + (g + 8) * BS;
-    const bool live = split || mt * 64 + warp * 16 < nq_out;
+    const bool live = mt * 64 + warp * 16 < nq_out;
 
     float o[HD / 2];
 #pragma unroll
@@ -769,7 +737,7 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
       }
       auto finish = [&](float* sv, unsigned(&pc)[R][4]) {
         float al0 = 1.f, al1 = 1.f;
-        if (live && (!split || c % 4 == warp)) {
+        if (live) {
           win_chunk_softmax<R>(sv, bh0 + 4 * c, bh1 + 4 * c, rw0, rw1, sl2, m0, m1, l0, l1, al0, al1, pc);
         } else {
 #pragma unroll
@@ -803,15 +771,6 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
 
     l0 = quad_sum(l0);
     l1 = quad_sum(l1);
-    if (split) {  // through the K buffer: this was the CTA's last tile
-      split_tail_combine<HD>(reinterpret_cast<float*>(Ks), o, m0, m1, l0, l1, nq_out - mt * 64, [&](int r) {
-        int ty, tx;
-        io.cell(mt * 64 + r, ty, tx);
-        const long long row = io.row(ty, tx);
-        return row < 0 ? static_cast<bf16*>(nullptr) : io.ob + row * p.ldo;
-      });
-      continue;
-    }
     io.store_rows(o, l0, l1, i0, i1, iy0, ix0, iy1, ix1, tq);  // normalised, the real rows only
   }
 #else
@@ -889,7 +848,6 @@ void wgmma_windowed_launch(const KParams& params, size_t smem, int blocks, cudaS
   if (blocks <= 0) return;
   KParams p = params;
   p.win_full_width_rows = full_width_rows_from_env();
-  p.split_tail = split_tail_from_env();
   if (chunked_for(p.hd)) {
     if (p.hd == 64) launch_chunk<64, 1>(p, smem, blocks, stream);
     else launch_chunk<80, 2>(p, smem, blocks, stream);
