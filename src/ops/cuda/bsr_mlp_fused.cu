@@ -23,8 +23,9 @@
 //    attention), then y_i += h_j W2[i, j]^T (A from registers, B from the ring). Each ring slot's wgmma group
 //    is retired after the next one is issued (as bsr_gemm_stream.cu); the GELU waits for every group (it
 //    reads h).
-// h is rounded to bf16 where the unfused path rounds fc1's output, so the two paths differ by
-// accumulation-order rounding only (2-4e-5 relative, BENCHMARKS.md).
+// h is rounded to bf16 where the unfused path rounds fc1's output, so with fp32 GELUs the two paths
+// differ by accumulation-order rounding only (2-4e-5 relative, BENCHMARKS.md); the streamed forms'
+// default bf16x2 GELUs (VITRT_BSR_MLP_GELU, below) add about a bf16 step per hidden value (1.2e-3).
 // Measured (BENCHMARKS.md, 2026-12-04 18:18 session): the resident form is latency-bound. The 192 KB of
 // resident x leave room for two consumer warpgroups only (ncu: 0.44 eligible warps per scheduler);
 // slower than the two linears for ViT-B at 90% (0.320 against 0.302 ms). The streamed form (MlpForm,
