@@ -94,7 +94,7 @@ constexpr size_t kAlignSlack = 1024;  // the x slabs start 1024-byte aligned (12
 //    block-row's MMAs, and the pipelined order's second h accumulator does not fit. Why: the
 //    three-warpgroup form is latency-bound (1.03 eligible warps per scheduler, ncu: BENCHMARKS.md,
 //    2026-12-04 20:22 session, call 2); a fourth warpgroup is a fourth chain of steps to hide it.
-//    Not measured yet: it stays behind its switch until a GPU run has timed it.
+//    Measured fastest of the streamed forms: the default (VITRT_BSR_MLP_WARPGROUPS, below).
 //  - streamed with split rings (SPLIT, VITRT_BSR_MLP_SPLIT=1, either warpgroup count): the x slabs in a ring
 //    of their own, next to a ring of 8 KB W slots, instead of one ring of [x slab][W block] slots. Why: an
 //    fc2 block (45% of ViT-B's blocks at 90%) leaves its slot's x part empty, so the shared ring holds ~3.3 x
@@ -103,7 +103,8 @@ constexpr size_t kAlignSlack = 1024;  // the x slabs start 1024-byte aligned (12
 //    90% needs a few hundred). More blocks in flight for the same bytes: the kernel is latency-bound (above).
 //    One producer thread per ring. And an fc1 block that reads the same slab as the fc1 block before it
 //    reuses the slot instead of loading it again (the schedule in BsrMlpOrder::XReuse, ~23% of the fc1 blocks
-//    of ViT-B at 90%: x slabs are three quarters of the bytes a tile streams). Not measured yet.
+//    of ViT-B at 90%: x slabs are three quarters of the bytes a tile streams). Measured slower
+//    (VITRT_BSR_MLP_SPLIT, below).
 template <bool STREAM, bool PIPE = false, int WG = (STREAM ? 3 : 2), bool SPLIT = false>
 struct MlpForm {
   static_assert(STREAM ? (WG == 3 || (WG == 4 && !PIPE)) : WG == 2 && !SPLIT, "the forms that exist");
