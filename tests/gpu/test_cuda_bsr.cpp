@@ -336,7 +336,8 @@ TEST_F(CudaBsr, PersistentVariantsRepeatAndDefaultIsSupported) {
 // (full rows longer than its W ring), K not a multiple of its 64-column x slabs (the TMA box reads
 // zeros past K), token counts around its 128-token tile (rows past M read as zeros), bias / GELU
 // on and off, and grids capped at 1 and 3 CTAs so that each CTA runs several tiles (each x slab is
-// refilled for the next tile while the current one is still computed). The output is poisoned
+// refilled for the next tile while the current one is still computed), even and odd block-row
+// counts (block 32 runs its rows in pairs where the count is even). The output is poisoned
 // first, so every element must be written. Also run through ops::linear_bsr by ctest
 // cuda_bsr_xres (VITRT_BSR_XRES=1). Skips off sm_90.
 TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
@@ -346,6 +347,7 @@ TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
     const std::vector<std::pair<std::string, BsrMatrix>> mats = {
         {"ragged", random_bsr(10 * b, 6 * b, b, Pattern::Ragged, DType::BF16, 81)},
         {"ragged wide", random_bsr(20 * b, kb * b, b, Pattern::Ragged, DType::BF16, 82)},
+        {"ragged, odd block-row count", random_bsr(7 * b, kb * b, b, Pattern::Ragged, DType::BF16, 89)},
         {"ragged, K not a multiple of 64", random_bsr(4 * b, 3 * b, b, Pattern::Ragged, DType::BF16, 88)},
         {"empty", random_bsr(3 * b, 2 * b, b, Pattern::Empty, DType::BF16, 83)},
         {"full", random_bsr(3 * b, kb * b, b, Pattern::Full, DType::BF16, 84)}};

@@ -17,8 +17,11 @@ The protocol, for one CTA and its tiles of 128 tokens (tc: the CTA's local tile 
   After the last tile, try_x(true).
 - Consumers: 8 warps, warp w on half h = w // 4. Per tile, block-row and stored block: wait wfull
   (the ring round's parity), wait xfull[h][slab] (parity tc & 1), the wgmma reads the W slot and
-  the x slab and retires, then the warp arrives on wempty[slot] and, if the block is flagged, on
-  xempty[h][slab]. An empty block-row touches no barrier (its epilogue writes act(bias)).
+  the x slab; once its wgmma has retired the warp arrives on wempty[slot] and, if the block is
+  flagged, on xempty[h][slab]. Block-rows go in groups of rg (the kernel's RG: pairs at block 32);
+  with pipe (the kernel's Pipe) a block retires only after the warp has issued the group's next
+  block (wgmma.wait_group 1), the group's last one before the epilogue; otherwise each block retires
+  before the next is issued. An empty block-row touches no barrier (its epilogue writes act(bias)).
 
 A hang or a wrong parity costs a GPU call, so the protocol is run here under random interleavings
 (a seeded RNG picks the next agent, with per-run speed weights), random copy latencies and random
@@ -60,9 +63,12 @@ def slab_flags(B, cols, first=False):
     return flag
 
 
-def run(B, S, K, rows, tiles, seed, skip_xfull_wait=False, release_at_first_use=False, skip_xempty_wait=False,
+def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, skip_xfull_wait=False, release_at_first_use=False, skip_xempty_wait=False,
         block_on_slot_with_x_pending=False, release_w_before_retire=False):
-    """One CTA of `tiles` tiles; rows: the block-rows' column lists in storage order."""
+    """One CTA of `tiles` tiles; rows: the block-rows' column lists in storage order. pipe: the
+    kernel's Pipe form (a block retired once the next block of its group is issued); rg: block-rows
+    per group (the kernel's RG: 2 at block 32 with an even row count)."""
+    assert rg == 1 or (B == 32 and len(rows) % 2 == 0)
     rng = random.Random(seed)
     cols = [c for row in rows for c in row]
     nnz, ns = len(cols), (K + 63) // 64
@@ -155,35 +161,55 @@ def run(B, S, K, rows, tiles, seed, skip_xfull_wait=False, release_at_first_use=
 
     def consumer(warp):
         h, n = warp // 4, 0
+
+        def retire(m, slot, slab, k):  # block m's wgmma group has retired: release its buffers
+            wread[slot] -= 1
+            xread[h][slab] -= 1
+            if not release_w_before_retire:
+                wempty[slot].arrive()
+            if k in flagged:
+                xempty[h][slab].arrive()
+            passed[warp] = m + 1
+
         for tc in range(tiles):
-            for r in range(len(rows)):
-                for k in range(rp[r], rp[r + 1]):
-                    slot, slab = n % S, slab_of[k]
-                    wf, wpar, xf = wfull[slot], (n // S) & 1, xfull[h][slab]
-                    yield lambda: wf.done(wpar)
-                    if not skip_xfull_wait:
-                        yield lambda: xf.done(tc & 1)
-                    if wbuf[slot] != ("w", tc, k):
-                        raise StaleRead(f"warp {warp} tile {tc} block {k}: W slot {slot} holds {wbuf[slot]}")
-                    if xbuf[h][slab] != ("x", tc, h, slab):
-                        raise StaleRead(f"warp {warp} tile {tc} block {k}: x slab {h},{slab} holds {xbuf[h][slab]}")
-                    if release_w_before_retire:
-                        wempty[slot].arrive()
-                    wread[slot] += 1
-                    xread[h][slab] += 1
-                    issued[warp] = n + 1
-                    # The wgmma in flight, until wgmma.wait_group 0; a warpgroup's wgmma runs once its 4
-                    # warps have issued it. Its operands count as read from this warp's issue on.
-                    yield lambda: min(issued[4 * h:4 * h + 4]) > n
-                    wread[slot] -= 1
-                    xread[h][slab] -= 1
-                    if not release_w_before_retire:
-                        wempty[slot].arrive()
-                    if k in flagged:
-                        xempty[h][slab].arrive()
-                    n += 1
-                    passed[warp] = n
-                yield None  # the block-row's epilogue (no barrier)
+            for r0 in range(0, len(rows), rg):
+                prev = None  # pipe: the block in flight (its counter, slot, slab, storage index)
+                for r in range(r0, min(r0 + rg, len(rows))):
+                    for k in range(rp[r], rp[r + 1]):
+                        slot, slab = n % S, slab_of[k]
+                        wf, wpar, xf = wfull[slot], (n // S) & 1, xfull[h][slab]
+                        yield lambda: wf.done(wpar)
+                        if not skip_xfull_wait:
+                            yield lambda: xf.done(tc & 1)
+                        if wbuf[slot] != ("w", tc, k):
+                            raise StaleRead(f"warp {warp} tile {tc} block {k}: W slot {slot} holds {wbuf[slot]}")
+                        if xbuf[h][slab] != ("x", tc, h, slab):
+                            raise StaleRead(f"warp {warp} tile {tc} block {k}: x slab {h},{slab} holds {xbuf[h][slab]}")
+                        if release_w_before_retire:
+                            wempty[slot].arrive()
+                        wread[slot] += 1
+                        xread[h][slab] += 1
+                        issued[warp] = n + 1
+                        # The wgmma in flight until a wgmma.wait_group retires it (wait_group 0 right
+                        # away; pipe: wait_group 1 once the next block is issued); a warpgroup's wgmma
+                        # runs once its 4 warps have issued it. Its operands count as read from this
+                        # warp's issue on.
+                        if pipe:
+                            if prev is not None:
+                                stats["block retired after the next was issued"] += 1
+                                m = prev[0]
+                                yield lambda m=m: min(issued[4 * h:4 * h + 4]) > m
+                                retire(*prev)
+                            prev = (n, slot, slab, k)
+                        else:
+                            yield lambda n=n: min(issued[4 * h:4 * h + 4]) > n
+                            retire(n, slot, slab, k)
+                        n += 1
+                if prev is not None:  # the group's last block, before the epilogue (wait_group 0)
+                    m = prev[0]
+                    yield lambda m=m: min(issued[4 * h:4 * h + 4]) > m
+                    retire(*prev)
+                yield None  # the group's epilogue (no barrier)
 
     def land(c):  # a copy landed
         _, buf, busy, i, tag, bar = c
@@ -208,7 +234,8 @@ def random_case(seed):
         rows = [[] for _ in rows]
     while sum(map(len, rows)) > 40:  # keeps a run short
         max(rows, key=len).pop()
-    return dict(B=B, S=S, K=K, rows=rows, tiles=rng.randint(1, 4), seed=seed)
+    rg = 2 if B == 32 and len(rows) % 2 == 0 and rng.random() < 0.7 else 1
+    return dict(B=B, S=S, K=K, rows=rows, tiles=rng.randint(1, 4), seed=seed, pipe=rng.random() < 0.7, rg=rg)
 
 
 def failures(count, stop_at=(), stats=None, **variant):
@@ -240,7 +267,8 @@ def test_kernel_protocol_has_no_deadlock_or_hazard():
     # The runs went through every path of the producer, and loads overlapped the previous tile.
     for path in ("x load from the tile start", "x load from the tile start (blocking)", "x load from the slot wait",
                  "x load from the end (blocking)", "x load while its half computes the previous tile",
-                 "producer blocked on xempty", "producer blocked on a slot", "producer polled"):
+                 "producer blocked on xempty", "producer blocked on a slot", "producer polled",
+                 "block retired after the next was issued"):
         assert stats[path] > 0, (path, stats)
 
 
@@ -254,10 +282,15 @@ def test_kernel_protocol_directed_cases():
         dict(B=32, S=8, K=96, rows=[[0, 1, 2], [2], [], [0]], tiles=3),  # K = 96: a half-used slab
         dict(B=64, S=3, K=768, rows=[[5]] * 9, tiles=4),  # every block reads one slab
         dict(B=32, S=3, K=512, rows=[[0, 15], [1, 14], [7], [0]], tiles=4),  # slab 0's last use at the end
+        dict(B=32, S=8, K=768, rows=[list(range(24)), list(range(24))], tiles=3),  # a pair of 6 ring rounds
+        dict(B=32, S=3, K=768, rows=[[], [23], [], []], tiles=4),  # pairs with empty rows
     ]
     for c in cases:
-        for seed in range(25):
-            run(**c, seed=seed)
+        rgs = (1, 2) if c["B"] == 32 and len(c["rows"]) % 2 == 0 else (1,)
+        for pipe in (False, True):
+            for rg in rgs:
+                for seed in range(25):
+                    run(**c, seed=seed, pipe=pipe, rg=rg)
 
 
 def test_consumer_skipping_the_xfull_wait_is_caught():

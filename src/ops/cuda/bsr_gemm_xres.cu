@@ -81,7 +81,8 @@ struct XresCfg {
   static constexpr int S = B == 64 ? 3 : 8;          // W ring slots
   static constexpr int kBlockBytes = B * B * 2;
   static constexpr int kChunks = B / 8;              // 16-byte chunks per W row
-  static constexpr int kStageBytes = bsr_wgmma::WarpTileStore<B>::kStageBytes;  // per warp
+  // Per warp: one output row group's staging (block 32 may run rows in pairs: 64 columns).
+  static constexpr int kStageBytes = bsr_wgmma::WarpTileStore<64>::kStageBytes;
   static constexpr int kAcc = B / 2;                 // fp32 accumulators per thread (m64 x B)
 };
 
@@ -118,7 +119,7 @@ struct XresArgs {
   int tiles;
 };
 
-template <int B, bool Gelu>
+template <int B, bool Gelu, bool Pipe, int RG>
 __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_constant__ XresArgs p) {
 #if VITRT_WGMMA_ENABLED
   using C = XresCfg<B>;
@@ -225,14 +226,18 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
   }
 
   // ---- consumer warpgroups: warpgroup h owns rows 64 h .. 64 h + 63 of each tile (x half h), warp
-  // w4 rows 16 w4 .. 16 w4 + 15 of those; a thread holds rows g and g + 8 of its warp's 16.
+  // w4 rows 16 w4 .. 16 w4 + 15 of those; a thread holds rows g and g + 8 of its warp's 16. The
+  // block-rows go in groups of RG (RG = 2 at block 32: the two rows' blocks issued back to back
+  // into two accumulator sets, one epilogue for their 64 adjacent columns).
+  constexpr int W = RG * B;  // output columns of a group
   const int h = warp / 4, w4 = warp % 4, g = lane / 4, t = lane % 4;
   unsigned char* st = stage + warp * C::kStageBytes;
   const uint64_t xdesc = wgmma::make_smem_desc_sw128(xs + h * ns * kSlabBytes, 1024);
   const uint64_t wdesc = wgmma::make_smem_desc(ws, 128, C::kChunks * 128);
   // Epilogue: lane writes chunk (lane % kChunks) of rows (lane / kChunks) + i * kRowsPerStore.
-  const bsr_wgmma::WarpTileStore<B> out(st, lane);
-  using Out = bsr_wgmma::WarpTileStore<B>;
+  using Out = bsr_wgmma::WarpTileStore<W>;
+  static_assert(Out::kStageBytes <= C::kStageBytes, "the staging buffer holds a group's rows");
+  const Out out(st, lane);
   constexpr int kRowsPerStore = Out::kRowsPerStore;
   const int st_row = out.row, st_chunk = lane % Out::kChunks;
   const unsigned char* st_load = out.load;
@@ -244,61 +249,102 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
     const bool full_tile = static_cast<int64_t>(tile + 1) * kTileM <= p.M;
     bf16* yrow = p.y + (row0 + st_row) * p.N + st_chunk * 8;
     const unsigned xparity = tc & 1;
-    // This thread's bias values (columns 8 j + 2 t, + 1) of block-row r, loaded one row ahead.
-    __nv_bfloat162 bias_next[B / 8];
+    // This thread's bias values (columns 8 j + 2 t, + 1) of the group's block-rows, loaded one
+    // group ahead.
+    __nv_bfloat162 bias_next[RG][B / 8];
     auto load_bias = [&](int r) {
 #pragma unroll
-      for (int j = 0; j < B / 8; ++j)
-        bias_next[j] = p.bias && r < p.block_rows
-                           ? *reinterpret_cast<const __nv_bfloat162*>(p.bias + static_cast<int64_t>(r) * B + 8 * j + 2 * t)
-                           : __floats2bfloat162_rn(0.f, 0.f);
+      for (int q = 0; q < RG; ++q)
+#pragma unroll
+        for (int j = 0; j < B / 8; ++j)
+          bias_next[q][j] = p.bias && r + q < p.block_rows
+                                ? *reinterpret_cast<const __nv_bfloat162*>(p.bias + static_cast<int64_t>(r + q) * B +
+                                                                           8 * j + 2 * t)
+                                : __floats2bfloat162_rn(0.f, 0.f);
     };
     load_bias(0);
-    for (int r = 0; r < p.block_rows; ++r) {
-      const int kb = rp_s[r], ke = rp_s[r + 1];
-      float acc[C::kAcc];
+    for (int r = 0; r < p.block_rows; r += RG) {
+      float acc[RG][C::kAcc];
 #pragma unroll
-      for (int j = 0; j < B / 8; ++j) {
-        const float2 b2 = __bfloat1622float2(bias_next[j]);
-        acc[4 * j] = acc[4 * j + 2] = b2.x;  // rows g and g + 8 start from the bias
-        acc[4 * j + 1] = acc[4 * j + 3] = b2.y;
-      }
-      load_bias(r + 1);
-      // The row's blocks, one commit group each and retired before the next. (Keeping MMAs in
-      // flight across this loop, or across the stores, makes ptxas serialise every wgmma: it takes
-      // values read from shared memory and the warp index for divergent (C7518; a __shfl_sync from
-      // lane 0 makes them uniform for it), and it cannot follow wait_group 1 across a row whose
-      // block count it does not know (C7514); a two-rows-in-flight form tried on 2026-12-03 did not
-      // get past that.)
-      for (int k = kb; k < ke; ++k) {
-        const int c = col_s[k];
-        const int col = c & ~kLastUse;
-        const int slab = col * B / kSlabCols;
-        mbar::wait(&wfull[slot], round);
-        mbar::wait(&xfull[h * kMaxSlabs + slab], xparity);
-        wgmma::fence_operands(acc);
-        wgmma::fence();
-        const uint64_t da = xdesc + ((slab * kSlabBytes + (col * B % kSlabCols) * 2) >> 4);
-        const uint64_t db = wdesc + ((slot * C::kBlockBytes) >> 4);
+      for (int q = 0; q < RG; ++q)
 #pragma unroll
-        for (int kk = 0; kk < B / 16; ++kk) bsr_wgmma::block_k16<B>(acc, da + 2 * kk, db + 16 * kk);
-        wgmma::commit();
-        wgmma::wait<0>();
-        wgmma::fence_operands(acc);
-        if (lane == 0) {
-          mbar::arrive(&wempty[slot]);
-          if (c & kLastUse) mbar::arrive(&xempty[h * kMaxSlabs + slab]);
+        for (int j = 0; j < B / 8; ++j) {
+          const float2 b2 = __bfloat1622float2(bias_next[q][j]);
+          acc[q][4 * j] = acc[q][4 * j + 2] = b2.x;  // rows g and g + 8 start from the bias
+          acc[q][4 * j + 1] = acc[q][4 * j + 3] = b2.y;
         }
-        if (++slot == S) slot = 0, round ^= 1;
+      load_bias(r + RG);
+      // The group's blocks, one commit group each. Pipe: a block's group is retired (its W slot
+      // and, at its last use, its x slab released) only once the next block of the group is
+      // issued, so the tensor cores have the next block queued (bsr_gemm_stream.cu's order); the
+      // group's last block is retired before the epilogue. Otherwise each block is retired before
+      // the next. (Keeping MMAs in flight across groups, or across the stores, makes ptxas
+      // serialise every wgmma: it takes values read from shared memory and the warp index for
+      // divergent (C7518; a __shfl_sync from lane 0 makes them uniform for it), and it cannot
+      // follow wait_group 1 across a row whose block count it does not know (C7514); a
+      // two-rows-in-flight form tried on 2026-12-03 did not get past that.)
+      int prev_slot = -1, prev_release = -1;  // the block in flight: its W slot; its x slab or -1
+      // (Pipe: every accumulator set fenced once, before the group's first wgmma: an operand fence
+      // of the second set while the first set's wgmma runs makes ptxas serialise them, C7515.)
+      if constexpr (Pipe) {
+#pragma unroll
+        for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
+      }
+#pragma unroll
+      for (int q = 0; q < RG; ++q) {
+        const int kb = rp_s[r + q], ke = rp_s[r + q + 1];
+        for (int k = kb; k < ke; ++k) {
+          const int c = col_s[k];
+          const int col = c & ~kLastUse;
+          const int slab = col * B / kSlabCols;
+          mbar::wait(&wfull[slot], round);
+          mbar::wait(&xfull[h * kMaxSlabs + slab], xparity);
+          if constexpr (!Pipe) wgmma::fence_operands(acc[q]);
+          wgmma::fence();
+          const uint64_t da = xdesc + ((slab * kSlabBytes + (col * B % kSlabCols) * 2) >> 4);
+          const uint64_t db = wdesc + ((slot * C::kBlockBytes) >> 4);
+#pragma unroll
+          for (int kk = 0; kk < B / 16; ++kk) bsr_wgmma::block_k16<B>(acc[q], da + 2 * kk, db + 16 * kk);
+          wgmma::commit();
+          if constexpr (Pipe) {
+            if (prev_slot >= 0) {  // the block before this one has retired
+              wgmma::wait<1>();
+              if (lane == 0) {
+                mbar::arrive(&wempty[prev_slot]);
+                if (prev_release >= 0) mbar::arrive(&xempty[h * kMaxSlabs + prev_release]);
+              }
+            }
+            prev_slot = slot, prev_release = (c & kLastUse) ? slab : -1;
+          } else {
+            wgmma::wait<0>();
+            wgmma::fence_operands(acc[q]);
+            if (lane == 0) {
+              mbar::arrive(&wempty[slot]);
+              if (c & kLastUse) mbar::arrive(&xempty[h * kMaxSlabs + slab]);
+            }
+          }
+          if (++slot == S) slot = 0, round ^= 1;
+        }
+      }
+      if constexpr (Pipe) {
+        wgmma::wait<0>();
+#pragma unroll
+        for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
+        if (prev_slot >= 0 && lane == 0) {
+          mbar::arrive(&wempty[prev_slot]);
+          if (prev_release >= 0) mbar::arrive(&xempty[h * kMaxSlabs + prev_release]);
+        }
       }
       // Epilogue: rows g (pass 0) and g + 8 (pass 1) -> staging (stmatrix) -> whole-line stores.
       bf16* yr = yrow + static_cast<int64_t>(r) * B;
 #pragma unroll
       for (int pass = 0; pass < 2; ++pass) {
-        unsigned v[B / 8];
+        unsigned v[W / 8];
 #pragma unroll
-        for (int j = 0; j < B / 8; ++j) {
-          float v0 = acc[4 * j + 2 * pass], v1 = acc[4 * j + 2 * pass + 1];
+        for (int j = 0; j < W / 8; ++j) {
+          const float* a = acc[j / (B / 8)];
+          const int jj = j % (B / 8);
+          float v0 = a[4 * jj + 2 * pass], v1 = a[4 * jj + 2 * pass + 1];
           if constexpr (Gelu) v0 = dev::gelu_tanh_approx(v0), v1 = dev::gelu_tanh_approx(v1);
           v[j] = bsr_wgmma::pack_bf16x2(v0, v1);
         }
@@ -317,9 +363,32 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
 #endif
 }
 
+// VITRT_BSR_XRES_PIPE: "0" retires each block's wgmmas before the next block is issued (the form
+// measured until 2026-12-05); otherwise one block stays in flight within a block-row (Pipe).
+bool xres_pipe() {
+  static const bool v = kernel_mode_from_env("VITRT_BSR_XRES_PIPE") != KernelMode::Off;
+  return v;
+}
+
+// VITRT_BSR_XRES_PAIRS: "0" runs block 32's block-rows one at a time; otherwise in pairs (RG = 2)
+// where the block-row count is even.
+bool xres_pairs() {
+  static const bool v = kernel_mode_from_env("VITRT_BSR_XRES_PAIRS") != KernelMode::Off;
+  return v;
+}
+
+template <int B, bool Gelu, int RG>
+void launch_xres_rg(const XresArgs& a, int grid, size_t smem) {
+  if (xres_pipe()) bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, true, RG>>(a, grid, kThreads, smem, kMaxSmem);
+  else bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, false, RG>>(a, grid, kThreads, smem, kMaxSmem);
+}
+
 template <int B, bool Gelu>
 void launch_xres(const XresArgs& a, int grid, size_t smem) {
-  bsr_wgmma::launch<bsr_xres_kernel<B, Gelu>>(a, grid, kThreads, smem, kMaxSmem);
+  if constexpr (B == 32) {
+    if (xres_pairs() && a.block_rows % 2 == 0) return launch_xres_rg<B, Gelu, 2>(a, grid, smem);
+  }
+  launch_xres_rg<B, Gelu, 1>(a, grid, smem);
 }
 
 // VITRT_BSR_XRES: "0" off, "1" wherever supported; unset / other ("auto"): block 64 where there
