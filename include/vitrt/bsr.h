@@ -24,7 +24,7 @@ struct BsrCudaArrays {
   // I32 [rows / block]: the block-rows by decreasing stored-block count (ties: lower index first),
   // the order in which the kernel schedules them so the longest start first.
   Tensor row_order;
-  // BF16 uploads with block 32 / 64 only: `values` with each block in wgmma's core-matrix order
+  // BF16 uploads only: `values` with each block in wgmma's core-matrix order
   // (bsr_core_matrix_order), so that the Hopper kernel loads a block with one bulk copy.
   Tensor values_core_matrix;
 };

@@ -196,7 +196,7 @@ BsrMatrix bsr_to_cuda(const BsrMatrix& m, DType values_dtype) {
   out.cuda.col_idx = m.col_idx.to(Device::CUDA);
   out.cuda.values = values.to(Device::CUDA);
   out.cuda.row_order = order_host.to(Device::CUDA);
-  if (values_dtype == DType::BF16 && (m.block == 32 || m.block == 64) && m.nnz_blocks() > 0)
+  if (values_dtype == DType::BF16 && m.nnz_blocks() > 0)  // (blocks 16 / 32 / 64: bsr_gemm_xres.cu reads each)
     out.cuda.values_core_matrix = bsr_core_matrix_order(values, m.block).to(Device::CUDA);
   return out;
 }

@@ -337,12 +337,13 @@ TEST_F(CudaBsr, PersistentVariantsRepeatAndDefaultIsSupported) {
 // zeros past K), token counts around its 128-token tile (rows past M read as zeros), bias / GELU
 // on and off, and grids capped at 1 and 3 CTAs so that each CTA runs several tiles (each x slab is
 // refilled for the next tile while the current one is still computed), even and odd block-row
-// counts (block 32 runs its rows in pairs where the count is even). The output is poisoned
+// counts (blocks 32 and 16 run their rows in groups of 64 columns where the count allows), every
+// block size. The output is poisoned
 // first, so every element must be written. Also run through ops::linear_bsr by ctest
 // cuda_bsr_xres (VITRT_BSR_XRES=1). Skips off sm_90.
 TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
 #ifdef VITRT_HAVE_CUDA
-  for (int b : {32, 64}) {
+  for (int b : {16, 32, 64}) {
     const int64_t kb = 768 / b;  // K = 768, the kernel's limit
     const std::vector<std::pair<std::string, BsrMatrix>> mats = {
         {"ragged", random_bsr(10 * b, 6 * b, b, Pattern::Ragged, DType::BF16, 81)},

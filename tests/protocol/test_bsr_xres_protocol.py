@@ -68,7 +68,7 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, skip_xfull_wait=False, rele
     """One CTA of `tiles` tiles; rows: the block-rows' column lists in storage order. pipe: the
     kernel's Pipe form (a block retired once the next block of its group is issued); rg: block-rows
     per group (the kernel's RG: 2 at block 32 with an even row count)."""
-    assert rg == 1 or (B == 32 and len(rows) % 2 == 0)
+    assert rg == 1 or (rg == 64 // B and len(rows) % rg == 0)
     rng = random.Random(seed)
     cols = [c for row in rows for c in row]
     nnz, ns = len(cols), (K + 63) // 64
@@ -223,7 +223,7 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, skip_xfull_wait=False, rele
 
 def random_case(seed):
     rng = random.Random(1000 + seed)
-    B, S = rng.choice((32, 64)), rng.choice((3, 8))  # the kernel: S = 3 at B = 64, 8 at B = 32
+    B, S = rng.choice((16, 32, 64)), rng.choice((3, 8, 16))  # the kernel: S = 3 / 8 / 16 at B = 64 / 32 / 16
     K = B * rng.randint(1, 768 // B)
     pool = rng.sample(range(K // B), rng.randint(1, K // B))  # the columns in use (some slabs unused)
     rows = []
@@ -234,7 +234,8 @@ def random_case(seed):
         rows = [[] for _ in rows]
     while sum(map(len, rows)) > 40:  # keeps a run short
         max(rows, key=len).pop()
-    rg = 2 if B == 32 and len(rows) % 2 == 0 and rng.random() < 0.7 else 1
+    group = 64 // B  # the kernel's RG where the row count allows
+    rg = group if len(rows) % group == 0 and rng.random() < 0.7 else 1
     return dict(B=B, S=S, K=K, rows=rows, tiles=rng.randint(1, 4), seed=seed, pipe=rng.random() < 0.7, rg=rg)
 
 
@@ -256,8 +257,11 @@ def test_random_cases_cover_the_edge_cases():
         seen[f"B={c['B']}"] += 1
         seen[f"tiles={c['tiles']}"] += 1
         seen["K=768"] += c["K"] == 768
+        seen[f"rg={c['rg']}"] += 1
+        seen[f"pipe={c['pipe']}"] += 1
     for key in ("nnz=0", "empty row", "row longer than S=3", "row longer than S=8", "unused slab", "slab read twice",
-                "B=32", "B=64", "tiles=1", "tiles=4", "K=768"):
+                "B=16", "B=32", "B=64", "tiles=1", "tiles=4", "K=768", "rg=1", "rg=2", "rg=4", "pipe=True",
+                "pipe=False"):
         assert seen[key] >= 3, (key, seen)
 
 
@@ -284,9 +288,12 @@ def test_kernel_protocol_directed_cases():
         dict(B=32, S=3, K=512, rows=[[0, 15], [1, 14], [7], [0]], tiles=4),  # slab 0's last use at the end
         dict(B=32, S=8, K=768, rows=[list(range(24)), list(range(24))], tiles=3),  # a pair of 6 ring rounds
         dict(B=32, S=3, K=768, rows=[[], [23], [], []], tiles=4),  # pairs with empty rows
+        dict(B=16, S=16, K=768, rows=[[0, 47], [5], [], [20, 21, 22]] * 2, tiles=3),  # groups of 4 rows
+        dict(B=16, S=16, K=48, rows=[[0, 1, 2]] * 4, tiles=4),  # K = 48: one slab, three blocks in it
     ]
     for c in cases:
-        rgs = (1, 2) if c["B"] == 32 and len(c["rows"]) % 2 == 0 else (1,)
+        group = 64 // c["B"]
+        rgs = (1, group) if group > 1 and len(c["rows"]) % group == 0 else (1,)
         for pipe in (False, True):
             for rg in rgs:
                 for seed in range(25):

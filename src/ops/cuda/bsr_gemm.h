@@ -112,8 +112,8 @@ void bsr_linear_bf16(const void* x, int64_t M, const BsrDeviceView& w, const voi
 // them (one producer thread, bulk copies of `values_core_matrix`; two consumer warpgroups, wgmma):
 // x is read once and y written in whole lines, which is what the 768 -> 3072 MLP layer at high
 // sparsity is bound by.
-// bsr_xres_supported: sm_90, block 32 or 64, K <= 768, bf16 output, no residual, and the view has
-// `values_core_matrix` (bsr_to_cuda makes it for bf16 blocks of 32 / 64) or no blocks.
+// bsr_xres_supported: sm_90, block 16, 32 or 64, K <= 768, bf16 output, no residual, and the view
+// has `values_core_matrix` (bsr_to_cuda makes it for bf16 values) or no blocks.
 // bsr_xres_selected: whether bsr_linear_bf16 (without an explicit config or VITRT_BSR_TC_CONFIG)
 // takes it: by default (VITRT_BSR_XRES unset or "auto") for block 64 when supported and there are
 // at least as many 128-token tiles as SMs (measured faster than the mma.sync kernel there, see

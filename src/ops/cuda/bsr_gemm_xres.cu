@@ -33,8 +33,16 @@
 // Tried and taken out (measured 2026-12-03, BENCHMARKS.md): 64-token tiles that both warpgroups
 // share, on alternate block-rows, with a 14-slot W ring (0.165 ms); W blocks as wgmma's A operand,
 // loaded into registers by every thread, computing y^T (0.20 ms: the loads' L2 latency exposed).
+// Prepared on 2026-12-05 without a GPU (written, compiled without wgmma serialisation or spills,
+// barrier protocol modelled; not run yet): a group's next block issued before the current one
+// retires (Pipe, VITRT_BSR_XRES_PIPE=1; at 80% sparsity a block-row has ~2.4 blocks, each retired
+// alone today); blocks 32 and 16 in groups of 2 / 4 block-rows, so that they issue a group's blocks
+// back to back and store 64-column tiles as block 64 does (VITRT_BSR_XRES_GROUP), and block 16 at
+// all (m64n16k16, a 16-slot ring of 512-byte blocks): the fc1 shape's block-32 and block-16 targets
+// (1.27x at 0.9 for block 32, break-even above 0.95 for block 16, both on other kernels) are what
+// they aim at.
 // Status: the default for block 64 given one 128-token tile per SM at least (VITRT_BSR_XRES, below).
-// Scope: bf16 in and out, block 32 or 64, K <= 768, no residual (the 768 -> 3072 layer's epilogue
+// Scope: bf16 in and out, block 16, 32 or 64, K <= 768, no residual (the 768 -> 3072 layer's epilogue
 // is bias + GELU), the view's core-matrix copy present; everything else runs bsr_gemm.cu's
 // kernel. The GELU is the tanh form with the hardware tanh, as bsr_gemm.cu's bf16-output path, so
 // both kernels give the same model.
@@ -78,16 +86,16 @@ constexpr uint8_t kLastUse = 0x80;       // col_idx table flag: the last block o
 
 template <int B>
 struct XresCfg {
-  static constexpr int S = B == 64 ? 3 : 8;          // W ring slots
+  static constexpr int S = B == 64 ? 3 : B == 32 ? 8 : 16;  // W ring slots (24 / 16 / 8 KB)
   static constexpr int kBlockBytes = B * B * 2;
   static constexpr int kChunks = B / 8;              // 16-byte chunks per W row
-  // Per warp: one output row group's staging (block 32 may run rows in pairs: 64 columns).
+  // Per warp: one output row group's staging (blocks 16 / 32 may run 4 / 2 rows: 64 columns).
   static constexpr int kStageBytes = bsr_wgmma::WarpTileStore<64>::kStageBytes;
   static constexpr int kAcc = B / 2;                 // fp32 accumulators per thread (m64 x B)
 };
 
 // The matrix's structure is copied into shared memory at the start (row_ptr as int, col_idx as
-// bytes: K / B <= 24, plus the kLastUse flag), so that no global load sits on a block-row's critical
+// bytes: K / B <= 48, plus the kLastUse flag), so that no global load sits on a block-row's critical
 // path. The col_idx table holds the view's nnz, or every block when that is unknown.
 size_t xres_row_ptr_bytes(int64_t block_rows) { return (static_cast<size_t>(block_rows + 1) * 4 + 15) / 16 * 16; }
 int64_t xres_col_capacity(const BsrDeviceView& w) { return w.nnz >= 0 ? w.nnz : (w.rows / w.block) * (w.cols / w.block); }
@@ -363,17 +371,22 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
 #endif
 }
 
-// VITRT_BSR_XRES_PIPE: "0" retires each block's wgmmas before the next block is issued (the form
-// measured until 2026-12-05); otherwise one block stays in flight within a block-row (Pipe).
+// VITRT_BSR_XRES_PIPE: "1" keeps one block in flight within a row group (Pipe); otherwise each
+// block's wgmmas retire before the next block is issued (the measured form). Pipe is written and
+// compiled (no wgmma serialisation) and its barrier protocol modelled, but it has not run on a GPU
+// yet (2026-12-05: no device lent): opt-in until measured.
 bool xres_pipe() {
-  static const bool v = kernel_mode_from_env("VITRT_BSR_XRES_PIPE") != KernelMode::Off;
+  static const bool v = kernel_mode_from_env("VITRT_BSR_XRES_PIPE") == KernelMode::On;
   return v;
 }
 
-// VITRT_BSR_XRES_PAIRS: "0" runs block 32's block-rows one at a time; otherwise in pairs (RG = 2)
-// where the block-row count is even.
-bool xres_pairs() {
-  static const bool v = kernel_mode_from_env("VITRT_BSR_XRES_PAIRS") != KernelMode::Off;
+// VITRT_BSR_XRES_GROUP: "0" runs the block-rows one at a time; otherwise blocks 32 and 16 run them
+// in groups of 64 columns (RG = 2 / 4) where the block-row count allows: one epilogue per group,
+// block 64's store pattern, and the group's blocks issued back to back. (Blocks 32 and 16 take this
+// kernel only when asked for, VITRT_BSR_XRES=1 or a direct call: block 32's ungrouped form measured
+// no faster than bsr_gemm.cu's. Block 16 and the grouped forms have not run on a GPU yet.)
+bool xres_group() {
+  static const bool v = kernel_mode_from_env("VITRT_BSR_XRES_GROUP") != KernelMode::Off;
   return v;
 }
 
@@ -385,8 +398,9 @@ void launch_xres_rg(const XresArgs& a, int grid, size_t smem) {
 
 template <int B, bool Gelu>
 void launch_xres(const XresArgs& a, int grid, size_t smem) {
-  if constexpr (B == 32) {
-    if (xres_pairs() && a.block_rows % 2 == 0) return launch_xres_rg<B, Gelu, 2>(a, grid, smem);
+  constexpr int kGroup = 64 / B;  // rows of a 64-column group
+  if constexpr (kGroup > 1) {
+    if (xres_group() && a.block_rows % kGroup == 0) return launch_xres_rg<B, Gelu, kGroup>(a, grid, smem);
   }
   launch_xres_rg<B, Gelu, 1>(a, grid, smem);
 }
@@ -402,12 +416,16 @@ KernelMode xres_mode() {
 // Shared memory for w (its tables sized for every block stored when nnz is unknown), or 0 when the
 // kernel does not cover it.
 size_t xres_smem_for(const BsrDeviceView& w) {
-  if ((w.block != 32 && w.block != 64) || w.cols > kMaxK || w.cols % 32 != 0 || w.rows % w.block != 0) return 0;
+  if ((w.block != 16 && w.block != 32 && w.block != 64) || w.cols > kMaxK || w.cols % w.block != 0 ||
+      w.rows % w.block != 0)
+    return 0;
   if (!w.values_core_matrix && w.nnz != 0) return 0;  // the blocks go by bulk copies of that copy
   const int64_t block_rows = w.rows / w.block;
   if (block_rows >= (int64_t{1} << 20)) return 0;
   const size_t tables = xres_table_bytes(w);
-  const size_t bytes = w.block == 64 ? xres_smem_bytes<64>(w.cols, tables) : xres_smem_bytes<32>(w.cols, tables);
+  const size_t bytes = w.block == 64   ? xres_smem_bytes<64>(w.cols, tables)
+                       : w.block == 32 ? xres_smem_bytes<32>(w.cols, tables)
+                                       : xres_smem_bytes<16>(w.cols, tables);
   return bytes <= kMaxSmem ? bytes : 0;
 }
 
@@ -429,7 +447,7 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   constexpr const char* kOp = "cuda bsr_linear_bf16 (x-resident)";
   check_bsr_linear_args(kOp, x, M, w, nullptr, y);
   VITRT_CHECK(bsr_xres_supported(w, nullptr, DType::BF16), InvalidArgument, kOp,
-              ": needs sm_90, block 32 or 64, K <= ", kMaxK, " and the core-matrix copy of the blocks (block ", w.block,
+              ": needs sm_90, block 16, 32 or 64, K <= ", kMaxK, " and the core-matrix copy of the blocks (block ", w.block,
               ", K ", w.cols, ")");
   const int64_t tiles = (M + kTileM - 1) / kTileM;
   if (tiles == 0) return;
@@ -454,7 +472,8 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
   const size_t smem = xres_smem_for(w);
   if (w.block == 64) gelu ? launch_xres<64, true>(a, grid, smem) : launch_xres<64, false>(a, grid, smem);
-  else gelu ? launch_xres<32, true>(a, grid, smem) : launch_xres<32, false>(a, grid, smem);
+  else if (w.block == 32) gelu ? launch_xres<32, true>(a, grid, smem) : launch_xres<32, false>(a, grid, smem);
+  else gelu ? launch_xres<16, true>(a, grid, smem) : launch_xres<16, false>(a, grid, smem);
 }
 
 }  // namespace vitrt::cuda

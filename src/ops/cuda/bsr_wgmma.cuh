@@ -19,7 +19,8 @@ namespace vitrt::cuda::bsr_wgmma {
 template <int B>
 __device__ __forceinline__ void block_k16(float (&acc)[B / 2], uint64_t da, uint64_t db) {
   if constexpr (B == 64) wgmma::wgmma_m64n64k16_ss(acc, da, db);
-  else wgmma::wgmma_m64n32k16_ss(acc, da, db);
+  else if constexpr (B == 32) wgmma::wgmma_m64n32k16_ss(acc, da, db);
+  else wgmma::wgmma_m64n16k16_ss(acc, da, db);
 }
 __device__ __forceinline__ unsigned pack_bf16x2(float a, float b) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
