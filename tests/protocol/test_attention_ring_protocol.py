@@ -32,8 +32,13 @@ from mbarrier_model import Bar, Deadlock, Hazard, StaleRead, check_refill, inter
 
 
 def run(nkt, S, P, cwg, live_wgs, seed, skipdead=True, empty_counts_all=False, dead_arrive_without_wait=False,
-        release_before_retire=False):
-    """One CTA: cwg consumer warpgroups, of which the first live_wgs hold real query rows."""
+        release_before_retire=False, p2=False, p2_release_previous=False):
+    """One CTA: cwg consumer warpgroups, of which the first live_wgs hold real query rows. p2: the
+    kernel's P2 form (nkt even, no SKIPDEAD): tile kt - 2's slot is released in iteration kt, right
+    after the wgmmas are issued (P V of kt - 2 retired at the end of iteration kt - 1), and the last
+    two tiles' slots after the loop. p2_release_previous (unsafe): tile kt - 1's slot instead, whose
+    P V has just been issued."""
+    assert not p2 or (nkt % 2 == 0 and not skipdead)
     rng = random.Random(seed)
     warps = 4 * cwg
     live = 4 * live_wgs if skipdead else warps
@@ -77,13 +82,22 @@ def run(nkt, S, P, cwg, live_wgs, seed, skipdead=True, empty_counts_all=False, d
             issued[w] = kt + 1  # Q K^T of kt and P V of kt - 1
             if kt > 0 and release_before_retire:  # (unsafe) while its P V may still read the slot
                 empty[(kt - 1) % S].arrive()
+            if p2 and p2_release_previous and kt >= 1:  # (unsafe) P V of kt - 1 was just issued
+                empty[(kt - 1) % S].arrive()
+            elif p2 and kt >= 2:  # P V of kt - 2 retired at the end of the previous iteration
+                empty[(kt - 2) % S].arrive()
+                stats["p2 release"] += 1
             yield lambda kt=kt: min(issued[4 * g:4 * g + 4]) > kt  # the warpgroup's wgmmas ran
             if kt > 0:  # P V of kt - 1 retired: the slot is no longer read; release it
                 reading[(kt - 1) % S] -= 1
-                if not release_before_retire:
+                if not release_before_retire and not p2:
                     empty[(kt - 1) % S].arrive()
             yield None  # softmax
-        reading[(nkt - 1) % S] -= 1  # the last P V retired (no release)
+        reading[(nkt - 1) % S] -= 1  # the last P V retired (no release, except in the P2 form)
+        if p2:
+            if not p2_release_previous:
+                empty[(nkt - 2) % S].arrive()
+            empty[(nkt - 1) % S].arrive()
         epilogue[0] += 1
         yield lambda: epilogue[0] == live  # bar.sync 1, 32 * live_warps
         stats["epilogue"] += 1
@@ -159,6 +173,45 @@ def test_empty_counting_every_warp_deadlocks_once_the_ring_wraps():
 def test_dead_warps_arriving_without_waiting_are_caught():
     bad, _ = failures(300, empty_counts_all=True, dead_arrive_without_wait=True)
     assert bad["Overwrite"] + bad["StaleRead"] > 0, bad
+
+
+def p2_failures(count, **variant):
+    bad, stats = collections.Counter(), collections.Counter()
+    for seed in range(count):
+        c = random_case(seed)
+        c["nkt"] += c["nkt"] % 2  # the P2 form needs an even tile count
+        c["S"] = 4  # ... and 4 slots (test_p2_with_three_slots_deadlocks)
+        try:
+            stats.update(run(**c, skipdead=False, p2=True, **variant))
+        except Hazard as e:
+            bad[type(e).__name__] += 1
+    return bad, stats
+
+
+def test_p2_ring_has_no_deadlock_or_hazard():
+    bad, stats = p2_failures(400)
+    assert bad == {}, bad
+    assert stats["p2 release"] > 0 and stats["producer waited for a slot"] > 0, stats
+    for seed in range(10):  # vit_b / vit_h's 64 key tiles
+        run(nkt=64, S=4, P=4, cwg=3, live_wgs=3, seed=seed, skipdead=False, p2=True)
+        run(nkt=64, S=4, P=4, cwg=2, live_wgs=2, seed=seed, skipdead=False, p2=True)
+
+
+def test_p2_with_three_slots_deadlocks():
+    # Why the P2 form needs four slots: a producer publishes tile kt - 1 only after issuing tile kt,
+    # which needs tile kt - S released; with the release two tiles behind, the consumers hold tiles
+    # kt - 3 .. kt - 1 while they wait for tile kt - 1.
+    for seed in range(10):
+        try:
+            run(nkt=16, S=3, P=1, cwg=3, live_wgs=3, seed=seed, skipdead=False, p2=True)
+        except Deadlock:
+            continue
+        raise AssertionError("not caught")
+
+
+def test_p2_releasing_the_tile_just_issued_is_caught():
+    bad, _ = p2_failures(300, p2_release_previous=True)
+    assert bad["Overwrite"] > 0, bad
 
 
 def test_release_before_retire_is_caught():

@@ -70,9 +70,12 @@ using ptx::setmaxnreg_inc;
 // (a run-time branch changed ptxas's schedule of the key loop).
 // EMU: of a 64-key row's 8 n8 score tiles, how many take their exps on the FMA pipe (ex2_fma) instead
 // of the MUFU, spread evenly over the row (0: none, the default).
-template <int HD_, int BN_, bool LOCK_ = false, int CWG_ = 2, bool SKIPDEAD_ = false, int EMU_ = 0>
+// P2: P double-buffered (see the key loop): the softmax of tile kt writes its P into the buffer that
+// P V of tile kt - 1 does not read.
+template <int HD_, int BN_, bool LOCK_ = false, int CWG_ = 2, bool SKIPDEAD_ = false, int EMU_ = 0, bool P2_ = false>
 struct WgCfg {
   static constexpr int HD = HD_;
+  static constexpr bool P2 = P2_;
   static constexpr bool LOCK = LOCK_;
   static constexpr int CWG = CWG_;
   static constexpr bool SKIPDEAD = SKIPDEAD_;
@@ -89,8 +92,9 @@ struct WgCfg {
   // .dec, so a total above that would hang the consumers for ever.
   // (setmaxnreg is per warpgroup, so the producers are a whole warpgroup: with three consumer
   // warpgroups the launch has 512 threads x 128.)
-  static constexpr int LAUNCH_REGS = CWG == 3 ? 128 : 168, PRODUCER_REGS = CWG == 3 ? 40 : 56;
-  static constexpr int CONSUMER_REGS = CWG == 3 ? 152 : 224;
+  // (P2 at three warpgroups: 160 / 32, all of the launch's registers; at 152 its consumers spill.)
+  static constexpr int LAUNCH_REGS = CWG == 3 ? 128 : 168, PRODUCER_REGS = CWG == 3 ? (P2 ? 32 : 40) : 56;
+  static constexpr int CONSUMER_REGS = CWG == 3 ? (P2 ? 160 : 152) : 224;
   static_assert(CWG == 2 || CWG == 3, "two or three consumer warpgroups");
   static_assert(!LOCK || CWG == 2, "the lockstep schedule has its own three warpgroups");
   static_assert(LOCK || PRODUCERS * PRODUCER_REGS + 32 * CONSUMER_WARPS * CONSUMER_REGS <= THREADS * LAUNCH_REGS,
@@ -113,6 +117,9 @@ struct WgCfg {
   static_assert(kv_elems >= 4 * RELW * LDS, "the prologue's table chunk fits the K/V ring");
   static_assert(BN == 64 || BN == 128, "wgmma.cuh has the n64 / n128 shapes for S");
   static_assert(HD == 64 || HD == 80, "wgmma shapes exist for n64 / n80 only (wgmma.cuh)");
+  // P2 releases a slot two tiles late: with three slots the producers, which publish tile kt - 1
+  // after issuing tile kt, would wait for a slot the consumers hold (test_attention_ring_protocol.py).
+  static_assert(!P2 || (STAGES >= 4 && BN == 64 && !LOCK && !SKIPDEAD), "the P2 form: 64-key tiles, four slots");
 };
 
 // [Q staging | rel_w, rel_h buffers (aliased)] [K/V ring] [mbarriers: full[STAGES], empty[STAGES]]
@@ -153,13 +160,15 @@ __device__ __forceinline__ void consumer_sync_n(int n) { asm volatile("bar.sync 
 #endif
 
 
-// d[64 x N] += a * b with N = 64 (S, or O for head_dim 64), 80 (O for head_dim 80) or 128 (S).
+// d[64 x N] += a * b with N = 64 (S, or O for head_dim 64), 80 (O for head_dim 80) or 128 (S);
+// d = a * b instead where accumulate is 0 (N = 64 only).
 template <int N>
-__device__ __forceinline__ void mma_rs(float (&d)[N / 2], const unsigned (&a)[4], uint64_t desc, bool trans_b) {
+__device__ __forceinline__ void mma_rs(float (&d)[N / 2], const unsigned (&a)[4], uint64_t desc, bool trans_b,
+                                       int accumulate = 1) {
 #if VITRT_WGMMA_ENABLED
   if constexpr (N == 64) {
-    if (trans_b) wgmma::wgmma_m64n64k16_rs<1>(d, a, desc);
-    else wgmma::wgmma_m64n64k16_rs<0>(d, a, desc);
+    if (trans_b) wgmma::wgmma_m64n64k16_rs<1>(d, a, desc, accumulate);
+    else wgmma::wgmma_m64n64k16_rs<0>(d, a, desc, accumulate);
   } else if constexpr (N == 128) {
     (void)trans_b;
     wgmma::wgmma_m64n128k16_rs<0>(d, a, desc);  // S only (K-major)
@@ -168,15 +177,15 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const unsigned (&a)[4]
     else wgmma::wgmma_m64n80k16_rs<0>(d, a, desc);
   }
 #else
-  (void)d, (void)a, (void)desc, (void)trans_b;
+  (void)d, (void)a, (void)desc, (void)trans_b, (void)accumulate;
 #endif
 }
 
-template <int HD, int BN_, bool LOCK, int CWG, bool SKIPDEAD, int EMU>
-__global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU>::THREADS, 1)
+template <int HD, int BN_, bool LOCK, int CWG, bool SKIPDEAD, int EMU, bool P2>
+__global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, P2>::THREADS, 1)
     flash_wgmma_relpos_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
-  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU>;
+  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, P2>;
   constexpr int THREADS = C::THREADS, BM = C::BM, BN = C::BN, CPR = C::CPR, KS = C::KS, NT8 = C::NT8;
   constexpr int LDS = C::LDS, SW = C::SW, SH = C::SH, STAGES = C::STAGES, TE = C::tile_elems;
   constexpr int CONSUMERS = 32 * C::CONSUMER_WARPS;
@@ -300,15 +309,21 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU>::THRE
   // S = rel_w / scale + Q K^T for tile kt, issued asynchronously (one wgmma group). Called with no
   // wgmma in flight: the MOVs that seed S define a wgmma input, which must not happen while other
   // wgmmas run (ptxas would serialise every wgmma of the kernel).
+  // P2: S = Q K^T from zero (the first k16 step does not accumulate) and rel_w added by the softmax:
+  // no MOVs define S before its wgmma, so nothing ties the issue of Q K^T to the retirement of the
+  // P V in flight.
   auto issue_qk = [&](float(&sc)[NT8 * 4], int kt) {
     if constexpr (!LOCK) mbar::wait(&full[kt % STAGES], (kt / STAGES) & 1);  // fenced by the producers
+    if constexpr (!C::P2) {
 #pragma unroll
-    for (int i = 0; i < NT8 * 4; ++i) sc[i] = bw[i % (C::NW8 * 4)];  // every key row of the tile
-    wgmma::fence_operands(sc);
+      for (int i = 0; i < NT8 * 4; ++i) sc[i] = bw[i % (C::NW8 * 4)];  // every key row of the tile
+      wgmma::fence_operands(sc);
+    }
     wgmma::fence();
     const uint64_t d = kdesc0 + slot_desc16(kt);
 #pragma unroll
-    for (int ks = 0; ks < KS; ++ks) mma_rs<BN>(sc, qf[0][ks], d + ks * (2 * 64 * 2 / 16), false);
+    for (int ks = 0; ks < KS; ++ks)
+      mma_rs<BN>(sc, qf[0][ks], d + ks * (2 * 64 * 2 / 16), false, C::P2 && ks == 0 ? 0 : 1);
     wgmma::commit();
   };
   // O += P V for tile kt, issued asynchronously.
@@ -336,6 +351,10 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU>::THRE
   // below 2^kSlack, and most tiles then skip O's rescaling (see rescale_if_needed).
   constexpr float kSlack = 8.f;
   auto softmax = [&](float(&sc)[NT8 * 4], int kt) {
+    if constexpr (C::P2) {
+#pragma unroll
+      for (int i = 0; i < NT8 * 4; ++i) sc[i] += bw[i % (C::NW8 * 4)];  // rel_w / scale (see issue_qk)
+    }
     float2 bhk[C::KH];  // rel_h of the tile's key rows kh = kt * KH + j
 #pragma unroll
     for (int j = 0; j < C::KH; ++j) bhk[j] = *reinterpret_cast<const float2*>(bh_row + (kt * C::KH + j) * SH);
@@ -389,6 +408,26 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU>::THRE
   };
   // O *= the last softmax's factors (only ever called with no wgmma in flight).
   auto rescale_if_needed = [&]() { rescale_rows_if_needed<HD>(o, al0, al1); };
+  // P2: the wait for the P V in flight, then that, in the two arms of a branch whose condition also
+  // reads the row sums (never negative, so the result is the same; NaN passes too), which exist only
+  // once the exps are done. In one basic block with the exps, ptxas hoists the wait to right after
+  // the row maxima (seen in the SASS), so that P V would overlap the maxima only.
+  auto wait_pv_and_rescale = [&]() {
+    if (__any_sync(0xffffffffu, (al0 != 1.f || al1 != 1.f) && !(lrow0 < 0.f) && !(lrow1 < 0.f))) {
+      wgmma::wait<0>();
+      wgmma::fence_operands(o);
+#pragma unroll
+      for (int d = 0; d < HD / 8; ++d) {
+        o[d * 4 + 0] *= al0;
+        o[d * 4 + 1] *= al0;
+        o[d * 4 + 2] *= al1;
+        o[d * 4 + 3] *= al1;
+      }
+    } else {
+      wgmma::wait<0>();
+      wgmma::fence_operands(o);
+    }
+  };
 
   float sc[NT8 * 4];
   unsigned pa[C::PK][4];
@@ -422,6 +461,43 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU>::THRE
       wgmma::wait<0>();
       wgmma::fence_operands(o);
     }
+  } else if constexpr (C::P2) {
+    // The same order with P double-buffered. With one P buffer, P of tile kt is written into the
+    // registers that the P V of tile kt - 1 in flight reads, and ptxas, which interleaves those
+    // writes (F2FP) with the exps, puts the wait for P V before the first of them, i.e. before the
+    // exps (seen in the SASS of the single-buffer loop: the wait right after the first row
+    // maximum): P V then overlaps only the row maxima. With two buffers, tile kt's P goes into the
+    // other one, so nothing before the wait needs P V to have retired.
+    unsigned pb[C::PK][4];
+    auto step = [&](int kt, unsigned(&p_prev)[C::PK][4], unsigned(&p_cur)[C::PK][4]) {
+      issue_qk(sc, kt);
+      issue_pv(p_prev, kt - 1);
+      if (kt >= 2) release(kt - 2);  // (its P V retired at the previous step's wait)
+      wgmma::wait<1>();  // Q K^T of tile kt (P V of tile kt - 1 may still run)
+      wgmma::fence_operands(sc);
+      softmax(sc, kt);
+      to_p(sc, p_cur);
+      pin(lrow0, lrow1, al0, al1);
+      wait_pv_and_rescale();  // O *= the factors of tile kt's maxima, before P V of tile kt
+      wgmma::fence_operands(p_prev);
+    };
+    // (An even number of key tiles, which wgmma_relpos_plan checks: the steps go in pairs, one per
+    // buffer, with no branch between them; a tail step after the loop made ptxas serialise.)
+    issue_qk(sc, 0);
+    wgmma::wait<0>();
+    wgmma::fence_operands(sc);
+    softmax(sc, 0);
+    to_p(sc, pb);  // (O is still zero: no rescaling)
+    step(1, pb, pa);
+    for (int kt = 2; kt < nkt; kt += 2) {
+      step(kt, pa, pb);
+      step(kt + 1, pb, pa);
+    }
+    issue_pv(pa, nkt - 1);
+    wgmma::wait<0>();
+    wgmma::fence_operands(o);
+    release(nkt - 2);  // (nobody waits for these two: every tile has been loaded)
+    release(nkt - 1);
   } else {
     // FlashAttention-3's intra-warpgroup order: Q K^T of tile kt and P V of tile kt - 1 are issued
     // back to back; the softmax of tile kt runs while P V is on the tensor cores. O is rescaled
@@ -474,8 +550,8 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU>::THRE
           *reinterpret_cast<const uint4*>(St + (warp * 16 + r) * LDS + c * 8);
   }
 #else
-  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU>;  // (referenced so that the sm_80 pass does not warn about unused members)
-  static_assert(C::CPR > 0 && C::KS > 0 && C::NT8 > 0 && C::PK > 0 && C::KH > 0 && C::NW8 > 0 && C::EMU >= 0 &&
+  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, P2>;  // (referenced so that the sm_80 pass does not warn about unused members)
+  static_assert(C::CPR > 0 && C::KS > 0 && C::NT8 > 0 && C::PK > 0 && C::KH > 0 && C::NW8 > 0 && C::EMU >= 0 && C::P2 >= 0 &&
                     C::NRG > 0 && C::SW > 0 && C::SH > 0,
                 "");
   (void)p;
@@ -483,12 +559,12 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU>::THRE
 #endif
 }
 
-template <int HD, int BN, bool LOCK, int CWG = 2, bool SKIPDEAD = false, int EMU = 0>
+template <int HD, int BN, bool LOCK, int CWG = 2, bool SKIPDEAD = false, int EMU = 0, bool P2 = false>
 void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
   static std::atomic<int> configured{0};
-  ensure_smem(flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD, EMU>, smem, configured, "bf16 wgmma");
-  flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD, EMU>
-      <<<blocks, WgCfg<HD, BN, LOCK, CWG, SKIPDEAD, EMU>::THREADS, smem, stream>>>(p);
+  ensure_smem(flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD, EMU, P2>, smem, configured, "bf16 wgmma");
+  flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD, EMU, P2>
+      <<<blocks, WgCfg<HD, BN, LOCK, CWG, SKIPDEAD, EMU, P2>::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_wgmma_relpos_kernel launch");
 }
 
@@ -500,7 +576,12 @@ void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
 // per-tile waits, reductions and O rescaling per key, twice the score registers); "lockstep" ->
 // the first, lockstep schedule; "skipdead" -> the default with WgCfg::SKIPDEAD (vit_b 454.1 vs 452.2
 // img/s, vit_h 89.1 vs 89.5: noise; 2026-12-04 call 1); "emu1" / "emu2" / "emu3" -> the default with 1, 2
-// or 3 of every 8 n8 score tiles' exps on the FMA pipe (ex2_fma). Anything else is the default. Measured and taken out (BENCHMARKS.md,
+// or 3 of every 8 n8 score tiles' exps on the FMA pipe (ex2_fma); "p2" -> the default with P
+// double-buffered, S from zero and rel_w added by the softmax, slots released two tiles late and the
+// wait for P V in a branch after the exps (WgCfg::P2: the SASS of the default loop waits for P V
+// right after the row maxima, so P V overlaps only them; P2's waits come after the exps. Written on
+// 2026-12-05 without a GPU: compiled without spills or wgmma serialisation, the ring protocol
+// modelled, not run yet). Anything else is the default. Measured and taken out (BENCHMARKS.md,
 // 2026-12-03 22:30 session): three consumer warpgroups at head dim 80 too, rel_w read from shared
 // memory every tile (vit_h 91.5 vs 92.0 img/s); the row sums of P from P V with a block of ones
 // appended to V (m64n72 / n88: 26 fewer instructions per tile, but vit_b's global attention 23.05
@@ -516,7 +597,7 @@ WgmmaVariant variant_from_env() {
       "VITRT_ATTN_WGMMA",
       {{"0", WgmmaVariant::Off}, {"wg2", WgmmaVariant::Keys64}, {"bn128", WgmmaVariant::Keys128},
        {"lockstep", WgmmaVariant::Lockstep}, {"skipdead", WgmmaVariant::SkipDead}, {"emu1", WgmmaVariant::Emu1},
-       {"emu2", WgmmaVariant::Emu2}, {"emu3", WgmmaVariant::Emu3}},
+       {"emu2", WgmmaVariant::Emu2}, {"emu3", WgmmaVariant::Emu3}, {"p2", WgmmaVariant::PBuf2}},
       WgmmaVariant::Keys64Wg3);
   return v;
 }
@@ -536,10 +617,11 @@ WgmmaPlan plan_for(WgmmaVariant v, int relH) {
       else pl.smem = wg_smem_bytes<WgCfg<HD, 64, false, 3>>(relH), pl.bm = WgCfg<HD, 64, false, 3>::BM;
       break;
     case WgmmaVariant::SkipDead:
+    case WgmmaVariant::PBuf2:
     case WgmmaVariant::Emu1:
     case WgmmaVariant::Emu2:
     case WgmmaVariant::Emu3: {
-      using C = WgCfg<HD, 64, false, HD == 64 ? 3 : 2>;  // (SKIPDEAD and EMU change no size)
+      using C = WgCfg<HD, 64, false, HD == 64 ? 3 : 2>;  // (SKIPDEAD, EMU and P2 change no size)
       pl.smem = wg_smem_bytes<C>(relH), pl.bm = C::BM;
       break;
     }
@@ -562,6 +644,7 @@ void launch_variant(const WgmmaPlan& pl, const KParams& p, int blocks, cudaStrea
     case WgmmaVariant::Emu1: launch<HD, 64, false, HD == 64 ? 3 : 2, false, 1>(p, blocks, pl.smem, stream); break;
     case WgmmaVariant::Emu2: launch<HD, 64, false, HD == 64 ? 3 : 2, false, 2>(p, blocks, pl.smem, stream); break;
     case WgmmaVariant::Emu3: launch<HD, 64, false, HD == 64 ? 3 : 2, false, 3>(p, blocks, pl.smem, stream); break;
+    case WgmmaVariant::PBuf2: launch<HD, 64, false, HD == 64 ? 3 : 2, false, 0, true>(p, blocks, pl.smem, stream); break;
     case WgmmaVariant::Off: throw Error("wgmma attention: launched without a plan");
   }
 }
@@ -571,8 +654,9 @@ void launch_variant(const WgmmaPlan& pl, const KParams& p, int blocks, cudaStrea
 bool wgmma_off_by_env() { return variant_from_env() == WgmmaVariant::Off; }
 
 WgmmaPlan wgmma_relpos_plan(const KParams& p, int optin_smem_limit) {
-  const WgmmaVariant v = variant_from_env();
+  WgmmaVariant v = variant_from_env();
   if (v == WgmmaVariant::Off || !device_is_sm90()) return {};
+  if (v == WgmmaVariant::PBuf2 && p.relH % 2 != 0) v = WgmmaVariant::Keys64Wg3;  // (P2 runs key tiles in pairs)
   if (p.ws != 0 || p.q_share != 1 || (p.hd != 64 && p.hd != 80)) return {};
   if (p.th == nullptr || p.relW != 64 || p.relH < 1 || p.nq != p.relH * p.relW || p.nk != p.nq) return {};
   if (p.nk % (v == WgmmaVariant::Keys128 ? 128 : 64) != 0 || (p.th_lo == nullptr) != (p.tw_lo == nullptr)) return {};
