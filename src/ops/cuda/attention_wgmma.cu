@@ -167,8 +167,9 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const unsigned (&a)[4]
                                        int accumulate = 1) {
 #if VITRT_WGMMA_ENABLED
   if constexpr (N == 64) {
-    if (trans_b) wgmma::wgmma_m64n64k16_rs<1>(d, a, desc, accumulate);
-    else wgmma::wgmma_m64n64k16_rs<0>(d, a, desc, accumulate);
+    if (trans_b) wgmma::wgmma_m64n64k16_rs<1>(d, a, desc);
+    else if (accumulate) wgmma::wgmma_m64n64k16_rs<0>(d, a, desc);
+    else wgmma::wgmma_m64n64k16_rs_sd<0>(d, a, desc, 0);
   } else if constexpr (N == 128) {
     (void)trans_b;
     wgmma::wgmma_m64n128k16_rs<0>(d, a, desc);  // S only (K-major)

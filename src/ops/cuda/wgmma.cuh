@@ -82,16 +82,14 @@ __device__ __forceinline__ void fence_operands(unsigned (&r)[M][N]) {
 #if VITRT_WGMMA_ENABLED
 // d[64 x N] += a[64 x 16] * b[16 x N]; a in registers (per warp the m16n8k16 A fragment of its 16
 // rows), b from shared memory (TRANS_B = 0: K-major, 1: MN-major); fp32 accumulators in the
-// m16n8 C layout per n8 tile (d[4*j .. 4*j+3] = tile j). Accumulates (scale-d = 1) unless
-// accumulate is 0 (this shape only): then d = a * b, d's old values unread.
+// m16n8 C layout per n8 tile (d[4*j .. 4*j+3] = tile j). Always accumulates (scale-d = 1).
 template <int TRANS_B>
-__device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[32], const unsigned (&a)[4], uint64_t desc_b,
-                                                   int accumulate = 1) {
+__device__ __forceinline__ void wgmma_m64n64k16_rs(float (&d)[32], const unsigned (&a)[4], uint64_t desc_b) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(accumulate)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TRANS_B), "r"(1)
       : "memory");
 }
 
