@@ -70,12 +70,14 @@ using ptx::setmaxnreg_inc;
 // (a run-time branch changed ptxas's schedule of the key loop).
 // EMU: of a 64-key row's 8 n8 score tiles, how many take their exps on the FMA pipe (ex2_fma) instead
 // of the MUFU, spread evenly over the row (0: none, the default).
-// P2: P double-buffered (see the key loop): the softmax of tile kt writes its P into the buffer that
-// P V of tile kt - 1 does not read.
-template <int HD_, int BN_, bool LOCK_ = false, int CWG_ = 2, bool SKIPDEAD_ = false, int EMU_ = 0, bool P2_ = false>
+// PM: the key loop's form. 1 (LATE): the default loop with the wait for P V in a branch after the
+// exps; 2 (P2): P double-buffered besides (the softmax of tile kt writes its P into the buffer that
+// P V of tile kt - 1 does not read), S from zero, slots released two tiles late. See the key loop.
+template <int HD_, int BN_, bool LOCK_ = false, int CWG_ = 2, bool SKIPDEAD_ = false, int EMU_ = 0, int PM_ = 0>
 struct WgCfg {
   static constexpr int HD = HD_;
-  static constexpr bool P2 = P2_;
+  static constexpr int PM = PM_;  // 0: the default loop; 1: LATE; 2: P2
+  static constexpr bool LATE = PM_ == 1, P2 = PM_ == 2;
   static constexpr bool LOCK = LOCK_;
   static constexpr int CWG = CWG_;
   static constexpr bool SKIPDEAD = SKIPDEAD_;
@@ -182,11 +184,11 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const unsigned (&a)[4]
 #endif
 }
 
-template <int HD, int BN_, bool LOCK, int CWG, bool SKIPDEAD, int EMU, bool P2>
-__global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, P2>::THREADS, 1)
+template <int HD, int BN_, bool LOCK, int CWG, bool SKIPDEAD, int EMU, int PM>
+__global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::THREADS, 1)
     flash_wgmma_relpos_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
-  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, P2>;
+  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>;
   constexpr int THREADS = C::THREADS, BM = C::BM, BN = C::BN, CPR = C::CPR, KS = C::KS, NT8 = C::NT8;
   constexpr int LDS = C::LDS, SW = C::SW, SH = C::SH, STAGES = C::STAGES, TE = C::tile_elems;
   constexpr int CONSUMERS = 32 * C::CONSUMER_WARPS;
@@ -409,7 +411,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, P2>::
   };
   // O *= the last softmax's factors (only ever called with no wgmma in flight).
   auto rescale_if_needed = [&]() { rescale_rows_if_needed<HD>(o, al0, al1); };
-  // P2: the wait for the P V in flight, then that, in the two arms of a branch whose condition also
+  // LATE and P2: the wait for the P V in flight, then that, in the two arms of a branch whose condition also
   // reads the row sums (never negative, so the result is the same; NaN passes too), which exist only
   // once the exps are done. In one basic block with the exps, ptxas hoists the wait to right after
   // the row maxima (seen in the SASS), so that P V would overlap the maxima only.
@@ -516,12 +518,21 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, P2>::
       softmax(sc, kt);
       wgmma::fence_operands(sc);
       pin(lrow0, lrow1, al0, al1);
-      wgmma::wait<0>();
-      wgmma::fence_operands(o);
-      wgmma::fence_operands(pa);  // P of tile kt - 1 stays live (its registers reserved) until here
-      release(kt - 1);
-      to_p(sc, pa);
-      rescale_if_needed();
+      if constexpr (C::LATE) {
+        // (the wait for P V after the exps: see wait_pv_and_rescale; SASS of the default form:
+        // ptxas puts it right after the row maxima, so P V overlaps those only)
+        wait_pv_and_rescale();
+        wgmma::fence_operands(pa);
+        release(kt - 1);
+        to_p(sc, pa);
+      } else {
+        wgmma::wait<0>();
+        wgmma::fence_operands(o);
+        wgmma::fence_operands(pa);  // P of tile kt - 1 stays live (its registers reserved) until here
+        release(kt - 1);
+        to_p(sc, pa);
+        rescale_if_needed();
+      }
     }
     issue_pv(pa, nkt - 1);
     wgmma::wait<0>();
@@ -551,8 +562,8 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, P2>::
           *reinterpret_cast<const uint4*>(St + (warp * 16 + r) * LDS + c * 8);
   }
 #else
-  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, P2>;  // (referenced so that the sm_80 pass does not warn about unused members)
-  static_assert(C::CPR > 0 && C::KS > 0 && C::NT8 > 0 && C::PK > 0 && C::KH > 0 && C::NW8 > 0 && C::EMU >= 0 && C::P2 >= 0 &&
+  using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>;  // (referenced so that the sm_80 pass does not warn about unused members)
+  static_assert(C::CPR > 0 && C::KS > 0 && C::NT8 > 0 && C::PK > 0 && C::KH > 0 && C::NW8 > 0 && C::EMU >= 0 && C::PM >= 0 &&
                     C::NRG > 0 && C::SW > 0 && C::SH > 0,
                 "");
   (void)p;
@@ -560,12 +571,12 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, P2>::
 #endif
 }
 
-template <int HD, int BN, bool LOCK, int CWG = 2, bool SKIPDEAD = false, int EMU = 0, bool P2 = false>
+template <int HD, int BN, bool LOCK, int CWG = 2, bool SKIPDEAD = false, int EMU = 0, int PM = 0>
 void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
   static std::atomic<int> configured{0};
-  ensure_smem(flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD, EMU, P2>, smem, configured, "bf16 wgmma");
-  flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD, EMU, P2>
-      <<<blocks, WgCfg<HD, BN, LOCK, CWG, SKIPDEAD, EMU, P2>::THREADS, smem, stream>>>(p);
+  ensure_smem(flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD, EMU, PM>, smem, configured, "bf16 wgmma");
+  flash_wgmma_relpos_kernel<HD, BN, LOCK, CWG, SKIPDEAD, EMU, PM>
+      <<<blocks, WgCfg<HD, BN, LOCK, CWG, SKIPDEAD, EMU, PM>::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_wgmma_relpos_kernel launch");
 }
 
@@ -577,12 +588,13 @@ void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
 // per-tile waits, reductions and O rescaling per key, twice the score registers); "lockstep" ->
 // the first, lockstep schedule; "skipdead" -> the default with WgCfg::SKIPDEAD (vit_b 454.1 vs 452.2
 // img/s, vit_h 89.1 vs 89.5: noise; 2026-12-04 call 1); "emu1" / "emu2" / "emu3" -> the default with 1, 2
-// or 3 of every 8 n8 score tiles' exps on the FMA pipe (ex2_fma); "p2" -> the default with P
-// double-buffered, S from zero and rel_w added by the softmax, slots released two tiles late and the
-// wait for P V in a branch after the exps (WgCfg::P2: the SASS of the default loop waits for P V
-// right after the row maxima, so P V overlaps only them; P2's waits come after the exps. Written on
-// 2026-12-05 without a GPU: compiled without spills or wgmma serialisation, the ring protocol
-// modelled, not run yet). Anything else is the default. Measured and taken out (BENCHMARKS.md,
+// or 3 of every 8 n8 score tiles' exps on the FMA pipe (ex2_fma); "lw" -> the default with the
+// wait for P V in a branch after the exps (WgCfg::LATE: the SASS of the default loop waits for P V
+// right after the row maxima, so P V overlaps only them; LATE's waits come after the exps, at the
+// same 152 registers); "p2" -> that, with P double-buffered besides, S from zero and rel_w added by
+// the softmax, slots released two tiles late (WgCfg::P2, 160 registers; ptxas then also starts the
+// next Q K^T during the exps). Both written on 2026-12-05 without a GPU: compiled without spills or
+// wgmma serialisation, P2's ring protocol modelled, not run yet. Anything else is the default. Measured and taken out (BENCHMARKS.md,
 // 2026-12-03 22:30 session): three consumer warpgroups at head dim 80 too, rel_w read from shared
 // memory every tile (vit_h 91.5 vs 92.0 img/s); the row sums of P from P V with a block of ones
 // appended to V (m64n72 / n88: 26 fewer instructions per tile, but vit_b's global attention 23.05
@@ -598,7 +610,8 @@ WgmmaVariant variant_from_env() {
       "VITRT_ATTN_WGMMA",
       {{"0", WgmmaVariant::Off}, {"wg2", WgmmaVariant::Keys64}, {"bn128", WgmmaVariant::Keys128},
        {"lockstep", WgmmaVariant::Lockstep}, {"skipdead", WgmmaVariant::SkipDead}, {"emu1", WgmmaVariant::Emu1},
-       {"emu2", WgmmaVariant::Emu2}, {"emu3", WgmmaVariant::Emu3}, {"p2", WgmmaVariant::PBuf2}},
+       {"emu2", WgmmaVariant::Emu2}, {"emu3", WgmmaVariant::Emu3}, {"p2", WgmmaVariant::PBuf2},
+       {"lw", WgmmaVariant::LateWait}},
       WgmmaVariant::Keys64Wg3);
   return v;
 }
@@ -619,10 +632,11 @@ WgmmaPlan plan_for(WgmmaVariant v, int relH) {
       break;
     case WgmmaVariant::SkipDead:
     case WgmmaVariant::PBuf2:
+    case WgmmaVariant::LateWait:
     case WgmmaVariant::Emu1:
     case WgmmaVariant::Emu2:
     case WgmmaVariant::Emu3: {
-      using C = WgCfg<HD, 64, false, HD == 64 ? 3 : 2>;  // (SKIPDEAD, EMU and P2 change no size)
+      using C = WgCfg<HD, 64, false, HD == 64 ? 3 : 2>;  // (SKIPDEAD, EMU and PM change no size)
       pl.smem = wg_smem_bytes<C>(relH), pl.bm = C::BM;
       break;
     }
@@ -645,7 +659,8 @@ void launch_variant(const WgmmaPlan& pl, const KParams& p, int blocks, cudaStrea
     case WgmmaVariant::Emu1: launch<HD, 64, false, HD == 64 ? 3 : 2, false, 1>(p, blocks, pl.smem, stream); break;
     case WgmmaVariant::Emu2: launch<HD, 64, false, HD == 64 ? 3 : 2, false, 2>(p, blocks, pl.smem, stream); break;
     case WgmmaVariant::Emu3: launch<HD, 64, false, HD == 64 ? 3 : 2, false, 3>(p, blocks, pl.smem, stream); break;
-    case WgmmaVariant::PBuf2: launch<HD, 64, false, HD == 64 ? 3 : 2, false, 0, true>(p, blocks, pl.smem, stream); break;
+    case WgmmaVariant::PBuf2: launch<HD, 64, false, HD == 64 ? 3 : 2, false, 0, 2>(p, blocks, pl.smem, stream); break;
+    case WgmmaVariant::LateWait: launch<HD, 64, false, HD == 64 ? 3 : 2, false, 0, 1>(p, blocks, pl.smem, stream); break;
     case WgmmaVariant::Off: throw Error("wgmma attention: launched without a plan");
   }
 }
