@@ -189,6 +189,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::
     flash_wgmma_relpos_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
   using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>;
+  static_assert(C::PM == PM && C::LATE == (PM == 1) && C::P2 == (PM == 2), "");  // (every form reads its flags)
   constexpr int THREADS = C::THREADS, BM = C::BM, BN = C::BN, CPR = C::CPR, KS = C::KS, NT8 = C::NT8;
   constexpr int LDS = C::LDS, SW = C::SW, SH = C::SH, STAGES = C::STAGES, TE = C::tile_elems;
   constexpr int CONSUMERS = 32 * C::CONSUMER_WARPS;
