@@ -564,7 +564,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::
   }
 #else
   using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>;  // (referenced so that the sm_80 pass does not warn about unused members)
-  static_assert(C::CPR > 0 && C::KS > 0 && C::NT8 > 0 && C::PK > 0 && C::KH > 0 && C::NW8 > 0 && C::EMU >= 0 && C::PM >= 0 &&
+  static_assert(C::CPR > 0 && C::KS > 0 && C::NT8 > 0 && C::PK > 0 && C::KH > 0 && C::NW8 > 0 && C::EMU >= 0 && C::PM >= 0 && C::LATE >= 0 &&
                     C::NRG > 0 && C::SW > 0 && C::SH > 0,
                 "");
   (void)p;
