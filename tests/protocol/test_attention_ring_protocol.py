@@ -134,8 +134,12 @@ def random_case(seed):
 def failures(count, **variant):
     bad, stats = collections.Counter(), collections.Counter()
     for seed in range(count):
+        c = random_case(seed)
+        if variant.get("p2"):
+            c["nkt"] += c["nkt"] % 2  # the P2 form needs an even tile count
+            c["S"] = 4  # ... and 4 slots (test_p2_with_three_slots_deadlocks)
         try:
-            stats.update(run(**random_case(seed), **variant))
+            stats.update(run(**c, **variant))
         except Hazard as e:
             bad[type(e).__name__] += 1
     return bad, stats
@@ -175,21 +179,8 @@ def test_dead_warps_arriving_without_waiting_are_caught():
     assert bad["Overwrite"] + bad["StaleRead"] > 0, bad
 
 
-def p2_failures(count, **variant):
-    bad, stats = collections.Counter(), collections.Counter()
-    for seed in range(count):
-        c = random_case(seed)
-        c["nkt"] += c["nkt"] % 2  # the P2 form needs an even tile count
-        c["S"] = 4  # ... and 4 slots (test_p2_with_three_slots_deadlocks)
-        try:
-            stats.update(run(**c, skipdead=False, p2=True, **variant))
-        except Hazard as e:
-            bad[type(e).__name__] += 1
-    return bad, stats
-
-
 def test_p2_ring_has_no_deadlock_or_hazard():
-    bad, stats = p2_failures(400)
+    bad, stats = failures(400, skipdead=False, p2=True)
     assert bad == {}, bad
     assert stats["p2 release"] > 0 and stats["producer waited for a slot"] > 0, stats
     for seed in range(10):  # vit_b / vit_h's 64 key tiles
@@ -210,7 +201,7 @@ def test_p2_with_three_slots_deadlocks():
 
 
 def test_p2_releasing_the_tile_just_issued_is_caught():
-    bad, _ = p2_failures(300, p2_release_previous=True)
+    bad, _ = failures(300, skipdead=False, p2=True, p2_release_previous=True)
     assert bad["Overwrite"] > 0, bad
 
 

@@ -181,16 +181,18 @@ __device__ __forceinline__ void pin(T&... x) {
 // layout, N = HD), skipped when the whole warp's are 1 (a warp-uniform branch; the wgmma kernels
 // call it with no wgmma in flight, which ptxas would otherwise serialise).
 template <int HD>
-__device__ __forceinline__ void rescale_rows_if_needed(float (&o)[HD / 2], float al0, float al1) {
-  if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {
+__device__ __forceinline__ void rescale_rows(float (&o)[HD / 2], float al0, float al1) {
 #pragma unroll
-    for (int d = 0; d < HD / 8; ++d) {
-      o[d * 4 + 0] *= al0;
-      o[d * 4 + 1] *= al0;
-      o[d * 4 + 2] *= al1;
-      o[d * 4 + 3] *= al1;
-    }
+  for (int d = 0; d < HD / 8; ++d) {
+    o[d * 4 + 0] *= al0;
+    o[d * 4 + 1] *= al0;
+    o[d * 4 + 2] *= al1;
+    o[d * 4 + 3] *= al1;
   }
+}
+template <int HD>
+__device__ __forceinline__ void rescale_rows_if_needed(float (&o)[HD / 2], float al0, float al1) {
+  if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) rescale_rows<HD>(o, al0, al1);
 }
 __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo

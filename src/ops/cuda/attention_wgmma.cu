@@ -420,13 +420,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::
     if (__any_sync(0xffffffffu, (al0 != 1.f || al1 != 1.f) && !(lrow0 < 0.f) && !(lrow1 < 0.f))) {
       wgmma::wait<0>();
       wgmma::fence_operands(o);
-#pragma unroll
-      for (int d = 0; d < HD / 8; ++d) {
-        o[d * 4 + 0] *= al0;
-        o[d * 4 + 1] *= al0;
-        o[d * 4 + 2] *= al1;
-        o[d * 4 + 3] *= al1;
-      }
+      rescale_rows<HD>(o, al0, al1);
     } else {
       wgmma::wait<0>();
       wgmma::fence_operands(o);
