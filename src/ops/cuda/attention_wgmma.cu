@@ -321,8 +321,8 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::
     if constexpr (!C::P2) {
 #pragma unroll
       for (int i = 0; i < NT8 * 4; ++i) sc[i] = bw[i % (C::NW8 * 4)];  // every key row of the tile
-      wgmma::fence_operands(sc);
     }
+    wgmma::fence_operands(sc);  // (P2: the last tile's reads of S stay before this issue)
     wgmma::fence();
     const uint64_t d = kdesc0 + slot_desc16(kt);
 #pragma unroll
