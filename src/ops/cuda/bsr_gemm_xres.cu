@@ -272,6 +272,9 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
     };
     load_bias(0);
     for (int r = 0; r < p.block_rows; r += RG) {
+      int rb[RG + 1];  // the group's row pointers (read first, as the ungrouped form always did)
+#pragma unroll
+      for (int i = 0; i <= RG; ++i) rb[i] = rp_s[r + i];
       float acc[RG][C::kAcc];
 #pragma unroll
       for (int q = 0; q < RG; ++q)
@@ -300,8 +303,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
       }
 #pragma unroll
       for (int q = 0; q < RG; ++q) {
-        const int kb = rp_s[r + q], ke = rp_s[r + q + 1];
-        for (int k = kb; k < ke; ++k) {
+        for (int k = rb[q]; k < rb[q + 1]; ++k) {
           const int c = col_s[k];
           const int col = c & ~kLastUse;
           const int slab = col * B / kSlabCols;
