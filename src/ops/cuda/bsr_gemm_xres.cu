@@ -235,8 +235,8 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
 
   // ---- consumer warpgroups: warpgroup h owns rows 64 h .. 64 h + 63 of each tile (x half h), warp
   // w4 rows 16 w4 .. 16 w4 + 15 of those; a thread holds rows g and g + 8 of its warp's 16. The
-  // block-rows go in groups of RG (RG = 2 at block 32: the two rows' blocks issued back to back
-  // into two accumulator sets, one epilogue for their 64 adjacent columns).
+  // block-rows go in groups of RG (RG = 2 at block 32, 4 at block 16: the rows' blocks issued back
+  // to back into RG accumulator sets, one epilogue for their 64 adjacent columns).
   constexpr int W = RG * B;  // output columns of a group
   const int h = warp / 4, w4 = warp % 4, g = lane / 4, t = lane % 4;
   unsigned char* st = stage + warp * C::kStageBytes;
