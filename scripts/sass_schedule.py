@@ -18,6 +18,13 @@ Q K^T, then 34 exps, and only then the waits for P V (one per arm of a branch). 
 the PTX order says little about where a wait ends up (BENCHMARKS.md, 2026-12-05). The --loops flag
 also lists each loop (backward branch) that contains wgmmas, as instruction index ranges.
 
+    scripts/sass_schedule.py FILE.cu PATTERN --save-sass before.sass       # then edit FILE.cu ...
+    scripts/sass_schedule.py FILE.cu PATTERN --compare before.sass         # same SASS as before?
+
+--compare says, per kernel, whether its instructions (addresses and encodings aside) are those of
+the same kernel in an earlier dump: how to show that a change leaves a measured default untouched.
+Kernels are matched by name with the anonymous namespace's per-file hash taken out.
+
 cuobjdump: not in the CUDA toolkit on the build machine; `pip download --no-deps
 nvidia-cuda-cuobjdump` and unpack the wheel (its bin/cuobjdump), or pass --cuobjdump PATH.
 """
@@ -55,6 +62,27 @@ def parse_functions(sass):
                 ins.append((int(m.group(1), 16), op, text))
         funcs[name] = ins
     return funcs
+
+
+def stable_name(name):
+    """The mangled name without the anonymous namespace's per-file hash (_GLOBAL__N__<hash>_...)."""
+    # (<length>_GLOBAL__N__<hash>_<n>_<file>_cu_<8 hex digits>, then the next name's length)
+    return re.sub(r"\d+_GLOBAL__N__[0-9a-f]+_\d+_[A-Za-z0-9_]+?_cu_[0-9a-f]{8}", "_GLOBAL__N_", name)
+
+
+def compare(old, new):
+    """{stable name: 'identical' | 'different (n vs m instructions)' | 'new'} for the kernels of new."""
+    before = {stable_name(n): [t for _, _, t in ins] for n, ins in old.items()}
+    out = {}
+    for n, ins in new.items():
+        key, now = stable_name(n), [t for _, _, t in ins]
+        if key not in before:
+            out[key] = "new"
+        elif before[key] == now:
+            out[key] = "identical"
+        else:
+            out[key] = f"different ({len(before[key])} vs {len(now)} instructions)"
+    return out
 
 
 def token(op, text):
@@ -124,6 +152,8 @@ def main(argv=None):
     ap.add_argument("--sass", help="read this cuobjdump -sass text instead of compiling")
     ap.add_argument("--cuobjdump", default=shutil.which("cuobjdump") or "cuobjdump")
     ap.add_argument("--loops", action="store_true", help="also list the loops that hold wgmmas")
+    ap.add_argument("--save-sass", help="also write the cuobjdump -sass text here")
+    ap.add_argument("--compare", help="an earlier dump: say per kernel whether its SASS is unchanged")
     a = ap.parse_args(argv)
     if a.sass:
         sass = open(a.sass).read()
@@ -131,9 +161,16 @@ def main(argv=None):
         sass = compile_sass(a.source, a.cuobjdump)
     else:
         ap.error("give a .cu file or --sass")
+    if a.save_sass:
+        with open(a.save_sass, "w") as f:
+            f.write(sass)
     hits = {n: ins for n, ins in parse_functions(sass).items() if a.pattern in n}
     if not hits:
         sys.exit(f"no kernel matches {a.pattern!r}")
+    if a.compare:
+        for name, verdict in compare(parse_functions(open(a.compare).read()), hits).items():
+            print(f"{verdict}: {name}")
+        return 0
     for name, ins in hits.items():
         print(f"{name}: {len(ins)} instructions")
         print("  " + schedule(ins))

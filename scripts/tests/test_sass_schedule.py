@@ -44,3 +44,15 @@ def test_main_reads_a_dump(tmp_path, capsys):
     assert sass_schedule.main(["--sass", str(dump), "--loops", "kernelILi64"]) == 0
     out = capsys.readouterr().out
     assert "_Z6kernelILi64EEvv: 13 instructions" in out and "W1@4 e2@5" in out and "loop 1..11: 3 wgmma" in out
+
+
+def test_compare_matches_kernels_across_files_and_tells_changes():
+    old = SASS.replace("_Z6kernelILi64EEvv", "_ZN1a30_GLOBAL__N__1234abcd_10_x_cu_deadbeef6kernelEv")
+    new_same = old.replace("_GLOBAL__N__1234abcd_10_x_cu_deadbeef", "_GLOBAL__N__99ff00aa_10_y_cu_cafef00d")
+    new_changed = new_same.replace("MUFU.EX2 R25, R25", "MUFU.EX2 R26, R25")
+    parse = sass_schedule.parse_functions
+    same = sass_schedule.compare(parse(old), parse(new_same))
+    assert same == {"_ZN1a_GLOBAL__N_6kernelEv": "identical", "_Z5otherv": "identical"}
+    changed = sass_schedule.compare(parse(old), parse(new_changed))
+    assert changed["_ZN1a_GLOBAL__N_6kernelEv"] == "different (13 vs 13 instructions)"
+    assert sass_schedule.compare({}, parse(old))["_Z5otherv"] == "new"
