@@ -294,6 +294,13 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
       // divergent (C7518; a __shfl_sync from lane 0 makes them uniform for it), and it cannot
       // follow wait_group 1 across a row whose block count it does not know (C7514); a
       // two-rows-in-flight form tried on 2026-12-03 did not get past that.)
+      // Pipe: a retired block hands back its W slot and, at its last use in the tile, its x slab (or -1).
+      auto hand_back = [&](int s, int release_slab) {
+        if (lane == 0) {
+          mbar::arrive(&wempty[s]);
+          if (release_slab >= 0) mbar::arrive(&xempty[h * kMaxSlabs + release_slab]);
+        }
+      };
       int prev_slot = -1, prev_release = -1;  // the block in flight: its W slot; its x slab or -1
       // (Pipe: every accumulator set fenced once, before the group's first wgmma: an operand fence
       // of the second set while the first set's wgmma runs makes ptxas serialise them, C7515.)
@@ -319,15 +326,13 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
           if constexpr (Pipe) {
             if (prev_slot >= 0) {  // the block before this one has retired
               wgmma::wait<1>();
-              if (lane == 0) {
-                mbar::arrive(&wempty[prev_slot]);
-                if (prev_release >= 0) mbar::arrive(&xempty[h * kMaxSlabs + prev_release]);
-              }
+              hand_back(prev_slot, prev_release);
             }
             prev_slot = slot, prev_release = (c & kLastUse) ? slab : -1;
           } else {
             wgmma::wait<0>();
             wgmma::fence_operands(acc[q]);
+            // (inline, not hand_back: this is the measured default, and the helper changed its SASS)
             if (lane == 0) {
               mbar::arrive(&wempty[slot]);
               if (c & kLastUse) mbar::arrive(&xempty[h * kMaxSlabs + slab]);
@@ -340,10 +345,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
         wgmma::wait<0>();
 #pragma unroll
         for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
-        if (prev_slot >= 0 && lane == 0) {
-          mbar::arrive(&wempty[prev_slot]);
-          if (prev_release >= 0) mbar::arrive(&xempty[h * kMaxSlabs + prev_release]);
-        }
+        if (prev_slot >= 0) hand_back(prev_slot, prev_release);
       }
       // Epilogue: rows g (pass 0) and g + 8 (pass 1) -> staging (stmatrix) -> whole-line stores.
       bf16* yr = yrow + static_cast<int64_t>(r) * B;
