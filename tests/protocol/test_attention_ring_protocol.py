@@ -35,9 +35,9 @@ def run(nkt, S, P, cwg, live_wgs, seed, skipdead=True, empty_counts_all=False, d
         release_before_retire=False, p2=False, p2_release_previous=False):
     """One CTA: cwg consumer warpgroups, of which the first live_wgs hold real query rows. p2: the
     kernel's P2 form (nkt even, no SKIPDEAD): tile kt - 2's slot is released in iteration kt, right
-    after the wgmmas are issued (P V of kt - 2 retired at the end of iteration kt - 1), and the last
-    two tiles' slots after the loop. p2_release_previous (unsafe): tile kt - 1's slot instead, whose
-    P V has just been issued."""
+    after the wgmmas are issued (P V of kt - 2 retired at the end of iteration kt - 1); the last two
+    tiles' slots are not released (nobody would wait for them). p2_release_previous (unsafe): tile
+    kt - 1's slot instead, whose P V has just been issued."""
     assert not p2 or (nkt % 2 == 0 and not skipdead)
     rng = random.Random(seed)
     warps = 4 * cwg
@@ -93,11 +93,7 @@ def run(nkt, S, P, cwg, live_wgs, seed, skipdead=True, empty_counts_all=False, d
                 if not release_before_retire and not p2:
                     empty[(kt - 1) % S].arrive()
             yield None  # softmax
-        reading[(nkt - 1) % S] -= 1  # the last P V retired (no release, except in the P2 form)
-        if p2:
-            if not p2_release_previous:
-                empty[(nkt - 2) % S].arrive()
-            empty[(nkt - 1) % S].arrive()
+        reading[(nkt - 1) % S] -= 1  # the last P V retired (no release; P2: the last two)
         epilogue[0] += 1
         yield lambda: epilogue[0] == live  # bar.sync 1, 32 * live_warps
         stats["epilogue"] += 1

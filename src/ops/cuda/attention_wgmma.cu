@@ -76,7 +76,6 @@ using ptx::setmaxnreg_inc;
 template <int HD_, int BN_, bool LOCK_ = false, int CWG_ = 2, bool SKIPDEAD_ = false, int EMU_ = 0, int PM_ = 0>
 struct WgCfg {
   static constexpr int HD = HD_;
-  static constexpr int PM = PM_;  // 0: the default loop; 1: LATE; 2: P2
   static constexpr bool LATE = PM_ == 1, P2 = PM_ == 2;
   static constexpr bool LOCK = LOCK_;
   static constexpr int CWG = CWG_;
@@ -122,6 +121,7 @@ struct WgCfg {
   // P2 releases a slot two tiles late: with three slots the producers, which publish tile kt - 1
   // after issuing tile kt, would wait for a slot the consumers hold (test_attention_ring_protocol.py).
   static_assert(!P2 || (STAGES >= 4 && BN == 64 && !LOCK && !SKIPDEAD), "the P2 form: 64-key tiles, four slots");
+  static_assert(!LATE || !LOCK, "the LATE form is a form of the warp-specialised loop");
 };
 
 // [Q staging | rel_w, rel_h buffers (aliased)] [K/V ring] [mbarriers: full[STAGES], empty[STAGES]]
@@ -189,7 +189,6 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::
     flash_wgmma_relpos_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
   using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>;
-  static_assert(C::PM == PM && C::LATE == (PM == 1) && C::P2 == (PM == 2), "");  // (every form reads its flags)
   constexpr int THREADS = C::THREADS, BM = C::BM, BN = C::BN, CPR = C::CPR, KS = C::KS, NT8 = C::NT8;
   constexpr int LDS = C::LDS, SW = C::SW, SH = C::SH, STAGES = C::STAGES, TE = C::tile_elems;
   constexpr int CONSUMERS = 32 * C::CONSUMER_WARPS;
@@ -493,9 +492,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::
     }
     issue_pv(pa, nkt - 1);
     wgmma::wait<0>();
-    wgmma::fence_operands(o);
-    release(nkt - 2);  // (nobody waits for these two: every tile has been loaded)
-    release(nkt - 1);
+    wgmma::fence_operands(o);  // (the last two slots are not released: every tile has been loaded)
   } else {
     // FlashAttention-3's intra-warpgroup order: Q K^T of tile kt and P V of tile kt - 1 are issued
     // back to back; the softmax of tile kt runs while P V is on the tensor cores. O is rescaled
@@ -558,7 +555,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::
   }
 #else
   using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>;  // (referenced so that the sm_80 pass does not warn about unused members)
-  static_assert(C::CPR > 0 && C::KS > 0 && C::NT8 > 0 && C::PK > 0 && C::KH > 0 && C::NW8 > 0 && C::EMU >= 0 && C::PM >= 0 && C::LATE >= 0 &&
+  static_assert(C::CPR > 0 && C::KS > 0 && C::NT8 > 0 && C::PK > 0 && C::KH > 0 && C::NW8 > 0 && C::EMU >= 0 &&
                     C::NRG > 0 && C::SW > 0 && C::SH > 0,
                 "");
   (void)p;
