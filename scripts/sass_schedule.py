@@ -85,24 +85,25 @@ def compare(old, new):
     return out
 
 
-def token(op, text):
+def backward_target(addr, op, text):
+    """The target address of a branch back to an earlier instruction (a loop's end), else None."""
+    m = re.search(r"0x([0-9a-f]+)", text) if op == "BRA" else None
+    target = int(m.group(1), 16) if m else None
+    return target if target is not None and target < addr else None
+
+
+def token(addr, op, text):
     for prefix, make in TOKENS:
         if op.startswith(prefix):
             return make(text)
-    if op == "BRA":
-        m = re.search(r"0x([0-9a-f]+)", text)
-        return None if m is None else "BACK"
-    return None
+    return "^" if backward_target(addr, op, text) is not None else None
 
 
 def schedule(ins):
     """The runs of tokens: 'Gq4@2120 W1@2159 ...'."""
     out, run = [], None
     for i, (addr, op, text) in enumerate(ins):
-        key = token(op, text)
-        if key == "BACK":
-            target = int(re.search(r"0x([0-9a-f]+)", text).group(1), 16)
-            key = "^" if target < addr else None
+        key = token(addr, op, text)
         if key is None:
             continue
         if run and run[0] == key:
@@ -121,11 +122,8 @@ def loops(ins):
     index = {addr: i for i, (addr, _, _) in enumerate(ins)}
     found = []
     for i, (addr, op, text) in enumerate(ins):
-        if op != "BRA":
-            continue
-        m = re.search(r"0x([0-9a-f]+)", text)
-        target = int(m.group(1), 16) if m else addr
-        if target < addr and target in index:
+        target = backward_target(addr, op, text)
+        if target is not None and target in index:
             j = index[target]
             n = sum(1 for _, o, _ in ins[j:i + 1] if o.startswith("HGMMA"))
             if n:
