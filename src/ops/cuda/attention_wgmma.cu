@@ -120,7 +120,7 @@ struct WgCfg {
   static_assert(HD == 64 || HD == 80, "wgmma shapes exist for n64 / n80 only (wgmma.cuh)");
   // P2 releases a slot two tiles late: with three slots the producers, which publish tile kt - 1
   // after issuing tile kt, would wait for a slot the consumers hold (test_attention_ring_protocol.py).
-  static_assert(!P2 || (STAGES >= 4 && BN == 64 && !LOCK && !SKIPDEAD), "the P2 form: 64-key tiles, four slots");
+  static_assert(!P2 || (STAGES >= 4 && !LOCK && !SKIPDEAD), "the P2 form: four slots or more");
   static_assert(!LATE || !LOCK, "the LATE form is a form of the warp-specialised loop");
 };
 
@@ -163,7 +163,7 @@ __device__ __forceinline__ void consumer_sync_n(int n) { asm volatile("bar.sync 
 
 
 // d[64 x N] += a * b with N = 64 (S, or O for head_dim 64), 80 (O for head_dim 80) or 128 (S);
-// d = a * b instead where accumulate is 0 (N = 64 only).
+// d = a * b instead where accumulate is 0 (S only: N = 64 or 128).
 template <int N>
 __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const unsigned (&a)[4], uint64_t desc, bool trans_b,
                                        int accumulate = 1) {
@@ -173,8 +173,9 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const unsigned (&a)[4]
     else if (accumulate) wgmma::wgmma_m64n64k16_rs<0>(d, a, desc);
     else wgmma::wgmma_m64n64k16_rs_sd<0>(d, a, desc, 0);
   } else if constexpr (N == 128) {
-    (void)trans_b;
-    wgmma::wgmma_m64n128k16_rs<0>(d, a, desc);  // S only (K-major)
+    (void)trans_b;  // S only (K-major)
+    if (accumulate) wgmma::wgmma_m64n128k16_rs<0>(d, a, desc);
+    else wgmma::wgmma_m64n128k16_rs_sd<0>(d, a, desc, 0);
   } else {
     if (trans_b) wgmma::wgmma_m64n80k16_rs<1>(d, a, desc);
     else wgmma::wgmma_m64n80k16_rs<0>(d, a, desc);
@@ -586,7 +587,14 @@ void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
 // same 152 registers); "p2" -> that, with P double-buffered besides, S from zero and rel_w added by
 // the softmax, slots released two tiles late (WgCfg::P2, 160 registers; ptxas then also starts the
 // next Q K^T during the exps). Both written on 2026-12-05 without a GPU: compiled without spills or
-// wgmma serialisation, P2's ring protocol modelled, not run yet. Anything else is the default. Measured and taken out (BENCHMARKS.md,
+// wgmma serialisation, P2's ring protocol modelled, not run yet. "bn128lw" / "bn128p2" -> the same two
+// loops with 128-key tiles and two consumer warpgroups (224 registers): the measured bn128 form
+// has the same early wait (its SASS: the wait for P V right after the wait for S, before the 66
+// exps), so its measurement (slower than 64-key tiles) did not test the wider tile with P V
+// overlapping the softmax; these do, with half the per-key row reductions, waits and barrier
+// traffic. bn128p2 needs four slots (head dim 64) and an even number of tiles (grid rows a multiple
+// of 4), else the default runs; 16 bytes of spills outside the key loop. Written 2026-12-05 (second
+// session without a GPU), not run yet. Anything else is the default. Measured and taken out (BENCHMARKS.md,
 // 2026-12-03 22:30 session): three consumer warpgroups at head dim 80 too, rel_w read from shared
 // memory every tile (vit_h 91.5 vs 92.0 img/s); the row sums of P from P V with a block of ones
 // appended to V (m64n72 / n88: 26 fewer instructions per tile, but vit_b's global attention 23.05
@@ -603,7 +611,7 @@ WgmmaVariant variant_from_env() {
       {{"0", WgmmaVariant::Off}, {"wg2", WgmmaVariant::Keys64}, {"bn128", WgmmaVariant::Keys128},
        {"lockstep", WgmmaVariant::Lockstep}, {"skipdead", WgmmaVariant::SkipDead}, {"emu1", WgmmaVariant::Emu1},
        {"emu2", WgmmaVariant::Emu2}, {"emu3", WgmmaVariant::Emu3}, {"p2", WgmmaVariant::PBuf2},
-       {"lw", WgmmaVariant::LateWait}},
+       {"lw", WgmmaVariant::LateWait}, {"bn128lw", WgmmaVariant::Keys128Late}, {"bn128p2", WgmmaVariant::Keys128P2}},
       WgmmaVariant::Keys64Wg3);
   return v;
 }
@@ -614,7 +622,11 @@ WgmmaPlan plan_for(WgmmaVariant v, int relH) {
   pl.variant = v;
   switch (v) {
     case WgmmaVariant::Keys64: pl.smem = wg_smem_bytes<WgCfg<HD, 64>>(relH), pl.bm = WgCfg<HD, 64>::BM; break;
-    case WgmmaVariant::Keys128: pl.smem = wg_smem_bytes<WgCfg<HD, 128>>(relH), pl.bm = WgCfg<HD, 128>::BM; break;
+    case WgmmaVariant::Keys128:
+    case WgmmaVariant::Keys128Late:
+    case WgmmaVariant::Keys128P2:  // (PM changes no size; P2's four slots exist at head dim 64 only)
+      pl.smem = wg_smem_bytes<WgCfg<HD, 128>>(relH), pl.bm = WgCfg<HD, 128>::BM;
+      break;
     case WgmmaVariant::Lockstep:
       pl.smem = wg_smem_bytes<WgCfg<HD, 64, true>>(relH), pl.bm = WgCfg<HD, 64, true>::BM;
       break;
@@ -653,6 +665,11 @@ void launch_variant(const WgmmaPlan& pl, const KParams& p, int blocks, cudaStrea
     case WgmmaVariant::Emu3: launch<HD, 64, false, HD == 64 ? 3 : 2, false, 3>(p, blocks, pl.smem, stream); break;
     case WgmmaVariant::PBuf2: launch<HD, 64, false, HD == 64 ? 3 : 2, false, 0, 2>(p, blocks, pl.smem, stream); break;
     case WgmmaVariant::LateWait: launch<HD, 64, false, HD == 64 ? 3 : 2, false, 0, 1>(p, blocks, pl.smem, stream); break;
+    case WgmmaVariant::Keys128Late: launch<HD, 128, false, 2, false, 0, 1>(p, blocks, pl.smem, stream); break;
+    case WgmmaVariant::Keys128P2:
+      if constexpr (WgCfg<HD, 128>::STAGES >= 4) launch<HD, 128, false, 2, false, 0, 2>(p, blocks, pl.smem, stream);
+      else throw Error("wgmma attention: the 128-key P2 plan needs four ring slots");  // (the plan falls back first)
+      break;
     case WgmmaVariant::Off: throw Error("wgmma attention: launched without a plan");
   }
 }
@@ -664,10 +681,13 @@ bool wgmma_off_by_env() { return variant_from_env() == WgmmaVariant::Off; }
 WgmmaPlan wgmma_relpos_plan(const KParams& p, int optin_smem_limit) {
   WgmmaVariant v = variant_from_env();
   if (v == WgmmaVariant::Off || !device_is_sm90()) return {};
-  if (v == WgmmaVariant::PBuf2 && p.relH % 2 != 0) v = WgmmaVariant::Keys64Wg3;  // (P2 runs key tiles in pairs)
+  // (P2 runs key tiles in pairs; with 128-key tiles it needs four ring slots, which head dim 80 has not)
+  if (v == WgmmaVariant::PBuf2 && p.relH % 2 != 0) v = WgmmaVariant::Keys64Wg3;
+  if (v == WgmmaVariant::Keys128P2 && (p.relH % 4 != 0 || p.hd != 64)) v = WgmmaVariant::Keys64Wg3;
   if (p.ws != 0 || p.q_share != 1 || (p.hd != 64 && p.hd != 80)) return {};
   if (p.th == nullptr || p.relW != 64 || p.relH < 1 || p.nq != p.relH * p.relW || p.nk != p.nq) return {};
-  if (p.nk % (v == WgmmaVariant::Keys128 ? 128 : 64) != 0 || (p.th_lo == nullptr) != (p.tw_lo == nullptr)) return {};
+  const bool keys128 = v == WgmmaVariant::Keys128 || v == WgmmaVariant::Keys128Late || v == WgmmaVariant::Keys128P2;
+  if (p.nk % (keys128 ? 128 : 64) != 0 || (p.th_lo == nullptr) != (p.tw_lo == nullptr)) return {};
   const WgmmaPlan pl = p.hd == 64 ? plan_for<64>(v, p.relH) : plan_for<80>(v, p.relH);
   return pl.smem <= static_cast<size_t>(optin_smem_limit) ? pl : WgmmaPlan{};
 }
