@@ -473,6 +473,13 @@ void run_bench_vit(const BenchArgs& a) {
                         {"block", a.block}, {"sparsity", a.sparsity}, {"mlp_density", density},
                         {"bsr_linears", vit_num_bsr_linears(*sparse_model)},
                         {"fused_mlps", vit_num_fused_mlps(*sparse_model, a.batch)},
+                        // (blocks ops::simplify_bsr_mlp took out at load: work independent of the image)
+                        {"mlp_fc1_blocks_dropped", sparse_model->mlp_fc1_blocks_dropped},
+                        {"mlp_fc2_blocks_folded", sparse_model->mlp_fc2_blocks_folded},
+                        {"mlp_density_computed", total ? static_cast<double>(kept - sparse_model->mlp_fc1_blocks_dropped -
+                                                                            sparse_model->mlp_fc2_blocks_folded) /
+                                                             static_cast<double>(total)
+                                                       : 1.0},
                         {"dense_ms_per_batch", dense_ms}, {"dense_images_per_s", 1e3 * a.batch / dense_ms},
                         {"sparse_ms_per_batch", sparse_ms}, {"sparse_images_per_s", 1e3 * a.batch / sparse_ms},
                         {"speedup", dense_ms / sparse_ms}, {"cuda_graph", graphed},
@@ -508,11 +515,13 @@ void run_bench_vit(const BenchArgs& a) {
   std::printf("%s %s %s batch %d (%d host threads; %s): dense %.2f ms/batch (%.2f img/s)\n", a.model.c_str(),
               a.device.c_str(), a.dtype.c_str(), a.batch, out["threads"].get<int>(),
               out["timing"].get<std::string>().c_str(), dense_ms, 1e3 * a.batch / dense_ms);
-  std::printf("MLPs block %d sparsity %.2f (%d BSR linears, %d MLPs fused, density %.4f): %.2f ms/batch (%.2f img/s), "
-              "speed-up %.2fx\n",
+  std::printf("MLPs block %d sparsity %.2f (%d BSR linears, %d MLPs fused, density %.4f, %.4f computed: %lld fc1 blocks "
+              "unread, %lld fc2 blocks folded into the bias): %.2f ms/batch (%.2f img/s), speed-up %.2fx\n",
               a.block, a.sparsity, vit_num_bsr_linears(*sparse_model), vit_num_fused_mlps(*sparse_model, a.batch),
-              density, sparse_ms,
-              1e3 * a.batch / sparse_ms, dense_ms / sparse_ms);
+              density, out["mlp_density_computed"].get<double>(),
+              static_cast<long long>(sparse_model->mlp_fc1_blocks_dropped),
+              static_cast<long long>(sparse_model->mlp_fc2_blocks_folded), sparse_ms, 1e3 * a.batch / sparse_ms,
+              dense_ms / sparse_ms);
   if (out.contains("cuda_graph_note")) std::printf("%s\n", out["cuda_graph_note"].get<std::string>().c_str());
   if (out.contains("profile_dense")) print_profile("profile of one eager dense forward", out["profile_dense"]);
   if (out.contains("profile_sparse")) print_profile("profile of one eager sparse forward", out["profile_sparse"]);

@@ -202,6 +202,29 @@ Tensor mlp_bsr(const Tensor& x, const BsrMatrix& fc1, const Tensor& b1, const Bs
 // benchmarks report next to their timings).
 bool mlp_bsr_fused_for(const BsrMatrix& fc1, const BsrMatrix& fc2, int64_t tokens, const BsrMlpPlan* plan);
 
+// The same MLP, fc2(GELU(fc1 x + b1)) + b2, without the work whose result does not depend on x
+// (bsr_mlp_simplify.cpp; host, once per model, before upload):
+//  - fc1's block-rows that no stored block of fc2 reads lose their blocks (their hidden values are
+//    never used: the fused kernel already skips them, the two linears computed them);
+//  - fc2's blocks (i, j) whose hidden block j has no stored fc1 block, where h_j = GELU(b1_j) for
+//    every token, move into the bias: b2_i += W2[i, j] GELU(b1_j) (exact-erf GELU and the sums in
+//    double, rounded once to float32).
+// The same function of x up to rounding. How much goes depends on the masks: with unstructured
+// weights pruned by block magnitude to 90% in 64-blocks, a block-row or -column of 12 blocks is empty
+// with probability ~0.9^12, so about a quarter of either weight's blocks. fc1 / fc2 host BSR matrices
+// of one block size that chain (fc2.cols == fc1.rows), b1 / b2 float32 host tensors [fc1.rows] /
+// [fc2.rows]; InvalidArgument otherwise.
+struct SimplifiedBsrMlp {
+  BsrMatrix fc1, fc2;              // host arrays only, values in the inputs' dtypes
+  Tensor b2;                       // float32 [fc2.rows]
+  int64_t fc1_blocks_dropped = 0;  // fc1 blocks in block-rows that fc2 never reads
+  int64_t fc2_blocks_folded = 0;   // fc2 blocks moved into b2
+};
+SimplifiedBsrMlp simplify_bsr_mlp(const BsrMatrix& fc1, const Tensor& b1, const BsrMatrix& fc2, const Tensor& b2);
+// Whether models simplify their block-sparse MLPs at load: yes unless VITRT_BSR_MLP_SIMPLIFY=0 (for
+// A/B runs; read once per process).
+bool bsr_mlp_simplify_on();
+
 }  // namespace vitrt::ops
 
 // ---- Slicing (ops_narrow.cpp) ----

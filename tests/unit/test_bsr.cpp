@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -495,6 +496,111 @@ TEST(BsrMlpSchedule, RejectsPairsThatDoNotChain) {
   const BsrMatrix wide = bsr_from_dense(ragged_weight(64, 17 * 16, 16, 84), 16);  // 17 column blocks
   const BsrMatrix fc2_wide = bsr_from_dense(ragged_weight(32, 64, 16, 85), 16);
   EXPECT_THROW(ops::make_bsr_mlp_schedule(wide, fc2_wide), InvalidArgument);
+}
+
+// ---- ops::simplify_bsr_mlp
+
+// w with the blocks (block-row r, block-column c) for which drop(r, c) holds set to zero.
+Tensor zero_blocks(Tensor w, int b, const std::function<bool(int64_t, int64_t)>& drop) {
+  const int64_t cols = w.size(1);
+  for (int64_t r = 0; r < w.size(0) / b; ++r)
+    for (int64_t c = 0; c < cols / b; ++c)
+      if (drop(r, c))
+        for (int64_t i = 0; i < b; ++i) std::fill_n(w.data<float>() + (r * b + i) * cols + c * b, b, 0.f);
+  return w;
+}
+
+// Stored blocks of m in block-rows (rows = true) or block-columns for which `pick` holds.
+int64_t blocks_where(const BsrMatrix& m, bool rows, const std::function<bool(int64_t)>& pick) {
+  int64_t n = 0;
+  for (int64_t r = 0; r < m.block_rows(); ++r)
+    for (int32_t k = m.row_ptr.data<int32_t>()[r]; k < m.row_ptr.data<int32_t>()[r + 1]; ++k)
+      n += pick(rows ? r : m.col_idx.data<int32_t>()[k]);
+  return n;
+}
+
+// fc1's hidden block-rows 0, 4 (ragged_weight: every fourth row empty, and random ones may be) are
+// GELU(b1) for any input; fc2 reads no block of hidden block-columns 1 and 6. The simplified pair
+// computes the same MLP as the dense weights (the reference: two dense linears) without fc1's
+// unread rows and fc2's blocks in constant columns, and leaves every other stored block as it was.
+// F32 and BF16 values.
+TEST_P(BsrBlock, SimplifiedMlpComputesTheSameFunction) {
+  const int b = GetParam();
+  const int64_t D = 4 * b, H = 8 * b, N = 3 * b;
+  const Tensor w1 = ragged_weight(H, D, b, 31 + b);
+  const Tensor w2 = zero_blocks(random_tensor({N, H}, 32 + b), b,
+                                [&](int64_t r, int64_t c) { return c == 1 || c == 6 || (r + c) % 5 == 0; });
+  // (ragged_weight's random rows may come out empty too: the sets from the weights themselves)
+  const BsrMatrix p1 = bsr_from_dense(w1, b), p2 = bsr_from_dense(w2, b);
+  std::vector<bool> is_constant(H / b), is_read(H / b, false);
+  for (int64_t j = 0; j < H / b; ++j) is_constant[j] = p1.row_ptr.data<int32_t>()[j] == p1.row_ptr.data<int32_t>()[j + 1];
+  for (int64_t k = 0; k < p2.nnz_blocks(); ++k) is_read[p2.col_idx.data<int32_t>()[k]] = true;
+  ASSERT_TRUE(is_constant[0] && is_constant[4] && !is_read[1] && !is_read[6]);
+  const auto unread = [&](int64_t j) { return !is_read[j]; };
+  const auto constant = [&](int64_t j) { return is_constant[j]; };
+  const Tensor b1 = random_tensor({H}, 33), b2 = random_tensor({N}, 34);
+  const Tensor x = random_tensor({7, D}, 35);
+  Tensor h = ops::linear(x, w1, &b1, ops::Activation::GELU);
+  const Tensor want = ops::linear(h, w2, &b2);
+  for (DType dt : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(::testing::Message() << "block " << b << " " << dtype_name(dt));
+    const BsrMatrix fc1 = bsr_from_dense(ops::cast(w1, dt), b), fc2 = bsr_from_dense(ops::cast(w2, dt), b);
+    const ops::SimplifiedBsrMlp s = ops::simplify_bsr_mlp(fc1, b1, fc2, b2);
+    EXPECT_EQ(s.fc1_blocks_dropped, blocks_where(fc1, true, unread));
+    EXPECT_EQ(s.fc2_blocks_folded, blocks_where(fc2, false, constant));
+    EXPECT_GT(s.fc1_blocks_dropped, 0);
+    EXPECT_GT(s.fc2_blocks_folded, 0);
+    EXPECT_EQ(blocks_where(s.fc1, true, unread), 0);
+    EXPECT_EQ(blocks_where(s.fc2, false, constant), 0);
+    EXPECT_EQ(s.fc1.values.dtype(), dt);
+    // Every block kept is the original's.
+    const Tensor d1 = bsr_to_dense(s.fc1).to_f32(), o1 = bsr_to_dense(fc1).to_f32();
+    for (int64_t i = 0; i < H; ++i)
+      for (int64_t j = 0; j < D; ++j)
+        ASSERT_EQ(d1.data<float>()[i * D + j], unread(i / b) ? 0.f : o1.data<float>()[i * D + j]) << i << ", " << j;
+    const Tensor d2 = bsr_to_dense(s.fc2).to_f32(), o2 = bsr_to_dense(fc2).to_f32();
+    for (int64_t i = 0; i < N; ++i)
+      for (int64_t j = 0; j < H; ++j)
+        ASSERT_EQ(d2.data<float>()[i * H + j], constant(j / b) ? 0.f : o2.data<float>()[i * H + j]) << i << ", " << j;
+    // The MLP: against the dense F32 weights (exact for F32 values; the BF16 values are rounded).
+    Tensor hs = ops::linear_bsr(x, s.fc1, &b1, ops::Activation::GELU);
+    const Tensor got = ops::linear_bsr(hs, s.fc2, &s.b2);
+    if (dt == DType::F32) {
+      expect_close(got, want, 1e-5);
+    } else {
+      Tensor h16 = ops::linear_bsr(x, fc1, &b1, ops::Activation::GELU);
+      expect_close(got, ops::linear_bsr(h16, fc2, &b2), 1e-5);  // the unsimplified BF16 pair
+    }
+  }
+}
+
+// Nothing constant, nothing unread: the same matrices and bias back.
+TEST(Bsr, SimplifyBsrMlpKeepsPairsWithoutConstantParts) {
+  const BsrMatrix fc1 = bsr_from_dense(random_tensor({64, 32}, 41), 16);
+  const BsrMatrix fc2 = bsr_from_dense(random_tensor({48, 64}, 42), 16);
+  const Tensor b1 = random_tensor({64}, 43), b2 = random_tensor({48}, 44);
+  const ops::SimplifiedBsrMlp s = ops::simplify_bsr_mlp(fc1, b1, fc2, b2);
+  EXPECT_EQ(s.fc1_blocks_dropped, 0);
+  EXPECT_EQ(s.fc2_blocks_folded, 0);
+  expect_identical(bsr_to_dense(s.fc1), bsr_to_dense(fc1));
+  expect_identical(bsr_to_dense(s.fc2), bsr_to_dense(fc2));
+  expect_identical(s.b2, b2);
+}
+
+TEST(Bsr, SimplifyBsrMlpRejectsPairsThatDoNotChain) {
+  const BsrMatrix fc1 = bsr_from_dense(ragged_weight(64, 32, 16, 51), 16);
+  const BsrMatrix fc2 = bsr_from_dense(ragged_weight(32, 64, 16, 52), 16);
+  const Tensor b1 = random_tensor({64}, 53), b2 = random_tensor({32}, 54);
+  const BsrMatrix fc2_bad = bsr_from_dense(ragged_weight(32, 48, 16, 55), 16);  // takes 48, not 64
+  const BsrMatrix fc2_b32 = bsr_from_dense(ragged_weight(32, 64, 32, 56), 32);  // another block size
+  EXPECT_THROW(ops::simplify_bsr_mlp(fc1, b1, fc2_bad, b2), InvalidArgument);
+  EXPECT_THROW(ops::simplify_bsr_mlp(fc1, b1, fc2_b32, b2), InvalidArgument);
+  EXPECT_THROW(ops::simplify_bsr_mlp(fc1, b2, fc2, b2), InvalidArgument);  // b1 of fc2's size
+  EXPECT_THROW(ops::simplify_bsr_mlp(fc1, b1, fc2, b1), InvalidArgument);
+  EXPECT_THROW(ops::simplify_bsr_mlp(fc1, ops::cast(b1, DType::BF16), fc2, b2), InvalidArgument);
+  BsrMatrix broken = fc2;
+  broken.col_idx = Tensor::zeros({fc2.nnz_blocks()}, DType::I32);  // not increasing within a row
+  EXPECT_THROW(ops::simplify_bsr_mlp(fc1, b1, broken, b2), InvalidArgument);
 }
 
 }  // namespace

@@ -91,15 +91,26 @@ TEST_P(VitSparseFixture, SparsifiedModelMatchesFoldedDense) {
                       " MLP weights packed to BSR"),
             std::string::npos)
       << text;
-  for (const auto& l : sparse->layers) {
+  // The file holds half of each weight's blocks; the model computes those less what
+  // ops::simplify_bsr_mlp took out at load (with 4 or 8 blocks per block-row or -column at half
+  // density, some rows and columns are empty: test_bsr.cpp checks that step on its own).
+  const io::ModelFile f = io::load_model_file(path);
+  int64_t file_blocks = 0, model_blocks = 0;
+  for (int i = 0; i < c.num_layers; ++i) {
+    const auto& l = sparse->layers[i];
     ASSERT_TRUE(l.mlp_fc1_bsr && l.mlp_fc2_bsr);
     EXPECT_FALSE(l.mlp_fc1.w.defined());
-    EXPECT_NEAR(l.mlp_fc1_bsr->density(), 0.5, 1e-9);
-    EXPECT_NEAR(l.mlp_fc2_bsr->density(), 0.5, 1e-9);
+    const std::string lp = "encoder.layers.encoder_layer_" + std::to_string(i) + ".mlp.";
+    for (const char* w : {"0.weight", "3.weight"}) {
+      const BsrMatrix& m = f.sparse.at(lp + w);
+      EXPECT_NEAR(m.density(), 0.5, 1e-9) << lp << w;
+      file_blocks += m.nnz_blocks();
+    }
+    model_blocks += l.mlp_fc1_bsr->nnz_blocks() + l.mlp_fc2_bsr->nnz_blocks();
   }
+  EXPECT_EQ(model_blocks, file_blocks - sparse->mlp_fc1_blocks_dropped - sparse->mlp_fc2_blocks_folded);
 
   // The same model run dense on the folded weights, and the unpruned original.
-  const io::ModelFile f = io::load_model_file(path);
   auto folded = vit_from_state_dict(io::fold_to_dense(f), Device::CPU, DType::F32, heads);
   EXPECT_EQ(vit_num_bsr_linears(*folded), 0);
   auto original = load_vit(kDir + "/" + name + ".pth");

@@ -159,6 +159,19 @@ std::shared_ptr<VitModel> VitModel::from_state_dict(const StateDict& sd, const V
     };
     l.mlp_fc1 = take_mlp(lp + "mlp.0", c.mlp_dim, C, l.mlp_fc1_bsr);
     l.mlp_fc2 = take_mlp(lp + "mlp.3", C, c.mlp_dim, l.mlp_fc2_bsr);
+    // Both block-sparse: the blocks whose work does not depend on the image go (hidden blocks nobody
+    // reads; constant hidden blocks folded into fc2's bias). Kept as they are if that would leave
+    // a weight without blocks.
+    if (l.mlp_fc1_bsr && l.mlp_fc2_bsr && l.mlp_fc1_bsr->block == l.mlp_fc2_bsr->block && ops::bsr_mlp_simplify_on()) {
+      ops::SimplifiedBsrMlp s = ops::simplify_bsr_mlp(*l.mlp_fc1_bsr, l.mlp_fc1.b, *l.mlp_fc2_bsr, l.mlp_fc2.b);
+      if (s.fc1.nnz_blocks() > 0 && s.fc2.nnz_blocks() > 0) {
+        m->mlp_fc1_blocks_dropped += s.fc1_blocks_dropped;
+        m->mlp_fc2_blocks_folded += s.fc2_blocks_folded;
+        l.mlp_fc1_bsr = std::move(s.fc1);
+        l.mlp_fc2_bsr = std::move(s.fc2);
+        l.mlp_fc2.b = s.b2;
+      }
+    }
   }
   m->encoder_ln = take_norm(r, "encoder.ln", C);
   m->head = take_linear(r, "heads.head", c.num_classes, C);

@@ -54,6 +54,9 @@ class VitModel {
   vit::LinearW head;                // [num_classes, C]
   Device device = Device::CPU;
   DType dtype = DType::F32;
+  // Stored blocks of the block-sparse MLPs taken out at load (ops::simplify_bsr_mlp), over all
+  // layers: fc1 blocks no fc2 block reads, fc2 blocks of constant hidden blocks folded into the bias.
+  int64_t mlp_fc1_blocks_dropped = 0, mlp_fc2_blocks_folded = 0;
 
   // sparse (optional): BSR weights by state_dict name; only the MLP weights
   // encoder.layers.encoder_layer_<i>.mlp.{0,3}.weight may be block-sparse (they are then absent

@@ -1,0 +1,118 @@
+// ops::simplify_bsr_mlp: a block-sparse MLP without the work whose result does not depend on the
+// input (see ops.h). Host only, once per model.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ops/ops.h"
+#include "vitrt/error.h"
+
+namespace vitrt::ops {
+
+namespace {
+
+// torch.nn.GELU() (approximate='none'): what the model's MLP applies to the hidden values.
+double gelu_exact(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+
+// m with only the stored blocks for which keep(block-row, stored index) holds, in the same order
+// (values copied in m's dtype; every array a fresh host tensor).
+template <class Keep>
+BsrMatrix select_blocks(const BsrMatrix& m, Keep keep) {
+  const int32_t* rp = m.row_ptr.data<int32_t>();
+  const int32_t* ci = m.col_idx.data<int32_t>();
+  const int64_t rows = m.block_rows();
+  const size_t block_bytes = static_cast<size_t>(m.block) * m.block * dtype_size(m.values.dtype());
+  std::vector<int32_t> row_ptr(1, 0), col_idx;
+  std::vector<int64_t> taken;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int32_t k = rp[r]; k < rp[r + 1]; ++k)
+      if (keep(r, k)) {
+        col_idx.push_back(ci[k]);
+        taken.push_back(k);
+      }
+    row_ptr.push_back(static_cast<int32_t>(col_idx.size()));
+  }
+  BsrMatrix out;
+  out.rows = m.rows;
+  out.cols = m.cols;
+  out.block = m.block;
+  out.row_ptr = Tensor::empty({rows + 1}, DType::I32);
+  std::memcpy(out.row_ptr.raw(), row_ptr.data(), row_ptr.size() * sizeof(int32_t));
+  const auto nnz = static_cast<int64_t>(col_idx.size());
+  out.col_idx = Tensor::empty({nnz}, DType::I32);
+  if (nnz) std::memcpy(out.col_idx.raw(), col_idx.data(), col_idx.size() * sizeof(int32_t));
+  out.values = Tensor::empty({nnz, m.block, m.block}, m.values.dtype());
+  const auto* src = static_cast<const unsigned char*>(m.values.raw());
+  auto* dst = static_cast<unsigned char*>(out.values.raw());
+  for (int64_t n = 0; n < nnz; ++n) std::memcpy(dst + n * block_bytes, src + taken[n] * block_bytes, block_bytes);
+  return out;
+}
+
+void check_bias(const Tensor& b, int64_t n, const char* what) {
+  VITRT_CHECK(b.defined() && !b.is_cuda() && b.dtype() == DType::F32, InvalidArgument,
+              "ops::simplify_bsr_mlp: ", what, " must be a float32 host tensor");
+  b.expect_shape({n}, what);
+}
+
+}  // namespace
+
+bool bsr_mlp_simplify_on() {
+  static const bool on = [] {
+    const char* v = std::getenv("VITRT_BSR_MLP_SIMPLIFY");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
+SimplifiedBsrMlp simplify_bsr_mlp(const BsrMatrix& fc1, const Tensor& b1, const BsrMatrix& fc2, const Tensor& b2) {
+  validate(fc1, "block-sparse MLP fc1");
+  validate(fc2, "block-sparse MLP fc2");
+  VITRT_CHECK(fc1.block == fc2.block && fc2.cols == fc1.rows, InvalidArgument,
+              "ops::simplify_bsr_mlp: fc2 [", fc2.rows, ", ", fc2.cols, "] in ", fc2.block, "-blocks does not take fc1 [",
+              fc1.rows, ", ", fc1.cols, "] in ", fc1.block, "-blocks");
+  check_bias(b1, fc1.rows, "fc1 bias");
+  check_bias(b2, fc2.rows, "fc2 bias");
+  const int B = fc1.block;
+  const int64_t hidden_blocks = fc1.block_rows();
+  const int32_t* rp1 = fc1.row_ptr.data<int32_t>();
+  const int32_t* ci2 = fc2.col_idx.data<int32_t>();
+
+  // Hidden blocks fc2 reads; hidden blocks that are GELU(b1) whatever the input (no fc1 block).
+  std::vector<char> read(hidden_blocks, 0), constant(hidden_blocks, 0);
+  for (int64_t k = 0; k < fc2.nnz_blocks(); ++k) read[ci2[k]] = 1;
+  for (int64_t j = 0; j < hidden_blocks; ++j) constant[j] = rp1[j] == rp1[j + 1];
+
+  SimplifiedBsrMlp s;
+  s.fc1 = select_blocks(fc1, [&](int64_t j, int32_t) { return read[j] != 0; });
+  s.fc1_blocks_dropped = fc1.nnz_blocks() - s.fc1.nnz_blocks();
+
+  // b2 + sum over the folded blocks (i, j) of W2[i, j] GELU(b1_j), in double.
+  const Tensor w2 = fc2.values.to_f32();
+  const float* v2 = w2.data<float>();
+  const float* bias1 = b1.data<float>();
+  const int32_t* rp2 = fc2.row_ptr.data<int32_t>();
+  std::vector<double> acc(b2.data<float>(), b2.data<float>() + fc2.rows);
+  std::vector<double> g(B);
+  for (int64_t i = 0; i < fc2.block_rows(); ++i)
+    for (int32_t k = rp2[i]; k < rp2[i + 1]; ++k) {
+      const int32_t j = ci2[k];
+      if (!constant[j]) continue;
+      for (int c = 0; c < B; ++c) g[c] = gelu_exact(bias1[j * B + c]);
+      const float* blk = v2 + static_cast<int64_t>(k) * B * B;
+      for (int r = 0; r < B; ++r) {
+        double t = 0;
+        for (int c = 0; c < B; ++c) t += static_cast<double>(blk[r * B + c]) * g[c];
+        acc[i * B + r] += t;
+      }
+      ++s.fc2_blocks_folded;
+    }
+  s.fc2 = select_blocks(fc2, [&](int64_t, int32_t k) { return constant[ci2[k]] == 0; });
+  s.b2 = Tensor::empty({fc2.rows});
+  float* out = s.b2.data<float>();
+  for (int64_t n = 0; n < fc2.rows; ++n) out[n] = static_cast<float>(acc[n]);
+  return s;
+}
+
+}  // namespace vitrt::ops
