@@ -219,11 +219,18 @@ std::shared_ptr<VitModel> VitModel::to(Device dev, DType dt) const {
 
 namespace {
 // EncoderBlock.forward (dropouts are identities in eval).
+Tensor encoder_mlp_forward(const vit::EncoderLayerW& l, const Tensor& h);
+
 Tensor encoder_layer_forward(const vit::EncoderLayerW& l, int num_heads, const Tensor& x) {
   Tensor t = ops::layer_norm(x, l.ln_1.w, l.ln_1.b, kVitLayerNormEps);
   Tensor qkv = ops::linear(t, l.qkv.w, &l.qkv.b);  // [B, T, 3C]
   Tensor a = ops::attention_packed_qkv(qkv, num_heads);
   Tensor h = ops::linear(a, l.out_proj.w, &l.out_proj.b, ops::Activation::None, &x);
+  return encoder_mlp_forward(l, h);
+}
+
+// The MLP half of an EncoderBlock: x + mlp(ln_2(x)).
+Tensor encoder_mlp_forward(const vit::EncoderLayerW& l, const Tensor& h) {
   Tensor m = ops::layer_norm(h, l.ln_2.w, l.ln_2.b, kVitLayerNormEps);
   if (l.mlp_fc1_bsr && l.mlp_fc2_bsr)
     return ops::mlp_bsr(m, *l.mlp_fc1_bsr, l.mlp_fc1.b, *l.mlp_fc2_bsr, l.mlp_fc2.b, h, l.mlp_plan.get());
@@ -232,13 +239,31 @@ Tensor encoder_layer_forward(const vit::EncoderLayerW& l, int num_heads, const T
   if (!l.mlp_fc2_bsr) return ops::linear(m, l.mlp_fc2.w, &l.mlp_fc2.b, ops::Activation::None, &h);
   return ops::linear_bsr(m, *l.mlp_fc2_bsr, &l.mlp_fc2.b, ops::Activation::None, &h);
 }
+
+// The last EncoderBlock for the class token only, x [B, T, C] -> [B, 1, C]: the classifier reads
+// nothing else, and every step after the keys and values is per token. So the class token's query,
+// its row of attention, out_proj, ln_2 and the MLP run on B rows instead of B x T (for ViT-B/16 at
+// 197 tokens, about a twelfth of the model's work); keys and values still come from every token.
+Tensor class_token_layer_forward(const vit::EncoderLayerW& l, int num_heads, const Tensor& x) {
+  const int64_t C = x.size(2);
+  Tensor t = ops::layer_norm(x, l.ln_1.w, l.ln_1.b, kVitLayerNormEps);
+  // in_proj's rows are [q; k; v]: the k / v rows for every token, the q rows for the class token.
+  const Tensor w_kv = l.qkv.w.slice0(C, 3 * C), b_kv = l.qkv.b.slice0(C, 3 * C);
+  const Tensor w_q = l.qkv.w.slice0(0, C), b_q = l.qkv.b.slice0(0, C);
+  const Tensor kv = ops::linear(t, w_kv, &b_kv);  // [B, T, 2C]
+  const Tensor q = ops::linear(ops::narrow(t, 1, 0, 1), w_q, &b_q);  // [B, 1, C]
+  const Tensor a = ops::attention_packed_kv(q, kv, num_heads);  // [B, 1, C]
+  const Tensor x0 = ops::narrow(x, 1, 0, 1);
+  const Tensor h = ops::linear(a, l.out_proj.w, &l.out_proj.b, ops::Activation::None, &x0);
+  return encoder_mlp_forward(l, h);
+}
 }  // namespace
 
 Tensor VitModel::forward(const Tensor& images) const { return forward_device(images).to(Device::CPU); }
 
 Tensor VitModel::forward_device(const Tensor& images) const {
   const VitConfig& c = config;
-  const int64_t S = c.image_size, C = c.hidden_dim, g = c.grid_size(), T = c.num_tokens();
+  const int64_t S = c.image_size, C = c.hidden_dim, g = c.grid_size();
   VITRT_CHECK(images.dim() == 4 && images.size(0) >= 1 && images.size(1) == S && images.size(2) == S &&
                   images.size(3) == 3,
               InvalidArgument, "ViT input must be [B, ", S, ", ", S, ", 3], got ", shape_str(images.shape()));
@@ -254,10 +279,10 @@ Tensor VitModel::forward_device(const Tensor& images) const {
   }
   x = ops::cat({cls, x}, 1);  // [B, T, C]
   ops::add_(x, pos_embedding);
-  for (const vit::EncoderLayerW& l : layers) x = encoder_layer_forward(l, c.num_heads, x);
-  // LayerNorm is per token and the head reads only the class token: normalise just that one.
-  // Token 0 of each image: a strided copy of B rows (not a permute of the whole [B, T, C]).
-  Tensor cls_out = B == 1 ? x.reshape({T, C}).slice0(0, 1) : ops::narrow(x, 1, 0, 1).reshape({B, C});
+  for (size_t i = 0; i + 1 < layers.size(); ++i) x = encoder_layer_forward(layers[i], c.num_heads, x);
+  // The head reads only the class token, and the final LayerNorm is per token: the last layer and
+  // the norm run for that token alone.
+  Tensor cls_out = class_token_layer_forward(layers.back(), c.num_heads, x).reshape({B, C});
   cls_out = ops::layer_norm(cls_out, encoder_ln.w, encoder_ln.b, kVitLayerNormEps);
   Tensor logits = ops::linear(cls_out, head.w, &head.b);
   return ops::cast(logits, DType::F32);
