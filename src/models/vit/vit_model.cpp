@@ -218,17 +218,6 @@ std::shared_ptr<VitModel> VitModel::to(Device dev, DType dt) const {
 }
 
 namespace {
-// EncoderBlock.forward (dropouts are identities in eval).
-Tensor encoder_mlp_forward(const vit::EncoderLayerW& l, const Tensor& h);
-
-Tensor encoder_layer_forward(const vit::EncoderLayerW& l, int num_heads, const Tensor& x) {
-  Tensor t = ops::layer_norm(x, l.ln_1.w, l.ln_1.b, kVitLayerNormEps);
-  Tensor qkv = ops::linear(t, l.qkv.w, &l.qkv.b);  // [B, T, 3C]
-  Tensor a = ops::attention_packed_qkv(qkv, num_heads);
-  Tensor h = ops::linear(a, l.out_proj.w, &l.out_proj.b, ops::Activation::None, &x);
-  return encoder_mlp_forward(l, h);
-}
-
 // The MLP half of an EncoderBlock: x + mlp(ln_2(x)).
 Tensor encoder_mlp_forward(const vit::EncoderLayerW& l, const Tensor& h) {
   Tensor m = ops::layer_norm(h, l.ln_2.w, l.ln_2.b, kVitLayerNormEps);
@@ -238,6 +227,15 @@ Tensor encoder_mlp_forward(const vit::EncoderLayerW& l, const Tensor& h) {
                     : ops::linear(m, l.mlp_fc1.w, &l.mlp_fc1.b, ops::Activation::GELU);
   if (!l.mlp_fc2_bsr) return ops::linear(m, l.mlp_fc2.w, &l.mlp_fc2.b, ops::Activation::None, &h);
   return ops::linear_bsr(m, *l.mlp_fc2_bsr, &l.mlp_fc2.b, ops::Activation::None, &h);
+}
+
+// EncoderBlock.forward (dropouts are identities in eval).
+Tensor encoder_layer_forward(const vit::EncoderLayerW& l, int num_heads, const Tensor& x) {
+  Tensor t = ops::layer_norm(x, l.ln_1.w, l.ln_1.b, kVitLayerNormEps);
+  Tensor qkv = ops::linear(t, l.qkv.w, &l.qkv.b);  // [B, T, 3C]
+  Tensor a = ops::attention_packed_qkv(qkv, num_heads);
+  Tensor h = ops::linear(a, l.out_proj.w, &l.out_proj.b, ops::Activation::None, &x);
+  return encoder_mlp_forward(l, h);
 }
 
 // The last EncoderBlock for the class token only, x [B, T, C] -> [B, 1, C]: the classifier reads
