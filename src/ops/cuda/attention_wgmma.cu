@@ -72,11 +72,17 @@ using ptx::setmaxnreg_inc;
 // of the MUFU, spread evenly over the row (0: none, the default).
 // PM: the key loop's form. 1 (LATE): the default loop with the wait for P V in a branch after the
 // exps; 2 (P2): P double-buffered besides (the softmax of tile kt writes its P into the buffer that
-// P V of tile kt - 1 does not read), S from zero, slots released two tiles late. See the key loop.
+// P V of tile kt - 1 does not read), S from zero, slots released two tiles late; 3 (LATE with
+// RELW_SMEM, Q_SMEM): LATE's loop with S from zero, rel_w added by the softmax from shared memory
+// instead of 32 registers, and Q read by Q K^T from shared memory instead of 16, which lets three
+// consumer warpgroups hold 128-key tiles (S 64 + P 32 + O 32 registers) in 160 (with Q in registers
+// ptxas spilled and serialised the wgmmas). See the key loop.
 template <int HD_, int BN_, bool LOCK_ = false, int CWG_ = 2, bool SKIPDEAD_ = false, int EMU_ = 0, int PM_ = 0>
 struct WgCfg {
   static constexpr int HD = HD_;
-  static constexpr bool LATE = PM_ == 1, P2 = PM_ == 2;
+  static constexpr bool LATE = PM_ == 1 || PM_ == 3, P2 = PM_ == 2, RELW_SMEM = PM_ == 3;
+  static constexpr bool Q_SMEM = PM_ == 3;  // Q K^T's A operand from shared memory (16 registers fewer)
+  static constexpr bool ZERO_S = P2 || RELW_SMEM;  // S = Q K^T from zero, rel_w added by the softmax
   static constexpr bool LOCK = LOCK_;
   static constexpr int CWG = CWG_;
   static constexpr bool SKIPDEAD = SKIPDEAD_;
@@ -93,15 +99,18 @@ struct WgCfg {
   // .dec, so a total above that would hang the consumers for ever.
   // (setmaxnreg is per warpgroup, so the producers are a whole warpgroup: with three consumer
   // warpgroups the launch has 512 threads x 128.)
-  // (P2 at three warpgroups: 160 / 32, all of the launch's registers; at 152 its consumers spill.)
-  static constexpr int LAUNCH_REGS = CWG == 3 ? 128 : 168, PRODUCER_REGS = CWG == 3 ? (P2 ? 32 : 40) : 56;
-  static constexpr int CONSUMER_REGS = CWG == 3 ? (P2 ? 160 : 152) : 224;
+  // (P2 and 128-key tiles at three warpgroups: 160 / 32, all of the launch's registers; at 152 P2's
+  // consumers spill.)
+  static constexpr bool WIDE3 = CWG == 3 && (P2 || BN_ == 128);
+  static constexpr int LAUNCH_REGS = CWG == 3 ? 128 : 168, PRODUCER_REGS = CWG == 3 ? (WIDE3 ? 32 : 40) : 56;
+  static constexpr int CONSUMER_REGS = CWG == 3 ? (WIDE3 ? 160 : 152) : 224;
   static_assert(CWG == 2 || CWG == 3, "two or three consumer warpgroups");
   static_assert(!LOCK || CWG == 2, "the lockstep schedule has its own three warpgroups");
   static_assert(LOCK || PRODUCERS * PRODUCER_REGS + 32 * CONSUMER_WARPS * CONSUMER_REGS <= THREADS * LAUNCH_REGS,
                 "setmaxnreg must redistribute the launch's registers, not ask for more");
   static constexpr int BM = 16 * CONSUMER_WARPS;           // query rows per CTA
-  static constexpr int STAGES = LOCK || (BN == 128 && HD == 80) ? 3 : 4;  // K / V ring slots (shared memory)
+  // K / V ring slots (shared memory; 128-key tiles at head dim 80 or with three warpgroups: three fit)
+  static constexpr int STAGES = LOCK || (BN == 128 && (HD == 80 || CWG == 3)) ? 3 : 4;
   static constexpr int CPR = HD / 8;   // 16-byte chunks per row
   static constexpr int KS = HD / 16;   // k16 steps of Q K^T
   static constexpr int NT8 = BN / 8;   // n8 tiles of S per warp
@@ -122,9 +131,13 @@ struct WgCfg {
   // after issuing tile kt, would wait for a slot the consumers hold (test_attention_ring_protocol.py).
   static_assert(!P2 || (STAGES >= 4 && !LOCK && !SKIPDEAD), "the P2 form: four slots or more");
   static_assert(!LATE || !LOCK, "the LATE form is a form of the warp-specialised loop");
+  static_assert(BN == 64 || CWG == 2 || RELW_SMEM, "128-key tiles at three warpgroups need rel_w out of the registers");
+  static_assert(!Q_SMEM || (BN == 128 && HD == 64), "wgmma.cuh has the m64n128k16 SS shape only");
+  static constexpr int q_cm_elems = Q_SMEM ? BM * HD : 0;  // Q in the core-matrix layout (Q_SMEM)
 };
 
-// [Q staging | rel_w, rel_h buffers (aliased)] [K/V ring] [mbarriers: full[STAGES], empty[STAGES]]
+// [Q staging | rel_w, rel_h buffers (aliased)] [Q, core-matrix layout (Q_SMEM)] [K/V ring]
+// [mbarriers: full[STAGES], empty[STAGES]]
 template <class C>
 __host__ __device__ inline size_t wg_region_a(int relH) {
   const size_t q = static_cast<size_t>(C::BM) * C::LDS * sizeof(bf16);
@@ -133,7 +146,8 @@ __host__ __device__ inline size_t wg_region_a(int relH) {
 }
 template <class C>
 size_t wg_smem_bytes(int relH) {
-  return wg_region_a<C>(relH) + static_cast<size_t>(C::kv_elems) * sizeof(bf16) + 2 * C::STAGES * sizeof(uint64_t);
+  return wg_region_a<C>(relH) + static_cast<size_t>(C::q_cm_elems + C::kv_elems) * sizeof(bf16) +
+         2 * C::STAGES * sizeof(uint64_t);
 }
 
 // Chunk 32 * step + ln (ln < 32, step < BN * CPR / 32) of the K / V tiles whose first key row is
@@ -198,7 +212,8 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::
   bf16* Qs = reinterpret_cast<bf16*>(smem_raw);
   float* BWs = reinterpret_cast<float*>(smem_raw);  // aliases Qs once the Q fragments are in registers
   float* BHs = BWs + (C::RELW / 2) * SW;
-  bf16* KV = reinterpret_cast<bf16*>(smem_raw + region_a);
+  bf16* Qcm = reinterpret_cast<bf16*>(smem_raw + region_a);  // (Q_SMEM only)
+  bf16* KV = Qcm + C::q_cm_elems;
   uint64_t* full = reinterpret_cast<uint64_t*>(KV + C::kv_elems);
   uint64_t* empty = full + STAGES;
 
@@ -228,6 +243,10 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::
     const int r = i / CPR, c = i - r * CPR, t = m0 + r;
     const bool in = t < p.nq;
     cp_async16(Qs + r * LDS + c * 8, in ? qb + (q0 + t) * p.ldq + c * 8 : qb, in ? 16 : 0);
+    // Q_SMEM: again in the core-matrix layout of a K-major A operand (K's layout), for Q K^T. The
+    // prologue's wait for every copy and its closing barrier publish it; the proxy fence is below.
+    if constexpr (C::Q_SMEM)
+      cp_async16(Qcm + core_matrix_offset<CPR>(r, c), in ? qb + (q0 + t) * p.ldq + c * 8 : qb, in ? 16 : 0);
   }
   cp_async_commit();
 
@@ -246,6 +265,10 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::
                                   });
 
   const int nkt = p.nk / BN;
+  if constexpr (C::Q_SMEM) {
+    wgmma::fence_proxy_async_smem();  // this thread's (landed) copies of Qcm -> wgmma's reads
+    __syncthreads();
+  }
 
   // ---- producers: K / V tiles into the ring, 32 chunks per warp and step.
   if (!LOCK && !consumer) {
@@ -260,8 +283,14 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::
       const long long r0 = k0 + static_cast<long long>(kt) * BN;
       constexpr int PW = LOCK ? 1 : C::PRODUCERS / 32;  // (the lockstep schedule has no producers)
       static_assert(STEPS % PW == 0, "every producer warp copies the same number of steps");
+      if constexpr (C::Q_SMEM) {
+        // (32 registers: unrolled, the eight steps' addresses spill)
+#pragma unroll 1
+        for (int i = 0; i < STEPS / PW; ++i) copy_kv_chunk<C>(pw + i * PW, lane, Ks, Vs, kb, vb, r0, p);
+      } else {
 #pragma unroll
-      for (int i = 0; i < STEPS / PW; ++i) copy_kv_chunk<C>(pw + i * PW, lane, Ks, Vs, kb, vb, r0, p);
+        for (int i = 0; i < STEPS / PW; ++i) copy_kv_chunk<C>(pw + i * PW, lane, Ks, Vs, kb, vb, r0, p);
+      }
       cp_async_commit();
       // Tile kt - 1 is published once this thread's copies of it have landed (two tiles in
       // flight per thread): its own proxy fence (generic cp.async writes -> wgmma's async-proxy
@@ -286,14 +315,16 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::
   // ---- consumers
   // This thread's share of rel_w / scale in the score accumulators' layout (tile-independent).
   const float* bw_row = BWs + tq * SW + warp * 32 + g * 4;  // + nt * 4 * SW: n8 tile nt of a key row
-  float bw[C::NW8 * 4];
+  [[maybe_unused]] float bw[C::RELW_SMEM ? 1 : C::NW8 * 4];  // (RELW_SMEM: read by the softmax from bw_row)
+  if constexpr (!C::RELW_SMEM) {
 #pragma unroll
-  for (int nt = 0; nt < C::NW8; ++nt) {
-    const float4 w4 = *reinterpret_cast<const float4*>(bw_row + nt * 4 * SW);
-    bw[nt * 4 + 0] = w4.x;
-    bw[nt * 4 + 1] = w4.y;
-    bw[nt * 4 + 2] = w4.z;
-    bw[nt * 4 + 3] = w4.w;
+    for (int nt = 0; nt < C::NW8; ++nt) {
+      const float4 w4 = *reinterpret_cast<const float4*>(bw_row + nt * 4 * SW);
+      bw[nt * 4 + 0] = w4.x;
+      bw[nt * 4 + 1] = w4.y;
+      bw[nt * 4 + 2] = w4.z;
+      bw[nt * 4 + 3] = w4.w;
+    }
   }
   const float* bh_row = BHs + warp * 16 + g * 2;  // + kh * SH: (rel_h row g, row g + 8) * log2e
   static_assert(NT8 % C::NW8 == 0, "a tile is whole key rows");
@@ -308,6 +339,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::
   // a byte offset >> 4 in the address field (bits 0-13; shared addresses < 256 KiB never carry out).
   const uint64_t kdesc0 = wgmma::make_smem_desc(KV, kChunkBytes, kRowGroupBytes);
   const uint64_t vdesc0 = wgmma::make_smem_desc(KV + TE, kRowGroupBytes, kChunkBytes);
+
   auto slot_desc16 = [&](int kt) { return static_cast<uint64_t>((kt % STAGES) * (2 * TE * 2 / 16)); };
 
   // S = rel_w / scale + Q K^T for tile kt, issued asynchronously (one wgmma group). Called with no
@@ -318,7 +350,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::
   // P V in flight.
   auto issue_qk = [&](float(&sc)[NT8 * 4], int kt) {
     if constexpr (!LOCK) mbar::wait(&full[kt % STAGES], (kt / STAGES) & 1);  // fenced by the producers
-    if constexpr (!C::P2) {
+    if constexpr (!C::ZERO_S) {
 #pragma unroll
       for (int i = 0; i < NT8 * 4; ++i) sc[i] = bw[i % (C::NW8 * 4)];  // every key row of the tile
     }
@@ -326,8 +358,18 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::
     wgmma::fence();
     const uint64_t d = kdesc0 + slot_desc16(kt);
 #pragma unroll
-    for (int ks = 0; ks < KS; ++ks)
-      mma_rs<BN>(sc, qf[0][ks], d + ks * (2 * 64 * 2 / 16), false, C::P2 && ks == 0 ? 0 : 1);
+    for (int ks = 0; ks < KS; ++ks) {
+#if VITRT_WGMMA_ENABLED
+      if constexpr (C::Q_SMEM) {
+        // This warpgroup's 64 rows of Qcm, K-major as K (made here, not held: held, ptxas spilled it).
+        const uint64_t qdesc =
+            wgmma::make_smem_desc(Qcm + core_matrix_offset<CPR>(64 * (warp / 4), 0), kChunkBytes, kRowGroupBytes);
+        wgmma::wgmma_m64n128k16_ss_sd(sc, qdesc + ks * (2 * 64 * 2 / 16), d + ks * (2 * 64 * 2 / 16), ks == 0 ? 0 : 1);
+        continue;
+      }
+#endif
+      mma_rs<BN>(sc, qf[0][ks], d + ks * (2 * 64 * 2 / 16), false, C::ZERO_S && ks == 0 ? 0 : 1);
+    }
     wgmma::commit();
   };
   // O += P V for tile kt, issued asynchronously.
@@ -358,6 +400,21 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::
     if constexpr (C::P2) {
 #pragma unroll
       for (int i = 0; i < NT8 * 4; ++i) sc[i] += bw[i % (C::NW8 * 4)];  // rel_w / scale (see issue_qk)
+    } else if constexpr (C::RELW_SMEM) {
+      // The same terms from shared memory: one float4 per n8 tile of a key row, added to that tile
+      // of every key row of the tile (4 registers live, not 32).
+#pragma unroll
+      for (int nt = 0; nt < C::NW8; ++nt) {
+        const float4 w4 = *reinterpret_cast<const float4*>(bw_row + nt * 4 * SW);
+#pragma unroll
+        for (int j = 0; j < C::KH; ++j) {
+          float* t = sc + (j * C::NW8 + nt) * 4;
+          t[0] += w4.x;
+          t[1] += w4.y;
+          t[2] += w4.z;
+          t[3] += w4.w;
+        }
+      }
     }
     float2 bhk[C::KH];  // rel_h of the tile's key rows kh = kt * KH + j
 #pragma unroll
@@ -557,7 +614,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::
 #else
   using C = WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>;  // (referenced so that the sm_80 pass does not warn about unused members)
   static_assert(C::CPR > 0 && C::KS > 0 && C::NT8 > 0 && C::PK > 0 && C::KH > 0 && C::NW8 > 0 && C::EMU >= 0 &&
-                    C::NRG > 0 && C::SW > 0 && C::SH > 0,
+                    C::NRG > 0 && C::SW > 0 && C::SH > 0 && C::q_cm_elems >= 0 && (C::ZERO_S || !C::ZERO_S),
                 "");
   (void)p;
   __trap();  // never launched: wgmma_relpos_plan only accepts sm_90 devices
@@ -594,7 +651,12 @@ void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
 // overlapping the softmax; these do, with half the per-key row reductions, waits and barrier
 // traffic. bn128p2 needs four slots (head dim 64) and an even number of tiles (grid rows a multiple
 // of 4), else the default runs; 16 bytes of spills outside the key loop. Written 2026-12-05 (second
-// session without a GPU), not run yet. Anything else is the default. Measured and taken out (BENCHMARKS.md,
+// session without a GPU), not run yet. "bn128wg3" -> 128-key tiles with three consumer warpgroups
+// (head dim 64; WgCfg PM = 3): the LATE loop with S from zero, rel_w added from shared memory and Q
+// K^T reading Q from shared memory (m64n128k16 SS), so that S, P and O fit 160 registers; three ring
+// slots (219 KB of shared memory in all). SASS: `T Gq4 Gv8 W1 e66 W02 p11 A p21`, 521 instructions per
+// warp and 128-key tile (the default: 293 per 64); 8 bytes of spills (one 64-bit reload per tile).
+// Same session, not run yet. Anything else is the default. Measured and taken out (BENCHMARKS.md,
 // 2026-12-03 22:30 session): three consumer warpgroups at head dim 80 too, rel_w read from shared
 // memory every tile (vit_h 91.5 vs 92.0 img/s); the row sums of P from P V with a block of ones
 // appended to V (m64n72 / n88: 26 fewer instructions per tile, but vit_b's global attention 23.05
@@ -611,7 +673,8 @@ WgmmaVariant variant_from_env() {
       {{"0", WgmmaVariant::Off}, {"wg2", WgmmaVariant::Keys64}, {"bn128", WgmmaVariant::Keys128},
        {"lockstep", WgmmaVariant::Lockstep}, {"skipdead", WgmmaVariant::SkipDead}, {"emu1", WgmmaVariant::Emu1},
        {"emu2", WgmmaVariant::Emu2}, {"emu3", WgmmaVariant::Emu3}, {"p2", WgmmaVariant::PBuf2},
-       {"lw", WgmmaVariant::LateWait}, {"bn128lw", WgmmaVariant::Keys128Late}, {"bn128p2", WgmmaVariant::Keys128P2}},
+       {"lw", WgmmaVariant::LateWait}, {"bn128lw", WgmmaVariant::Keys128Late}, {"bn128p2", WgmmaVariant::Keys128P2},
+       {"bn128wg3", WgmmaVariant::Keys128Wg3}},
       WgmmaVariant::Keys64Wg3);
   return v;
 }
@@ -626,6 +689,10 @@ WgmmaPlan plan_for(WgmmaVariant v, int relH) {
     case WgmmaVariant::Keys128Late:
     case WgmmaVariant::Keys128P2:  // (PM changes no size; P2's four slots exist at head dim 64 only)
       pl.smem = wg_smem_bytes<WgCfg<HD, 128>>(relH), pl.bm = WgCfg<HD, 128>::BM;
+      break;
+    case WgmmaVariant::Keys128Wg3:  // (head dim 64 only: wgmma_relpos_plan falls back to the default at 80)
+      if constexpr (HD != 64) return plan_for<HD>(WgmmaVariant::Keys64Wg3, relH);
+      else pl.smem = wg_smem_bytes<WgCfg<HD, 128, false, 3, false, 0, 3>>(relH), pl.bm = WgCfg<HD, 128, false, 3, false, 0, 3>::BM;
       break;
     case WgmmaVariant::Lockstep:
       pl.smem = wg_smem_bytes<WgCfg<HD, 64, true>>(relH), pl.bm = WgCfg<HD, 64, true>::BM;
@@ -670,6 +737,10 @@ void launch_variant(const WgmmaPlan& pl, const KParams& p, int blocks, cudaStrea
       if constexpr (WgCfg<HD, 128>::STAGES >= 4) launch<HD, 128, false, 2, false, 0, 2>(p, blocks, pl.smem, stream);
       else throw Error("wgmma attention: the 128-key P2 plan needs four ring slots");  // (the plan falls back first)
       break;
+    case WgmmaVariant::Keys128Wg3:
+      if constexpr (HD == 64) launch<HD, 128, false, 3, false, 0, 3>(p, blocks, pl.smem, stream);
+      else throw Error("wgmma attention: the three-warpgroup 128-key plan is for head dim 64");  // (as above)
+      break;
     case WgmmaVariant::Off: throw Error("wgmma attention: launched without a plan");
   }
 }
@@ -684,9 +755,11 @@ WgmmaPlan wgmma_relpos_plan(const KParams& p, int optin_smem_limit) {
   // (P2 runs key tiles in pairs; with 128-key tiles it needs four ring slots, which head dim 80 has not)
   if (v == WgmmaVariant::PBuf2 && p.relH % 2 != 0) v = WgmmaVariant::Keys64Wg3;
   if (v == WgmmaVariant::Keys128P2 && (p.relH % 4 != 0 || p.hd != 64)) v = WgmmaVariant::Keys64Wg3;
+  if (v == WgmmaVariant::Keys128Wg3 && p.hd != 64) v = WgmmaVariant::Keys64Wg3;
   if (p.ws != 0 || p.q_share != 1 || (p.hd != 64 && p.hd != 80)) return {};
   if (p.th == nullptr || p.relW != 64 || p.relH < 1 || p.nq != p.relH * p.relW || p.nk != p.nq) return {};
-  const bool keys128 = v == WgmmaVariant::Keys128 || v == WgmmaVariant::Keys128Late || v == WgmmaVariant::Keys128P2;
+  const bool keys128 = v == WgmmaVariant::Keys128 || v == WgmmaVariant::Keys128Late || v == WgmmaVariant::Keys128P2 ||
+                       v == WgmmaVariant::Keys128Wg3;
   if (p.nk % (keys128 ? 128 : 64) != 0 || (p.th_lo == nullptr) != (p.tw_lo == nullptr)) return {};
   const WgmmaPlan pl = p.hd == 64 ? plan_for<64>(v, p.relH) : plan_for<80>(v, p.relH);
   return pl.smem <= static_cast<size_t>(optin_smem_limit) ? pl : WgmmaPlan{};
