@@ -339,7 +339,6 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::
   // a byte offset >> 4 in the address field (bits 0-13; shared addresses < 256 KiB never carry out).
   const uint64_t kdesc0 = wgmma::make_smem_desc(KV, kChunkBytes, kRowGroupBytes);
   const uint64_t vdesc0 = wgmma::make_smem_desc(KV + TE, kRowGroupBytes, kChunkBytes);
-
   auto slot_desc16 = [&](int kt) { return static_cast<uint64_t>((kt % STAGES) * (2 * TE * 2 / 16)); };
 
   // S = rel_w / scale + Q K^T for tile kt, issued asynchronously (one wgmma group). Called with no
