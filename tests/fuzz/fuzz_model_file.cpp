@@ -20,9 +20,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // (it validates both and the chain itself: a pair that does not chain is an error, not a crash).
   vitrt::fuzz::only_vitrt_errors([&] {
     const vitrt::io::ModelFile f = vitrt::io::load_model_file(path);
-    for (const auto& [n1, fc1] : f.sparse)
-      for (const auto& [n2, fc2] : f.sparse)
+    for (const auto& e1 : f.sparse)
+      for (const auto& e2 : f.sparse)
         vitrt::fuzz::only_vitrt_errors([&] {
+          const vitrt::BsrMatrix &fc1 = e1.second, &fc2 = e2.second;
           if (fc1.rows > (1 << 16) || fc2.rows > (1 << 16)) return;
           const vitrt::Tensor b1 = vitrt::Tensor::zeros({fc1.rows}), b2 = vitrt::Tensor::zeros({fc2.rows});
           const vitrt::ops::SimplifiedBsrMlp s = vitrt::ops::simplify_bsr_mlp(fc1, b1, fc2, b2);
