@@ -156,7 +156,9 @@ def test_directed_cases():
     for c in [dict(nkt=64, S=4, P=4, cwg=3, live_wgs=1),  # vit_b's last query tile: 64 rows of 192
               dict(nkt=64, S=4, P=4, cwg=3, live_wgs=3),
               dict(nkt=1, S=4, P=4, cwg=3, live_wgs=1),
-              dict(nkt=5, S=4, P=4, cwg=2, live_wgs=1)]:
+              dict(nkt=5, S=4, P=4, cwg=2, live_wgs=1),
+              dict(nkt=32, S=3, P=4, cwg=3, live_wgs=3),  # bn128wg3 on a 64 x 64 grid: 32 tiles, 3 slots
+              dict(nkt=32, S=3, P=4, cwg=2, live_wgs=2)]:  # bn128lw at head dim 80 (3 slots)
         for seed in range(10):
             run(**c, seed=seed)
 
