@@ -13,7 +13,7 @@ targets="vitrt_cli bsr_gemm_bench test_cuda_bsr test_cuda_attention"
 
 describe() {
   cat <<'EOF'
-A: correctness of every unmeasured form: the global attention kernel's lw / p2 / bn128lw / bn128p2 / bn128wg3
+A: correctness of every unmeasured form: the global attention kernel's lw / p2 / bn128lw / bn128p2 / bn128wg3 / wg3s
    (RelposGlobal* under each), the x-resident BSR kernel's Pipe and grouped forms (blocks 16 / 32 / 64),
    the sparse ViT on CUDA with the MLP simplification and the class-token last block (against the CPU
    and the dense-folded model).
@@ -21,7 +21,8 @@ B: speed, issue 4: the BSR quick sweep (blocks 16 / 32 / 64) with the x-resident
    ViT-B/16 bs256 bf16 dense vs sparse (with its eager profiles), and again with
    VITRT_BSR_MLP_SIMPLIFY=0.
 C: speed, SAM encoders: vit_b and vit_h bs32 under each global attention variant (img/s and the global
-   blocks' eager time; bn128p2 and bn128wg3 fall back to the default at head dim 80, so vit_h skips them).
+   blocks' eager time; bn128p2 and bn128wg3 fall back to the default at head dim 80, so vit_h skips them;
+   wg3s is for head dim 80 (vit_b skips it)).
 D: (if device time is left) the attention kernels alone under each global variant.
 Estimated from earlier calls, each with a bare machine's build: A ~450 s, B ~520 s, C ~520 s, D ~400 s.
 EOF
@@ -31,7 +32,7 @@ case "$step" in
   list) describe ;;
   A)
     BUILD_TARGETS="$targets" \
-    TEST_INCLUDE='CudaAttention\.Relpos|cuda_attention_wgmma_(lw|p2|bn128lw|bn128p2|bn128wg3)|CudaBsr\.(XResident|SparseVit|ImageLogits|FusedMlp)|cuda_bsr_xres' \
+    TEST_INCLUDE='CudaAttention\.Relpos|cuda_attention_wgmma_(lw|p2|bn128lw|bn128p2|bn128wg3|wg3s)|CudaBsr\.(XResident|SparseVit|ImageLogits|FusedMlp)|cuda_bsr_xres' \
     TEST_TIMEOUT=150 scripts/device-check.sh tests
     ;;
   B)
@@ -46,12 +47,12 @@ case "$step" in
     O=${OUT:-device-out}
     OUT=$O/vit_b BUILD_TARGETS=vitrt_cli ATTN_AB_MODELS=vit_b ATTN_AB_VARIANTS="default lw p2 bn128lw bn128p2 bn128wg3" \
       scripts/device-check.sh attn-ab
-    OUT=$O/vit_h BUILD_TARGETS=vitrt_cli ATTN_AB_MODELS=vit_h ATTN_AB_VARIANTS="default lw p2 bn128lw" \
+    OUT=$O/vit_h BUILD_TARGETS=vitrt_cli ATTN_AB_MODELS=vit_h ATTN_AB_VARIANTS="default lw p2 bn128lw wg3s" \
       scripts/device-check.sh attn-ab
     ;;
   D)
     BUILD_TARGETS=test_cuda_attention \
-    ATTN_BENCH_ENV=";VITRT_ATTN_WGMMA=lw;VITRT_ATTN_WGMMA=p2;VITRT_ATTN_WGMMA=bn128lw;VITRT_ATTN_WGMMA=bn128p2;VITRT_ATTN_WGMMA=bn128wg3" \
+    ATTN_BENCH_ENV=";VITRT_ATTN_WGMMA=lw;VITRT_ATTN_WGMMA=p2;VITRT_ATTN_WGMMA=bn128lw;VITRT_ATTN_WGMMA=bn128p2;VITRT_ATTN_WGMMA=bn128wg3;VITRT_ATTN_WGMMA=wg3s" \
     scripts/device-check.sh attn-bench
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;

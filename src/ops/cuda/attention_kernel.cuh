@@ -369,7 +369,7 @@ __device__ __forceinline__ void relpos_prologue(const KParams& p, int m0, bool h
 // runs). wgmma_relpos_launch: one launch of p.num_qtiles * heads * seqs CTAs (num_qtiles from bm).
 enum class WgmmaVariant {
   Off, Keys64, Keys128, Lockstep, Keys64Wg3, SkipDead, Emu1, Emu2, Emu3, PBuf2, LateWait, Keys128Late, Keys128P2,
-  Keys128Wg3
+  Keys128Wg3, Keys64Wg3Smem
 };
 struct WgmmaPlan {
   WgmmaVariant variant = WgmmaVariant::Off;

@@ -76,7 +76,7 @@ using ptx::setmaxnreg_inc;
 // RELW_SMEM, Q_SMEM): LATE's loop with S from zero, rel_w added by the softmax from shared memory
 // instead of 32 registers, and Q read by Q K^T from shared memory instead of 16, which lets three
 // consumer warpgroups hold 128-key tiles (S 64 + P 32 + O 32 registers) in 160 (with Q in registers
-// ptxas spilled and serialised the wgmmas). See the key loop.
+// ptxas spilled and serialised the wgmmas), or 64-key tiles at head dim 80 (O 40). See the key loop.
 template <int HD_, int BN_, bool LOCK_ = false, int CWG_ = 2, bool SKIPDEAD_ = false, int EMU_ = 0, int PM_ = 0>
 struct WgCfg {
   static constexpr int HD = HD_;
@@ -101,7 +101,7 @@ struct WgCfg {
   // warpgroups the launch has 512 threads x 128.)
   // (P2 and 128-key tiles at three warpgroups: 160 / 32, all of the launch's registers; at 152 P2's
   // consumers spill.)
-  static constexpr bool WIDE3 = CWG == 3 && (P2 || BN_ == 128);
+  static constexpr bool WIDE3 = CWG == 3 && (P2 || BN_ == 128 || PM_ == 3);
   static constexpr int LAUNCH_REGS = CWG == 3 ? 128 : 168, PRODUCER_REGS = CWG == 3 ? (WIDE3 ? 32 : 40) : 56;
   static constexpr int CONSUMER_REGS = CWG == 3 ? (WIDE3 ? 160 : 152) : 224;
   static_assert(CWG == 2 || CWG == 3, "two or three consumer warpgroups");
@@ -132,7 +132,7 @@ struct WgCfg {
   static_assert(!P2 || (STAGES >= 4 && !LOCK && !SKIPDEAD), "the P2 form: four slots or more");
   static_assert(!LATE || !LOCK, "the LATE form is a form of the warp-specialised loop");
   static_assert(BN == 64 || CWG == 2 || RELW_SMEM, "128-key tiles at three warpgroups need rel_w out of the registers");
-  static_assert(!Q_SMEM || (BN == 128 && HD == 64), "wgmma.cuh has the m64n128k16 SS shape only");
+  static_assert(!Q_SMEM || BN == 128 || BN == 64, "wgmma.cuh has the m64n64k16 / m64n128k16 SS shapes");
   static constexpr int q_cm_elems = Q_SMEM ? BM * HD : 0;  // Q in the core-matrix layout (Q_SMEM)
 };
 
@@ -284,7 +284,7 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::
       constexpr int PW = LOCK ? 1 : C::PRODUCERS / 32;  // (the lockstep schedule has no producers)
       static_assert(STEPS % PW == 0, "every producer warp copies the same number of steps");
       if constexpr (C::Q_SMEM) {
-        // (32 registers: unrolled, the eight steps' addresses spill)
+        // (32 registers: unrolled, the steps' addresses spill)
 #pragma unroll 1
         for (int i = 0; i < STEPS / PW; ++i) copy_kv_chunk<C>(pw + i * PW, lane, Ks, Vs, kb, vb, r0, p);
       } else {
@@ -363,7 +363,10 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::
         // This warpgroup's 64 rows of Qcm, K-major as K (made here, not held: held, ptxas spilled it).
         const uint64_t qdesc =
             wgmma::make_smem_desc(Qcm + core_matrix_offset<CPR>(64 * (warp / 4), 0), kChunkBytes, kRowGroupBytes);
-        wgmma::wgmma_m64n128k16_ss_sd(sc, qdesc + ks * (2 * 64 * 2 / 16), d + ks * (2 * 64 * 2 / 16), ks == 0 ? 0 : 1);
+        if constexpr (BN == 128)
+          wgmma::wgmma_m64n128k16_ss_sd(sc, qdesc + ks * (2 * 64 * 2 / 16), d + ks * (2 * 64 * 2 / 16), ks == 0 ? 0 : 1);
+        else
+          wgmma::wgmma_m64n64k16_ss_sd(sc, qdesc + ks * (2 * 64 * 2 / 16), d + ks * (2 * 64 * 2 / 16), ks == 0 ? 0 : 1);
         continue;
       }
 #endif
@@ -655,6 +658,9 @@ void launch(const KParams& p, int blocks, size_t smem, cudaStream_t stream) {
 // K^T reading Q from shared memory (m64n128k16 SS), so that S, P and O fit 160 registers; three ring
 // slots (219 KB of shared memory in all). SASS: `T Gq4 Gv8 W1 e66 W02 p11 A p21`, 521 instructions per
 // warp and 128-key tile (the default: 293 per 64); 8 bytes of spills (one 64-bit reload per tile).
+// Same session, not run yet. "wg3s" -> the same form (PM = 3) with 64-key tiles: three consumer
+// warpgroups at head dim 80 too, whose O accumulators (40) kept it at two (SASS: `T Gq5 Gv4 W1 e34 W02
+// p9 A p7`, 320 instructions per warp and tile, no spills at 160 registers; 212 KB of shared memory).
 // Same session, not run yet. Anything else is the default. Measured and taken out (BENCHMARKS.md,
 // 2026-12-03 22:30 session): three consumer warpgroups at head dim 80 too, rel_w read from shared
 // memory every tile (vit_h 91.5 vs 92.0 img/s); the row sums of P from P V with a block of ones
@@ -673,7 +679,7 @@ WgmmaVariant variant_from_env() {
        {"lockstep", WgmmaVariant::Lockstep}, {"skipdead", WgmmaVariant::SkipDead}, {"emu1", WgmmaVariant::Emu1},
        {"emu2", WgmmaVariant::Emu2}, {"emu3", WgmmaVariant::Emu3}, {"p2", WgmmaVariant::PBuf2},
        {"lw", WgmmaVariant::LateWait}, {"bn128lw", WgmmaVariant::Keys128Late}, {"bn128p2", WgmmaVariant::Keys128P2},
-       {"bn128wg3", WgmmaVariant::Keys128Wg3}},
+       {"bn128wg3", WgmmaVariant::Keys128Wg3}, {"wg3s", WgmmaVariant::Keys64Wg3Smem}},
       WgmmaVariant::Keys64Wg3);
   return v;
 }
@@ -688,6 +694,9 @@ WgmmaPlan plan_for(WgmmaVariant v, int relH) {
     case WgmmaVariant::Keys128Late:
     case WgmmaVariant::Keys128P2:  // (PM changes no size; P2's four slots exist at head dim 64 only)
       pl.smem = wg_smem_bytes<WgCfg<HD, 128>>(relH), pl.bm = WgCfg<HD, 128>::BM;
+      break;
+    case WgmmaVariant::Keys64Wg3Smem:
+      pl.smem = wg_smem_bytes<WgCfg<HD, 64, false, 3, false, 0, 3>>(relH), pl.bm = WgCfg<HD, 64, false, 3, false, 0, 3>::BM;
       break;
     case WgmmaVariant::Keys128Wg3:  // (head dim 64 only: wgmma_relpos_plan falls back to the default at 80)
       if constexpr (HD != 64) return plan_for<HD>(WgmmaVariant::Keys64Wg3, relH);
@@ -736,6 +745,7 @@ void launch_variant(const WgmmaPlan& pl, const KParams& p, int blocks, cudaStrea
       if constexpr (WgCfg<HD, 128>::STAGES >= 4) launch<HD, 128, false, 2, false, 0, 2>(p, blocks, pl.smem, stream);
       else throw Error("wgmma attention: the 128-key P2 plan needs four ring slots");  // (the plan falls back first)
       break;
+    case WgmmaVariant::Keys64Wg3Smem: launch<HD, 64, false, 3, false, 0, 3>(p, blocks, pl.smem, stream); break;
     case WgmmaVariant::Keys128Wg3:
       if constexpr (HD == 64) launch<HD, 128, false, 3, false, 0, 3>(p, blocks, pl.smem, stream);
       else throw Error("wgmma attention: the three-warpgroup 128-key plan is for head dim 64");  // (as above)
