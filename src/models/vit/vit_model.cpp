@@ -302,9 +302,12 @@ std::shared_ptr<const VitModel> vit_from_sparse_state_dict(const StateDict& dens
 
 int VitModel::num_fused_mlps(int64_t batch) const {
   int n = 0;
-  for (const vit::EncoderLayerW& l : layers)
-    n += l.mlp_fc1_bsr && l.mlp_fc2_bsr &&
-         ops::mlp_bsr_fused_for(*l.mlp_fc1_bsr, *l.mlp_fc2_bsr, batch * config.num_tokens(), l.mlp_plan.get());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const vit::EncoderLayerW& l = layers[i];
+    // (the last layer's MLP runs on the class tokens only: class_token_layer_forward)
+    const int64_t rows = i + 1 < layers.size() ? batch * config.num_tokens() : batch;
+    n += l.mlp_fc1_bsr && l.mlp_fc2_bsr && ops::mlp_bsr_fused_for(*l.mlp_fc1_bsr, *l.mlp_fc2_bsr, rows, l.mlp_plan.get());
+  }
   return n;
 }
 
