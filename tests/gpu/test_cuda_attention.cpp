@@ -363,22 +363,20 @@ TEST(CudaAttention, RelposGlobal64) {
     run_relpos({dt, 1, 64, 64, 2, 64, Rel::F32}, seed++);
     run_relpos({dt, 1, 64, 64, 1, 80, Rel::BF16}, seed++);
   }
-  run_relpos({DType::BF16, 2, 64, 64, 2, 64, Rel::BF16}, seed++);
-  run_relpos({DType::BF16, 1, 64, 64, 2, 80, Rel::F32}, seed++);
-  run_relpos({DType::BF16, 1, 64, 64, 2, 64, Rel::None}, seed++);
-  // Grids 64 wide of other heights (the wgmma kernel's key tile is one grid row, or two with
-  // 128-key tiles): an odd number of tiles (VITRT_ATTN_WGMMA=p2 falls back to the default there), an
-  // even one, and two tiles, the fewest P2's pairs allow; 4 and 8 rows: two and four 128-key tiles
-  // (bn128p2's pairs; 2, 5 and 6 rows fall back).
-  run_relpos({DType::BF16, 2, 5, 64, 2, 64, Rel::F32}, seed++);
-  run_relpos({DType::BF16, 1, 5, 64, 1, 80, Rel::BF16}, seed++);
-  run_relpos({DType::BF16, 1, 6, 64, 2, 64, Rel::BF16}, seed++);
-  run_relpos({DType::BF16, 2, 6, 64, 1, 80, Rel::F32}, seed++);
-  run_relpos({DType::BF16, 3, 2, 64, 2, 64, Rel::None}, seed++);
-  run_relpos({DType::BF16, 1, 2, 64, 2, 80, Rel::F32}, seed++);
-  run_relpos({DType::BF16, 2, 4, 64, 2, 64, Rel::BF16}, seed++);
-  run_relpos({DType::BF16, 1, 8, 64, 1, 64, Rel::F32}, seed++);
-  run_relpos({DType::BF16, 1, 8, 64, 2, 80, Rel::BF16}, seed++);
+  // bf16, one case each (seeds in this order): 64 x 64 grids, then grids 64 wide of other heights
+  // (the wgmma kernel's key tile is one grid row, or two with 128-key tiles): an odd number of tiles
+  // (VITRT_ATTN_WGMMA=p2 falls back to the default there), an even one, and two tiles, the fewest
+  // P2's pairs allow; 4 and 8 rows: two and four 128-key tiles (bn128p2's pairs; 2, 5 and 6 rows
+  // fall back).
+  const RelposCase bf16_cases[] = {
+      {DType::BF16, 2, 64, 64, 2, 64, Rel::BF16}, {DType::BF16, 1, 64, 64, 2, 80, Rel::F32},
+      {DType::BF16, 1, 64, 64, 2, 64, Rel::None}, {DType::BF16, 2, 5, 64, 2, 64, Rel::F32},
+      {DType::BF16, 1, 5, 64, 1, 80, Rel::BF16},  {DType::BF16, 1, 6, 64, 2, 64, Rel::BF16},
+      {DType::BF16, 2, 6, 64, 1, 80, Rel::F32},   {DType::BF16, 3, 2, 64, 2, 64, Rel::None},
+      {DType::BF16, 1, 2, 64, 2, 80, Rel::F32},   {DType::BF16, 2, 4, 64, 2, 64, Rel::BF16},
+      {DType::BF16, 1, 8, 64, 1, 64, Rel::F32},   {DType::BF16, 1, 8, 64, 2, 80, Rel::BF16},
+  };
+  for (const RelposCase& c : bf16_cases) run_relpos(c, seed++);
 }
 
 // Scores far above the first key tile's (with 64 x 64 grids a key tile is one grid row): rows 5..7
