@@ -2,7 +2,6 @@
 // input (see ops.h). Host only, once per model.
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -16,38 +15,19 @@ namespace {
 // torch.nn.GELU() (approximate='none'): what the model's MLP applies to the hidden values.
 double gelu_exact(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 
-// m with only the stored blocks for which keep(block-row, stored index) holds, in the same order
-// (values copied in m's dtype; every array a fresh host tensor).
+// m with only the stored blocks (block-row r, block-column c) for which keep(r, c) holds, repacked
+// through its dense form: bsr_from_dense with a block mask keeps exactly those blocks, values as
+// stored (F32 or BF16 round-trip exactly).
 template <class Keep>
-BsrMatrix select_blocks(const BsrMatrix& m, Keep keep) {
+BsrMatrix keep_blocks(const BsrMatrix& m, Keep keep) {
   const int32_t* rp = m.row_ptr.data<int32_t>();
   const int32_t* ci = m.col_idx.data<int32_t>();
-  const int64_t rows = m.block_rows();
-  const size_t block_bytes = static_cast<size_t>(m.block) * m.block * dtype_size(m.values.dtype());
-  std::vector<int32_t> row_ptr(1, 0), col_idx;
-  std::vector<int64_t> taken;
-  for (int64_t r = 0; r < rows; ++r) {
+  const int64_t cols = m.block_cols();
+  Tensor mask = Tensor::zeros({m.block_rows(), cols}, DType::U8);
+  for (int64_t r = 0; r < m.block_rows(); ++r)
     for (int32_t k = rp[r]; k < rp[r + 1]; ++k)
-      if (keep(r, k)) {
-        col_idx.push_back(ci[k]);
-        taken.push_back(k);
-      }
-    row_ptr.push_back(static_cast<int32_t>(col_idx.size()));
-  }
-  BsrMatrix out;
-  out.rows = m.rows;
-  out.cols = m.cols;
-  out.block = m.block;
-  out.row_ptr = Tensor::empty({rows + 1}, DType::I32);
-  std::memcpy(out.row_ptr.raw(), row_ptr.data(), row_ptr.size() * sizeof(int32_t));
-  const auto nnz = static_cast<int64_t>(col_idx.size());
-  out.col_idx = Tensor::empty({nnz}, DType::I32);
-  if (nnz) std::memcpy(out.col_idx.raw(), col_idx.data(), col_idx.size() * sizeof(int32_t));
-  out.values = Tensor::empty({nnz, m.block, m.block}, m.values.dtype());
-  const auto* src = static_cast<const unsigned char*>(m.values.raw());
-  auto* dst = static_cast<unsigned char*>(out.values.raw());
-  for (int64_t n = 0; n < nnz; ++n) std::memcpy(dst + n * block_bytes, src + taken[n] * block_bytes, block_bytes);
-  return out;
+      if (keep(r, ci[k])) mask.data<uint8_t>()[r * cols + ci[k]] = 1;
+  return bsr_from_dense(bsr_to_dense(m), m.block, &mask);
 }
 
 void check_bias(const Tensor& b, int64_t n, const char* what) {
@@ -85,7 +65,7 @@ SimplifiedBsrMlp simplify_bsr_mlp(const BsrMatrix& fc1, const Tensor& b1, const 
   for (int64_t j = 0; j < hidden_blocks; ++j) constant[j] = rp1[j] == rp1[j + 1];
 
   SimplifiedBsrMlp s;
-  s.fc1 = select_blocks(fc1, [&](int64_t j, int32_t) { return read[j] != 0; });
+  s.fc1 = keep_blocks(fc1, [&](int64_t j, int32_t) { return read[j] != 0; });
   s.fc1_blocks_dropped = fc1.nnz_blocks() - s.fc1.nnz_blocks();
 
   // b2 + sum over the folded blocks (i, j) of W2[i, j] GELU(b1_j), in double.
@@ -108,7 +88,7 @@ SimplifiedBsrMlp simplify_bsr_mlp(const BsrMatrix& fc1, const Tensor& b1, const 
       }
       ++s.fc2_blocks_folded;
     }
-  s.fc2 = select_blocks(fc2, [&](int64_t, int32_t k) { return constant[ci2[k]] == 0; });
+  s.fc2 = keep_blocks(fc2, [&](int64_t, int32_t j) { return constant[j] == 0; });
   s.b2 = Tensor::empty({fc2.rows});
   float* out = s.b2.data<float>();
   for (int64_t n = 0; n < fc2.rows; ++n) out[n] = static_cast<float>(acc[n]);
