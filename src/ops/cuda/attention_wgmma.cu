@@ -283,14 +283,10 @@ __global__ void __launch_bounds__(WgCfg<HD, BN_, LOCK, CWG, SKIPDEAD, EMU, PM>::
       const long long r0 = k0 + static_cast<long long>(kt) * BN;
       constexpr int PW = LOCK ? 1 : C::PRODUCERS / 32;  // (the lockstep schedule has no producers)
       static_assert(STEPS % PW == 0, "every producer warp copies the same number of steps");
-      if constexpr (C::Q_SMEM) {
-        // (32 registers: unrolled, the steps' addresses spill)
-#pragma unroll 1
-        for (int i = 0; i < STEPS / PW; ++i) copy_kv_chunk<C>(pw + i * PW, lane, Ks, Vs, kb, vb, r0, p);
-      } else {
-#pragma unroll
-        for (int i = 0; i < STEPS / PW; ++i) copy_kv_chunk<C>(pw + i * PW, lane, Ks, Vs, kb, vb, r0, p);
-      }
+      // (Q_SMEM's producers have 32 registers: unrolled, the steps' addresses spill)
+      constexpr int kUnroll = C::Q_SMEM ? 1 : STEPS / PW;
+#pragma unroll kUnroll
+      for (int i = 0; i < STEPS / PW; ++i) copy_kv_chunk<C>(pw + i * PW, lane, Ks, Vs, kb, vb, r0, p);
       cp_async_commit();
       // Tile kt - 1 is published once this thread's copies of it have landed (two tiles in
       // flight per thread): its own proxy fence (generic cp.async writes -> wgmma's async-proxy
