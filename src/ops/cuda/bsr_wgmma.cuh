@@ -53,8 +53,13 @@ struct WarpTileStore {
   __device__ __forceinline__ static int chunk_column(int lane) { return (lane % kChunks) * 8; }
 
   __device__ __forceinline__ void stage(const unsigned (&v)[B / 8]) const {
+    static_assert(B == 16 || B % 32 == 0, "a row of the tile is whole 8x8 matrices, two or a multiple of four");
+    if constexpr (B == 16) {
+      ptx::stsm_x2(matrix, v[0], v[1]);  // (B / 32 = 0 x4 stores would leave the staging unwritten)
+    } else {
 #pragma unroll
-    for (int q = 0; q < B / 32; ++q) ptx::stsm_x4(matrix + q * 64, v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+      for (int q = 0; q < B / 32; ++q) ptx::stsm_x4(matrix + q * 64, v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+    }
     __syncwarp();
   }
 };

@@ -36,6 +36,11 @@ __device__ __forceinline__ void stsm_x4(void* p, unsigned r0, unsigned r1, unsig
                "r"(r2), "r"(r3)
                : "memory");
 }
+// Two matrices (lanes 0-15 give the row addresses); as stsm_x4 otherwise.
+__device__ __forceinline__ void stsm_x2(void* p, unsigned r0, unsigned r1) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x2.shared.b16 [%0], {%1, %2};\n" ::"r"(smem_u32(p)), "r"(r0), "r"(r1)
+               : "memory");
+}
 // d += a * b, m16n8k16, bf16 inputs, fp32 accumulators. a: 16x16 row-major fragment; b: 16x8
 // "col" fragment, i.e. stored n-major with k contiguous (a weight's [n][k] layout, or K rows).
 __device__ __forceinline__ void mma_bf16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
