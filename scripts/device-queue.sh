@@ -3,7 +3,7 @@
 # needs first: a machine idle for 30 s goes back, so a later call may start bare). Every step ends
 # with device-check.sh's SUMMARY lines. Usage on the device machine:
 #   scripts/device-queue.sh list          # what each step runs
-#   scripts/device-queue.sh A|B|C|D       # one step (~400-550 s each, under the 600 s call limit)
+#   scripts/device-queue.sh A|B           # one step (~400-550 s each, under the 600 s call limit)
 # What the steps measure and why: BENCHMARKS.md, sections "Session of 2026-12-05, 07:37 UTC onwards"
 # and "... 05:45 UTC onwards".
 set -uo pipefail
@@ -13,18 +13,16 @@ targets="vitrt_cli bsr_gemm_bench test_cuda_bsr test_cuda_attention"
 
 describe() {
   cat <<'EOF'
-A: correctness of every unmeasured form: the global attention kernel's lw / p2 / bn128lw / bn128p2 / bn128wg3 / wg3s
-   (RelposGlobal* under each), the x-resident BSR kernel's Pipe and grouped forms (blocks 16 / 32 / 64),
-   the sparse ViT on CUDA with the MLP simplification and the class-token last block (against the CPU
-   and the dense-folded model).
+A: correctness of every unmeasured form: the x-resident BSR kernel's Pipe and grouped forms (blocks
+   16 / 32 / 64), the sparse ViT on CUDA with the MLP simplification and the class-token last block
+   (against the CPU and the dense-folded model); and the rel-pos attention tests (CudaAttention.Relpos*).
 B: speed, issue 4: the BSR quick sweep (blocks 16 / 32 / 64) with the x-resident forms as A/B;
    ViT-B/16 bs256 bf16 dense vs sparse (with its eager profiles), and again with
    VITRT_BSR_MLP_SIMPLIFY=0.
-C: speed, SAM encoders: vit_b and vit_h bs32 under each global attention variant (img/s and the global
-   blocks' eager time; bn128p2 and bn128wg3 fall back to the default at head dim 80, so vit_h skips them;
-   wg3s is for head dim 80 (vit_b skips it)).
-D: (if device time is left) the attention kernels alone under each global variant.
-Estimated from earlier calls, each with a bare machine's build: A ~450 s, B ~520 s, C ~520 s, D ~400 s.
+(Steps C and D, the SAM encoders and the attention kernels alone under each global attention
+variant, are gone: those variants were measured (BENCHMARKS.md, 2026-12-05 09:07, call 2) and taken
+out; VITRT_ATTN_WGMMA keeps only wg2 and 0, both measured before.)
+Estimated from earlier calls, each with a bare machine's build: A ~450 s, B ~520 s.
 EOF
 }
 
@@ -32,7 +30,7 @@ case "$step" in
   list) describe ;;
   A)
     BUILD_TARGETS="$targets" \
-    TEST_INCLUDE='CudaAttention\.Relpos|cuda_attention_wgmma_(lw|p2|bn128lw|bn128p2|bn128wg3|wg3s)|CudaBsr\.(XResident|SparseVit|ImageLogits|FusedMlp)|cuda_bsr_xres' \
+    TEST_INCLUDE='CudaAttention\.Relpos|CudaBsr\.(XResident|SparseVit|ImageLogits|FusedMlp)|cuda_bsr_xres' \
     TEST_TIMEOUT=150 scripts/device-check.sh tests
     ;;
   B)
@@ -41,19 +39,6 @@ case "$step" in
     BSR_AB_ENV="VITRT_BSR_XRES_PIPE=1;VITRT_BSR_XRES=1;VITRT_BSR_XRES=1 VITRT_BSR_XRES_PIPE=1" \
     VIT_AB_ENV="VITRT_BSR_MLP_SIMPLIFY=0" \
     scripts/device-check.sh bsr
-    ;;
-  C)
-    mkdir -p "${OUT:-device-out}"
-    O=${OUT:-device-out}
-    OUT=$O/vit_b BUILD_TARGETS=vitrt_cli ATTN_AB_MODELS=vit_b ATTN_AB_VARIANTS="default lw p2 bn128lw bn128p2 bn128wg3" \
-      scripts/device-check.sh attn-ab
-    OUT=$O/vit_h BUILD_TARGETS=vitrt_cli ATTN_AB_MODELS=vit_h ATTN_AB_VARIANTS="default lw p2 bn128lw wg3s" \
-      scripts/device-check.sh attn-ab
-    ;;
-  D)
-    BUILD_TARGETS=test_cuda_attention \
-    ATTN_BENCH_ENV=";VITRT_ATTN_WGMMA=lw;VITRT_ATTN_WGMMA=p2;VITRT_ATTN_WGMMA=bn128lw;VITRT_ATTN_WGMMA=bn128p2;VITRT_ATTN_WGMMA=bn128wg3;VITRT_ATTN_WGMMA=wg3s" \
-    scripts/device-check.sh attn-bench
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac

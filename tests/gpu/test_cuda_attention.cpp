@@ -364,10 +364,8 @@ TEST(CudaAttention, RelposGlobal64) {
     run_relpos({dt, 1, 64, 64, 1, 80, Rel::BF16}, seed++);
   }
   // bf16, one case each (seeds in this order): 64 x 64 grids, then grids 64 wide of other heights
-  // (the wgmma kernel's key tile is one grid row, or two with 128-key tiles): an odd number of tiles
-  // (VITRT_ATTN_WGMMA=p2 falls back to the default there), an even one, and two tiles, the fewest
-  // P2's pairs allow; 4 and 8 rows: two and four 128-key tiles (bn128p2's pairs; 2, 5 and 6 rows
-  // fall back).
+  // (the wgmma kernel's key tile is one grid row): 5, 6, 2, 4 and 8 key tiles, odd and even counts,
+  // with the last query tile partly past the sequence.
   const RelposCase bf16_cases[] = {
       {DType::BF16, 2, 64, 64, 2, 64, Rel::BF16}, {DType::BF16, 1, 64, 64, 2, 80, Rel::F32},
       {DType::BF16, 1, 64, 64, 2, 64, Rel::None}, {DType::BF16, 2, 5, 64, 2, 64, Rel::F32},

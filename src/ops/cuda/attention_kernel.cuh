@@ -14,7 +14,6 @@
 #include <type_traits>
 #include <utility>
 
-#include "ops/cuda/fast_exp2.h"
 #include "ops/cuda/ptx.cuh"
 #include "ops/cuda/env_choice.h"
 #include "ops/cuda/runtime.h"
@@ -127,8 +126,6 @@ __device__ __forceinline__ float ex2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
-// 2^x on the FMA pipe (fast_exp2.h): for a share of a softmax's exps, next to the MUFU's ex2 above.
-__device__ __forceinline__ float ex2_fma(float x) { return fast_exp2::exp2_poly3(x); }
 // f(integral_constant<int, I>) for I = 0, 1, ... in order (the key-chunk loops of the short and
 // windowed kernels, with compile-time chunk indices).
 template <int... I, class F>
@@ -367,10 +364,8 @@ __device__ __forceinline__ void relpos_prologue(const KParams& p, int m0, bool h
 // wgmma_relpos_plan: the variant (VITRT_ATTN_WGMMA), its dynamic shared memory and query rows per
 // CTA for `p`, or a plan with smem == 0 when the kernel does not cover it (then the mma.sync kernel
 // runs). wgmma_relpos_launch: one launch of p.num_qtiles * heads * seqs CTAs (num_qtiles from bm).
-enum class WgmmaVariant {
-  Off, Keys64, Keys128, Lockstep, Keys64Wg3, SkipDead, Emu1, Emu2, Emu3, PBuf2, LateWait, Keys128Late, Keys128P2,
-  Keys128Wg3, Keys64Wg3Smem
-};
+// (Keys64: two consumer warpgroups; Keys64Wg3: three at head dim 64, two at 80, the default.)
+enum class WgmmaVariant { Off, Keys64, Keys64Wg3 };
 struct WgmmaPlan {
   WgmmaVariant variant = WgmmaVariant::Off;
   size_t smem = 0;
