@@ -353,7 +353,7 @@ fi
 # and the global blocks' attention time from one eager profile each. ATTN_AB_VARIANTS / ATTN_AB_MODELS;
 # ATTN_AB_VAR: the variable the variants set (default VITRT_ATTN_WGMMA; e.g. VITRT_ATTN_WGMMA_WINDOWS).
 if has attn-ab; then
-  for m in ${ATTN_AB_MODELS:-vit_b vit_h}; do for v in ${ATTN_AB_VARIANTS:-default skipdead wg2 bn128 lockstep 0}; do
+  for m in ${ATTN_AB_MODELS:-vit_b vit_h}; do for v in ${ATTN_AB_VARIANTS:-default wg2 0}; do
     env ${ATTN_AB_VAR:-VITRT_ATTN_WGMMA}=$([ $v = default ] || echo $v) timeout 120 $V bench --device cuda --model $m --batch 32 --dtype bf16 \
       --iters ${BENCH_ITERS:-5} --no-decoder --profile --json > "$OUT/attn_ab_${m}_$v.json" 2> "$OUT/attn_ab_${m}_$v.err"
     add_summary "attention variant $v, $m bs32: $(python3 -c "

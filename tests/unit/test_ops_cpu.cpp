@@ -15,7 +15,6 @@
 #include "ops/cuda/fast_erf.h"
 #include "ops/cuda/bsr_mlp_units.h"
 #include "ops/cuda/bsr_stream_schedule.h"
-#include "ops/cuda/fast_exp2.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/interpolate.h"
 #include "ops/cpu/softmax_row.h"
@@ -819,28 +818,6 @@ TEST(OpsCpu, ResizeBilinearCroppedEqualsResizeThenCrop) {
 // (fp32 arithmetic on top of the formula's 1.5e-7), so the GELU is within 2e-6 absolute -- 250 times
 // closer than the tanh form of cuBLASLt's GELU epilogue (5e-4), and below a bf16 step for every
 // |GELU| > 1e-3.
-// The polynomial 2^x that the Hopper global-attention kernel's emu variants use for a share of the
-// softmax's exps (ops/cuda/fast_exp2.h): within 7.6e-5 relative of exp2 over the softmax's range (a
-// bf16 P is rounded by up to 2^-9 = 2e-3 anyway), exact powers of two at integers, and clamped, not
-// wrapped, far below (the exponent field would otherwise run into the sign bit).
-TEST(OpsCpu, FastExp2MatchesExp2) {
-  double worst = 0;
-  for (int i = -1240000; i <= 80000; ++i) {
-    const float x = static_cast<float>(i) * 1e-4f;  // [-124, 8]
-    const double ref = std::exp2(static_cast<double>(x));
-    worst = std::max(worst, std::fabs(vitrt::fast_exp2::exp2_poly3(x) / ref - 1.0));
-  }
-  EXPECT_LE(worst, 7.6e-5);
-  EXPECT_GT(worst, 1e-6);  // (it is an approximation: the bound above is what it is tested against)
-  for (int j = -124; j <= 8; ++j)
-    EXPECT_NEAR(vitrt::fast_exp2::exp2_poly3(static_cast<float>(j)), std::ldexp(1.0, j), std::ldexp(8e-5, j)) << j;
-  for (float x : {-126.f, -200.f, -1e6f, -1e30f, -INFINITY}) {
-    const float y = vitrt::fast_exp2::exp2_poly3(x);
-    EXPECT_GE(y, 0.f) << x;
-    EXPECT_LE(y, 1e-37f) << x;
-  }
-}
-
 TEST(OpsCpu, FastErfMatchesErf) {
   double worst = 0, worst_gelu = 0;
   for (int i = -200000; i <= 200000; ++i) {

@@ -1,5 +1,5 @@
 // VITRT_HOST_DEVICE: __host__ __device__ under nvcc, nothing elsewhere, for the small numeric helpers
-// (fast_erf.h, fast_exp2.h) that the kernels use and the CPU unit tests check.
+// (fast_erf.h) that the kernels use and the CPU unit tests check.
 #pragma once
 
 #if defined(__CUDACC__)
