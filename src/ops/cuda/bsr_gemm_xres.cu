@@ -34,7 +34,8 @@
 // share, on alternate block-rows, with a 14-slot W ring (0.165 ms); W blocks as wgmma's A operand,
 // loaded into registers by every thread, computing y^T (0.20 ms: the loads' L2 latency exposed).
 // Prepared on 2026-12-05 without a GPU (written, compiled without wgmma serialisation or spills,
-// barrier protocol modelled; not run yet): a group's next block issued before the current one
+// barrier protocol modelled; correct on an H100 the same day, except block 16 ungrouped, whose
+// epilogue stored nothing: fixed, not yet rerun; speed not yet measured): a group's next block issued before the current one
 // retires (Pipe, VITRT_BSR_XRES_PIPE=1; at 80% sparsity a block-row has ~2.4 blocks, each retired
 // alone today); blocks 32 and 16 in groups of 2 / 4 block-rows, so that they issue a group's blocks
 // back to back and store 64-column tiles as block 64 does (VITRT_BSR_XRES_GROUP), and block 16 at
