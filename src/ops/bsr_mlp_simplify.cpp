@@ -74,12 +74,15 @@ SimplifiedBsrMlp simplify_bsr_mlp(const BsrMatrix& fc1, const Tensor& b1, const 
   const float* bias1 = b1.data<float>();
   const int32_t* rp2 = fc2.row_ptr.data<int32_t>();
   std::vector<double> acc(b2.data<float>(), b2.data<float>() + fc2.rows);
-  std::vector<double> g(B);
+  std::vector<double> gelu_b1(fc1.rows, 0.0);  // GELU(b1) of the constant hidden blocks, once each
+  for (int64_t j = 0; j < hidden_blocks; ++j)
+    if (constant[j])
+      for (int c = 0; c < B; ++c) gelu_b1[j * B + c] = gelu_exact(bias1[j * B + c]);
   for (int64_t i = 0; i < fc2.block_rows(); ++i)
     for (int32_t k = rp2[i]; k < rp2[i + 1]; ++k) {
       const int32_t j = ci2[k];
       if (!constant[j]) continue;
-      for (int c = 0; c < B; ++c) g[c] = gelu_exact(bias1[j * B + c]);
+      const double* g = gelu_b1.data() + static_cast<int64_t>(j) * B;
       const float* blk = v2 + static_cast<int64_t>(k) * B * B;
       for (int r = 0; r < B; ++r) {
         double t = 0;

@@ -237,7 +237,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) bsr_stream_kernel(const 
       __syncwarp();  // the previous pass's (or item's) staging loads are done
       out.stage(v);
 #pragma unroll
-      for (int i = 0; i < 8 / kRowsPerStore; ++i) {
+      for (int i = 0; i < Out::kStoresPerPass; ++i) {
         const int row = pass * 8 + st_row + i * kRowsPerStore;  // of the warp's 16
         const uint4 val = *reinterpret_cast<const uint4*>(st_load + i * kRowsPerStore * Out::kStageRow);
         if (full_tile || row0 + row < p.M)  // (streaming stores: y must not push x out of L2)

@@ -248,9 +248,6 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
   static_assert(Out::kStageBytes <= C::kStageBytes, "the staging buffer holds a group's rows");
   const Out out(st, lane);
   constexpr int kRowsPerStore = Out::kRowsPerStore;
-  // Store instructions per pass of 8 rows: one at block 16 ungrouped (32 / 2 chunks = 16 rows' worth
-  // of lanes, half of them idle), 8 / kRowsPerStore otherwise.
-  constexpr int kStores = kRowsPerStore >= 8 ? 1 : 8 / kRowsPerStore;
   const int st_row = out.row, st_chunk = lane % Out::kChunks;
   const unsigned char* st_load = out.load;
   int slot = 0;
@@ -366,8 +363,8 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
         }
         out.stage(v);
 #pragma unroll
-        for (int i = 0; i < kStores; ++i) {
-          if (kRowsPerStore > 8 && st_row >= 8) break;  // block 16 alone: 16 lanes cover the 8 rows
+        for (int i = 0; i < Out::kStoresPerPass; ++i) {
+          if (!out.has_row()) break;  // (block 16 ungrouped: 16 lanes cover the 8 rows)
           const int row = pass * 8 + st_row + i * kRowsPerStore;  // of the warp's 16
           const uint4 val = *reinterpret_cast<const uint4*>(st_load + i * kRowsPerStore * Out::kStageRow);
           if (full_tile || row0 + row < p.M)

@@ -41,6 +41,9 @@ struct WarpTileStore {
   static constexpr int kStageRow = 2 * B + 16;        // bytes per staged row
   static constexpr int kStageBytes = 8 * kStageRow;   // the warp's staging buffer
   static constexpr int kRowsPerStore = 32 / kChunks;  // rows one store instruction of the warp covers
+  // Store instructions per pass of 8 rows: one at B = 16, where 32 lanes of 2 chunks would cover 16
+  // rows and lanes 16-31 stay idle (has_row), 8 / kRowsPerStore otherwise.
+  static constexpr int kStoresPerPass = kRowsPerStore >= 8 ? 1 : 8 / kRowsPerStore;
   const unsigned char* load;  // this lane's chunk: row lane / kChunks, chunk lane % kChunks
   unsigned char* matrix;      // this lane's stmatrix row address
   int row;                    // lane / kChunks: the first tile row this lane writes in a pass
@@ -49,6 +52,8 @@ struct WarpTileStore {
       : load(stage + (lane / kChunks) * kStageRow + (lane % kChunks) * 16),
         matrix(stage + (lane % 8) * kStageRow + (lane / 8) * 16),
         row(lane / kChunks) {}
+  // Whether this lane has a row of the pass to store (every lane but at B = 16).
+  __device__ __forceinline__ bool has_row() const { return kRowsPerStore <= 8 || row < 8; }
   // Byte offset of this lane's first chunk in y's row (add to the tile's column 0).
   __device__ __forceinline__ static int chunk_column(int lane) { return (lane % kChunks) * 8; }
 
