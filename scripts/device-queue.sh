@@ -20,6 +20,9 @@ A: the x-resident BSR kernel after the block-16 fix: its kernel tests grouped an
    block 64) as A/B, and ViT-B/16 bs256 bf16 dense vs sparse (the MLP simplification and the
    class-token last block on; once more with VITRT_BSR_MLP_SIMPLIFY=0). Make a form a default only if
    the A/B shows it faster.
+B: block 32's new default (the x-resident kernel, grouped, with Pipe, for K <= 768): every CudaBsr
+   test and cuda_bsr ctest, then bf16 sweeps of blocks 16 / 32 / 64 around the break-even (0.8-0.95),
+   fp32 at 0.5-0.7, and ViT-B/16 bs256 bf16 with 90% MLPs in 32- and 64-blocks (~330 s bare).
 (The earlier steps, the global attention variants, were measured on 2026-12-05 and those variants
 taken out.)
 DESC
@@ -36,10 +39,26 @@ case "$step" in
     done
     BUILD_TARGETS="$targets" OUT="$O/bsr" TEST_INCLUDE='CudaBsr|cuda_bsr' TEST_TIMEOUT=150 \
     BSR_SWEEP=0 BSR_PY=0 VIT_REF=0 BSR_EPILOGUE=0 BSR_MLP=0 VIT_DTYPES=bf16 \
-    BSR_QUICK="--quick --blocks 16,32,64" \
+    BSR_QUICK="--quick --blocks 16,32,64 --sparsities 0.8,0.86,0.9" \
     BSR_AB_ENV="VITRT_BSR_XRES=1;VITRT_BSR_XRES=1 VITRT_BSR_XRES_PIPE=1;VITRT_BSR_XRES_PIPE=1" \
     VIT_AB_ENV="VITRT_BSR_MLP_SIMPLIFY=0" \
     scripts/device-check.sh tests bsr
+    ;;
+  B)
+    mkdir -p "$O/bsr"
+    BUILD_TARGETS="$targets" OUT="$O" scripts/device-check.sh build
+    BUILD_TARGETS="$targets" OUT="$O/bsr" TEST_INCLUDE='CudaBsr|cuda_bsr' TEST_TIMEOUT=150 scripts/device-check.sh tests
+    timeout 200 build-dev/bin/bsr_gemm_bench --dtypes bf16 --blocks 16,32,64 --sparsities 0.8,0.82,0.84,0.86,0.9,0.95 \
+      --tokens 50432 --iters 10 --json "$O/bsr_bf16.json" > "$O/bsr_bf16.txt" 2>&1
+    echo "SUMMARY: bf16 sweep rc=$?"; sed -n '/break-even/,$p' "$O/bsr_bf16.txt"
+    timeout 120 build-dev/bin/bsr_gemm_bench --dtypes fp32 --blocks 16,32,64 --sparsities 0.5,0.6,0.7 \
+      --tokens 50432 --iters 5 --json "$O/bsr_fp32.json" > "$O/bsr_fp32.txt" 2>&1
+    echo "SUMMARY: fp32 sweep rc=$?"; sed -n '/break-even/,/targets/p' "$O/bsr_fp32.txt"
+    for blk in 32 64; do
+      timeout 150 build-dev/bin/vitrt bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block $blk \
+        --dtype bf16 --iters 5 --json > "$O/vit_b$blk.json" 2> "$O/vit_b$blk.err"
+      echo "SUMMARY: vit_b_16 bs256 bf16 s0.9 block $blk rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.2f ms sparse %.2f ms speedup %.2fx (per round %.2fx), fused MLPs %s'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup'],d.get('speedup_median_of_rounds',0),d.get('fused_mlps')))" "$O/vit_b$blk.json" 2>&1 | tail -c 300)"
+    done
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac

@@ -33,16 +33,16 @@
 // Tried and taken out (measured 2026-12-03, BENCHMARKS.md): 64-token tiles that both warpgroups
 // share, on alternate block-rows, with a 14-slot W ring (0.165 ms); W blocks as wgmma's A operand,
 // loaded into registers by every thread, computing y^T (0.20 ms: the loads' L2 latency exposed).
-// Prepared on 2026-12-05 without a GPU (written, compiled without wgmma serialisation or spills,
-// barrier protocol modelled; correct on an H100 the same day, except block 16 ungrouped, whose
-// epilogue stored nothing: fixed, not yet rerun; speed not yet measured): a group's next block issued before the current one
-// retires (Pipe, VITRT_BSR_XRES_PIPE=1; at 80% sparsity a block-row has ~2.4 blocks, each retired
-// alone today); blocks 32 and 16 in groups of 2 / 4 block-rows, so that they issue a group's blocks
-// back to back and store 64-column tiles as block 64 does (VITRT_BSR_XRES_GROUP), and block 16 at
-// all (m64n16k16, a 16-slot ring of 512-byte blocks): the fc1 shape's block-32 and block-16 targets
-// (1.27x at 0.9 for block 32, break-even above 0.95 for block 16, both on other kernels) are what
-// they aim at.
-// Status: the default for block 64 given one 128-token tile per SM at least (VITRT_BSR_XRES, below).
+// Added on 2026-12-05 (measured on the H200 the same day, BENCHMARKS.md): a group's next block
+// issued before the current one retires (Pipe, VITRT_BSR_XRES_PIPE; at 80% sparsity a block-row has
+// ~2.4 blocks, each retired alone otherwise); blocks 32 and 16 in groups of 2 / 4 block-rows, so that
+// they issue a group's blocks back to back and store 64-column tiles as block 64 does
+// (VITRT_BSR_XRES_GROUP); block 16 at all (m64n16k16, a 16-slot ring of 512-byte blocks). Block 32
+// grouped with Pipe is 4-12% faster than the streamed kernel on the fc1 shape (1.41x of cuBLASLt at
+// 0.9, against 1.8x asked); block 16 is no faster than the mma.sync kernel (0.5x at 0.9: the
+// producer's one bulk copy and the consumers' barrier round trip per 512-byte block dominate).
+// Status: the default for block 64, and block 32 grouped with Pipe, given one 128-token tile per SM
+// at least (xres_auto_selected, below).
 // Scope: bf16 in and out, block 16, 32 or 64, K <= 768, no residual (the 768 -> 3072 layer's epilogue
 // is bias + GELU), the view's core-matrix copy present; everything else runs bsr_gemm.cu's
 // kernel. The GELU is the tanh form with the hardware tanh, as bsr_gemm.cu's bf16-output path, so
@@ -377,20 +377,21 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
 #endif
 }
 
-// VITRT_BSR_XRES_PIPE: "1" keeps one block in flight within a row group (Pipe); otherwise each
-// block's wgmmas retire before the next block is issued (the measured form). Pipe is written and
-// compiled (no wgmma serialisation) and its barrier protocol modelled, but it has not run on a GPU
-// yet (2026-12-05: no device lent): opt-in until measured.
-bool xres_pipe() {
-  static const bool v = kernel_mode_from_env("VITRT_BSR_XRES_PIPE") == KernelMode::On;
-  return v;
+// VITRT_BSR_XRES_PIPE: "1" keeps one block in flight within a row group (Pipe), "0" retires each
+// block's wgmmas before the next block is issued; unset / other: Pipe for block 32 only. Measured on
+// the H200 (2026-12-05, 3072 x 768 + GELU, M = 50432, grouped): block 32 0.3495 / 0.2738 / 0.2203 ms
+// at 0.8 / 0.86 / 0.9 against 0.3663 / 0.2861 / 0.2298 without it; block 64 1-2% slower with it
+// (0.2068 / 0.1700 against 0.2019 / 0.1688 ms at 0.8 / 0.86, equal at 0.9); block 16 mixed.
+bool xres_pipe(int block) {
+  static const KernelMode v = kernel_mode_from_env("VITRT_BSR_XRES_PIPE");
+  return v == KernelMode::On || (v == KernelMode::Auto && block == 32);
 }
 
 // VITRT_BSR_XRES_GROUP: "0" runs the block-rows one at a time; otherwise blocks 32 and 16 run them
 // in groups of 64 columns (RG = 2 / 4) where the block-row count allows: one epilogue per group,
-// block 64's store pattern, and the group's blocks issued back to back. (Blocks 32 and 16 take this
-// kernel only when asked for, VITRT_BSR_XRES=1 or a direct call: block 32's ungrouped form measured
-// no faster than bsr_gemm.cu's. Block 16 and the grouped forms have not run on a GPU yet.)
+// block 64's store pattern, and the group's blocks issued back to back. Block 32's ungrouped form
+// measured no faster than bsr_gemm.cu's kernel (BENCHMARKS.md 2026-12-03 15:54 session, call 3);
+// grouped, with Pipe, it is the default (xres_auto_selected).
 bool xres_group() {
   static const bool v = kernel_mode_from_env("VITRT_BSR_XRES_GROUP") != KernelMode::Off;
   return v;
@@ -398,7 +399,7 @@ bool xres_group() {
 
 template <int B, bool Gelu, int RG>
 void launch_xres_rg(const XresArgs& a, int grid, size_t smem) {
-  if (xres_pipe()) bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, true, RG>>(a, grid, kThreads, smem, kMaxSmem);
+  if (xres_pipe(B)) bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, true, RG>>(a, grid, kThreads, smem, kMaxSmem);
   else bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, false, RG>>(a, grid, kThreads, smem, kMaxSmem);
 }
 
@@ -411,9 +412,7 @@ void launch_xres(const XresArgs& a, int grid, size_t smem) {
   launch_xres_rg<B, Gelu, 1>(a, grid, smem);
 }
 
-// VITRT_BSR_XRES: "0" off, "1" wherever supported; unset / other ("auto"): block 64 where there
-// are at least as many 128-token tiles as SMs (block 32 measured no faster than bsr_gemm.cu's
-// kernel, BENCHMARKS.md 2026-12-03 15:54 session, call 3).
+// VITRT_BSR_XRES: "0" off, "1" wherever supported; unset / other ("auto"): xres_auto_selected.
 KernelMode xres_mode() {
   static const KernelMode v = kernel_mode_from_env("VITRT_BSR_XRES");
   return v;
@@ -435,6 +434,16 @@ size_t xres_smem_for(const BsrDeviceView& w) {
   return bytes <= kMaxSmem ? bytes : 0;
 }
 
+// The default choice: one 128-token tile per SM at least (below that the tiles leave SMs idle), and
+// block 64, or block 32 in groups of two block-rows (with Pipe). Measured on the H200 (2026-12-05,
+// 3072 x 768 + GELU, M = 50432): block 32 0.3495 / 0.2738 / 0.2203 ms at 0.8 / 0.86 / 0.9 against the
+// streamed kernel's 0.3506-0.3598 / 0.2900-0.2924 / 0.2454-0.2505; block 16 measured no faster than
+// bsr_gemm.cu's mma.sync kernel (0.5881 against 0.5973 ms at 0.9, 1.0753 against 1.0471 at 0.8).
+bool xres_auto_selected(int64_t M, const BsrDeviceView& w) {
+  const bool block_ok = w.block == 64 || (w.block == 32 && xres_group() && (w.rows / w.block) % 2 == 0);
+  return block_ok && (M + kTileM - 1) / kTileM >= sm_count();
+}
+
 }  // namespace
 
 bool bsr_xres_supported(const BsrDeviceView& w, const void* residual, DType out_dtype) {
@@ -444,8 +453,7 @@ bool bsr_xres_supported(const BsrDeviceView& w, const void* residual, DType out_
 bool bsr_xres_selected(int64_t M, const BsrDeviceView& w, const void* residual, DType out_dtype) {
   const KernelMode mode = xres_mode();
   if (mode == KernelMode::Off || !bsr_xres_supported(w, residual, out_dtype)) return false;
-  // Auto: block 64, one tile per SM at least (below that its 128-token tiles leave SMs idle).
-  return mode == KernelMode::On || (w.block == 64 && (M + kTileM - 1) / kTileM >= sm_count());
+  return mode == KernelMode::On || xres_auto_selected(M, w);
 }
 
 void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, const void* bias, bool gelu, void* y,
