@@ -22,7 +22,7 @@ A: the x-resident BSR kernel after the block-16 fix: its kernel tests grouped an
    the A/B shows it faster.
 B: block 32's new default (the x-resident kernel, grouped, with Pipe, for K <= 768): every CudaBsr
    test and cuda_bsr ctest, then bf16 sweeps of blocks 16 / 32 / 64 around the break-even (0.8-0.95),
-   fp32 at 0.5-0.7, and ViT-B/16 bs256 bf16 with 90% MLPs in 32- and 64-blocks (~330 s bare).
+   fp32 at 0.5-0.7, block 16's mma.sync variants (--sweep), and ViT-B/16 bs256 bf16 with 90% MLPs in 32- and 64-blocks (~330 s bare).
 (The earlier steps, the global attention variants, were measured on 2026-12-05 and those variants
 taken out.)
 DESC
@@ -51,6 +51,10 @@ case "$step" in
     timeout 200 build-dev/bin/bsr_gemm_bench --dtypes bf16 --blocks 16,32,64 --sparsities 0.8,0.82,0.84,0.86,0.9,0.95 \
       --tokens 50432 --iters 10 --json "$O/bsr_bf16.json" > "$O/bsr_bf16.txt" 2>&1
     echo "SUMMARY: bf16 sweep rc=$?"; sed -n '/break-even/,$p' "$O/bsr_bf16.txt"
+    # Block 16's mma.sync variants (never swept: "block 16 keeps 128-token tiles").
+    timeout 150 build-dev/bin/bsr_gemm_bench --sweep --blocks 16 --sparsities 0.86,0.9 --iters 5 \
+      --json "$O/bsr_sweep16.json" > "$O/bsr_sweep16.txt" 2>&1
+    echo "SUMMARY: block-16 variant sweep rc=$?"; grep -E "^--|best" "$O/bsr_sweep16.txt" | head -20
     timeout 120 build-dev/bin/bsr_gemm_bench --dtypes fp32 --blocks 16,32,64 --sparsities 0.5,0.6,0.7 \
       --tokens 50432 --iters 5 --json "$O/bsr_fp32.json" > "$O/bsr_fp32.txt" 2>&1
     echo "SUMMARY: fp32 sweep rc=$?"; sed -n '/break-even/,/targets/p' "$O/bsr_fp32.txt"
