@@ -47,7 +47,7 @@ case "$step" in
   B)
     mkdir -p "$O/bsr"
     BUILD_TARGETS="$targets" OUT="$O" scripts/device-check.sh build
-    BUILD_TARGETS="$targets" OUT="$O/bsr" TEST_INCLUDE='CudaBsr|cuda_bsr' TEST_TIMEOUT=150 scripts/device-check.sh tests
+    BUILD_TARGETS="$targets" OUT="$O/bsr" TEST_INCLUDE='CudaBsr|cuda_bsr_xres|cuda_bsr_stream' TEST_TIMEOUT=150 scripts/device-check.sh tests
     timeout 200 build-dev/bin/bsr_gemm_bench --dtypes bf16 --blocks 16,32 --sparsities 0.8,0.82,0.84,0.86,0.9 \
       --tokens 50432 --iters 10 --json "$O/bsr_bf16.json" > "$O/bsr_bf16.txt" 2>&1
     echo "SUMMARY: bf16 sweep rc=$?"; sed -n '/break-even/,$p' "$O/bsr_bf16.txt"
