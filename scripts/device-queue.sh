@@ -51,15 +51,15 @@ case "$step" in
     timeout 200 build-dev/bin/bsr_gemm_bench --dtypes bf16 --blocks 16,32 --sparsities 0.8,0.82,0.84,0.86,0.9 \
       --tokens 50432 --iters 10 --json "$O/bsr_bf16.json" > "$O/bsr_bf16.txt" 2>&1
     echo "SUMMARY: bf16 sweep rc=$?"; sed -n '/break-even/,$p' "$O/bsr_bf16.txt"
-    # Block 16's mma.sync variants (never swept: "block 16 keeps 128-token tiles").
-    timeout 150 build-dev/bin/bsr_gemm_bench --sweep --blocks 16 --sparsities 0.86,0.9 --iters 5 \
-      --json "$O/bsr_sweep16.json" > "$O/bsr_sweep16.txt" 2>&1
-    echo "SUMMARY: block-16 variant sweep rc=$?"; grep -E "^--|best" "$O/bsr_sweep16.txt" | head -20
     for blk in 32; do
       timeout 150 build-dev/bin/vitrt bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block $blk \
         --dtype bf16 --iters 5 --json > "$O/vit_b$blk.json" 2> "$O/vit_b$blk.err"
       echo "SUMMARY: vit_b_16 bs256 bf16 s0.9 block $blk rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.2f ms sparse %.2f ms speedup %.2fx (per round %.2fx), fused MLPs %s'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup'],d.get('speedup_median_of_rounds',0),d.get('fused_mlps')))" "$O/vit_b$blk.json" 2>&1 | tail -c 300)"
     done
+    # Block 16's mma.sync variants (never swept: "block 16 keeps 128-token tiles").
+    timeout 150 build-dev/bin/bsr_gemm_bench --sweep --blocks 16 --sparsities 0.86,0.9 --iters 5 \
+      --json "$O/bsr_sweep16.json" > "$O/bsr_sweep16.txt" 2>&1
+    echo "SUMMARY: block-16 variant sweep rc=$?"; grep -E "^--|best" "$O/bsr_sweep16.txt" | head -20
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac
