@@ -23,6 +23,7 @@ A: the x-resident BSR kernel after the block-16 fix: its kernel tests grouped an
 B: block 32's new default (the x-resident kernel, grouped, with Pipe, for K <= 768): every CudaBsr
    test and cuda_bsr ctest, then bf16 sweeps of blocks 16 / 32 around the break-even (0.8-0.9),
    block 16's mma.sync variants (--sweep), and ViT-B/16 bs256 bf16 with 90% MLPs in 32-blocks (~380 s bare).
+C: B cut to ~300 s on a bare machine (the tests, block 32's sweep, the ViT at block 32).
 (The earlier steps, the global attention variants, were measured on 2026-12-05 and those variants
 taken out.)
 DESC
@@ -60,6 +61,17 @@ case "$step" in
     timeout 150 build-dev/bin/bsr_gemm_bench --sweep --blocks 16 --sparsities 0.86,0.9 --iters 5 \
       --json "$O/bsr_sweep16.json" > "$O/bsr_sweep16.txt" 2>&1
     echo "SUMMARY: block-16 variant sweep rc=$?"; grep -E "^--|best" "$O/bsr_sweep16.txt" | head -20
+    ;;
+  C)  # B cut to what fits ~300 s on a bare machine: the tests, block 32's sweep, the ViT at block 32
+    mkdir -p "$O/bsr"
+    BUILD_TARGETS="$targets" OUT="$O" scripts/device-check.sh build
+    BUILD_TARGETS="$targets" OUT="$O/bsr" TEST_INCLUDE='CudaBsr\.|cuda_bsr_xres' TEST_TIMEOUT=150 scripts/device-check.sh tests
+    timeout 90 build-dev/bin/bsr_gemm_bench --dtypes bf16 --blocks 32 --sparsities 0.8,0.82,0.84,0.86,0.9 \
+      --tokens 50432 --iters 10 --json "$O/bsr_bf16.json" > "$O/bsr_bf16.txt" 2>&1
+    echo "SUMMARY: bf16 block-32 sweep rc=$?"; cat "$O/bsr_bf16.txt"
+    timeout 100 build-dev/bin/vitrt bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block 32 \
+      --dtype bf16 --iters 5 --json > "$O/vit_b32.json" 2> "$O/vit_b32.err"
+    echo "SUMMARY: vit_b_16 bs256 bf16 s0.9 block 32 rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.2f ms sparse %.2f ms speedup %.2fx (per round %.2fx)'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup'],d.get('speedup_median_of_rounds',0)))" "$O/vit_b32.json" 2>&1 | tail -c 300)"
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac
