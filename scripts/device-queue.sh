@@ -19,11 +19,12 @@ A: the x-resident BSR kernel after the block-16 fix: its kernel tests grouped an
    the x-resident forms (VITRT_BSR_XRES=1, with and without VITRT_BSR_XRES_PIPE=1; Pipe alone for
    block 64) as A/B, and ViT-B/16 bs256 bf16 dense vs sparse (the MLP simplification and the
    class-token last block on; once more with VITRT_BSR_MLP_SIMPLIFY=0). Make a form a default only if
-   the A/B shows it faster.
-B: block 32's new default (the x-resident kernel, grouped, with Pipe, for K <= 768): every CudaBsr
+   the A/B shows it faster. (Run on the H200 on 2026-12-05, 12:08 UTC: block 32 grouped with Pipe
+   became the default; BENCHMARKS.md, 11:17 session.)
+B (not yet run): block 32's new default (the x-resident kernel, grouped, with Pipe, for K <= 768): every CudaBsr
    test and cuda_bsr ctest, then bf16 sweeps of blocks 16 / 32 around the break-even (0.8-0.9),
    block 16's mma.sync variants (--sweep), and ViT-B/16 bs256 bf16 with 90% MLPs in 32-blocks (~380 s bare).
-C: B cut to ~300 s on a bare machine (the tests, block 32's sweep, the ViT at block 32).
+C (not yet run): B cut to ~300 s on a bare machine (the tests, block 32's sweep, the ViT at block 32).
 (The earlier steps, the global attention variants, were measured on 2026-12-05 and those variants
 taken out.)
 DESC
