@@ -21,8 +21,8 @@ A: the x-resident BSR kernel after the block-16 fix: its kernel tests grouped an
    class-token last block on; once more with VITRT_BSR_MLP_SIMPLIFY=0). Make a form a default only if
    the A/B shows it faster. (Run on the H200 on 2026-12-05, 12:08 UTC: block 32 grouped with Pipe
    became the default; BENCHMARKS.md, 11:17 session.)
-B (not yet run): block 32's new default (the x-resident kernel, grouped, with Pipe, for K <= 768): every CudaBsr
-   test and cuda_bsr ctest, then bf16 sweeps of blocks 16 / 32 around the break-even (0.8-0.9),
+B (not yet run): block 32's new default (the x-resident kernel, grouped, with Pipe, for K <= 768): the
+   CudaBsr tests and the x-resident / streamed ctests, then bf16 sweeps of blocks 16 / 32 around the break-even (0.8-0.9),
    block 16's mma.sync variants (--sweep), and ViT-B/16 bs256 bf16 with 90% MLPs in 32-blocks (~380 s bare).
 C (not yet run): B cut to ~300 s on a bare machine (the tests, block 32's sweep, the ViT at block 32).
 (The earlier steps, the global attention variants, were measured on 2026-12-05 and those variants
@@ -46,33 +46,24 @@ case "$step" in
     VIT_AB_ENV="VITRT_BSR_MLP_SIMPLIFY=0" \
     scripts/device-check.sh tests bsr
     ;;
-  B)
+  B|C)
+    # C: B cut to what fits ~300 s on a bare machine (no block-16 sweeps).
+    blocks=16,32; [ "$step" = C ] && blocks=32
     mkdir -p "$O/bsr"
     BUILD_TARGETS="$targets" OUT="$O" scripts/device-check.sh build
-    BUILD_TARGETS="$targets" OUT="$O/bsr" TEST_INCLUDE='CudaBsr|cuda_bsr_xres|cuda_bsr_stream' TEST_TIMEOUT=150 scripts/device-check.sh tests
-    timeout 200 build-dev/bin/bsr_gemm_bench --dtypes bf16 --blocks 16,32 --sparsities 0.8,0.82,0.84,0.86,0.9 \
+    BUILD_TARGETS="$targets" OUT="$O/bsr" TEST_INCLUDE='CudaBsr\.|cuda_bsr_xres|cuda_bsr_stream' TEST_TIMEOUT=150 \
+      scripts/device-check.sh tests
+    timeout 200 build-dev/bin/bsr_gemm_bench --dtypes bf16 --blocks $blocks --sparsities 0.8,0.82,0.84,0.86,0.9 \
       --tokens 50432 --iters 10 --json "$O/bsr_bf16.json" > "$O/bsr_bf16.txt" 2>&1
-    echo "SUMMARY: bf16 sweep rc=$?"; sed -n '/break-even/,$p' "$O/bsr_bf16.txt"
-    for blk in 32; do
-      timeout 150 build-dev/bin/vitrt bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block $blk \
-        --dtype bf16 --iters 5 --json > "$O/vit_b$blk.json" 2> "$O/vit_b$blk.err"
-      echo "SUMMARY: vit_b_16 bs256 bf16 s0.9 block $blk rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.2f ms sparse %.2f ms speedup %.2fx (per round %.2fx), fused MLPs %s'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup'],d.get('speedup_median_of_rounds',0),d.get('fused_mlps')))" "$O/vit_b$blk.json" 2>&1 | tail -c 300)"
-    done
-    # Block 16's mma.sync variants (never swept: "block 16 keeps 128-token tiles").
-    timeout 150 build-dev/bin/bsr_gemm_bench --sweep --blocks 16 --sparsities 0.86,0.9 --iters 5 \
-      --json "$O/bsr_sweep16.json" > "$O/bsr_sweep16.txt" 2>&1
-    echo "SUMMARY: block-16 variant sweep rc=$?"; grep -E "^--|best" "$O/bsr_sweep16.txt" | head -20
-    ;;
-  C)  # B cut to what fits ~300 s on a bare machine: the tests, block 32's sweep, the ViT at block 32
-    mkdir -p "$O/bsr"
-    BUILD_TARGETS="$targets" OUT="$O" scripts/device-check.sh build
-    BUILD_TARGETS="$targets" OUT="$O/bsr" TEST_INCLUDE='CudaBsr\.|cuda_bsr_xres' TEST_TIMEOUT=150 scripts/device-check.sh tests
-    timeout 90 build-dev/bin/bsr_gemm_bench --dtypes bf16 --blocks 32 --sparsities 0.8,0.82,0.84,0.86,0.9 \
-      --tokens 50432 --iters 10 --json "$O/bsr_bf16.json" > "$O/bsr_bf16.txt" 2>&1
-    echo "SUMMARY: bf16 block-32 sweep rc=$?"; cat "$O/bsr_bf16.txt"
-    timeout 100 build-dev/bin/vitrt bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block 32 \
+    echo "SUMMARY: bf16 sweep, blocks $blocks, rc=$?"; sed -n '/break-even/,$p' "$O/bsr_bf16.txt"
+    timeout 150 build-dev/bin/vitrt bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block 32 \
       --dtype bf16 --iters 5 --json > "$O/vit_b32.json" 2> "$O/vit_b32.err"
-    echo "SUMMARY: vit_b_16 bs256 bf16 s0.9 block 32 rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.2f ms sparse %.2f ms speedup %.2fx (per round %.2fx)'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup'],d.get('speedup_median_of_rounds',0)))" "$O/vit_b32.json" 2>&1 | tail -c 300)"
+    echo "SUMMARY: vit_b_16 bs256 bf16 s0.9 block 32 rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.2f ms sparse %.2f ms speedup %.2fx (per round %.2fx), fused MLPs %s'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup'],d.get('speedup_median_of_rounds',0),d.get('fused_mlps')))" "$O/vit_b32.json" 2>&1 | tail -c 300)"
+    if [ "$step" = B ]; then  # block 16's mma.sync variants (never swept: "block 16 keeps 128-token tiles")
+      timeout 150 build-dev/bin/bsr_gemm_bench --sweep --blocks 16 --sparsities 0.86,0.9 --iters 5 \
+        --json "$O/bsr_sweep16.json" > "$O/bsr_sweep16.txt" 2>&1
+      echo "SUMMARY: block-16 variant sweep rc=$?"; grep -E "^--|best" "$O/bsr_sweep16.txt" | head -20
+    fi
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac

@@ -39,8 +39,9 @@
 // they issue a group's blocks back to back and store 64-column tiles as block 64 does
 // (VITRT_BSR_XRES_GROUP); block 16 at all (m64n16k16, a 16-slot ring of 512-byte blocks). Block 32
 // grouped with Pipe is 4-12% faster than the streamed kernel on the fc1 shape (1.41x of cuBLASLt at
-// 0.9, against 1.8x asked); block 16 is no faster than the mma.sync kernel (0.5x at 0.9: the
-// producer's one bulk copy and the consumers' barrier round trip per 512-byte block dominate).
+// 0.9, against 1.8x asked); block 16 is no faster than the mma.sync kernel (0.5x at 0.9; not
+// profiled: presumably the producer's one bulk copy and the consumers' barrier round trip per
+// 512-byte block, ~340 cycles each by the timing).
 // Status: the default for block 64, and block 32 grouped with Pipe, given one 128-token tile per SM
 // at least (xres_auto_selected, below).
 // Scope: bf16 in and out, block 16, 32 or 64, K <= 768, no residual (the 768 -> 3072 layer's epilogue
@@ -397,6 +398,13 @@ bool xres_group() {
   return v;
 }
 
+// Whether a weight's block-rows run in 64-column groups: blocks 32 / 16, grouping not switched off,
+// and a block-row count that the group size divides.
+bool xres_runs_grouped(int block, int64_t block_rows) {
+  const int group = 64 / block;
+  return group > 1 && xres_group() && block_rows % group == 0;
+}
+
 template <int B, bool Gelu, int RG>
 void launch_xres_rg(const XresArgs& a, int grid, size_t smem) {
   if (xres_pipe(B)) bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, true, RG>>(a, grid, kThreads, smem, kMaxSmem);
@@ -407,7 +415,7 @@ template <int B, bool Gelu>
 void launch_xres(const XresArgs& a, int grid, size_t smem) {
   constexpr int kGroup = 64 / B;  // rows of a 64-column group
   if constexpr (kGroup > 1) {
-    if (xres_group() && a.block_rows % kGroup == 0) return launch_xres_rg<B, Gelu, kGroup>(a, grid, smem);
+    if (xres_runs_grouped(B, a.block_rows)) return launch_xres_rg<B, Gelu, kGroup>(a, grid, smem);
   }
   launch_xres_rg<B, Gelu, 1>(a, grid, smem);
 }
@@ -440,7 +448,7 @@ size_t xres_smem_for(const BsrDeviceView& w) {
 // streamed kernel's 0.3506-0.3598 / 0.2900-0.2924 / 0.2454-0.2505; block 16 measured no faster than
 // bsr_gemm.cu's mma.sync kernel (0.5881 against 0.5973 ms at 0.9, 1.0753 against 1.0471 at 0.8).
 bool xres_auto_selected(int64_t M, const BsrDeviceView& w) {
-  const bool block_ok = w.block == 64 || (w.block == 32 && xres_group() && (w.rows / w.block) % 2 == 0);
+  const bool block_ok = w.block == 64 || (w.block == 32 && xres_runs_grouped(32, w.rows / w.block));
   return block_ok && (M + kTileM - 1) / kTileM >= sm_count();
 }
 
