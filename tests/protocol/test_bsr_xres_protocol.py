@@ -1,10 +1,11 @@
 """Executable model of the barrier protocol of src/ops/cuda/bsr_gemm_xres.cu (bsr_xres_kernel).
 
 The protocol, for one CTA and its tiles of 128 tokens (tc: the CTA's local tile count):
-- W ring: one producer thread streams the nnz stored blocks in storage order, tile after tile,
-  through S slots (n: the global block counter, slot n % S). wfull[slot] (count 1, expect_tx,
-  completed when the bulk copy lands); wempty[slot] (count 8: every consumer warp arrives once per
-  block). Block n >= S first needs wempty[slot]'s phase of parity ((n / S) - 1) & 1.
+- W ring: one producer thread streams the nnz stored blocks in storage order, tile after tile, in
+  chunks of cb blocks (one bulk copy each; a tile's last chunk may be shorter, none spans two
+  tiles), through S slots (n: the global chunk counter, slot n % S). wfull[slot] (count 1,
+  expect_tx, completed when the bulk copy lands); wempty[slot] (count 8: every consumer warp
+  arrives once per chunk). Chunk n >= S first needs wempty[slot]'s phase of parity ((n / S) - 1) & 1.
 - x: ns = ceil(K / 64) slabs of 64 columns per half (2 halves of 64 tokens). Slab (h, s) has xfull
   (count 1, TMA complete_tx) and xempty (count 4: the 4 warps of warpgroup h). Only used slabs
   (some block's column maps to them: slab = col * B / 64) are loaded, waited for and released; the
@@ -15,10 +16,11 @@ The protocol, for one CTA and its tiles of 128 tokens (tc: the CTA's local tile 
   robin in bit order); a load for tile tc > 0 needs xempty's phase of parity (tc - 1) & 1. While
   the next W slot is not free it polls (then __nanosleep); with none pending it blocks on the slot.
   After the last tile, try_x(true).
-- Consumers: 8 warps, warp w on half h = w // 4. Per tile, block-row and stored block: wait wfull
-  (the ring round's parity), wait xfull[h][slab] (parity tc & 1), the wgmma reads the W slot and
-  the x slab; once its wgmma has retired the warp arrives on wempty[slot] and, if the block is
-  flagged, on xempty[h][slab]. Block-rows go in groups of rg (the kernel's RG: pairs at block 32);
+- Consumers: 8 warps, warp w on half h = w // 4. Per tile, block-row and stored block: at a chunk's
+  first block wait wfull (the ring round's parity); at the tile's first block reading a slab wait
+  xfull[h][slab] (parity tc & 1; the warp remembers the slabs it has seen land in this tile); the
+  wgmma reads the W slot and the x slab; once its wgmma has retired the warp arrives on
+  wempty[slot] if the block ends its chunk and, if the block is flagged, on xempty[h][slab]. Block-rows go in groups of rg (the kernel's RG: pairs at block 32);
   with pipe (the kernel's Pipe) a block retires only after the warp has issued the group's next
   block (wgmma.wait_group 1), the group's last one before the epilogue; otherwise each block retires
   before the next is issued. An empty block-row touches no barrier (its epilogue writes act(bias)).
@@ -63,11 +65,11 @@ def slab_flags(B, cols, first=False):
     return flag
 
 
-def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, skip_xfull_wait=False, release_at_first_use=False, skip_xempty_wait=False,
-        block_on_slot_with_x_pending=False, release_w_before_retire=False):
+def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, skip_xfull_wait=False, release_at_first_use=False, skip_xempty_wait=False,
+        block_on_slot_with_x_pending=False, release_w_before_retire=False, release_chunk_at_every_block=False):
     """One CTA of `tiles` tiles; rows: the block-rows' column lists in storage order. pipe: the
     kernel's Pipe form (a block retired once the next block of its group is issued); rg: block-rows
-    per group (the kernel's RG: 2 at block 32 with an even row count)."""
+    per group (the kernel's RG: 2 at block 32 with an even row count); cb: blocks per W chunk."""
     assert rg == 1 or (rg == 64 // B and len(rows) % rg == 0)
     rng = random.Random(seed)
     cols = [c for row in rows for c in row]
@@ -139,9 +141,9 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, skip_xfull_wait=False, rele
             pending[:] = [(h, s) for h in (0, 1) for s in used]
             pend_tc = tc
             yield from try_x(False, "the tile start")
-            for k in range(nnz):
+            for k in range(0, nnz, cb):
                 slot = n % S
-                if n >= S:  # every consumer warp must have passed the slot's previous block
+                if n >= S:  # every consumer warp must have passed the slot's previous chunk
                     bar, par = wempty[slot], ((n // S) - 1) & 1
                     if block_on_slot_with_x_pending:
                         yield lambda: bar.done(par)
@@ -160,36 +162,42 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, skip_xfull_wait=False, rele
         yield from try_x(True, "the end (blocking)")
 
     def consumer(warp):
-        h, n = warp // 4, 0
+        h, n, m = warp // 4, 0, 0  # n: the chunk counter; m: the block counter (over all tiles)
 
         def retire(m, slot, slab, k):  # block m's wgmma group has retired: release its buffers
             wread[slot] -= 1
             xread[h][slab] -= 1
-            if not release_w_before_retire:
+            if not release_w_before_retire and chunk_ends(k):
                 wempty[slot].arrive()
             if k in flagged:
                 xempty[h][slab].arrive()
             passed[warp] = m + 1
 
+        def chunk_ends(k):
+            return release_chunk_at_every_block or k % cb == cb - 1 or k == nnz - 1
+
         for tc in range(tiles):
+            seen = set()  # the slabs this warp has waited for in this tile
             for r0 in range(0, len(rows), rg):
                 prev = None  # pipe: the block in flight (its counter, slot, slab, storage index)
                 for r in range(r0, min(r0 + rg, len(rows))):
                     for k in range(rp[r], rp[r + 1]):
                         slot, slab = n % S, slab_of[k]
                         wf, wpar, xf = wfull[slot], (n // S) & 1, xfull[h][slab]
-                        yield lambda: wf.done(wpar)
-                        if not skip_xfull_wait:
+                        if k % cb == 0:
+                            yield lambda: wf.done(wpar)
+                        if not skip_xfull_wait and slab not in seen:
                             yield lambda: xf.done(tc & 1)
-                        if wbuf[slot] != ("w", tc, k):
+                            seen.add(slab)
+                        if wbuf[slot] != ("w", tc, k - k % cb):
                             raise StaleRead(f"warp {warp} tile {tc} block {k}: W slot {slot} holds {wbuf[slot]}")
                         if xbuf[h][slab] != ("x", tc, h, slab):
                             raise StaleRead(f"warp {warp} tile {tc} block {k}: x slab {h},{slab} holds {xbuf[h][slab]}")
-                        if release_w_before_retire:
+                        if release_w_before_retire and chunk_ends(k):
                             wempty[slot].arrive()
                         wread[slot] += 1
                         xread[h][slab] += 1
-                        issued[warp] = n + 1
+                        issued[warp] = m + 1
                         # The wgmma in flight until a wgmma.wait_group retires it (wait_group 0 right
                         # away; pipe: wait_group 1 once the next block is issued); a warpgroup's wgmma
                         # runs once its 4 warps have issued it. Its operands count as read from this
@@ -197,17 +205,21 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, skip_xfull_wait=False, rele
                         if pipe:
                             if prev is not None:
                                 stats["block retired after the next was issued"] += 1
-                                m = prev[0]
-                                yield lambda m=m: min(issued[4 * h:4 * h + 4]) > m
+                                pm = prev[0]
+                                yield lambda pm=pm: min(issued[4 * h:4 * h + 4]) > pm
                                 retire(*prev)
-                            prev = (n, slot, slab, k)
+                            prev = (m, slot, slab, k)
                         else:
-                            yield lambda n=n: min(issued[4 * h:4 * h + 4]) > n
-                            retire(n, slot, slab, k)
-                        n += 1
+                            yield lambda m=m: min(issued[4 * h:4 * h + 4]) > m
+                            retire(m, slot, slab, k)
+                        if k % cb == cb - 1 or k == nnz - 1:  # the chunk's last block
+                            stats["chunk of several blocks passed"] += k % cb > 0
+                            stats["tile's last chunk shorter"] += k == nnz - 1 and k % cb < cb - 1
+                            n += 1
+                        m += 1
                 if prev is not None:  # the group's last block, before the epilogue (wait_group 0)
-                    m = prev[0]
-                    yield lambda m=m: min(issued[4 * h:4 * h + 4]) > m
+                    pm = prev[0]
+                    yield lambda pm=pm: min(issued[4 * h:4 * h + 4]) > pm
                     retire(*prev)
                 yield None  # the group's epilogue (no barrier)
 
@@ -224,6 +236,8 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, skip_xfull_wait=False, rele
 def random_case(seed):
     rng = random.Random(1000 + seed)
     B, S = rng.choice((16, 32, 64)), rng.choice((3, 8, 16))  # the kernel: S = 3 / 8 / 16 at B = 64 / 32 / 16
+    # Blocks per W chunk: the kernel's powers of two up to 8 KB per copy (xres_ring_for).
+    cb = rng.choice([c for c in (1, 2, 4, 8, 16) if c * B * B * 2 <= 8192])
     K = B * rng.randint(1, 768 // B)
     pool = rng.sample(range(K // B), rng.randint(1, K // B))  # the columns in use (some slabs unused)
     rows = []
@@ -236,7 +250,7 @@ def random_case(seed):
         max(rows, key=len).pop()
     group = 64 // B  # the kernel's RG where the row count allows
     rg = group if len(rows) % group == 0 and rng.random() < 0.7 else 1
-    return dict(B=B, S=S, K=K, rows=rows, tiles=rng.randint(1, 4), seed=seed, pipe=rng.random() < 0.7, rg=rg)
+    return dict(B=B, S=S, K=K, rows=rows, tiles=rng.randint(1, 4), seed=seed, pipe=rng.random() < 0.7, rg=rg, cb=cb)
 
 
 def failures(count, stop_at=(), stats=None, **variant):
@@ -259,7 +273,9 @@ def test_random_cases_cover_the_edge_cases():
         seen["K=768"] += c["K"] == 768
         seen[f"rg={c['rg']}"] += 1
         seen[f"pipe={c['pipe']}"] += 1
-    for key in ("nnz=0", "empty row", "row longer than S=3", "row longer than S=8", "unused slab", "slab read twice",
+        seen[f"cb={c['cb']}"] += 1
+        seen["nnz not a multiple of cb"] += len(cols) % c["cb"] != 0
+    for key in ("cb=1", "cb=2", "cb=4", "cb=8", "cb=16", "nnz not a multiple of cb", "nnz=0", "empty row", "row longer than S=3", "row longer than S=8", "unused slab", "slab read twice",
                 "B=16", "B=32", "B=64", "tiles=1", "tiles=4", "K=768", "rg=1", "rg=2", "rg=4", "pipe=True",
                 "pipe=False"):
         assert seen[key] >= 3, (key, seen)
@@ -272,7 +288,8 @@ def test_kernel_protocol_has_no_deadlock_or_hazard():
     for path in ("x load from the tile start", "x load from the tile start (blocking)", "x load from the slot wait",
                  "x load from the end (blocking)", "x load while its half computes the previous tile",
                  "producer blocked on xempty", "producer blocked on a slot", "producer polled",
-                 "block retired after the next was issued"):
+                 "block retired after the next was issued", "chunk of several blocks passed",
+                 "tile's last chunk shorter"):
         assert stats[path] > 0, (path, stats)
 
 
@@ -290,6 +307,13 @@ def test_kernel_protocol_directed_cases():
         dict(B=32, S=3, K=768, rows=[[], [23], [], []], tiles=4),  # pairs with empty rows
         dict(B=16, S=16, K=768, rows=[[0, 47], [5], [], [20, 21, 22]] * 2, tiles=3),  # groups of 4 rows
         dict(B=16, S=16, K=48, rows=[[0, 1, 2]] * 4, tiles=4),  # K = 48: one slab, three blocks in it
+        # Chunked W (the kernel's defaults: 8 KB per copy, 3 slots): chunks across rows and groups,
+        # a tile's short last chunk, a chunk longer than the tile's blocks.
+        dict(B=16, S=3, cb=16, K=768, rows=[[0, 47], [5], [], [20, 21, 22]] * 2, tiles=3),
+        dict(B=16, S=3, cb=16, K=768, rows=[list(range(0, 48, 2))] * 4, tiles=3),
+        dict(B=16, S=3, cb=8, K=48, rows=[[0, 1, 2]] * 4, tiles=4),
+        dict(B=32, S=3, cb=4, K=768, rows=[list(range(24)), [], [3], [1, 2]], tiles=4),
+        dict(B=32, S=4, cb=2, K=96, rows=[[0, 1, 2], [2], [], [0]], tiles=3),
     ]
     for c in cases:
         group = 64 // c["B"]
@@ -323,4 +347,11 @@ def test_blocking_on_a_w_slot_while_slab_loads_are_pending_deadlocks():
 
 def test_releasing_a_w_slot_before_the_wgmma_retires_is_caught():
     bad = failures(200, stop_at=("Overwrite", "StaleRead"), release_w_before_retire=True)
+    assert bad["Overwrite"] + bad["StaleRead"] > 0, bad
+
+
+def test_releasing_a_w_chunk_at_each_of_its_blocks_is_caught():
+    # A chunk's slot is handed back once per chunk, after its last block: arriving at every block
+    # completes the slot's phase while the chunk's later blocks are still to be read.
+    bad = failures(300, stop_at=("Overwrite", "StaleRead", "Deadlock"), release_chunk_at_every_block=True)
     assert bad["Overwrite"] + bad["StaleRead"] > 0, bad

@@ -88,7 +88,7 @@ constexpr uint8_t kLastUse = 0x80;       // col_idx table flag: the last block o
 
 template <int B>
 struct XresCfg {
-  static constexpr int S = B == 64 ? 3 : B == 32 ? 8 : 16;  // W ring slots (24 / 16 / 8 KB)
+  static constexpr int S = B == 64 ? 3 : B == 32 ? 8 : 16;  // W ring slots of one block (24 / 16 / 8 KB)
   static constexpr int kBlockBytes = B * B * 2;
   static constexpr int kChunks = B / 8;              // 16-byte chunks per W row
   // Per warp: one output row group's staging (blocks 16 / 32 may run 4 / 2 rows: 64 columns).
@@ -106,11 +106,31 @@ size_t xres_table_bytes(const BsrDeviceView& w) {
 }
 int xres_slabs(int64_t K) { return static_cast<int>((K + kSlabCols - 1) / kSlabCols); }
 
+// The W ring's unit: one bulk copy brings `blocks` consecutive stored blocks (a chunk; the last one
+// of a tile may be shorter), guarded by one full / empty barrier pair, into one of `slots` slots.
+// Chunks of one block are the ring of XresCfg::S slots; longer chunks get as many slots as that
+// ring's bytes hold, three at least (so that two are in flight while one is read).
+struct XresRing {
+  int chunk_log2;  // blocks per chunk: 1 << chunk_log2
+  int slots;
+};
+constexpr int kMaxChunkBytes = 8 * 1024;  // block 64's slot: the x slabs leave room for 3 of them
+
 template <int B>
-size_t xres_smem_bytes(int64_t K, size_t table_bytes) {
+XresRing xres_ring_for(int chunk_blocks) {
   using C = XresCfg<B>;
-  return kAlignSlack + 2 * static_cast<size_t>(xres_slabs(K)) * kSlabBytes + C::S * C::kBlockBytes +
-         kConsumerWarps * C::kStageBytes + (4 * kMaxSlabs + 2 * C::S + 2) * sizeof(uint64_t) + table_bytes;
+  int lg = 0;
+  while ((2 << lg) <= chunk_blocks && (2 << lg) * C::kBlockBytes <= kMaxChunkBytes) ++lg;
+  const int chunk_bytes = C::kBlockBytes << lg;
+  return {lg, std::max(lg == 0 ? C::S : 3, C::S * C::kBlockBytes / chunk_bytes)};
+}
+
+template <int B>
+size_t xres_smem_bytes(int64_t K, size_t table_bytes, XresRing ring) {
+  using C = XresCfg<B>;
+  return kAlignSlack + 2 * static_cast<size_t>(xres_slabs(K)) * kSlabBytes +
+         static_cast<size_t>(ring.slots) * (C::kBlockBytes << ring.chunk_log2) + kConsumerWarps * C::kStageBytes +
+         (4 * kMaxSlabs + 2 * ring.slots + 2) * sizeof(uint64_t) + table_bytes;
 }
 
 struct XresArgs {
@@ -121,6 +141,8 @@ struct XresArgs {
   int block_rows;
   int rp_bytes;  // row_ptr table bytes in shared memory (16-byte multiple); col_idx follows
   int nnz_cap;   // col_idx table capacity (the view's nnz, or every block)
+  int chunk_log2;  // the W ring (XresRing): blocks per bulk copy, 1 << chunk_log2
+  int ring_slots;
   const int32_t* row_ptr;
   const int32_t* col_idx;
   const bf16* values_cm;  // the blocks in core-matrix order (bsr_core_matrix_order)
@@ -133,17 +155,19 @@ template <int B, bool Gelu, bool Pipe, int RG>
 __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_constant__ XresArgs p) {
 #if VITRT_WGMMA_ENABLED
   using C = XresCfg<B>;
-  constexpr int S = C::S;
+  const int S = p.ring_slots;
+  const int cb_mask = (1 << p.chunk_log2) - 1;  // a block's place in its chunk: k & cb_mask
+  const int chunk_bytes = C::kBlockBytes << p.chunk_log2;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((kAlignSlack - (ptx::smem_u32(smem_raw) & (kAlignSlack - 1))) & (kAlignSlack - 1));
   const int ns = p.slabs;
   unsigned char* xs = smem;                                   // [2 halves][ns slabs][64 rows x 128 B], swizzled
-  unsigned char* ws = xs + 2 * ns * kSlabBytes;               // [S][B x B], core-matrix layout
-  unsigned char* stage = ws + S * C::kBlockBytes;             // [warp][8 rows][kStageRow]
+  unsigned char* ws = xs + 2 * ns * kSlabBytes;               // [S][chunk of B x B blocks], core-matrix layout
+  unsigned char* stage = ws + S * chunk_bytes;                // [warp][8 rows][kStageRow]
   uint64_t* bars = reinterpret_cast<uint64_t*>(stage + kConsumerWarps * C::kStageBytes);
   uint64_t* xfull = bars;                   // [2][kMaxSlabs] slab landed (TMA complete_tx)
   uint64_t* xempty = bars + 2 * kMaxSlabs;  // [2][kMaxSlabs] the 4 warps on that half are done with it
-  uint64_t* wfull = bars + 4 * kMaxSlabs;   // [S] W block landed (bulk copy complete_tx)
+  uint64_t* wfull = bars + 4 * kMaxSlabs;   // [S] W chunk landed (bulk copy complete_tx)
   uint64_t* wempty = wfull + S;             // [S] every consumer warp has passed it
   unsigned* used_slabs = reinterpret_cast<unsigned*>(wempty + S);  // bit s: some block reads slab s
   int* rp_s = reinterpret_cast<int*>(wempty + S + 2);         // [block_rows + 1]
@@ -171,7 +195,8 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
   __syncthreads();  // publishes the barriers' initialisation, the tables and the flags
 
   if (warp == kConsumerWarps) {
-    // ---- producer: one thread issues every copy. W blocks go in storage order, tile after tile;
+    // ---- producer: one thread issues every copy. W blocks go in storage order, tile after tile, in
+    // chunks of 1 << chunk_log2 blocks (a tile's last chunk may be shorter; one never spans tiles);
     // the x slabs of a tile are loaded as the previous tile releases them (polled while waiting for
     // a W slot). Blocking on the previous tile's pending slabs at the start of a tile cannot
     // deadlock: by then every W block and x slab of the tile before it has been issued.
@@ -214,8 +239,8 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
       try_x(true);
       pending = used_mask, pend_tc = tc, pend_m0 = static_cast<int64_t>(tile) * kTileM;
       try_x(false);
-      for (int k = 0; k < nnz; ++k, ++n) {
-        if (n >= S) {  // the slot's previous block must have been passed by every consumer warp
+      for (int k0 = 0; k0 < nnz; k0 += cb_mask + 1, ++n) {
+        if (n >= S) {  // the slot's previous chunk must have been passed by every consumer warp
           while (!mbar::test(&wempty[slot], round ^ 1)) {
             try_x(false);
             if (pending == 0) {
@@ -225,9 +250,10 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
             __nanosleep(32);
           }
         }
-        mbar::arrive_expect_tx(&wfull[slot], C::kBlockBytes);
-        mbar::bulk_copy_to_smem(ws + slot * C::kBlockBytes, p.values_cm + static_cast<int64_t>(k) * B * B,
-                                C::kBlockBytes, &wfull[slot]);
+        const unsigned bytes = static_cast<unsigned>(min(cb_mask + 1, nnz - k0) * C::kBlockBytes);
+        mbar::arrive_expect_tx(&wfull[slot], bytes);
+        mbar::bulk_copy_to_smem(ws + slot * chunk_bytes, p.values_cm + static_cast<int64_t>(k0) * B * B, bytes,
+                                &wfull[slot]);
         if (++slot == S) slot = 0, round ^= 1;
       }
     }
@@ -259,6 +285,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
     const bool full_tile = static_cast<int64_t>(tile + 1) * kTileM <= p.M;
     bf16* yrow = p.y + (row0 + st_row) * p.N + st_chunk * 8;
     const unsigned xparity = tc & 1;
+    unsigned xseen = 0;  // bit s: this warp has seen slab s of this tile land (its xfull waited for)
     // This thread's bias values (columns 8 j + 2 t, + 1) of the group's block-rows, loaded one
     // group ahead.
     __nv_bfloat162 bias_next[RG][B / 8];
@@ -296,14 +323,16 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
       // divergent (C7518; a __shfl_sync from lane 0 makes them uniform for it), and it cannot
       // follow wait_group 1 across a row whose block count it does not know (C7514); a
       // two-rows-in-flight form tried on 2026-12-03 did not get past that.)
-      // Pipe: a retired block hands back its W slot and, at its last use in the tile, its x slab (or -1).
+      // Pipe: a retired block hands back its W slot if it ends its chunk, and its x slab at its last
+      // use in the tile (each -1 if not).
       auto hand_back = [&](int s, int release_slab) {
         if (lane == 0) {
-          mbar::arrive(&wempty[s]);
+          if (s >= 0) mbar::arrive(&wempty[s]);
           if (release_slab >= 0) mbar::arrive(&xempty[h * kMaxSlabs + release_slab]);
         }
       };
-      int prev_slot = -1, prev_release = -1;  // the block in flight: its W slot; its x slab or -1
+      bool in_flight = false;                 // Pipe: a block of this group not yet retired ...
+      int prev_slot = -1, prev_release = -1;  // ... its W slot to hand back or -1; its x slab or -1
       // (Pipe: every accumulator set fenced once, before the group's first wgmma: an operand fence
       // of the second set while the first set's wgmma runs makes ptxas serialise them, C7515.)
       if constexpr (Pipe) {
@@ -316,38 +345,45 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
           const int c = col_s[k];
           const int col = c & ~kLastUse;
           const int slab = col * B / kSlabCols;
-          mbar::wait(&wfull[slot], round);
-          mbar::wait(&xfull[h * kMaxSlabs + slab], xparity);
+          const int in_chunk = k & cb_mask;
+          const bool chunk_ends = in_chunk == cb_mask || k + 1 == nnz;  // the chunk's last block
+          if (in_chunk == 0) mbar::wait(&wfull[slot], round);  // the whole chunk lands at once
+          if (!((xseen >> slab) & 1)) {  // a slab, once landed, stays until this tile's last use of it
+            mbar::wait(&xfull[h * kMaxSlabs + slab], xparity);
+            xseen |= 1u << slab;
+          }
           if constexpr (!Pipe) wgmma::fence_operands(acc[q]);
           wgmma::fence();
           const uint64_t da = xdesc + ((slab * kSlabBytes + (col * B % kSlabCols) * 2) >> 4);
-          const uint64_t db = wdesc + ((slot * C::kBlockBytes) >> 4);
+          const uint64_t db = wdesc + ((slot * chunk_bytes + in_chunk * C::kBlockBytes) >> 4);
 #pragma unroll
           for (int kk = 0; kk < B / 16; ++kk) bsr_wgmma::block_k16<B>(acc[q], da + 2 * kk, db + 16 * kk);
           wgmma::commit();
           if constexpr (Pipe) {
-            if (prev_slot >= 0) {  // the block before this one has retired
+            if (in_flight) {  // the block before this one has retired
               wgmma::wait<1>();
               hand_back(prev_slot, prev_release);
             }
-            prev_slot = slot, prev_release = (c & kLastUse) ? slab : -1;
+            in_flight = true, prev_slot = chunk_ends ? slot : -1, prev_release = (c & kLastUse) ? slab : -1;
           } else {
             wgmma::wait<0>();
             wgmma::fence_operands(acc[q]);
             // (inline, not hand_back: this is the measured default, and the helper changed its SASS)
             if (lane == 0) {
-              mbar::arrive(&wempty[slot]);
+              if (chunk_ends) mbar::arrive(&wempty[slot]);
               if (c & kLastUse) mbar::arrive(&xempty[h * kMaxSlabs + slab]);
             }
           }
-          if (++slot == S) slot = 0, round ^= 1;
+          if (chunk_ends) {
+            if (++slot == S) slot = 0, round ^= 1;
+          }
         }
       }
       if constexpr (Pipe) {
         wgmma::wait<0>();
 #pragma unroll
         for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
-        if (prev_slot >= 0) hand_back(prev_slot, prev_release);
+        if (in_flight) hand_back(prev_slot, prev_release);
       }
       // Epilogue: rows g (pass 0) and g + 8 (pass 1) -> staging (stmatrix) -> whole-line stores.
       bf16* yr = yrow + static_cast<int64_t>(r) * B;
@@ -428,6 +464,21 @@ KernelMode xres_mode() {
 
 // Shared memory for w (its tables sized for every block stored when nnz is unknown), or 0 when the
 // kernel does not cover it.
+// VITRT_BSR_XRES_CHUNK: blocks per bulk copy of W (rounded down to a power of two, at most 8 KB per
+// copy; 1: one copy per block, the form measured before 2026-12-05 15:00); unset: 8 KB per copy.
+int xres_chunk_blocks(int block) {
+  static const int v = [] {
+    const char* e = std::getenv("VITRT_BSR_XRES_CHUNK");
+    return e != nullptr ? std::atoi(e) : 0;
+  }();
+  return v > 0 ? v : kMaxChunkBytes / (block * block * 2);
+}
+
+XresRing xres_ring(int block) {
+  const int chunk = xres_chunk_blocks(block);
+  return block == 64 ? xres_ring_for<64>(chunk) : block == 32 ? xres_ring_for<32>(chunk) : xres_ring_for<16>(chunk);
+}
+
 size_t xres_smem_for(const BsrDeviceView& w) {
   if ((w.block != 16 && w.block != 32 && w.block != 64) || w.cols > kMaxK || w.cols % w.block != 0 ||
       w.rows % w.block != 0)
@@ -436,9 +487,10 @@ size_t xres_smem_for(const BsrDeviceView& w) {
   const int64_t block_rows = w.rows / w.block;
   if (block_rows >= (int64_t{1} << 20)) return 0;
   const size_t tables = xres_table_bytes(w);
-  const size_t bytes = w.block == 64   ? xres_smem_bytes<64>(w.cols, tables)
-                       : w.block == 32 ? xres_smem_bytes<32>(w.cols, tables)
-                                       : xres_smem_bytes<16>(w.cols, tables);
+  const XresRing ring = xres_ring(w.block);
+  const size_t bytes = w.block == 64   ? xres_smem_bytes<64>(w.cols, tables, ring)
+                       : w.block == 32 ? xres_smem_bytes<32>(w.cols, tables, ring)
+                                       : xres_smem_bytes<16>(w.cols, tables, ring);
   return bytes <= kMaxSmem ? bytes : 0;
 }
 
@@ -484,6 +536,9 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   a.block_rows = static_cast<int>(w.rows / w.block);
   a.rp_bytes = static_cast<int>(xres_row_ptr_bytes(a.block_rows));
   a.nnz_cap = static_cast<int>(xres_col_capacity(w));
+  const XresRing ring = xres_ring(w.block);
+  a.chunk_log2 = ring.chunk_log2;
+  a.ring_slots = ring.slots;
   a.row_ptr = w.row_ptr;
   a.col_idx = w.col_idx;
   a.values_cm = static_cast<const bf16*>(w.values_core_matrix);
