@@ -28,7 +28,8 @@ C (not yet run): B cut to ~300 s on a bare machine (the tests, block 32's sweep,
 D (not yet run): the chunked W ring of the x-resident kernel (one bulk copy and one barrier pair per
    8 KB of stored blocks, VITRT_BSR_XRES_CHUNK; before: one per block): its kernel tests (default
    chunks and one block per copy), the cuda_bsr ctests, then fc1-shape A/B of blocks 16 / 32 / 64 at
-   0.8 / 0.86 / 0.9 (default, chunk 1, block 16 on the kernel with 16 / 4 / 1 blocks per copy, Pipe),
+   0.8 / 0.86 / 0.9 (default, chunk 1, block 16 on the kernel with 16 / 4 / 1 blocks per copy, Pipe,
+   each chunk's blocks retired together: VITRT_BSR_XRES_PIPE=chunk),
    the default's break-even sweep, ViT-B/16 bs256 at blocks 32 and 64 (chunk 1 as A/B), and B's
    block-16 mma.sync variant sweep last (~450 s bare).
 (The earlier steps, the global attention variants, were measured on 2026-12-05 and those variants
@@ -78,8 +79,9 @@ case "$step" in
       VITRT_BSR_XRES_CHUNK=$ch timeout 60 build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.XResident*' > "$O/xres_chunk$ch.log" 2>&1
       echo "SUMMARY: XResident kernel, VITRT_BSR_XRES_CHUNK=${ch:-default}: rc=$? $(grep -c Failure "$O/xres_chunk$ch.log") failures"
     done
-    ab=("" "VITRT_BSR_XRES_CHUNK=1" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_CHUNK=4"
-        "VITRT_BSR_XRES=1 VITRT_BSR_XRES_CHUNK=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PIPE=1"
+    ab=("" "VITRT_BSR_XRES_CHUNK=1" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PIPE=chunk"
+        "VITRT_BSR_XRES=1 VITRT_BSR_XRES_CHUNK=4" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_CHUNK=1"
+        "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PIPE=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PIPE=chunk VITRT_BSR_XRES_CHUNK=4"
         "VITRT_BSR_XRES_CHUNK=2" "VITRT_BSR_XRES_PIPE=0" "" "VITRT_BSR_XRES_CHUNK=1")
     for i in "${!ab[@]}"; do  # default and chunk 1 twice, apart, for the noise
       timeout 60 env ${ab[$i]} build-dev/bin/bsr_gemm_bench --dtypes bf16 --blocks 16,32,64 --sparsities 0.8,0.86,0.9 \

@@ -21,9 +21,11 @@ The protocol, for one CTA and its tiles of 128 tokens (tc: the CTA's local tile 
   xfull[h][slab] (parity tc & 1; the warp remembers the slabs it has seen land in this tile); the
   wgmma reads the W slot and the x slab; once its wgmma has retired the warp arrives on
   wempty[slot] if the block ends its chunk and, if the block is flagged, on xempty[h][slab]. Block-rows go in groups of rg (the kernel's RG: pairs at block 32);
-  with pipe (the kernel's Pipe) a block retires only after the warp has issued the group's next
-  block (wgmma.wait_group 1), the group's last one before the epilogue; otherwise each block retires
-  before the next is issued. An empty block-row touches no barrier (its epilogue writes act(bias)).
+  with pipe (the kernel's Pipe, Retire::kBehind) a block retires only after the warp has issued the
+  group's next block (wgmma.wait_group 1), the group's last one before the epilogue; with batched
+  (Retire::kAtChunk) the blocks retire together at the end of their chunk or of their group
+  (wgmma.wait_group 0), whichever comes first; otherwise each block retires before the next is
+  issued. An empty block-row touches no barrier (its epilogue writes act(bias)).
 
 A hang or a wrong parity costs a GPU call, so the protocol is run here under random interleavings
 (a seeded RNG picks the next agent, with per-run speed weights), random copy latencies and random
@@ -65,7 +67,7 @@ def slab_flags(B, cols, first=False):
     return flag
 
 
-def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, skip_xfull_wait=False, release_at_first_use=False, skip_xempty_wait=False,
+def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, skip_xfull_wait=False, release_at_first_use=False, skip_xempty_wait=False,
         block_on_slot_with_x_pending=False, release_w_before_retire=False, release_chunk_at_every_block=False):
     """One CTA of `tiles` tiles; rows: the block-rows' column lists in storage order. pipe: the
     kernel's Pipe form (a block retired once the next block of its group is issued); rg: block-rows
@@ -180,6 +182,7 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, skip_xfull_wait=False
             seen = set()  # the slabs this warp has waited for in this tile
             for r0 in range(0, len(rows), rg):
                 prev = None  # pipe: the block in flight (its counter, slot, slab, storage index)
+                held = []  # batched: the blocks issued and not yet retired
                 for r in range(r0, min(r0 + rg, len(rows))):
                     for k in range(rp[r], rp[r + 1]):
                         slot, slab = n % S, slab_of[k]
@@ -202,7 +205,15 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, skip_xfull_wait=False
                         # away; pipe: wait_group 1 once the next block is issued); a warpgroup's wgmma
                         # runs once its 4 warps have issued it. Its operands count as read from this
                         # warp's issue on.
-                        if pipe:
+                        if batched:
+                            held.append((m, slot, slab, k))
+                            if k % cb == cb - 1 or k == nnz - 1:  # the chunk ends: wait_group 0
+                                stats["blocks retired at their chunk's end"] += len(held) > 1
+                                yield lambda m=m: min(issued[4 * h:4 * h + 4]) > m
+                                for blk in held:
+                                    retire(*blk)
+                                held.clear()
+                        elif pipe:
                             if prev is not None:
                                 stats["block retired after the next was issued"] += 1
                                 pm = prev[0]
@@ -221,6 +232,13 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, skip_xfull_wait=False
                     pm = prev[0]
                     yield lambda pm=pm: min(issued[4 * h:4 * h + 4]) > pm
                     retire(*prev)
+                if held:  # batched: the group's blocks after its last chunk end (wait_group 0)
+                    stats["blocks retired at their group's end"] += 1
+                    pm = held[-1][0]
+                    yield lambda pm=pm: min(issued[4 * h:4 * h + 4]) > pm
+                    for blk in held:
+                        retire(*blk)
+                    held.clear()
                 yield None  # the group's epilogue (no barrier)
 
     def land(c):  # a copy landed
@@ -250,7 +268,9 @@ def random_case(seed):
         max(rows, key=len).pop()
     group = 64 // B  # the kernel's RG where the row count allows
     rg = group if len(rows) % group == 0 and rng.random() < 0.7 else 1
-    return dict(B=B, S=S, K=K, rows=rows, tiles=rng.randint(1, 4), seed=seed, pipe=rng.random() < 0.7, rg=rg, cb=cb)
+    mode = rng.choice(("each", "behind", "behind", "chunk", "chunk"))
+    return dict(B=B, S=S, K=K, rows=rows, tiles=rng.randint(1, 4), seed=seed, pipe=mode == "behind", rg=rg, cb=cb,
+                batched=mode == "chunk")
 
 
 def failures(count, stop_at=(), stats=None, **variant):
@@ -274,8 +294,9 @@ def test_random_cases_cover_the_edge_cases():
         seen[f"rg={c['rg']}"] += 1
         seen[f"pipe={c['pipe']}"] += 1
         seen[f"cb={c['cb']}"] += 1
+        seen[f"batched={c['batched']}"] += 1
         seen["nnz not a multiple of cb"] += len(cols) % c["cb"] != 0
-    for key in ("cb=1", "cb=2", "cb=4", "cb=8", "cb=16", "nnz not a multiple of cb", "nnz=0", "empty row", "row longer than S=3", "row longer than S=8", "unused slab", "slab read twice",
+    for key in ("batched=True", "cb=1", "cb=2", "cb=4", "cb=8", "cb=16", "nnz not a multiple of cb", "nnz=0", "empty row", "row longer than S=3", "row longer than S=8", "unused slab", "slab read twice",
                 "B=16", "B=32", "B=64", "tiles=1", "tiles=4", "K=768", "rg=1", "rg=2", "rg=4", "pipe=True",
                 "pipe=False"):
         assert seen[key] >= 3, (key, seen)
@@ -289,7 +310,8 @@ def test_kernel_protocol_has_no_deadlock_or_hazard():
                  "x load from the end (blocking)", "x load while its half computes the previous tile",
                  "producer blocked on xempty", "producer blocked on a slot", "producer polled",
                  "block retired after the next was issued", "chunk of several blocks passed",
-                 "tile's last chunk shorter"):
+                 "tile's last chunk shorter", "blocks retired at their chunk's end",
+                 "blocks retired at their group's end"):
         assert stats[path] > 0, (path, stats)
 
 
@@ -318,10 +340,10 @@ def test_kernel_protocol_directed_cases():
     for c in cases:
         group = 64 // c["B"]
         rgs = (1, group) if group > 1 and len(c["rows"]) % group == 0 else (1,)
-        for pipe in (False, True):
+        for pipe, batched in ((False, False), (True, False), (False, True)):
             for rg in rgs:
                 for seed in range(25):
-                    run(**c, seed=seed, pipe=pipe, rg=rg)
+                    run(**c, seed=seed, pipe=pipe, rg=rg, batched=batched)
 
 
 def test_consumer_skipping_the_xfull_wait_is_caught():

@@ -155,9 +155,17 @@ struct XresArgs {
   int tiles;
 };
 
-template <int B, bool Gelu, bool Pipe, int RG>
+// When a block's wgmmas are retired (wgmma.wait_group), which hands back its W chunk (if it ends
+// one) and its x slab (at its last use in the tile): kEach before the next block is issued; kBehind
+// (Pipe) once the next block of its row group is issued; kAtChunk at the end of its W chunk or of
+// its row group, whichever comes first (no wait between the blocks of a chunk).
+enum class Retire { kEach, kBehind, kAtChunk };
+
+template <int B, bool Gelu, Retire Mode, int RG>
 __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_constant__ XresArgs p) {
 #if VITRT_WGMMA_ENABLED
+  constexpr bool Pipe = Mode == Retire::kBehind;
+  constexpr bool Batched = Mode == Retire::kAtChunk;  // fenced like Pipe: accumulator sets once per group
   using C = XresCfg<B>;
   const int S = p.ring_slots;
   const int cb_mask = (1 << p.chunk_log2) - 1;  // a block's place in its chunk: k & cb_mask
@@ -339,7 +347,8 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
       int prev_slot = -1, prev_release = -1;  // ... its W slot to hand back or -1; its x slab or -1
       // (Pipe: every accumulator set fenced once, before the group's first wgmma: an operand fence
       // of the second set while the first set's wgmma runs makes ptxas serialise them, C7515.)
-      if constexpr (Pipe) {
+      unsigned release_slabs = 0;  // kAtChunk: the slabs whose last use awaits retirement
+      if constexpr (Pipe || Batched) {
 #pragma unroll
         for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
       }
@@ -356,7 +365,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
             mbar::wait(&xfull[h * kMaxSlabs + slab], xparity);
             xseen |= 1u << slab;
           }
-          if constexpr (!Pipe) wgmma::fence_operands(acc[q]);
+          if constexpr (Mode == Retire::kEach) wgmma::fence_operands(acc[q]);
           wgmma::fence();
           const uint64_t da = xdesc + ((slab * kSlabBytes + (col * B % kSlabCols) * 2) >> 4);
           const uint64_t db = wdesc + ((slot * chunk_bytes + in_chunk * C::kBlockBytes) >> 4);
@@ -369,6 +378,16 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
               hand_back(prev_slot, prev_release);
             }
             in_flight = true, prev_slot = chunk_ends ? slot : -1, prev_release = (c & kLastUse) ? slab : -1;
+          } else if constexpr (Batched) {
+            if (c & kLastUse) release_slabs |= 1u << slab;
+            if (chunk_ends) {  // the chunk's blocks retire together and hand back their slot
+              wgmma::wait<0>();
+              if (lane == 0) {
+                mbar::arrive(&wempty[slot]);
+                for (unsigned m = release_slabs; m != 0; m &= m - 1) mbar::arrive(&xempty[h * kMaxSlabs + __ffs(m) - 1]);
+              }
+              release_slabs = 0;
+            }
           } else {
             wgmma::wait<0>();
             wgmma::fence_operands(acc[q]);
@@ -388,6 +407,13 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
 #pragma unroll
         for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
         if (in_flight) hand_back(prev_slot, prev_release);
+      }
+      if constexpr (Batched) {  // the group's blocks past its last chunk end retire before the epilogue
+        wgmma::wait<0>();
+#pragma unroll
+        for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
+        if (lane == 0)
+          for (unsigned m = release_slabs; m != 0; m &= m - 1) mbar::arrive(&xempty[h * kMaxSlabs + __ffs(m) - 1]);
       }
       // Epilogue: rows g (pass 0) and g + 8 (pass 1) -> staging (stmatrix) -> whole-line stores.
       bf16* yr = yrow + static_cast<int64_t>(r) * B;
@@ -418,14 +444,23 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
 #endif
 }
 
-// VITRT_BSR_XRES_PIPE: "1" keeps one block in flight within a row group (Pipe), "0" retires each
-// block's wgmmas before the next block is issued; unset / other: Pipe for block 32 only. Measured on
+// VITRT_BSR_XRES_PIPE: "1" keeps one block in flight within a row group (Pipe, Retire::kBehind), "0"
+// retires each block's wgmmas before the next block is issued, "chunk" retires them at the end of
+// each W chunk and row group (Retire::kAtChunk); unset / other: Pipe for block 32 only. Measured on
 // the H200 (2026-12-05, 3072 x 768 + GELU, M = 50432, grouped): block 32 0.3495 / 0.2738 / 0.2203 ms
 // at 0.8 / 0.86 / 0.9 against 0.3663 / 0.2861 / 0.2298 without it; block 64 1-2% slower with it
 // (0.2068 / 0.1700 against 0.2019 / 0.1688 ms at 0.8 / 0.86, equal at 0.9); block 16 mixed.
-bool xres_pipe(int block) {
-  static const KernelMode v = kernel_mode_from_env("VITRT_BSR_XRES_PIPE");
-  return v == KernelMode::On || (v == KernelMode::Auto && block == 32);
+enum class RetireChoice { kEach, kBehind, kAtChunk, kAuto };
+Retire xres_retire(int block) {
+  static const RetireChoice v = env_choice<RetireChoice>(
+      "VITRT_BSR_XRES_PIPE", {{"0", RetireChoice::kEach}, {"1", RetireChoice::kBehind}, {"chunk", RetireChoice::kAtChunk}},
+      RetireChoice::kAuto);
+  switch (v) {
+    case RetireChoice::kEach: return Retire::kEach;
+    case RetireChoice::kBehind: return Retire::kBehind;
+    case RetireChoice::kAtChunk: return Retire::kAtChunk;
+    default: return block == 32 ? Retire::kBehind : Retire::kEach;
+  }
 }
 
 // VITRT_BSR_XRES_GROUP: "0" runs the block-rows one at a time; otherwise blocks 32 and 16 run them
@@ -447,8 +482,11 @@ bool xres_runs_grouped(int block, int64_t block_rows) {
 
 template <int B, bool Gelu, int RG>
 void launch_xres_rg(const XresArgs& a, int grid, size_t smem) {
-  if (xres_pipe(B)) bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, true, RG>>(a, grid, kThreads, smem, kMaxSmem);
-  else bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, false, RG>>(a, grid, kThreads, smem, kMaxSmem);
+  switch (xres_retire(B)) {
+    case Retire::kBehind: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kBehind, RG>>(a, grid, kThreads, smem, kMaxSmem);
+    case Retire::kAtChunk: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kAtChunk, RG>>(a, grid, kThreads, smem, kMaxSmem);
+    default: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kEach, RG>>(a, grid, kThreads, smem, kMaxSmem);
+  }
 }
 
 template <int B, bool Gelu>
