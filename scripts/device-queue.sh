@@ -88,6 +88,11 @@ case "$step" in
         --tokens 50432 --iters 20 --quick --json "$O/bsr/ab$i.json" > "$O/bsr/ab$i.txt" 2>&1
       echo "SUMMARY: A/B $i '${ab[$i]:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('b%d s%.2f %.4f ms (%.2fx)'%(r['block'],r['sparsity'],r['bsr_ms'],r['speedup']) for r in d['rows'] if r['N']==3072))" "$O/bsr/ab$i.json" 2>&1 | tail -c 400)"
     done
+    for g in "" bf16x2; do  # the fc1 epilogue (bias + GELU) with the GELU in fp32 / bf16x2 arithmetic
+      timeout 60 env VITRT_BSR_XRES_GELU=$g build-dev/bin/bsr_gemm_bench --quick --epilogue --dtypes bf16 --blocks 32,64 \
+        --sparsities 0.8,0.9 --tokens 50432 --json "$O/bsr/epi_gelu$g.json" > "$O/bsr/epi_gelu$g.txt" 2>&1
+      echo "SUMMARY: --epilogue, VITRT_BSR_XRES_GELU=${g:-fp32} rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('b%d s%.2f %.4f ms (%.2fx)'%(r['block'],r['sparsity'],r['bsr_ms'],r['speedup']) for r in d['rows'] if r['N']==3072))" "$O/bsr/epi_gelu$g.json" 2>&1 | tail -c 300)"
+    done
     timeout 100 build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32,64 --sparsities 0.8,0.82,0.84,0.86,0.88,0.9 \
       --tokens 50432 --iters 10 --json "$O/bsr_bf16.json" > "$O/bsr_bf16.txt" 2>&1
     echo "SUMMARY: bf16 sweep rc=$?"; sed -n '/break-even/,$p' "$O/bsr_bf16.txt"

@@ -161,7 +161,11 @@ struct XresArgs {
 // its row group, whichever comes first (no wait between the blocks of a chunk).
 enum class Retire { kEach, kBehind, kAtChunk };
 
-template <int B, bool Gelu, Retire Mode, int RG>
+// The epilogue's activation: none, GELU (tanh form) in fp32 with tanh.approx.f32, or the same in
+// bf16x2 arithmetic (one MUFU op per pair of values; dev::gelu_tanh_approx_bf16x2).
+enum class XresAct { kNone, kGelu, kGeluBf16x2 };
+
+template <int B, XresAct A, Retire Mode, int RG>
 __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_constant__ XresArgs p) {
 #if VITRT_WGMMA_ENABLED
   constexpr bool Pipe = Mode == Retire::kBehind;
@@ -425,8 +429,12 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
           const float* a = acc[j / (B / 8)];
           const int jj = j % (B / 8);
           float v0 = a[4 * jj + 2 * pass], v1 = a[4 * jj + 2 * pass + 1];
-          if constexpr (Gelu) v0 = dev::gelu_tanh_approx(v0), v1 = dev::gelu_tanh_approx(v1);
-          v[j] = bsr_wgmma::pack_bf16x2(v0, v1);
+          if constexpr (A == XresAct::kGeluBf16x2) {
+            v[j] = dev::gelu_tanh_approx_bf16x2(v0, v1);
+          } else {
+            if constexpr (A == XresAct::kGelu) v0 = dev::gelu_tanh_approx(v0), v1 = dev::gelu_tanh_approx(v1);
+            v[j] = bsr_wgmma::pack_bf16x2(v0, v1);
+          }
         }
         out.stage(v);
 #pragma unroll
@@ -463,6 +471,14 @@ Retire xres_retire(int block) {
   }
 }
 
+// VITRT_BSR_XRES_GELU: "bf16x2" computes the GELU in bf16x2 arithmetic (XresAct::kGeluBf16x2: half the
+// MUFU ops and about half the epilogue's instructions, ~1 bf16 step of error instead of half of one;
+// the fused MLP kernel's arithmetic); otherwise fp32 with tanh.approx.f32, as bsr_gemm.cu's kernels.
+bool xres_gelu_bf16x2() {
+  static const bool v = env_choice<bool>("VITRT_BSR_XRES_GELU", {{"bf16x2", true}}, false);
+  return v;
+}
+
 // VITRT_BSR_XRES_GROUP: "0" runs the block-rows one at a time; otherwise blocks 32 and 16 run them
 // in groups of 64 columns (RG = 2 / 4) where the block-row count allows: one epilogue per group,
 // block 64's store pattern, and the group's blocks issued back to back. Block 32's ungrouped form
@@ -480,7 +496,7 @@ bool xres_runs_grouped(int block, int64_t block_rows) {
   return group > 1 && xres_group() && block_rows % group == 0;
 }
 
-template <int B, bool Gelu, int RG>
+template <int B, XresAct Gelu, int RG>
 void launch_xres_rg(const XresArgs& a, int grid, size_t smem) {
   switch (xres_retire(B)) {
     case Retire::kBehind: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kBehind, RG>>(a, grid, kThreads, smem, kMaxSmem);
@@ -489,13 +505,22 @@ void launch_xres_rg(const XresArgs& a, int grid, size_t smem) {
   }
 }
 
-template <int B, bool Gelu>
+template <int B, XresAct Gelu>
 void launch_xres(const XresArgs& a, int grid, size_t smem) {
   constexpr int kGroup = 64 / B;  // rows of a 64-column group
   if constexpr (kGroup > 1) {
     if (xres_runs_grouped(B, a.block_rows)) return launch_xres_rg<B, Gelu, kGroup>(a, grid, smem);
   }
   launch_xres_rg<B, Gelu, 1>(a, grid, smem);
+}
+
+template <int B>
+void launch_xres_act(XresAct act, const XresArgs& a, int grid, size_t smem) {
+  switch (act) {
+    case XresAct::kNone: return launch_xres<B, XresAct::kNone>(a, grid, smem);
+    case XresAct::kGelu: return launch_xres<B, XresAct::kGelu>(a, grid, smem);
+    case XresAct::kGeluBf16x2: return launch_xres<B, XresAct::kGeluBf16x2>(a, grid, smem);
+  }
 }
 
 // VITRT_BSR_XRES: "0" off, "1" wherever supported; unset / other ("auto"): xres_auto_selected.
@@ -590,9 +615,10 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
   const size_t smem = xres_smem_for(w);
-  if (w.block == 64) gelu ? launch_xres<64, true>(a, grid, smem) : launch_xres<64, false>(a, grid, smem);
-  else if (w.block == 32) gelu ? launch_xres<32, true>(a, grid, smem) : launch_xres<32, false>(a, grid, smem);
-  else gelu ? launch_xres<16, true>(a, grid, smem) : launch_xres<16, false>(a, grid, smem);
+  const XresAct act = !gelu ? XresAct::kNone : xres_gelu_bf16x2() ? XresAct::kGeluBf16x2 : XresAct::kGelu;
+  if (w.block == 64) launch_xres_act<64>(act, a, grid, smem);
+  else if (w.block == 32) launch_xres_act<32>(act, a, grid, smem);
+  else launch_xres_act<16>(act, a, grid, smem);
 }
 
 }  // namespace vitrt::cuda
