@@ -13,8 +13,8 @@
 //  - the weight's stored blocks are consumed in storage order (block-row by block-row, the order of
 //    `values`), so one producer thread streams them through a ring of slots from the copy of the
 //    values in wgmma's core-matrix order (bsr_core_matrix_order, made by bsr_to_cuda), one bulk copy
-//    per chunk of consecutive blocks (8 KB: 1 / 4 / 16 blocks at block 64 / 32 / 16; XresRing), full
-//    / empty mbarriers per slot;
+//    per block, or per chunk of consecutive blocks (VITRT_BSR_XRES_CHUNK; XresRing), full / empty
+//    mbarriers per slot;
 //  - two consumer warpgroups own 64 tokens each: for every block-row they start from the bias, run
 //    one wgmma (m64 x B x 16, both operands in shared memory) per k16 step of each stored block,
 //    then write that 64 x B tile of y (GELU, bf16) through a per-warp staging buffer (stmatrix) as
@@ -42,10 +42,12 @@
 // grouped with Pipe is 4-12% faster than the streamed kernel on the fc1 shape (1.41x of cuBLASLt at
 // 0.9, against 1.8x asked); block 16 is no faster than the mma.sync kernel (0.5x at 0.9; not
 // profiled: presumably the producer's one bulk copy and the consumers' barrier round trip per
-// 512-byte block, ~340 cycles each by the timing). Hence (2026-12-05, afternoon; not yet measured when
-// written): the W ring in 8 KB chunks at every block size (VITRT_BSR_XRES_CHUNK=1: one block per
-// copy), one bulk copy and one barrier round trip per chunk, and each x slab's xfull waited for
-// once per warp and tile instead of at every block.
+// 512-byte block, ~340 cycles each by the timing). Hence (2026-12-05, afternoon; not yet measured on
+// a GPU when written, so not a default): the W ring in chunks of up to 8 KB (VITRT_BSR_XRES_CHUNK),
+// one bulk copy and one barrier round trip per chunk; a chunk's blocks retired together, with no
+// wait between them (VITRT_BSR_XRES_PIPE=chunk); the GELU in bf16x2 arithmetic
+// (VITRT_BSR_XRES_GELU=bf16x2). And each x slab's xfull is waited for once per warp and tile
+// instead of at every block (always: the protocol model checks it).
 // Status: the default for block 64, and block 32 grouped with Pipe, given one 128-token tile per SM
 // at least (xres_auto_selected, below).
 // Scope: bf16 in and out, block 16, 32 or 64, K <= 768, no residual (the 768 -> 3072 layer's epilogue
@@ -530,13 +532,15 @@ KernelMode xres_mode() {
 }
 
 // VITRT_BSR_XRES_CHUNK: blocks per bulk copy of W (rounded down to a power of two, at most 8 KB per
-// copy; 1: one copy per block, the ring measured until 2026-12-05); unset: 8 KB per copy.
+// copy: 16 gives 8 KB chunks at every block size); unset: one block per copy, the ring measured
+// until 2026-12-05, until the chunked ring has been measured on a GPU.
 int xres_chunk_blocks(int block) {
   static const int v = [] {
     const char* e = std::getenv("VITRT_BSR_XRES_CHUNK");
     return e != nullptr ? std::atoi(e) : 0;
   }();
-  return v > 0 ? v : kMaxChunkBytes / (block * block * 2);
+  (void)block;
+  return v > 0 ? v : 1;
 }
 
 XresRing xres_ring(int block) {
