@@ -84,7 +84,7 @@ case "$step" in
         "VITRT_BSR_XRES=1 VITRT_BSR_XRES_CHUNK=16" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_CHUNK=16 VITRT_BSR_XRES_PIPE=chunk"
         "VITRT_BSR_XRES=1 VITRT_BSR_XRES_CHUNK=16 VITRT_BSR_XRES_PIPE=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_CHUNK=4 VITRT_BSR_XRES_PIPE=chunk"
         "VITRT_BSR_XRES_CHUNK=2" "VITRT_BSR_XRES_CHUNK=2 VITRT_BSR_XRES_PIPE=chunk" "" "VITRT_BSR_XRES_CHUNK=16")
-    for i in "${!ab[@]}"; do  # default and chunk 1 twice, apart, for the noise
+    for i in "${!ab[@]}"; do  # the default and 8 KB chunks twice, apart, for the noise
       timeout 60 env ${ab[$i]} build-dev/bin/bsr_gemm_bench --dtypes bf16 --blocks 16,32,64 --sparsities 0.8,0.86,0.9 \
         --tokens 50432 --iters 20 --quick --json "$O/bsr/ab$i.json" > "$O/bsr/ab$i.txt" 2>&1
       echo "SUMMARY: A/B $i '${ab[$i]:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('b%d s%.2f %.4f ms (%.2fx)'%(r['block'],r['sparsity'],r['bsr_ms'],r['speedup']) for r in d['rows'] if r['N']==3072))" "$O/bsr/ab$i.json" 2>&1 | tail -c 400)"
@@ -97,9 +97,9 @@ case "$step" in
     timeout 100 build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32,64 --sparsities 0.8,0.82,0.84,0.86,0.88,0.9 \
       --tokens 50432 --iters 10 --json "$O/bsr_bf16.json" > "$O/bsr_bf16.txt" 2>&1
     echo "SUMMARY: bf16 sweep rc=$?"; sed -n '/break-even/,$p' "$O/bsr_bf16.txt"
-    for v in "32" "32 VITRT_BSR_XRES_CHUNK=16" "64"; do
+    for v in "32" "32 VITRT_BSR_XRES_CHUNK=16" "32 VITRT_BSR_XRES_CHUNK=16 VITRT_BSR_XRES_PIPE=chunk" "64"; do
       set -- $v; tag=$(echo "$v" | tr -c 'A-Za-z0-9_\n' '_')
-      timeout 100 env $2 build-dev/bin/vitrt bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block $1 \
+      timeout 100 env "${@:2}" build-dev/bin/vitrt bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block $1 \
         --dtype bf16 --iters 5 --json > "$O/vit_$tag.json" 2> "$O/vit_$tag.err"
       echo "SUMMARY: vit_b_16 bs256 bf16 s0.9 block $v rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.2f ms sparse %.2f ms speedup %.2fx (per round %.2fx), fused MLPs %s'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup'],d.get('speedup_median_of_rounds',0),d.get('fused_mlps')))" "$O/vit_$tag.json" 2>&1 | tail -c 300)"
     done
