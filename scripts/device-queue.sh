@@ -33,6 +33,12 @@ D (not yet run): the x-resident kernel's new forms (2026-12-05 afternoon), none 
    --epilogue A/B of the GELU, the default's break-even sweep, ViT-B/16 bs256 at blocks 32 (default
    and 8 KB chunks) and 64, the cuda_bsr ctests, and B's block-16 mma.sync variant sweep last
    (~450 s bare). Make a form a default only where the A/B shows it faster.
+   (Run on an H100 on 2026-12-05, 14:48 UTC: 8 KB chunks made block 32 9-20% faster; block 16 with 2 KB
+   chunks retired chunk by chunk 20-33% faster; both made defaults, with block 16 on this kernel.)
+E (not yet run): the new defaults (blocks 32 / 16 chunked; block 16 on the x-resident kernel; block 16's
+   mma.sync default tm256.r2.s3.w4): the kernel tests, block 16's chunk x ring-size grid (2 / 4 / 8
+   blocks, 8 / 16 / 24 KB, chunk by chunk) and retirement modes, block 32's ring sizes, the defaults'
+   break-even sweep and targets, ViT-B/16 bs256 at block 64, the cuda_bsr ctests (~400 s bare).
 (The earlier steps, the global attention variants, were measured on 2026-12-05 and those variants
 taken out.)
 DESC
@@ -108,6 +114,32 @@ case "$step" in
     timeout 100 build-dev/bin/bsr_gemm_bench --sweep --blocks 16 --sparsities 0.86,0.9 --iters 5 \
       --json "$O/bsr_sweep16.json" > "$O/bsr_sweep16.txt" 2>&1
     echo "SUMMARY: block-16 variant sweep rc=$?"; grep -E "^--|best" "$O/bsr_sweep16.txt" | head -20
+    ;;
+  E)
+    mkdir -p "$O/bsr"
+    BUILD_TARGETS="$targets" OUT="$O" scripts/device-check.sh build
+    timeout 60 build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.XResident*' > "$O/xres.log" 2>&1
+    echo "SUMMARY: XResident kernel, defaults: rc=$? $(grep -c Failure "$O/xres.log") failures"
+    i=0
+    ab() {  # ab BLOCKS "ENV ..."
+      timeout 60 env $2 build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks $1 --sparsities 0.8,0.86,0.9 \
+        --tokens 50432 --json "$O/bsr/ab$i.json" > "$O/bsr/ab$i.txt" 2>&1
+      echo "SUMMARY: A/B $i b$1 '${2:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('b%d s%.2f %.4f ms (%.2fx)'%(r['block'],r['sparsity'],r['bsr_ms'],r['speedup']) for r in d['rows'] if r['N']==3072))" "$O/bsr/ab$i.json" 2>&1 | tail -c 300)"
+      i=$((i + 1))
+    }
+    ab 16 ""
+    for ch in 2 4 8; do for kb in 8 16 24; do ab 16 "VITRT_BSR_XRES_CHUNK=$ch VITRT_BSR_XRES_RING=$kb"; done; done
+    ab 16 "VITRT_BSR_XRES_PIPE=1"; ab 16 "VITRT_BSR_XRES_PIPE=0"; ab 16 "VITRT_BSR_XRES=0"; ab 16 ""
+    ab 32 ""; ab 32 "VITRT_BSR_XRES_RING=24"; ab 32 "VITRT_BSR_XRES_CHUNK=2 VITRT_BSR_XRES_RING=16"
+    ab 32 "VITRT_BSR_XRES_CHUNK=2 VITRT_BSR_XRES_RING=24"; ab 32 "VITRT_BSR_XRES_CHUNK=1 VITRT_BSR_XRES_RING=24"; ab 32 ""
+    timeout 100 build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32,64 --sparsities 0.8,0.82,0.84,0.86,0.88,0.9 \
+      --tokens 50432 --json "$O/bsr_bf16.json" > "$O/bsr_bf16.txt" 2>&1
+    echo "SUMMARY: bf16 sweep (defaults) rc=$?"; sed -n '/break-even/,$p' "$O/bsr_bf16.txt"
+    timeout 100 build-dev/bin/vitrt bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block 64 \
+      --dtype bf16 --iters 5 --json > "$O/vit_64.json" 2> "$O/vit_64.err"
+    echo "SUMMARY: vit_b_16 bs256 bf16 s0.9 block 64 rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.2f ms sparse %.2f ms speedup %.2fx (per round %.2fx), fused MLPs %s'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup'],d.get('speedup_median_of_rounds',0),d.get('fused_mlps')))" "$O/vit_64.json" 2>&1 | tail -c 300)"
+    BUILD_TARGETS="$targets" OUT="$O/bsr" TEST_INCLUDE='CudaBsr\.|cuda_bsr_xres|cuda_bsr_stream' TEST_TIMEOUT=150 \
+      scripts/device-check.sh tests
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac

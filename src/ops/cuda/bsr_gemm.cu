@@ -938,8 +938,14 @@ BsrTcConfig choose_bsr_tc_config(int64_t M, int64_t N, int64_t K, int block, dou
   (void)density;
   BsrTcConfig c;  // tm128.r1.s2.w4
   if (block == 32) c.tile_m = 256, c.stages = K >= 2048 ? 3 : 2;
+  // Block 16: 256-token tiles, two block-rows per CTA, three stages: the sweep's best or within 0.5%
+  // of it on both ViT-B MLP shapes at 0.86 and 0.9 (H100, 2026-12-05: 10-14% faster than
+  // tm128.r1.s2.w4; BENCHMARKS.md).
+  if (block == 16) c.tile_m = 256, c.rows_per_cta = 2, c.stages = 3;
   const int64_t block_rows = block > 0 ? N / block : 0;
-  while (c.tile_m > 64 && (M + c.tile_m - 1) / c.tile_m * block_rows < 2 * 132) c.tile_m /= 2;
+  const int64_t groups = (block_rows + c.rows_per_cta - 1) / c.rows_per_cta;
+  while (c.tile_m > 64 && (M + c.tile_m - 1) / c.tile_m * groups < 2 * 132) c.tile_m /= 2;
+  if (!supported_impl(c, block, K)) c.rows_per_cta = 1;  // (two block-rows: K / block <= kMaxUnionCols)
   if (!supported_impl(c, block, K)) c = BsrTcConfig{};
   return c;
 }

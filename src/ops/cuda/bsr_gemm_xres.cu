@@ -42,14 +42,16 @@
 // grouped with Pipe is 4-12% faster than the streamed kernel on the fc1 shape (1.41x of cuBLASLt at
 // 0.9, against 1.8x asked); block 16 is no faster than the mma.sync kernel (0.5x at 0.9; not
 // profiled: presumably the producer's one bulk copy and the consumers' barrier round trip per
-// 512-byte block, ~340 cycles each by the timing). Hence (2026-12-05, afternoon; not yet measured on
-// a GPU when written, so not a default): the W ring in chunks of up to 8 KB (VITRT_BSR_XRES_CHUNK),
-// one bulk copy and one barrier round trip per chunk; a chunk's blocks retired together, with no
-// wait between them (VITRT_BSR_XRES_PIPE=chunk); the GELU in bf16x2 arithmetic
-// (VITRT_BSR_XRES_GELU=bf16x2). And each x slab's xfull is waited for once per warp and tile
-// instead of at every block (always: the protocol model checks it).
-// Status: the default for block 64, and block 32 grouped with Pipe, given one 128-token tile per SM
-// at least (xres_auto_selected, below).
+// 512-byte block, ~340 cycles each by the timing). Hence (2026-12-05, afternoon, measured on an H100
+// the same day): the W ring in chunks of consecutive blocks (VITRT_BSR_XRES_CHUNK, _RING), one bulk
+// copy and one barrier round trip per chunk; a chunk's blocks retired together, with no wait between
+// them (VITRT_BSR_XRES_PIPE=chunk); each x slab's xfull waited for once per warp and tile instead of
+// at every block. Block 32 with 8 KB chunks: 9-20% faster; block 16 with 2 KB chunks retired chunk
+// by chunk: 20-33% faster than with single blocks, and faster than the mma.sync kernel (0.58x of
+// cuBLASLt at 0.9 against 0.46-0.51x). The GELU in bf16x2 arithmetic (VITRT_BSR_XRES_GELU=bf16x2)
+// gained 0-3% on the --epilogue shapes and stays off (it costs half a bf16 step of accuracy).
+// Status: the default for block 64, and blocks 32 (Pipe, 8 KB chunks) and 16 (2 KB chunks retired
+// chunk by chunk) in groups, given one 128-token tile per SM at least (xres_auto_selected, below).
 // Scope: bf16 in and out, block 16, 32 or 64, K <= 768, no residual (the 768 -> 3072 layer's epilogue
 // is bias + GELU), the view's core-matrix copy present; everything else runs bsr_gemm.cu's
 // kernel. The GELU is the tanh form with the hardware tanh, as bsr_gemm.cu's bf16-output path, so
@@ -114,21 +116,24 @@ int xres_slabs(int64_t K) { return static_cast<int>((K + kSlabCols - 1) / kSlabC
 
 // The W ring's unit: one bulk copy brings `blocks` consecutive stored blocks (a chunk; the last one
 // of a tile may be shorter), guarded by one full / empty barrier pair, into one of `slots` slots.
-// Chunks of one block are the ring of XresCfg::S slots; longer chunks get as many slots as that
-// ring's bytes hold, three at least (so that two are in flight while one is read).
+// By default chunks of one block get the ring of XresCfg::S slots and longer chunks as many slots
+// as that ring's bytes hold; ring_bytes > 0 asks for that many bytes instead. Three slots at least
+// (two in flight while one is read), 24 KB at most (block 64's ring: the x slabs leave no more).
 struct XresRing {
   int chunk_log2;  // blocks per chunk: 1 << chunk_log2
   int slots;
 };
-constexpr int kMaxChunkBytes = 8 * 1024;  // block 64's slot: the x slabs leave room for 3 of them
+constexpr int kMaxChunkBytes = 8 * 1024;  // block 64's slot
+constexpr int kMaxRingBytes = 3 * kMaxChunkBytes;
 
 template <int B>
-XresRing xres_ring_for(int chunk_blocks) {
+XresRing xres_ring_for(int chunk_blocks, int ring_bytes) {
   using C = XresCfg<B>;
   int lg = 0;
   while ((2 << lg) <= chunk_blocks && (2 << lg) * C::kBlockBytes <= kMaxChunkBytes) ++lg;
   const int chunk_bytes = C::kBlockBytes << lg;
-  return {lg, std::max(lg == 0 ? C::S : 3, C::S * C::kBlockBytes / chunk_bytes)};
+  const int bytes = ring_bytes > 0 ? std::min(ring_bytes, kMaxRingBytes) : C::S * C::kBlockBytes;
+  return {lg, std::max(3, bytes / chunk_bytes)};
 }
 
 template <int B>
@@ -456,10 +461,13 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
 
 // VITRT_BSR_XRES_PIPE: "1" keeps one block in flight within a row group (Pipe, Retire::kBehind), "0"
 // retires each block's wgmmas before the next block is issued, "chunk" retires them at the end of
-// each W chunk and row group (Retire::kAtChunk); unset / other: Pipe for block 32 only. Measured on
-// the H200 (2026-12-05, 3072 x 768 + GELU, M = 50432, grouped): block 32 0.3495 / 0.2738 / 0.2203 ms
-// at 0.8 / 0.86 / 0.9 against 0.3663 / 0.2861 / 0.2298 without it; block 64 1-2% slower with it
-// (0.2068 / 0.1700 against 0.2019 / 0.1688 ms at 0.8 / 0.86, equal at 0.9); block 16 mixed.
+// each W chunk and row group (Retire::kAtChunk); unset / other: Pipe for block 32, chunk by chunk
+// for block 16, block by block for block 64. Measured on the H200 (2026-12-05, 3072 x 768, M = 50432,
+// grouped, one block per copy): block 32 0.3495 / 0.2738 / 0.2203 ms at 0.8 / 0.86 / 0.9 against
+// 0.3663 / 0.2861 / 0.2298 without Pipe; block 64 1-2% slower with it (0.2068 / 0.1700 against
+// 0.2019 / 0.1688 ms at 0.8 / 0.86, equal at 0.9). On the H100 (same day, chunks): block 16 with 4
+// blocks per copy 0.540 ms at 0.9 chunk by chunk (8 KB chunks: 0.67-0.68 in every mode); block 32
+// with 8 KB chunks and Pipe 0.244, chunk by chunk 0.245.
 enum class RetireChoice { kEach, kBehind, kAtChunk, kAuto };
 Retire xres_retire(int block) {
   static const RetireChoice v = env_choice<RetireChoice>(
@@ -469,7 +477,7 @@ Retire xres_retire(int block) {
     case RetireChoice::kEach: return Retire::kEach;
     case RetireChoice::kBehind: return Retire::kBehind;
     case RetireChoice::kAtChunk: return Retire::kAtChunk;
-    default: return block == 32 ? Retire::kBehind : Retire::kEach;
+    default: return block == 32 ? Retire::kBehind : block == 16 ? Retire::kAtChunk : Retire::kEach;
   }
 }
 
@@ -531,21 +539,24 @@ KernelMode xres_mode() {
   return v;
 }
 
-// VITRT_BSR_XRES_CHUNK: blocks per bulk copy of W (rounded down to a power of two, at most 8 KB per
-// copy: 16 gives 8 KB chunks at every block size); unset: one block per copy, the ring measured
-// until 2026-12-05, until the chunked ring has been measured on a GPU.
-int xres_chunk_blocks(int block) {
-  static const int v = [] {
-    const char* e = std::getenv("VITRT_BSR_XRES_CHUNK");
-    return e != nullptr ? std::atoi(e) : 0;
-  }();
-  (void)block;
-  return v > 0 ? v : 1;
+int env_int(const char* var) {
+  const char* e = std::getenv(var);
+  return e != nullptr ? std::atoi(e) : 0;
 }
 
+// VITRT_BSR_XRES_CHUNK: blocks per bulk copy of W (rounded down to a power of two, at most 8 KB per
+// copy: 16 gives 8 KB chunks at every block size); VITRT_BSR_XRES_RING: the ring's KB (at most 24).
+// Unset: the measured defaults, 4 blocks per copy at blocks 32 (8 KB) and 16 (2 KB), one at block
+// 64; the rings of one-block slots' bytes (16 / 8 KB at blocks 32 / 16: 3 / 4 slots). On the H100
+// (2026-12-05, fc1 shape, M = 50432, BENCHMARKS.md) block 32 went from 0.435 / 0.335 / 0.268 ms at
+// 0.8 / 0.86 / 0.9 (one block per copy) to 0.348 / 0.286 / 0.244, and block 16 (retiring chunk by
+// chunk) from 1.436 / 1.009 / 0.747 to 0.961 / 0.708 / 0.540; block 64 is the same either way.
 XresRing xres_ring(int block) {
-  const int chunk = xres_chunk_blocks(block);
-  return block == 64 ? xres_ring_for<64>(chunk) : block == 32 ? xres_ring_for<32>(chunk) : xres_ring_for<16>(chunk);
+  static const int chunk_env = env_int("VITRT_BSR_XRES_CHUNK"), ring_env = env_int("VITRT_BSR_XRES_RING") * 1024;
+  const int chunk = chunk_env > 0 ? chunk_env : block == 64 ? 1 : 4;
+  return block == 64   ? xres_ring_for<64>(chunk, ring_env)
+         : block == 32 ? xres_ring_for<32>(chunk, ring_env)
+                       : xres_ring_for<16>(chunk, ring_env);
 }
 
 // Shared memory for w (its tables sized for every block stored when nnz is unknown), or 0 when the
@@ -566,12 +577,14 @@ size_t xres_smem_for(const BsrDeviceView& w) {
 }
 
 // The default choice: one 128-token tile per SM at least (below that the tiles leave SMs idle), and
-// block 64, or block 32 in groups of two block-rows (with Pipe). Measured on the H200 (2026-12-05,
-// 3072 x 768 + GELU, M = 50432): block 32 0.3495 / 0.2738 / 0.2203 ms at 0.8 / 0.86 / 0.9 against the
-// streamed kernel's 0.3506-0.3598 / 0.2900-0.2924 / 0.2454-0.2505; block 16 measured no faster than
-// bsr_gemm.cu's mma.sync kernel (0.5881 against 0.5973 ms at 0.9, 1.0753 against 1.0471 at 0.8).
+// block 64, or blocks 32 / 16 in groups of 64 columns. Measured on the H200 (2026-12-05, 3072 x 768,
+// M = 50432, one block per copy): block 32 (Pipe) 0.3495 / 0.2738 / 0.2203 ms at 0.8 / 0.86 / 0.9
+// against the streamed kernel's 0.3506-0.3598 / 0.2900-0.2924 / 0.2454-0.2505. On the H100 (same
+// day): block 16 with 2 KB chunks retired chunk by chunk 0.961 / 0.708 / 0.540 ms against
+// bsr_gemm.cu's mma.sync kernel's 1.176 / 0.865 / 0.671 (its best variant in the sweep: 0.755 at
+// 0.86, 0.605 at 0.9); with one block per copy it had been no faster than that kernel.
 bool xres_auto_selected(int64_t M, const BsrDeviceView& w) {
-  const bool block_ok = w.block == 64 || (w.block == 32 && xres_runs_grouped(32, w.rows / w.block));
+  const bool block_ok = w.block == 64 || xres_runs_grouped(w.block, w.rows / w.block);
   return block_ok && (M + kTileM - 1) / kTileM >= sm_count();
 }
 
