@@ -141,5 +141,14 @@ case "$step" in
     BUILD_TARGETS="$targets" OUT="$O/bsr" TEST_INCLUDE='CudaBsr\.|cuda_bsr_xres|cuda_bsr_stream' TEST_TIMEOUT=150 \
       scripts/device-check.sh tests
     ;;
+  F)  # the defaults' figures for the standing table, on whatever card comes (~320 s bare)
+    BUILD_TARGETS="bsr_gemm_bench test_cuda_bsr" OUT="$O" scripts/device-check.sh build
+    timeout 60 build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.XResident*:CudaBsr.VitMlp*:CudaBsr.Ragged*' > "$O/xres.log" 2>&1
+    echo "SUMMARY: XResident / VitMlp / Ragged tests, defaults: rc=$? $(grep -c Failure "$O/xres.log") failures"
+    timeout 100 build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32,64 --sparsities 0.8,0.82,0.84,0.86,0.88,0.9 \
+      --tokens 50432 --json "$O/bsr_bf16.json" > "$O/bsr_bf16.txt" 2>&1
+    echo "SUMMARY: bf16 sweep (defaults) rc=$?"; sed -n '/break-even/,$p' "$O/bsr_bf16.txt"
+    python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('\n'.join('%dx%d b%d s%.2f %.4f / %.4f ms (%.2fx) %s'%(r['N'],r['K'],r['block'],r['sparsity'],r['bsr_ms'],r['dense_ms'],r['speedup'],r['variant']) for r in d['rows']))" "$O/bsr_bf16.json"
+    ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac

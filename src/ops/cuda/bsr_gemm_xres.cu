@@ -46,11 +46,11 @@
 // the same day): the W ring in chunks of consecutive blocks (VITRT_BSR_XRES_CHUNK, _RING), one bulk
 // copy and one barrier round trip per chunk; a chunk's blocks retired together, with no wait between
 // them (VITRT_BSR_XRES_PIPE=chunk); each x slab's xfull waited for once per warp and tile instead of
-// at every block. Block 32 with 8 KB chunks: 9-20% faster; block 16 with 2 KB chunks retired chunk
-// by chunk: 20-33% faster than with single blocks, and faster than the mma.sync kernel (0.58x of
-// cuBLASLt at 0.9 against 0.46-0.51x). The GELU in bf16x2 arithmetic (VITRT_BSR_XRES_GELU=bf16x2)
+// at every block. Block 32 with 8 KB chunks: 9-20% faster; block 16 with 4 KB chunks retired chunk
+// by chunk: 32-37% faster than with single blocks, and faster than the mma.sync kernel (0.63x of
+// cuBLASLt at 0.9 against 0.52x for its best variant). The GELU in bf16x2 arithmetic (VITRT_BSR_XRES_GELU=bf16x2)
 // gained 0-3% on the --epilogue shapes and stays off (it costs half a bf16 step of accuracy).
-// Status: the default for block 64, and blocks 32 (Pipe, 8 KB chunks) and 16 (2 KB chunks retired
+// Status: the default for block 64, and blocks 32 (Pipe, 8 KB chunks) and 16 (4 KB chunks retired
 // chunk by chunk) in groups, given one 128-token tile per SM at least (xres_auto_selected, below).
 // Scope: bf16 in and out, block 16, 32 or 64, K <= 768, no residual (the 768 -> 3072 layer's epilogue
 // is bias + GELU), the view's core-matrix copy present; everything else runs bsr_gemm.cu's
@@ -466,8 +466,8 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
 // grouped, one block per copy): block 32 0.3495 / 0.2738 / 0.2203 ms at 0.8 / 0.86 / 0.9 against
 // 0.3663 / 0.2861 / 0.2298 without Pipe; block 64 1-2% slower with it (0.2068 / 0.1700 against
 // 0.2019 / 0.1688 ms at 0.8 / 0.86, equal at 0.9). On the H100 (same day, chunks): block 16 with 4
-// blocks per copy 0.540 ms at 0.9 chunk by chunk (8 KB chunks: 0.67-0.68 in every mode); block 32
-// with 8 KB chunks and Pipe 0.244, chunk by chunk 0.245.
+// blocks per copy 0.546 ms at 0.9 chunk by chunk, 0.693 with Pipe, 0.674 block by block (8 KB
+// chunks: 0.67-0.68 in every mode); block 32 with 8 KB chunks and Pipe 0.244, chunk by chunk 0.245.
 enum class RetireChoice { kEach, kBehind, kAtChunk, kAuto };
 Retire xres_retire(int block) {
   static const RetireChoice v = env_choice<RetireChoice>(
@@ -546,14 +546,16 @@ int env_int(const char* var) {
 
 // VITRT_BSR_XRES_CHUNK: blocks per bulk copy of W (rounded down to a power of two, at most 8 KB per
 // copy: 16 gives 8 KB chunks at every block size); VITRT_BSR_XRES_RING: the ring's KB (at most 24).
-// Unset: the measured defaults, 4 blocks per copy at blocks 32 (8 KB) and 16 (2 KB), one at block
-// 64; the rings of one-block slots' bytes (16 / 8 KB at blocks 32 / 16: 3 / 4 slots). On the H100
-// (2026-12-05, fc1 shape, M = 50432, BENCHMARKS.md) block 32 went from 0.435 / 0.335 / 0.268 ms at
-// 0.8 / 0.86 / 0.9 (one block per copy) to 0.348 / 0.286 / 0.244, and block 16 (retiring chunk by
-// chunk) from 1.436 / 1.009 / 0.747 to 0.961 / 0.708 / 0.540; block 64 is the same either way.
+// Unset: the measured defaults, 4 blocks per copy at block 32 (8 KB), 8 at block 16 (4 KB), one at
+// block 64, in 3 slots. On the H100 (2026-12-05, fc1 shape, M = 50432, BENCHMARKS.md) block 32 went
+// from 0.435 / 0.335 / 0.268 ms at 0.8 / 0.86 / 0.9 (one block per copy in 8 slots) to 0.348 / 0.286
+// / 0.244 (as fast: 12 one-block slots, or 6 of 2 blocks: the ring's 24 KB is what counts), and block
+// 16 (retired chunk by chunk) from 1.436 / 1.009 / 0.747 to 0.904 / 0.660 / 0.508 (4 blocks per copy
+// in 4 slots: 0.974 / 0.713 / 0.544; 24 KB rings were 10-20% slower at every chunk size); block 64 is
+// the same either way.
 XresRing xres_ring(int block) {
   static const int chunk_env = env_int("VITRT_BSR_XRES_CHUNK"), ring_env = env_int("VITRT_BSR_XRES_RING") * 1024;
-  const int chunk = chunk_env > 0 ? chunk_env : block == 64 ? 1 : 4;
+  const int chunk = chunk_env > 0 ? chunk_env : block == 64 ? 1 : block == 32 ? 4 : 8;
   return block == 64   ? xres_ring_for<64>(chunk, ring_env)
          : block == 32 ? xres_ring_for<32>(chunk, ring_env)
                        : xres_ring_for<16>(chunk, ring_env);
@@ -580,9 +582,9 @@ size_t xres_smem_for(const BsrDeviceView& w) {
 // block 64, or blocks 32 / 16 in groups of 64 columns. Measured on the H200 (2026-12-05, 3072 x 768,
 // M = 50432, one block per copy): block 32 (Pipe) 0.3495 / 0.2738 / 0.2203 ms at 0.8 / 0.86 / 0.9
 // against the streamed kernel's 0.3506-0.3598 / 0.2900-0.2924 / 0.2454-0.2505. On the H100 (same
-// day): block 16 with 2 KB chunks retired chunk by chunk 0.961 / 0.708 / 0.540 ms against
-// bsr_gemm.cu's mma.sync kernel's 1.176 / 0.865 / 0.671 (its best variant in the sweep: 0.755 at
-// 0.86, 0.605 at 0.9); with one block per copy it had been no faster than that kernel.
+// day): block 16 with 4 KB chunks retired chunk by chunk 0.904 / 0.660 / 0.508 ms against
+// bsr_gemm.cu's mma.sync kernel's 1.007 / 0.764 / 0.615 (its new default, tm256.r2.s3.w4); with one
+// block per copy it had been no faster than that kernel.
 bool xres_auto_selected(int64_t M, const BsrDeviceView& w) {
   const bool block_ok = w.block == 64 || xres_runs_grouped(w.block, w.rows / w.block);
   return block_ok && (M + kTileM - 1) / kTileM >= sm_count();
