@@ -46,12 +46,14 @@
 // the same day): the W ring in chunks of consecutive blocks (VITRT_BSR_XRES_CHUNK, _RING), one bulk
 // copy and one barrier round trip per chunk; a chunk's blocks retired together, with no wait between
 // them (VITRT_BSR_XRES_PIPE=chunk); each x slab's xfull waited for once per warp and tile instead of
-// at every block. Block 32 with 8 KB chunks: 9-20% faster; block 16 with 4 KB chunks retired chunk
-// by chunk: 32-37% faster than with single blocks, and faster than the mma.sync kernel (0.63x of
-// cuBLASLt at 0.9 against 0.52x for its best variant). The GELU in bf16x2 arithmetic (VITRT_BSR_XRES_GELU=bf16x2)
-// gained 0-3% on the --epilogue shapes and stays off (it costs half a bf16 step of accuracy).
-// Status: the default for block 64, and blocks 32 (Pipe, 8 KB chunks) and 16 (4 KB chunks retired
-// chunk by chunk) in groups, given one 128-token tile per SM at least (xres_auto_selected, below).
+// at every block. Block 16 with 4 KB chunks retired chunk by chunk: 32-37% faster than with single
+// blocks, and faster than the mma.sync kernel (0.63x of cuBLASLt at 0.9 against 0.52x for its best
+// variant). Block 32: chunks changed nothing measurable (8 KB chunks did not fit, see xres_ring).
+// The GELU in bf16x2 arithmetic (VITRT_BSR_XRES_GELU=bf16x2) gained 0-3% on the --epilogue shapes
+// and stays off (it costs half a bf16 step of accuracy).
+// Status: the default for block 64, block 16 in groups (4 KB chunks retired chunk by chunk), and
+// block 32 in groups (Pipe) on cards of 4 TB/s or more (the H200; on the H100 the streamed kernel
+// measured faster), given one 128-token tile per SM at least (xres_auto_selected, below).
 // Scope: bf16 in and out, block 16, 32 or 64, K <= 768, no residual (the 768 -> 3072 layer's epilogue
 // is bias + GELU), the view's core-matrix copy present; everything else runs bsr_gemm.cu's
 // kernel. The GELU is the tanh form with the hardware tanh, as bsr_gemm.cu's bf16-output path, so
@@ -466,8 +468,9 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
 // grouped, one block per copy): block 32 0.3495 / 0.2738 / 0.2203 ms at 0.8 / 0.86 / 0.9 against
 // 0.3663 / 0.2861 / 0.2298 without Pipe; block 64 1-2% slower with it (0.2068 / 0.1700 against
 // 0.2019 / 0.1688 ms at 0.8 / 0.86, equal at 0.9). On the H100 (same day, chunks): block 16 with 4
-// blocks per copy 0.546 ms at 0.9 chunk by chunk, 0.693 with Pipe, 0.674 block by block (8 KB
-// chunks: 0.67-0.68 in every mode); block 32 with 8 KB chunks and Pipe 0.244, chunk by chunk 0.245.
+// blocks per copy 0.546 ms at 0.9 chunk by chunk, 0.693 with Pipe, 0.674 block by block; block 32
+// with 2 blocks per copy 0.377 / 0.295 / 0.242 at 0.8 / 0.86 / 0.9 chunk by chunk, 0.413 / 0.325 /
+// 0.257 with Pipe (not adopted: on that card the streamed kernel runs block 32, see below).
 enum class RetireChoice { kEach, kBehind, kAtChunk, kAuto };
 Retire xres_retire(int block) {
   static const RetireChoice v = env_choice<RetireChoice>(
@@ -546,16 +549,16 @@ int env_int(const char* var) {
 
 // VITRT_BSR_XRES_CHUNK: blocks per bulk copy of W (rounded down to a power of two, at most 8 KB per
 // copy: 16 gives 8 KB chunks at every block size); VITRT_BSR_XRES_RING: the ring's KB (at most 24).
-// Unset: the measured defaults, 4 blocks per copy at block 32 (8 KB), 8 at block 16 (4 KB), one at
-// block 64, in 3 slots. On the H100 (2026-12-05, fc1 shape, M = 50432, BENCHMARKS.md) block 32 went
-// from 0.435 / 0.335 / 0.268 ms at 0.8 / 0.86 / 0.9 (one block per copy in 8 slots) to 0.348 / 0.286
-// / 0.244 (as fast: 12 one-block slots, or 6 of 2 blocks: the ring's 24 KB is what counts), and block
-// 16 (retired chunk by chunk) from 1.436 / 1.009 / 0.747 to 0.904 / 0.660 / 0.508 (4 blocks per copy
-// in 4 slots: 0.974 / 0.713 / 0.544; 24 KB rings were 10-20% slower at every chunk size); block 64 is
-// the same either way.
+// Unset: the measured defaults, 8 blocks per copy at block 16 (4 KB, 3 slots), one elsewhere. On the
+// H100 (2026-12-05, fc1 shape, M = 50432, BENCHMARKS.md) block 16 (retired chunk by chunk) went from
+// 1.436 / 1.009 / 0.747 ms at 0.8 / 0.86 / 0.9 (one block per copy) to 0.904 / 0.660 / 0.508 (4
+// blocks per copy in 4 slots: 0.974 / 0.713 / 0.544); block 32 with 2 blocks per copy measured as
+// with one (0.425 / 0.324 / 0.260 against 0.439 / 0.336 / 0.271). A 24 KB ring does not fit next
+// to the x slabs and the tables at blocks 32 and 16 (xres_smem_for then declines the weight and the
+// other kernels run it: what the first A/B runs of 8 KB chunks at block 32 measured).
 XresRing xres_ring(int block) {
   static const int chunk_env = env_int("VITRT_BSR_XRES_CHUNK"), ring_env = env_int("VITRT_BSR_XRES_RING") * 1024;
-  const int chunk = chunk_env > 0 ? chunk_env : block == 64 ? 1 : block == 32 ? 4 : 8;
+  const int chunk = chunk_env > 0 ? chunk_env : block == 16 ? 8 : 1;
   return block == 64   ? xres_ring_for<64>(chunk, ring_env)
          : block == 32 ? xres_ring_for<32>(chunk, ring_env)
                        : xres_ring_for<16>(chunk, ring_env);
@@ -586,7 +589,12 @@ size_t xres_smem_for(const BsrDeviceView& w) {
 // bsr_gemm.cu's mma.sync kernel's 1.007 / 0.764 / 0.615 (its new default, tm256.r2.s3.w4); with one
 // block per copy it had been no faster than that kernel.
 bool xres_auto_selected(int64_t M, const BsrDeviceView& w) {
-  const bool block_ok = w.block == 64 || xres_runs_grouped(w.block, w.rows / w.block);
+  // Block 32: on the H200 this kernel beat the streamed one (above); on the H100 (2026-12-05, 14:48-
+  // 15:10 UTC) the streamed kernel was faster: 0.351 / 0.290 / 0.246 ms against 0.439 / 0.336 / 0.271.
+  // The rule keys on memory bandwidth (3.35 against 4.8 TB/s), the main difference between the two
+  // cards; why the streamed kernel wins on the H100 is not profiled.
+  const bool b32_ok = w.block == 32 && peak_memory_gbps() >= 4000.0 && xres_runs_grouped(32, w.rows / 32);
+  const bool block_ok = w.block == 64 || b32_ok || (w.block == 16 && xres_runs_grouped(16, w.rows / 16));
   return block_ok && (M + kTileM - 1) / kTileM >= sm_count();
 }
 

@@ -65,6 +65,17 @@ int sm_count() {
   return n;
 }
 
+double peak_memory_gbps() {
+  static const double v = [] {
+    int dev = 0, khz = 0, bits = 0;
+    check(cudaGetDevice(&dev), "cudaGetDevice");
+    check(cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, dev), "cudaDeviceGetAttribute");
+    check(cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, dev), "cudaDeviceGetAttribute");
+    return 2.0 * khz * 1e3 * (bits / 8.0) / 1e9;  // double data rate
+  }();
+  return v;
+}
+
 bool device_is_sm90() {
   static const bool v = [] {
     int dev = 0, major = 0, minor = 0;

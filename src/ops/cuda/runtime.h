@@ -25,6 +25,9 @@ int device_count();
 // "NVIDIA H200, sm_90, 139 GiB" for device `index`; throws vitrt::Error on failure.
 std::string device_description(int index);
 int sm_count();
+// The current device's peak memory bandwidth in GB/s (2 x memory clock x bus width; H100 SXM ~3350,
+// H200 ~4800), read once; for defaults that were measured to differ between such cards.
+double peak_memory_gbps();
 // Whether the current device is compute capability 9.0, where the sm_90a (wgmma) kernels run (read once).
 bool device_is_sm90();
 
