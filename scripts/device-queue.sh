@@ -25,7 +25,7 @@ B (not yet run): block 32's new default (the x-resident kernel, grouped, with Pi
    CudaBsr tests and the x-resident / streamed ctests, then bf16 sweeps of blocks 16 / 32 around the break-even (0.8-0.9),
    block 16's mma.sync variants (--sweep), and ViT-B/16 bs256 bf16 with 90% MLPs in 32-blocks (~380 s bare).
 C (not yet run): B cut to ~300 s on a bare machine (the tests, block 32's sweep, the ViT at block 32).
-D (not yet run): the x-resident kernel's new forms (2026-12-05 afternoon), none a default yet: the W
+D (run on an H100, 2026-12-05 14:48 UTC; BENCHMARKS.md, 14:10 session): the x-resident kernel's new forms (2026-12-05 afternoon), none a default yet: the W
    ring in chunks of up to 8 KB (VITRT_BSR_XRES_CHUNK=16; one bulk copy and barrier pair per chunk),
    a chunk's blocks retired together (VITRT_BSR_XRES_PIPE=chunk), the GELU in bf16x2
    (VITRT_BSR_XRES_GELU=bf16x2). Its kernel tests (default and 8 KB chunks), fc1-shape A/B of blocks
@@ -33,12 +33,14 @@ D (not yet run): the x-resident kernel's new forms (2026-12-05 afternoon), none 
    --epilogue A/B of the GELU, the default's break-even sweep, ViT-B/16 bs256 at blocks 32 (default
    and 8 KB chunks) and 64, the cuda_bsr ctests, and B's block-16 mma.sync variant sweep last
    (~450 s bare). Make a form a default only where the A/B shows it faster.
-   (Run on an H100 on 2026-12-05, 14:48 UTC: 8 KB chunks made block 32 9-20% faster; block 16 with 2 KB
-   chunks retired chunk by chunk 20-33% faster; both made defaults, with block 16 on this kernel.)
-E (not yet run): the new defaults (blocks 32 / 16 chunked; block 16 on the x-resident kernel; block 16's
+   (8 KB chunks turned out not to fit at blocks 32 / 16: those runs measured the other kernels.)
+E (run on an H100, 14:58 UTC): the new defaults (blocks 32 / 16 chunked; block 16 on the x-resident kernel; block 16's
    mma.sync default tm256.r2.s3.w4): the kernel tests, block 16's chunk x ring-size grid (2 / 4 / 8
    blocks, 8 / 16 / 24 KB, chunk by chunk) and retirement modes, block 32's ring sizes, the defaults'
    break-even sweep and targets, ViT-B/16 bs256 at block 64, the cuda_bsr ctests (~400 s bare).
+F (run on an H100, 15:07 UTC): the defaults' sweep and the kernel tests (~320 s bare).
+G (not yet run): on the H200, the same as F plus block 32's kernels (x-resident with Pipe against the
+   streamed one): `scripts/device-queue.sh G`.
 (The earlier steps, the global attention variants, were measured on 2026-12-05 and those variants
 taken out.)
 DESC
@@ -149,6 +151,14 @@ case "$step" in
       --tokens 50432 --json "$O/bsr_bf16.json" > "$O/bsr_bf16.txt" 2>&1
     echo "SUMMARY: bf16 sweep (defaults) rc=$?"; sed -n '/break-even/,$p' "$O/bsr_bf16.txt"
     python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('\n'.join('%dx%d b%d s%.2f %.4f / %.4f ms (%.2fx) %s'%(r['N'],r['K'],r['block'],r['sparsity'],r['bsr_ms'],r['dense_ms'],r['speedup'],r['variant']) for r in d['rows']))" "$O/bsr_bf16.json"
+    ;;
+  G)  # F on the H200, with block 32's kernel A/B (~350 s bare)
+    "$0" F
+    for e in "" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=0" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_CHUNK=2 VITRT_BSR_XRES_PIPE=chunk"; do
+      timeout 30 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 32 --sparsities 0.8,0.86,0.9 \
+        --tokens 50432 --json "$O/b32.json" > "$O/b32.txt" 2>&1
+      echo "SUMMARY: block 32 '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%dx%d s%.2f %.4f (%.2fx) %s'%(r['N'],r['K'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant']) for r in d['rows']))" "$O/b32.json" 2>&1 | tail -c 500)"
+    done
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac

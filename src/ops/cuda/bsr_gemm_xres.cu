@@ -46,7 +46,7 @@
 // the same day): the W ring in chunks of consecutive blocks (VITRT_BSR_XRES_CHUNK, _RING), one bulk
 // copy and one barrier round trip per chunk; a chunk's blocks retired together, with no wait between
 // them (VITRT_BSR_XRES_PIPE=chunk); each x slab's xfull waited for once per warp and tile instead of
-// at every block. Block 16 with 4 KB chunks retired chunk by chunk: 32-37% faster than with single
+// at every block. Block 16 with 4 KB chunks retired chunk by chunk: 32-37% less time than with single
 // blocks, and faster than the mma.sync kernel (0.63x of cuBLASLt at 0.9 against 0.52x for its best
 // variant). Block 32: chunks changed nothing measurable (8 KB chunks did not fit, see xres_ring).
 // The GELU in bf16x2 arithmetic (VITRT_BSR_XRES_GELU=bf16x2) gained 0-3% on the --epilogue shapes
