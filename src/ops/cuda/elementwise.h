@@ -74,40 +74,32 @@ __device__ __forceinline__ float gelu_tanh_approx_x2(float x) { return fmaf(x, t
 // pair against 11). The price: x and the tanh argument rounded to bf16 on the way, ~1 bf16 step of
 // the result instead of half of one (CudaBsr.FusedMlpMatchesCpu bounds the fused MLP against the two
 // linears). sm_90 only.
-__device__ __forceinline__ unsigned gelu_tanh_approx_x2_bf16x2(float a, float b) {
+// (Both bf16x2 forms: Half = false gives 2 GELU(x) = x + x t, Half = true GELU(x) = x/2 + x/2 t, with
+// x / 2 exact.)
+template <bool Half>
+__device__ __forceinline__ unsigned gelu_tanh_bf16x2_form(float a, float b) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const __nv_bfloat162 x = __floats2bfloat162_rn(a, b);
   const __nv_bfloat162 c0 = __float2bfloat162_rn(0.7978845608f), c1 = __float2bfloat162_rn(0.0356774081f);
   const __nv_bfloat162 u = __hmul2(x, __hfma2(c1, __hmul2(x, x), c0));
   unsigned ti;
   asm("tanh.approx.bf16x2 %0, %1;" : "=r"(ti) : "r"(*reinterpret_cast<const unsigned*>(&u)));
-  const __nv_bfloat162 r = __hfma2(x, *reinterpret_cast<const __nv_bfloat162*>(&ti), x);
+  const __nv_bfloat162 s = Half ? __hmul2(x, __float2bfloat162_rn(0.5f)) : x;
+  const __nv_bfloat162 r = __hfma2(s, *reinterpret_cast<const __nv_bfloat162*>(&ti), s);
   return *reinterpret_cast<const unsigned*>(&r);
 #else
   (void)a, (void)b;
   __trap();
   return 0;
 #endif
+}
+__device__ __forceinline__ unsigned gelu_tanh_approx_x2_bf16x2(float a, float b) {
+  return gelu_tanh_bf16x2_form<false>(a, b);
 }
 // gelu_tanh_approx of two values in the same bf16x2 arithmetic as gelu_tanh_approx_x2_bf16x2 (one
-// MUFU op for both, HMUL2 / HFMA2), packed as bf16x2 (lo = a); x / 2 is exact. The same price: ~1
-// bf16 step of the result instead of half of one. sm_90 only.
-__device__ __forceinline__ unsigned gelu_tanh_approx_bf16x2(float a, float b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const __nv_bfloat162 x = __floats2bfloat162_rn(a, b);
-  const __nv_bfloat162 c0 = __float2bfloat162_rn(0.7978845608f), c1 = __float2bfloat162_rn(0.0356774081f);
-  const __nv_bfloat162 u = __hmul2(x, __hfma2(c1, __hmul2(x, x), c0));
-  unsigned ti;
-  asm("tanh.approx.bf16x2 %0, %1;" : "=r"(ti) : "r"(*reinterpret_cast<const unsigned*>(&u)));
-  const __nv_bfloat162 hx = __hmul2(x, __float2bfloat162_rn(0.5f));
-  const __nv_bfloat162 r = __hfma2(hx, *reinterpret_cast<const __nv_bfloat162*>(&ti), hx);
-  return *reinterpret_cast<const unsigned*>(&r);
-#else
-  (void)a, (void)b;
-  __trap();
-  return 0;
-#endif
-}
+// MUFU op for both, HMUL2 / HFMA2), packed as bf16x2 (lo = a). The same price: ~1 bf16 step of the
+// result instead of half of one. sm_90 only.
+__device__ __forceinline__ unsigned gelu_tanh_approx_bf16x2(float a, float b) { return gelu_tanh_bf16x2_form<true>(a, b); }
 // The GELU of a value stored as T: for bf16, the branch-free erf of fast_erf.h (within 2e-6 absolute,
 // far below a bf16 step, at about half of erff's instructions); erff for fp32.
 template <class T>
