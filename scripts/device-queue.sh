@@ -39,8 +39,10 @@ E (run on an H100, 14:58 UTC): the new defaults (blocks 32 / 16 chunked; block 1
    blocks, 8 / 16 / 24 KB, chunk by chunk) and retirement modes, block 32's ring sizes, the defaults'
    break-even sweep and targets, ViT-B/16 bs256 at block 64, the cuda_bsr ctests (~400 s bare).
 F (run on an H100, 15:07 UTC): the defaults' sweep and the kernel tests (~320 s bare).
-G (not yet run): on the H200, the same as F plus block 32's kernels (x-resident with Pipe against the
-   streamed one): `scripts/device-queue.sh G`.
+G (not yet run): on the H200, the same as F, then the x-resident kernel's tests with TMA stores and
+   fc1-shape A/B of blocks 16 / 32 / 64: default, TMA stores (VITRT_BSR_XRES_TMA_STORE=1), block 32
+   x-resident against streamed, block 32 with 2-block chunks retired chunk by chunk
+   (`scripts/device-queue.sh G`, ~380 s bare).
 (The earlier steps, the global attention variants, were measured on 2026-12-05 and those variants
 taken out.)
 DESC
@@ -154,10 +156,13 @@ case "$step" in
     ;;
   G)  # F on the H200, with block 32's kernel A/B (~350 s bare)
     "$0" F
-    for e in "" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=0" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_CHUNK=2 VITRT_BSR_XRES_PIPE=chunk"; do
-      timeout 30 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 32 --sparsities 0.8,0.86,0.9 \
+    timeout 60 env VITRT_BSR_XRES_TMA_STORE=1 build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.XResident*' > "$O/tma.log" 2>&1
+    echo "SUMMARY: XResident kernel with TMA stores: rc=$? $(grep -c Failure "$O/tma.log") failures"
+    for e in "" "VITRT_BSR_XRES_TMA_STORE=1" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_TMA_STORE=1" "VITRT_BSR_XRES=0" \
+             "VITRT_BSR_XRES=1 VITRT_BSR_XRES_CHUNK=2 VITRT_BSR_XRES_PIPE=chunk" ""; do
+      timeout 30 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32,64 --sparsities 0.8,0.86,0.9 \
         --tokens 50432 --json "$O/b32.json" > "$O/b32.txt" 2>&1
-      echo "SUMMARY: block 32 '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%dx%d s%.2f %.4f (%.2fx) %s'%(r['N'],r['K'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant']) for r in d['rows']))" "$O/b32.json" 2>&1 | tail -c 500)"
+      echo "SUMMARY: fc1 '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('b%d s%.2f %.4f (%.2fx) %s'%(r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:5]) for r in d['rows'] if r['N']==3072))" "$O/b32.json" 2>&1 | tail -c 600)"
     done
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;

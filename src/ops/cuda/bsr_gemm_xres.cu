@@ -148,6 +148,8 @@ size_t xres_smem_bytes(int64_t K, size_t table_bytes, XresRing ring) {
 
 struct XresArgs {
   CUtensorMap x_map;  // x [M, K] bf16, boxes of 64 x 64, 128-byte swizzle (first: 64-byte aligned)
+  CUtensorMap y_map;  // y [M, N] bf16, boxes of 8 rows x 64, 128-byte swizzle (tma_store only)
+  int tma_store;      // 64-column groups store y by TMA from a swizzled staging (VITRT_BSR_XRES_TMA_STORE)
   int64_t M;
   int N;
   int slabs;  // ceil(K / 64)
@@ -300,6 +302,12 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
   static_assert(Out::kStageBytes <= C::kStageBytes, "the staging buffer holds a group's rows");
   const Out out(st, lane);
   constexpr int kRowsPerStore = Out::kRowsPerStore;
+  // TMA store form (64-column groups): each warp's 8 x 128-byte staging, 1024-byte aligned for the
+  // 128-byte swizzle, inside the staging region (it starts 0 or 512 bytes past a 1024 boundary: the
+  // ring's bytes are a multiple of 512; 8 KB + 512 fit in its 8 x kStageBytes). This lane's stmatrix
+  // row address for the x4 store q is tst + row * 128 + ((4 q + lane / 8) ^ row) * 16, row = lane % 8.
+  unsigned char* tst = stage + ((1024 - (ptx::smem_u32(stage) & 1023)) & 1023) + warp * 1024;
+  const bool tma_store = W == 64 && p.tma_store != 0;
   const int st_row = out.row, st_chunk = lane % Out::kChunks;
   const unsigned char* st_load = out.load;
   int slot = 0;
@@ -445,6 +453,24 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
             v[j] = bsr_wgmma::pack_bf16x2(v0, v1);
           }
         }
+        if constexpr (W == 64) {
+          if (tma_store) {  // the previous store has read the staging; stage; one TMA store of 8 x 64
+            if (lane == 0) mbar::bulk_wait_group<0, true>();
+            __syncwarp();
+            const int srow = lane % 8;
+#pragma unroll
+            for (int q = 0; q < 2; ++q)
+              ptx::stsm_x4(tst + srow * 128 + (((4 * q + lane / 8) ^ srow) << 4), v[4 * q], v[4 * q + 1], v[4 * q + 2],
+                           v[4 * q + 3]);
+            wgmma::fence_proxy_async_smem();  // this thread's stmatrix writes -> visible to the TMA store
+            __syncwarp();
+            if (lane == 0) {
+              mbar::tma_store_2d(&p.y_map, tst, r * B, static_cast<int>(row0) + 8 * pass);
+              mbar::bulk_commit_group();
+            }
+            continue;
+          }
+        }
         out.stage(v);
 #pragma unroll
         for (int i = 0; i < Out::kStoresPerPass; ++i) {
@@ -458,6 +484,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
       }
     }
   }
+  if (tma_store && lane == 0) mbar::bulk_wait_group<0, false>();  // this warp's stores complete
 #endif
 }
 
@@ -489,6 +516,15 @@ Retire xres_retire(int block) {
 // the fused MLP kernel's arithmetic); otherwise fp32 with tanh.approx.f32, as bsr_gemm.cu's kernels.
 bool xres_gelu_bf16x2() {
   static const bool v = env_choice<bool>("VITRT_BSR_XRES_GELU", {{"bf16x2", true}}, false);
+  return v;
+}
+
+// VITRT_BSR_XRES_TMA_STORE: "1" writes y by TMA stores, one 8 x 64 box per warp and pass from a
+// 128-byte-swizzled staging (1 KB per warp), instead of 16-byte st.global from each lane: the
+// stores leave the consumer warps' instruction stream and the LSU (y's 310 MB are this kernel's
+// floor at the fc1 shape, 90%). Written 2026-12-05 without a GPU; off until measured.
+bool xres_tma_store() {
+  static const bool v = kernel_mode_from_env("VITRT_BSR_XRES_TMA_STORE") == KernelMode::On;
   return v;
 }
 
@@ -639,6 +675,13 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   a.bias = static_cast<const bf16*>(bias);
   a.y = static_cast<bf16*>(y);
   a.tiles = static_cast<int>(tiles);
+  // TMA stores (opt-in until measured) wherever the launch stores 64-column groups.
+  const bool groups64 = w.block == 64 || xres_runs_grouped(w.block, a.block_rows);
+  if (xres_tma_store() && groups64) {
+    VITRT_CHECK(reinterpret_cast<uintptr_t>(y) % 16 == 0, InvalidArgument, kOp, ": y must be 16-byte aligned");
+    a.y_map = bf16_tensor_map_2d(y, M, w.rows, 64, 8, CU_TENSOR_MAP_SWIZZLE_128B);  // 8 rows x 64 columns
+    a.tma_store = 1;
+  }
   int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
   const size_t smem = xres_smem_for(w);
