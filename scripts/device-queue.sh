@@ -157,7 +157,7 @@ case "$step" in
   G)  # F on the H200, with block 32's kernel A/B (~350 s bare)
     "$0" F
     timeout 60 env VITRT_BSR_XRES_TMA_STORE=1 build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.XResident*' > "$O/tma.log" 2>&1
-    echo "SUMMARY: XResident kernel with TMA stores: rc=$? $(grep -c Failure "$O/tma.log") failures"
+    echo "SUMMARY: XResident kernel with TMA stores: rc=$? $(grep -c Failure "$O/tma.log") failures; $(grep -o 'peak memory bandwidth [0-9]* GB/s' "$O/tma.log")"
     for e in "" "VITRT_BSR_XRES_TMA_STORE=1" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_TMA_STORE=1" "VITRT_BSR_XRES=0" \
              "VITRT_BSR_XRES=1 VITRT_BSR_XRES_CHUNK=2 VITRT_BSR_XRES_PIPE=chunk" ""; do
       timeout 30 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32,64 --sparsities 0.8,0.86,0.9 \

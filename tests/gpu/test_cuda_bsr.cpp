@@ -393,7 +393,10 @@ TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
       }
     }
   }
-  std::printf("x-resident kernel: %d matrices run, %d declined (shared memory)\n", ran, declined);
+  std::printf("x-resident kernel: %d matrices run, %d declined (shared memory); peak memory bandwidth %.0f GB/s "
+              "(block 32 takes this kernel by default from 4000)\n",
+              ran, declined, cuda::peak_memory_gbps());
+  EXPECT_GT(cuda::peak_memory_gbps(), 500.0);  // the attributes read (an HBM card: thousands of GB/s)
   EXPECT_GE(ran, 9);  // the 9 matrices of K < 768 fit any ring: at least those ran
   // Outside its scope: clear errors, and the dispatcher keeps the general kernel.
   const BsrMatrix wide = bsr_to_cuda(random_bsr(2 * 64, 13 * 64, 64, Pattern::Full, DType::BF16, 86), DType::BF16);
