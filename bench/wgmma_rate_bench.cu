@@ -101,7 +101,9 @@ __device__ __forceinline__ void mma_rs(float (&d)[N / 2], const unsigned (&a)[4]
 }
 template <int N>
 __device__ __forceinline__ void mma_ss(float (&d)[N / 2], uint64_t a, uint64_t b) {
-  if constexpr (N == 64) mma_ss_n64(d, a, b);
+  if constexpr (N == 16) vitrt::cuda::wgmma::wgmma_m64n16k16_ss(d, a, b);
+  else if constexpr (N == 32) vitrt::cuda::wgmma::wgmma_m64n32k16_ss(d, a, b);
+  else if constexpr (N == 64) mma_ss_n64(d, a, b);
   else if constexpr (N == 128) mma_ss_n128(d, a, b);
   else mma_ss_n256(d, a, b);
 }
@@ -116,7 +118,9 @@ __host__ __device__ inline unsigned pair_of(uint32_t i) {
   return (((h >> 20) & 1u) ? 0x8000u : 0u) | lo | ((((h >> 21) & 1u) ? 0x8000u : 0u) | hi) << 16;
 }
 
-template <int N, bool SS>
+// STEPS k16 steps per commit group; WAIT: wait_group WAIT after each group (0 or 1), or -G: wait_group
+// 0 after every G groups only (the block-sparse kernels' forms: bsr_gemm_xres.cu's Retire modes).
+template <int N, bool SS, int STEPS = kK / 16, int WAIT = 1>
 __global__ void __launch_bounds__(384, 1) rate_kernel(int iters, float* sink, long long* cycles) {
 #if VITRT_WGMMA_ENABLED
   extern __shared__ __align__(128) unsigned char smem[];
@@ -142,12 +146,13 @@ __global__ void __launch_bounds__(384, 1) rate_kernel(int iters, float* sink, lo
   for (int it = 0; it < iters; ++it) {
     vitrt::cuda::wgmma::fence();
 #pragma unroll
-    for (int s = 0; s < kK / 16; ++s) {  // one k16 step = 2 chunks = 256 bytes further along K
+    for (int s = 0; s < STEPS; ++s) {  // one k16 step = 2 chunks = 256 bytes further along K
       if constexpr (SS) mma_ss<N>(d, adesc + s * 16, bdesc + s * 16);
       else mma_rs<N>(d, a[s], bdesc + s * 16);
     }
     vitrt::cuda::wgmma::commit();
-    vitrt::cuda::wgmma::wait<1>();
+    if constexpr (WAIT >= 0) vitrt::cuda::wgmma::wait<WAIT>();
+    else if (it % -WAIT == -WAIT - 1) vitrt::cuda::wgmma::wait<0>();
   }
   vitrt::cuda::wgmma::wait<0>();
   vitrt::cuda::wgmma::fence_operands(d);
@@ -162,9 +167,9 @@ __global__ void __launch_bounds__(384, 1) rate_kernel(int iters, float* sink, lo
 #endif
 }
 
-template <int N, bool SS>
+template <int N, bool SS, int STEPS = kK / 16, int WAIT = 1>
 void run(int wgs, int iters, int ctas_per_sm, int sms, float* sink, long long* cycles, long long* host_cycles) {
-  auto k = rate_kernel<N, SS>;
+  auto k = rate_kernel<N, SS, STEPS, WAIT>;
   CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
   const int grid = sms * ctas_per_sm;
   k<<<grid, 128 * wgs, kSmemBytes>>>(8, sink, cycles);  // warm-up
@@ -182,9 +187,13 @@ void run(int wgs, int iters, int ctas_per_sm, int sms, float* sink, long long* c
   double cyc = 0;
   for (int i = 0; i < grid; ++i) cyc += static_cast<double>(host_cycles[i]);
   cyc /= grid;
-  const double flop_cta = 2.0 * 64 * N * kK * static_cast<double>(iters) * wgs;
-  std::printf("m64n%dk16 %s %dwg %.1f TFLOP/s %.0f FLOP/clk/SM %.1f%% of-4096 %.3f ms\n", N, SS ? "ss" : "rs", wgs,
+  const double flop_cta = 2.0 * 64 * N * 16 * STEPS * static_cast<double>(iters) * wgs;
+  std::printf("m64n%dk16 %s %dwg %.1f TFLOP/s %.0f FLOP/clk/SM %.1f%% of-4096 %.3f ms", N, SS ? "ss" : "rs", wgs,
               flop_cta * grid / (ms * 1e-3) / 1e12, flop_cta / cyc, 100.0 * flop_cta / cyc / 4096.0, ms);
+  if (STEPS != kK / 16 || WAIT != 1)  // a block-sparse form: also the SM clocks per group of STEPS k16 steps
+    std::printf("  [%d k16 per group, %s%d] %.1f clk per group per SM", STEPS, WAIT >= 0 ? "wait " : "wait 0 every ",
+                WAIT >= 0 ? WAIT : -WAIT, cyc / (static_cast<double>(iters) * wgs));
+  std::printf("\n");
   CHECK(cudaEventDestroy(e0));
   CHECK(cudaEventDestroy(e1));
 }
@@ -224,6 +233,19 @@ int main(int argc, char** argv) {
     run<128, true>(wgs, iters, ctas_per_sm, sms, sink, cycles, host_cycles);
     run<256, true>(wgs, iters, ctas_per_sm, sms, sink, cycles, host_cycles);
   }
+  // The block-sparse kernels' pattern (bsr_gemm_xres.cu, two consumer warpgroups): one stored block
+  // per commit group (B / 16 k16 steps of m64nBk16, both operands in shared memory), retired one by
+  // one (wait 0), one behind (wait 1) or a chunk at a time: the tensor side's cost per block,
+  // without the kernels' barriers, loads and epilogues.
+  std::printf("block-sparse forms: 2 warpgroups per CTA\n");
+  run<16, true, 1, 0>(2, iters, ctas_per_sm, sms, sink, cycles, host_cycles);
+  run<16, true, 1, 1>(2, iters, ctas_per_sm, sms, sink, cycles, host_cycles);
+  run<16, true, 1, -8>(2, iters, ctas_per_sm, sms, sink, cycles, host_cycles);
+  run<32, true, 2, 0>(2, iters, ctas_per_sm, sms, sink, cycles, host_cycles);
+  run<32, true, 2, 1>(2, iters, ctas_per_sm, sms, sink, cycles, host_cycles);
+  run<32, true, 2, -4>(2, iters, ctas_per_sm, sms, sink, cycles, host_cycles);
+  run<64, true, 4, 0>(2, iters, ctas_per_sm, sms, sink, cycles, host_cycles);
+  run<64, true, 4, 1>(2, iters, ctas_per_sm, sms, sink, cycles, host_cycles);
   std::free(host_cycles);
   CHECK(cudaFree(sink));
   CHECK(cudaFree(cycles));

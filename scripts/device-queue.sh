@@ -41,8 +41,9 @@ E (run on an H100, 14:58 UTC): the new defaults (blocks 32 / 16 chunked; block 1
 F (run on an H100, 15:07 UTC): the defaults' sweep and the kernel tests (~320 s bare).
 G (not yet run): on the H200, the same as F, then the x-resident kernel's tests with TMA stores and
    fc1-shape A/B of blocks 16 / 32 / 64: default, TMA stores (VITRT_BSR_XRES_TMA_STORE=1), block 32
-   x-resident against streamed, block 32 with 2-block chunks retired chunk by chunk
-   (`scripts/device-queue.sh G`, ~380 s bare).
+   x-resident against streamed, block 32 with 2-block chunks retired chunk by chunk; the tensor side's
+   cost per block alone (wgmma_rate_bench's block-sparse forms) and an ncu source profile of block 16
+   on the x-resident kernel (`scripts/device-queue.sh G`, ~450 s bare).
 (The earlier steps, the global attention variants, were measured on 2026-12-05 and those variants
 taken out.)
 DESC
@@ -164,6 +165,15 @@ case "$step" in
         --tokens 50432 --json "$O/b32.json" > "$O/b32.txt" 2>&1
       echo "SUMMARY: fc1 '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('b%d s%.2f %.4f (%.2fx) %s'%(r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:5]) for r in d['rows'] if r['N']==3072))" "$O/b32.json" 2>&1 | tail -c 600)"
     done
+    # Where block 16's ~300 clocks per block go: the tensor side alone (wgmma_rate_bench's block-sparse
+    # forms), then an ncu source profile of the x-resident kernel at block 16, 90%.
+    BUILD_TARGETS="wgmma_rate_bench" OUT="$O" scripts/device-check.sh build > /dev/null
+    timeout 90 build-dev/bin/wgmma_rate_bench --iters 20000 > "$O/wgmma_rate.txt" 2>&1
+    echo "SUMMARY: wgmma_rate_bench rc=$?"; grep -A9 "block-sparse forms" "$O/wgmma_rate.txt"
+    mkdir -p "$O/ncu"
+    BUILD_TARGETS="bsr_gemm_bench" OUT="$O/ncu" NCU_SRC_KERNELS=bsr_xres_kernel NCU_SRC_TOP=25 \
+      NCU_SRC_CMD="build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16 --sparsities 0.9 --tokens 50432 --iters 1 --warmup 0" \
+      scripts/device-check.sh ncu-src
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac
