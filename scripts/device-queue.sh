@@ -40,7 +40,8 @@ E (run on an H100, 14:58 UTC): the new defaults (blocks 32 / 16 chunked; block 1
    break-even sweep and targets, ViT-B/16 bs256 at block 64, the cuda_bsr ctests (~400 s bare).
 F (run on an H100, 15:07 UTC): the defaults' sweep and the kernel tests (~320 s bare).
 G (not yet run): on the H200, the same as F, then the x-resident kernel's tests with TMA stores and
-   fc1-shape A/B of blocks 16 / 32 / 64: default, TMA stores (VITRT_BSR_XRES_TMA_STORE=1), block 32
+   fc1-shape A/B of blocks 16 / 32 / 64: default, TMA stores (VITRT_BSR_XRES_TMA_STORE=1), the leaner
+   chunk loop (VITRT_BSR_XRES_PIPE=lean, ~43 instructions per block against ~59 at block 16), block 32
    x-resident against streamed, block 32 with 2-block chunks retired chunk by chunk; the tensor side's
    cost per block alone (wgmma_rate_bench's block-sparse forms) and an ncu source profile of block 16
    on the x-resident kernel (`scripts/device-queue.sh G`, ~450 s bare).
@@ -157,10 +158,13 @@ case "$step" in
     ;;
   G)  # F on the H200, with block 32's kernel A/B (~350 s bare)
     "$0" F
+    VITRT_BSR_XRES_PIPE=lean timeout 60 build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.XResident*' > "$O/lean.log" 2>&1
+    echo "SUMMARY: XResident kernel, leaner chunk loop: rc=$? $(grep -c Failure "$O/lean.log") failures"
     timeout 60 env VITRT_BSR_XRES_TMA_STORE=1 build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.XResident*' > "$O/tma.log" 2>&1
     echo "SUMMARY: XResident kernel with TMA stores: rc=$? $(grep -c Failure "$O/tma.log") failures; $(grep -o 'peak memory bandwidth [0-9]* GB/s' "$O/tma.log")"
     for e in "" "VITRT_BSR_XRES_TMA_STORE=1" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_TMA_STORE=1" "VITRT_BSR_XRES=0" \
-             "VITRT_BSR_XRES=1 VITRT_BSR_XRES_CHUNK=2 VITRT_BSR_XRES_PIPE=chunk" ""; do
+             "VITRT_BSR_XRES=1 VITRT_BSR_XRES_CHUNK=2 VITRT_BSR_XRES_PIPE=chunk" "VITRT_BSR_XRES_PIPE=lean" \
+             "VITRT_BSR_XRES_PIPE=lean VITRT_BSR_XRES_TMA_STORE=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PIPE=lean" ""; do
       timeout 30 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32,64 --sparsities 0.8,0.86,0.9 \
         --tokens 50432 --json "$O/b32.json" > "$O/b32.txt" 2>&1
       echo "SUMMARY: fc1 '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('b%d s%.2f %.4f (%.2fx) %s'%(r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:5]) for r in d['rows'] if r['N']==3072))" "$O/b32.json" 2>&1 | tail -c 600)"

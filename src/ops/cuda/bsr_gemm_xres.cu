@@ -169,8 +169,9 @@ struct XresArgs {
 // When a block's wgmmas are retired (wgmma.wait_group), which hands back its W chunk (if it ends
 // one) and its x slab (at its last use in the tile): kEach before the next block is issued; kBehind
 // (Pipe) once the next block of its row group is issued; kAtChunk at the end of its W chunk or of
-// its row group, whichever comes first (no wait between the blocks of a chunk).
-enum class Retire { kEach, kBehind, kAtChunk };
+// its row group, whichever comes first (no wait between the blocks of a chunk); kAtChunkLean as
+// kAtChunk with a leaner loop between the wgmmas (not yet measured).
+enum class Retire { kEach, kBehind, kAtChunk, kAtChunkLean };
 
 // The epilogue's activation: none, GELU (tanh form) in fp32 with tanh.approx.f32, or the same in
 // bf16x2 arithmetic (one MUFU op per pair of values; dev::gelu_tanh_approx_bf16x2).
@@ -180,7 +181,8 @@ template <int B, XresAct A, Retire Mode, int RG>
 __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_constant__ XresArgs p) {
 #if VITRT_WGMMA_ENABLED
   constexpr bool Pipe = Mode == Retire::kBehind;
-  constexpr bool Batched = Mode == Retire::kAtChunk;  // fenced like Pipe: accumulator sets once per group
+  constexpr bool Batched = Mode == Retire::kAtChunk || Mode == Retire::kAtChunkLean;  // fenced once per group
+  constexpr bool Lean = Mode == Retire::kAtChunkLean;
   using C = XresCfg<B>;
   const int S = p.ring_slots;
   const int cb_mask = (1 << p.chunk_log2) - 1;  // a block's place in its chunk: k & cb_mask
@@ -319,6 +321,8 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
     bf16* yrow = p.y + (row0 + st_row) * p.N + st_chunk * 8;
     const unsigned xparity = tc & 1;
     unsigned xseen = 0;  // bit s: this warp has seen slab s of this tile land (its xfull waited for)
+    int chunk_left = 0;  // kAtChunkLean: blocks of the current W chunk still to issue (0: none begun)
+    uint32_t wcur = 0;   // kAtChunkLean: the low word of the next block's W descriptor
     // This thread's bias values (columns 8 j + 2 t, + 1) of the group's block-rows, loaded one
     // group ahead.
     __nv_bfloat162 bias_next[RG][B / 8];
@@ -373,53 +377,105 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
 #pragma unroll
         for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
       }
+      if constexpr (Lean) {
+        // The same blocks with less work between two wgmmas (Retire::kAtChunkLean; the kAtChunk
+        // loop issues ~60 instructions per block at block 16, SASS of 2026-12-05): the next block's
+        // column read from shared memory a block ahead; the chunk walked with a countdown and a W
+        // descriptor advanced per block instead of recomputed from k; unsigned shifts for the x
+        // slab and offset; the descriptors' invariant high words kept apart (start addresses move
+        // in the low 14 bits only, no carry: shared memory is below 256 KB). (One wgmma.fence per
+        // group instead of per block made ptxas serialise every wgmma, C7520: it wants the fence in
+        // the loop.)
+        const uint32_t xlo = static_cast<uint32_t>(xdesc), xhi = static_cast<uint32_t>(xdesc >> 32);
+        const uint32_t whi = static_cast<uint32_t>(wdesc >> 32);
 #pragma unroll
-      for (int q = 0; q < RG; ++q) {
-        for (int k = rb[q]; k < rb[q + 1]; ++k) {
-          const int c = col_s[k];
-          const int col = c & ~kLastUse;
-          const int slab = col * B / kSlabCols;
-          const int in_chunk = k & cb_mask;
-          const bool chunk_ends = in_chunk == cb_mask || k + 1 == nnz;  // the chunk's last block
-          if (in_chunk == 0) mbar::wait(&wfull[slot], round);  // the whole chunk lands at once
-          if (!((xseen >> slab) & 1)) {  // a slab, once landed, stays until this tile's last use of it
-            mbar::wait(&xfull[h * kMaxSlabs + slab], xparity);
-            xseen |= 1u << slab;
-          }
-          if constexpr (Mode == Retire::kEach) wgmma::fence_operands(acc[q]);
-          wgmma::fence();
-          const uint64_t da = xdesc + ((slab * kSlabBytes + (col * B % kSlabCols) * 2) >> 4);
-          const uint64_t db = wdesc + ((slot * chunk_bytes + in_chunk * C::kBlockBytes) >> 4);
-#pragma unroll
-          for (int kk = 0; kk < B / 16; ++kk) bsr_wgmma::block_k16<B>(acc[q], da + 2 * kk, db + 16 * kk);
-          wgmma::commit();
-          if constexpr (Pipe) {
-            if (in_flight) {  // the block before this one has retired
-              wgmma::wait<1>();
-              hand_back(prev_slot, prev_release);
+        for (int q = 0; q < RG; ++q) {
+          const int kend = rb[q + 1];
+          int k = rb[q];
+          unsigned c = k < kend ? col_s[k] : 0u;
+          for (; k < kend; ++k) {
+            const unsigned c_next = k + 1 < kend ? col_s[k + 1] : 0u;
+            if (chunk_left == 0) {  // a chunk starts: it lands whole
+              mbar::wait(&wfull[slot], round);
+              chunk_left = min(cb_mask + 1, nnz - k);
+              wcur = static_cast<uint32_t>(wdesc) + static_cast<uint32_t>((slot * chunk_bytes) >> 4);
             }
-            in_flight = true, prev_slot = chunk_ends ? slot : -1, prev_release = (c & kLastUse) ? slab : -1;
-          } else if constexpr (Batched) {
+            const unsigned a = (c & 0x7fu) * B;  // the block's first x column
+            const unsigned slab = a >> 6;
+            if (!((xseen >> slab) & 1u)) {
+              mbar::wait(&xfull[h * kMaxSlabs + slab], xparity);
+              xseen |= 1u << slab;
+            }
+            const uint32_t alo = xlo + (slab << 9) + ((a & 63u) >> 3);  // 8 KB slabs, 32 bytes per k16
+            wgmma::fence();
+#pragma unroll
+            for (int kk = 0; kk < B / 16; ++kk)
+              bsr_wgmma::block_k16<B>(acc[q], (static_cast<uint64_t>(xhi) << 32) | (alo + 2 * kk),
+                                      (static_cast<uint64_t>(whi) << 32) | (wcur + 16 * kk));
+            wgmma::commit();
+            wcur += C::kBlockBytes >> 4;
             if (c & kLastUse) release_slabs |= 1u << slab;
-            if (chunk_ends) {  // the chunk's blocks retire together and hand back their slot
+            if (--chunk_left == 0) {  // the chunk's blocks retire together and hand back their slot
               wgmma::wait<0>();
               if (lane == 0) {
                 mbar::arrive(&wempty[slot]);
                 for (unsigned m = release_slabs; m != 0; m &= m - 1) mbar::arrive(&xempty[h * kMaxSlabs + __ffs(m) - 1]);
               }
               release_slabs = 0;
+              if (++slot == S) slot = 0, round ^= 1;
             }
-          } else {
-            wgmma::wait<0>();
-            wgmma::fence_operands(acc[q]);
-            // (inline, not hand_back: this is the measured default, and the helper changed its SASS)
-            if (lane == 0) {
-              if (chunk_ends) mbar::arrive(&wempty[slot]);
-              if (c & kLastUse) mbar::arrive(&xempty[h * kMaxSlabs + slab]);
-            }
+            c = c_next;
           }
-          if (chunk_ends) {
-            if (++slot == S) slot = 0, round ^= 1;
+        }
+      } else {
+#pragma unroll
+        for (int q = 0; q < RG; ++q) {
+          for (int k = rb[q]; k < rb[q + 1]; ++k) {
+            const int c = col_s[k];
+            const int col = c & ~kLastUse;
+            const int slab = col * B / kSlabCols;
+            const int in_chunk = k & cb_mask;
+            const bool chunk_ends = in_chunk == cb_mask || k + 1 == nnz;  // the chunk's last block
+            if (in_chunk == 0) mbar::wait(&wfull[slot], round);  // the whole chunk lands at once
+            if (!((xseen >> slab) & 1)) {  // a slab, once landed, stays until this tile's last use of it
+              mbar::wait(&xfull[h * kMaxSlabs + slab], xparity);
+              xseen |= 1u << slab;
+            }
+            if constexpr (Mode == Retire::kEach) wgmma::fence_operands(acc[q]);
+            wgmma::fence();
+            const uint64_t da = xdesc + ((slab * kSlabBytes + (col * B % kSlabCols) * 2) >> 4);
+            const uint64_t db = wdesc + ((slot * chunk_bytes + in_chunk * C::kBlockBytes) >> 4);
+#pragma unroll
+            for (int kk = 0; kk < B / 16; ++kk) bsr_wgmma::block_k16<B>(acc[q], da + 2 * kk, db + 16 * kk);
+            wgmma::commit();
+            if constexpr (Pipe) {
+              if (in_flight) {  // the block before this one has retired
+                wgmma::wait<1>();
+                hand_back(prev_slot, prev_release);
+              }
+              in_flight = true, prev_slot = chunk_ends ? slot : -1, prev_release = (c & kLastUse) ? slab : -1;
+            } else if constexpr (Batched) {
+              if (c & kLastUse) release_slabs |= 1u << slab;
+              if (chunk_ends) {  // the chunk's blocks retire together and hand back their slot
+                wgmma::wait<0>();
+                if (lane == 0) {
+                  mbar::arrive(&wempty[slot]);
+                  for (unsigned m = release_slabs; m != 0; m &= m - 1) mbar::arrive(&xempty[h * kMaxSlabs + __ffs(m) - 1]);
+                }
+                release_slabs = 0;
+              }
+            } else {
+              wgmma::wait<0>();
+              wgmma::fence_operands(acc[q]);
+              // (inline, not hand_back: this is the measured default, and the helper changed its SASS)
+              if (lane == 0) {
+                if (chunk_ends) mbar::arrive(&wempty[slot]);
+                if (c & kLastUse) mbar::arrive(&xempty[h * kMaxSlabs + slab]);
+              }
+            }
+            if (chunk_ends) {
+              if (++slot == S) slot = 0, round ^= 1;
+            }
           }
         }
       }
@@ -490,7 +546,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
 
 // VITRT_BSR_XRES_PIPE: "1" keeps one block in flight within a row group (Pipe, Retire::kBehind), "0"
 // retires each block's wgmmas before the next block is issued, "chunk" retires them at the end of
-// each W chunk and row group (Retire::kAtChunk); unset / other: Pipe for block 32, chunk by chunk
+// each W chunk and row group (Retire::kAtChunk), "lean" the same with a leaner loop (kAtChunkLean); unset / other: Pipe for block 32, chunk by chunk
 // for block 16, block by block for block 64. Measured on the H200 (2026-12-05, 3072 x 768, M = 50432,
 // grouped, one block per copy): block 32 0.3495 / 0.2738 / 0.2203 ms at 0.8 / 0.86 / 0.9 against
 // 0.3663 / 0.2861 / 0.2298 without Pipe; block 64 1-2% slower with it (0.2068 / 0.1700 against
@@ -498,15 +554,17 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
 // blocks per copy 0.546 ms at 0.9 chunk by chunk, 0.693 with Pipe, 0.674 block by block; block 32
 // with 2 blocks per copy 0.377 / 0.295 / 0.242 at 0.8 / 0.86 / 0.9 chunk by chunk, 0.413 / 0.325 /
 // 0.257 with Pipe (not adopted: on that card the streamed kernel runs block 32, see below).
-enum class RetireChoice { kEach, kBehind, kAtChunk, kAuto };
+enum class RetireChoice { kEach, kBehind, kAtChunk, kAtChunkLean, kAuto };
 Retire xres_retire(int block) {
   static const RetireChoice v = env_choice<RetireChoice>(
-      "VITRT_BSR_XRES_PIPE", {{"0", RetireChoice::kEach}, {"1", RetireChoice::kBehind}, {"chunk", RetireChoice::kAtChunk}},
+      "VITRT_BSR_XRES_PIPE",
+      {{"0", RetireChoice::kEach}, {"1", RetireChoice::kBehind}, {"chunk", RetireChoice::kAtChunk}, {"lean", RetireChoice::kAtChunkLean}},
       RetireChoice::kAuto);
   switch (v) {
     case RetireChoice::kEach: return Retire::kEach;
     case RetireChoice::kBehind: return Retire::kBehind;
     case RetireChoice::kAtChunk: return Retire::kAtChunk;
+    case RetireChoice::kAtChunkLean: return Retire::kAtChunkLean;
     default: return block == 32 ? Retire::kBehind : block == 16 ? Retire::kAtChunk : Retire::kEach;
   }
 }
@@ -550,6 +608,8 @@ void launch_xres_rg(const XresArgs& a, int grid, size_t smem) {
   switch (xres_retire(B)) {
     case Retire::kBehind: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kBehind, RG>>(a, grid, kThreads, smem, kMaxSmem);
     case Retire::kAtChunk: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kAtChunk, RG>>(a, grid, kThreads, smem, kMaxSmem);
+    case Retire::kAtChunkLean:
+      return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kAtChunkLean, RG>>(a, grid, kThreads, smem, kMaxSmem);
     default: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kEach, RG>>(a, grid, kThreads, smem, kMaxSmem);
   }
 }
