@@ -415,7 +415,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
             wgmma::commit();
             wcur += C::kBlockBytes >> 4;
             if (c & kLastUse) release_slabs |= 1u << slab;
-            if (--chunk_left == 0) {  // the chunk's blocks retire together and hand back their slot
+            if (--chunk_left == 0) {  // as kAtChunk's chunk end below (apart: that loop's SASS is measured)
               wgmma::wait<0>();
               if (lane == 0) {
                 mbar::arrive(&wempty[slot]);
@@ -546,8 +546,8 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
 
 // VITRT_BSR_XRES_PIPE: "1" keeps one block in flight within a row group (Pipe, Retire::kBehind), "0"
 // retires each block's wgmmas before the next block is issued, "chunk" retires them at the end of
-// each W chunk and row group (Retire::kAtChunk), "lean" the same with a leaner loop (kAtChunkLean); unset / other: Pipe for block 32, chunk by chunk
-// for block 16, block by block for block 64. Measured on the H200 (2026-12-05, 3072 x 768, M = 50432,
+// each W chunk and row group (Retire::kAtChunk), "lean" the same with a leaner loop (kAtChunkLean);
+// unset / other: Pipe for block 32, chunk by chunk for block 16, block by block for block 64. Measured on the H200 (2026-12-05, 3072 x 768, M = 50432,
 // grouped, one block per copy): block 32 0.3495 / 0.2738 / 0.2203 ms at 0.8 / 0.86 / 0.9 against
 // 0.3663 / 0.2861 / 0.2298 without Pipe; block 64 1-2% slower with it (0.2068 / 0.1700 against
 // 0.2019 / 0.1688 ms at 0.8 / 0.86, equal at 0.9). On the H100 (same day, chunks): block 16 with 4
@@ -638,11 +638,6 @@ KernelMode xres_mode() {
   return v;
 }
 
-int env_int(const char* var) {
-  const char* e = std::getenv(var);
-  return e != nullptr ? std::atoi(e) : 0;
-}
-
 // VITRT_BSR_XRES_CHUNK: blocks per bulk copy of W (rounded down to a power of two, at most 8 KB per
 // copy: 16 gives 8 KB chunks at every block size); VITRT_BSR_XRES_RING: the ring's KB (at most 24).
 // Unset: the measured defaults, 8 blocks per copy at block 16 (4 KB, 3 slots), one elsewhere. On the
@@ -653,7 +648,7 @@ int env_int(const char* var) {
 // to the x slabs and the tables at blocks 32 and 16 (xres_smem_for then declines the weight and the
 // other kernels run it: what the first A/B runs of 8 KB chunks at block 32 measured).
 XresRing xres_ring(int block) {
-  static const int chunk_env = env_int("VITRT_BSR_XRES_CHUNK"), ring_env = env_int("VITRT_BSR_XRES_RING") * 1024;
+  static const int chunk_env = int_from_env("VITRT_BSR_XRES_CHUNK"), ring_env = int_from_env("VITRT_BSR_XRES_RING") * 1024;
   const int chunk = chunk_env > 0 ? chunk_env : block == 16 ? 8 : 1;
   return block == 64   ? xres_ring_for<64>(chunk, ring_env)
          : block == 32 ? xres_ring_for<32>(chunk, ring_env)

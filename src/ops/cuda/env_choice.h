@@ -26,4 +26,11 @@ inline KernelMode kernel_mode_from_env(const char* var) {
   return env_choice<KernelMode>(var, {{"0", KernelMode::Off}, {"1", KernelMode::On}}, KernelMode::Auto);
 }
 
+// Environment variable `var` as a decimal integer (a size or count switch); 0 when unset or not a
+// number. Callers read it once per process.
+inline int int_from_env(const char* var) {
+  const char* e = std::getenv(var);
+  return e != nullptr ? std::atoi(e) : 0;
+}
+
 }  // namespace vitrt::cuda
