@@ -33,7 +33,9 @@
 // slots of 8 KB at block 64 next to 192 KB of x, and every consumer warp must pass every slot.
 // Tried and taken out (measured 2026-12-03, BENCHMARKS.md): 64-token tiles that both warpgroups
 // share, on alternate block-rows, with a 14-slot W ring (0.165 ms); W blocks as wgmma's A operand,
-// loaded into registers by every thread, computing y^T (0.20 ms: the loads' L2 latency exposed).
+// loaded into registers by every thread, computing y^T (0.20 ms: the loads' L2 latency exposed);
+// (2026-12-05, H100) y written by TMA stores from a 128-byte-swizzled per-warp staging, one 8 x 64
+// box per warp and pass: 3-8% slower than the lanes' 16-byte stores at every block size.
 // Added on 2026-12-05 (measured on the H200 the same day, BENCHMARKS.md): a group's next block
 // issued before the current one retires (Pipe, VITRT_BSR_XRES_PIPE; at 80% sparsity a block-row has
 // ~2.4 blocks, each retired alone otherwise); blocks 32 and 16 in groups of 2 / 4 block-rows, so that
@@ -51,9 +53,9 @@
 // variant). Block 32: chunks changed nothing measurable (8 KB chunks did not fit, see xres_ring).
 // The GELU in bf16x2 arithmetic (VITRT_BSR_XRES_GELU=bf16x2) gained 0-3% on the --epilogue shapes
 // and stays off (it costs half a bf16 step of accuracy).
-// Status: the default for block 64, block 16 in groups (4 KB chunks retired chunk by chunk), and
-// block 32 in groups (Pipe) on cards of 4 TB/s or more (the H200; on the H100 the streamed kernel
-// measured faster), given one 128-token tile per SM at least (xres_auto_selected, below).
+// Status: the default for block 16 in groups (4 KB chunks retired chunk by chunk), and, on cards of
+// 4 TB/s or more (the H200; on the H100 the streamed kernel measured faster), for block 64 and for
+// block 32 in groups (Pipe), given one 128-token tile per SM at least (xres_auto_selected, below).
 // Scope: bf16 in and out, block 16, 32 or 64, K <= 768, no residual (the 768 -> 3072 layer's epilogue
 // is bias + GELU), the view's core-matrix copy present; everything else runs bsr_gemm.cu's
 // kernel. The GELU is the tanh form with the hardware tanh, as bsr_gemm.cu's bf16-output path, so
@@ -148,8 +150,6 @@ size_t xres_smem_bytes(int64_t K, size_t table_bytes, XresRing ring) {
 
 struct XresArgs {
   CUtensorMap x_map;  // x [M, K] bf16, boxes of 64 x 64, 128-byte swizzle (first: 64-byte aligned)
-  CUtensorMap y_map;  // y [M, N] bf16, boxes of 8 rows x 64, 128-byte swizzle (tma_store only)
-  int tma_store;      // 64-column groups store y by TMA from a swizzled staging (VITRT_BSR_XRES_TMA_STORE)
   int64_t M;
   int N;
   int slabs;  // ceil(K / 64)
@@ -169,9 +169,8 @@ struct XresArgs {
 // When a block's wgmmas are retired (wgmma.wait_group), which hands back its W chunk (if it ends
 // one) and its x slab (at its last use in the tile): kEach before the next block is issued; kBehind
 // (Pipe) once the next block of its row group is issued; kAtChunk at the end of its W chunk or of
-// its row group, whichever comes first (no wait between the blocks of a chunk); kAtChunkLean as
-// kAtChunk with a leaner loop between the wgmmas (not yet measured).
-enum class Retire { kEach, kBehind, kAtChunk, kAtChunkLean };
+// its row group, whichever comes first (no wait between the blocks of a chunk).
+enum class Retire { kEach, kBehind, kAtChunk };
 
 // The epilogue's activation: none, GELU (tanh form) in fp32 with tanh.approx.f32, or the same in
 // bf16x2 arithmetic (one MUFU op per pair of values; dev::gelu_tanh_approx_bf16x2).
@@ -181,8 +180,7 @@ template <int B, XresAct A, Retire Mode, int RG>
 __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_constant__ XresArgs p) {
 #if VITRT_WGMMA_ENABLED
   constexpr bool Pipe = Mode == Retire::kBehind;
-  constexpr bool Batched = Mode == Retire::kAtChunk || Mode == Retire::kAtChunkLean;  // fenced once per group
-  constexpr bool Lean = Mode == Retire::kAtChunkLean;
+  constexpr bool Batched = Mode == Retire::kAtChunk;  // fenced once per group
   using C = XresCfg<B>;
   const int S = p.ring_slots;
   const int cb_mask = (1 << p.chunk_log2) - 1;  // a block's place in its chunk: k & cb_mask
@@ -304,12 +302,6 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
   static_assert(Out::kStageBytes <= C::kStageBytes, "the staging buffer holds a group's rows");
   const Out out(st, lane);
   constexpr int kRowsPerStore = Out::kRowsPerStore;
-  // TMA store form (64-column groups): each warp's 8 x 128-byte staging, 1024-byte aligned for the
-  // 128-byte swizzle, inside the staging region (it starts 0 or 512 bytes past a 1024 boundary: the
-  // ring's bytes are a multiple of 512; 8 KB + 512 fit in its 8 x kStageBytes). This lane's stmatrix
-  // row address for the x4 store q is tst + row * 128 + ((4 q + lane / 8) ^ row) * 16, row = lane % 8.
-  unsigned char* tst = stage + ((1024 - (ptx::smem_u32(stage) & 1023)) & 1023) + warp * 1024;
-  const bool tma_store = W == 64 && p.tma_store != 0;
   const int st_row = out.row, st_chunk = lane % Out::kChunks;
   const unsigned char* st_load = out.load;
   int slot = 0;
@@ -377,15 +369,16 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
 #pragma unroll
         for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
       }
-      if constexpr (Lean) {
-        // The same blocks with less work between two wgmmas (Retire::kAtChunkLean; the kAtChunk
-        // loop issues ~60 instructions per block at block 16, SASS of 2026-12-05): the next block's
-        // column read from shared memory a block ahead; the chunk walked with a countdown and a W
-        // descriptor advanced per block instead of recomputed from k; unsigned shifts for the x
-        // slab and offset; the descriptors' invariant high words kept apart (start addresses move
-        // in the low 14 bits only, no carry: shared memory is below 256 KB). (One wgmma.fence per
-        // group instead of per block made ptxas serialise every wgmma, C7520: it wants the fence in
-        // the loop.)
+      if constexpr (Batched) {
+        // Chunk by chunk, with as little work between two wgmmas as found so far (~43 SASS
+        // instructions per block at block 16, against ~59 for the loop shared with the other modes,
+        // which this loop replaced: 12-17% less time at block 16 on the H100, 2026-12-05): the next
+        // block's column read from shared memory a block ahead; the chunk walked with a countdown
+        // and a W descriptor advanced per block instead of recomputed from k; unsigned shifts for
+        // the x slab and offset; the descriptors' invariant high words kept apart (start addresses
+        // move in the low 14 bits only, no carry: shared memory is below 256 KB). (One wgmma.fence
+        // per group instead of per block made ptxas serialise every wgmma, C7520: it wants the
+        // fence in the loop.)
         const uint32_t xlo = static_cast<uint32_t>(xdesc), xhi = static_cast<uint32_t>(xdesc >> 32);
         const uint32_t whi = static_cast<uint32_t>(wdesc >> 32);
 #pragma unroll
@@ -415,7 +408,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
             wgmma::commit();
             wcur += C::kBlockBytes >> 4;
             if (c & kLastUse) release_slabs |= 1u << slab;
-            if (--chunk_left == 0) {  // as kAtChunk's chunk end below (apart: that loop's SASS is measured)
+            if (--chunk_left == 0) {  // the chunk's blocks retire together and hand back their slot
               wgmma::wait<0>();
               if (lane == 0) {
                 mbar::arrive(&wempty[slot]);
@@ -454,16 +447,6 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
                 hand_back(prev_slot, prev_release);
               }
               in_flight = true, prev_slot = chunk_ends ? slot : -1, prev_release = (c & kLastUse) ? slab : -1;
-            } else if constexpr (Batched) {
-              if (c & kLastUse) release_slabs |= 1u << slab;
-              if (chunk_ends) {  // the chunk's blocks retire together and hand back their slot
-                wgmma::wait<0>();
-                if (lane == 0) {
-                  mbar::arrive(&wempty[slot]);
-                  for (unsigned m = release_slabs; m != 0; m &= m - 1) mbar::arrive(&xempty[h * kMaxSlabs + __ffs(m) - 1]);
-                }
-                release_slabs = 0;
-              }
             } else {
               wgmma::wait<0>();
               wgmma::fence_operands(acc[q]);
@@ -509,24 +492,6 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
             v[j] = bsr_wgmma::pack_bf16x2(v0, v1);
           }
         }
-        if constexpr (W == 64) {
-          if (tma_store) {  // the previous store has read the staging; stage; one TMA store of 8 x 64
-            if (lane == 0) mbar::bulk_wait_group<0, true>();
-            __syncwarp();
-            const int srow = lane % 8;
-#pragma unroll
-            for (int q = 0; q < 2; ++q)
-              ptx::stsm_x4(tst + srow * 128 + (((4 * q + lane / 8) ^ srow) << 4), v[4 * q], v[4 * q + 1], v[4 * q + 2],
-                           v[4 * q + 3]);
-            wgmma::fence_proxy_async_smem();  // this thread's stmatrix writes -> visible to the TMA store
-            __syncwarp();
-            if (lane == 0) {
-              mbar::tma_store_2d(&p.y_map, tst, r * B, static_cast<int>(row0) + 8 * pass);
-              mbar::bulk_commit_group();
-            }
-            continue;
-          }
-        }
         out.stage(v);
 #pragma unroll
         for (int i = 0; i < Out::kStoresPerPass; ++i) {
@@ -540,31 +505,32 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
       }
     }
   }
-  if (tma_store && lane == 0) mbar::bulk_wait_group<0, false>();  // this warp's stores complete
 #endif
 }
 
 // VITRT_BSR_XRES_PIPE: "1" keeps one block in flight within a row group (Pipe, Retire::kBehind), "0"
-// retires each block's wgmmas before the next block is issued, "chunk" retires them at the end of
-// each W chunk and row group (Retire::kAtChunk), "lean" the same with a leaner loop (kAtChunkLean);
-// unset / other: Pipe for block 32, chunk by chunk for block 16, block by block for block 64. Measured on the H200 (2026-12-05, 3072 x 768, M = 50432,
+// retires each block's wgmmas before the next block is issued, "chunk" (or "lean", its name while
+// it was an A/B form) retires them at the end of each W chunk and row group (Retire::kAtChunk);
+// unset / other: Pipe for block 32, chunk by chunk for block 16, block by block for block 64.
+// On the H100 (2026-12-05 16:20 UTC, fc1 shape, M = 50432) block 16's chunk-by-chunk loop as it is
+// now took 0.757 / 0.571 / 0.447 ms at 0.8 / 0.86 / 0.9, its predecessor 0.907 / 0.666 / 0.510.
+// Measured on the H200 (2026-12-05, 3072 x 768, M = 50432,
 // grouped, one block per copy): block 32 0.3495 / 0.2738 / 0.2203 ms at 0.8 / 0.86 / 0.9 against
 // 0.3663 / 0.2861 / 0.2298 without Pipe; block 64 1-2% slower with it (0.2068 / 0.1700 against
 // 0.2019 / 0.1688 ms at 0.8 / 0.86, equal at 0.9). On the H100 (same day, chunks): block 16 with 4
 // blocks per copy 0.546 ms at 0.9 chunk by chunk, 0.693 with Pipe, 0.674 block by block; block 32
 // with 2 blocks per copy 0.377 / 0.295 / 0.242 at 0.8 / 0.86 / 0.9 chunk by chunk, 0.413 / 0.325 /
 // 0.257 with Pipe (not adopted: on that card the streamed kernel runs block 32, see below).
-enum class RetireChoice { kEach, kBehind, kAtChunk, kAtChunkLean, kAuto };
+enum class RetireChoice { kEach, kBehind, kAtChunk, kAuto };
 Retire xres_retire(int block) {
   static const RetireChoice v = env_choice<RetireChoice>(
       "VITRT_BSR_XRES_PIPE",
-      {{"0", RetireChoice::kEach}, {"1", RetireChoice::kBehind}, {"chunk", RetireChoice::kAtChunk}, {"lean", RetireChoice::kAtChunkLean}},
+      {{"0", RetireChoice::kEach}, {"1", RetireChoice::kBehind}, {"chunk", RetireChoice::kAtChunk}, {"lean", RetireChoice::kAtChunk}},
       RetireChoice::kAuto);
   switch (v) {
     case RetireChoice::kEach: return Retire::kEach;
     case RetireChoice::kBehind: return Retire::kBehind;
     case RetireChoice::kAtChunk: return Retire::kAtChunk;
-    case RetireChoice::kAtChunkLean: return Retire::kAtChunkLean;
     default: return block == 32 ? Retire::kBehind : block == 16 ? Retire::kAtChunk : Retire::kEach;
   }
 }
@@ -574,15 +540,6 @@ Retire xres_retire(int block) {
 // the fused MLP kernel's arithmetic); otherwise fp32 with tanh.approx.f32, as bsr_gemm.cu's kernels.
 bool xres_gelu_bf16x2() {
   static const bool v = env_choice<bool>("VITRT_BSR_XRES_GELU", {{"bf16x2", true}}, false);
-  return v;
-}
-
-// VITRT_BSR_XRES_TMA_STORE: "1" writes y by TMA stores, one 8 x 64 box per warp and pass from a
-// 128-byte-swizzled staging (1 KB per warp), instead of 16-byte st.global from each lane: the
-// stores leave the consumer warps' instruction stream and the LSU (y's 310 MB are this kernel's
-// floor at the fc1 shape, 90%). Written 2026-12-05 without a GPU; off until measured.
-bool xres_tma_store() {
-  static const bool v = kernel_mode_from_env("VITRT_BSR_XRES_TMA_STORE") == KernelMode::On;
   return v;
 }
 
@@ -608,8 +565,6 @@ void launch_xres_rg(const XresArgs& a, int grid, size_t smem) {
   switch (xres_retire(B)) {
     case Retire::kBehind: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kBehind, RG>>(a, grid, kThreads, smem, kMaxSmem);
     case Retire::kAtChunk: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kAtChunk, RG>>(a, grid, kThreads, smem, kMaxSmem);
-    case Retire::kAtChunkLean:
-      return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kAtChunkLean, RG>>(a, grid, kThreads, smem, kMaxSmem);
     default: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kEach, RG>>(a, grid, kThreads, smem, kMaxSmem);
   }
 }
@@ -680,12 +635,16 @@ size_t xres_smem_for(const BsrDeviceView& w) {
 // bsr_gemm.cu's mma.sync kernel's 1.007 / 0.764 / 0.615 (its new default, tm256.r2.s3.w4); with one
 // block per copy it had been no faster than that kernel.
 bool xres_auto_selected(int64_t M, const BsrDeviceView& w) {
-  // Block 32: on the H200 this kernel beat the streamed one (above); on the H100 (2026-12-05, 14:48-
-  // 15:10 UTC) the streamed kernel was faster: 0.351 / 0.290 / 0.246 ms against 0.439 / 0.336 / 0.271.
-  // The rule keys on memory bandwidth (3.35 against 4.8 TB/s), the main difference between the two
-  // cards; why the streamed kernel wins on the H100 is not profiled.
-  const bool b32_ok = w.block == 32 && peak_memory_gbps() >= 4000.0 && xres_runs_grouped(32, w.rows / 32);
-  const bool block_ok = w.block == 64 || b32_ok || (w.block == 16 && xres_runs_grouped(16, w.rows / 16));
+  // Blocks 32 and 64: on the H200 this kernel beat the streamed one (above; block 64 at 0.9 2.03x
+  // of cuBLASLt against 1.86x, 2026-12-04 16:00 call 4); on the H100 the streamed kernel was faster
+  // at both: block 32 0.351 / 0.290 / 0.246 ms at 0.8 / 0.86 / 0.9 against 0.439 / 0.336 / 0.271
+  // (2026-12-05, 14:48-15:10 UTC), block 64 0.199-0.204 / 0.176-0.181 / 0.168-0.169 against
+  // 0.228-0.230 / 0.190-0.192 / 0.171-0.172 (two calls, 16:20 UTC). The rule keys on memory
+  // bandwidth (3.35 against 4.8 TB/s), the main difference between the two cards; why the streamed
+  // kernel wins on the H100 is not profiled.
+  const bool fast_memory = peak_memory_gbps() >= 4000.0;
+  const bool b32_ok = w.block == 32 && fast_memory && xres_runs_grouped(32, w.rows / 32);
+  const bool block_ok = (w.block == 64 && fast_memory) || b32_ok || (w.block == 16 && xres_runs_grouped(16, w.rows / 16));
   return block_ok && (M + kTileM - 1) / kTileM >= sm_count();
 }
 
@@ -730,13 +689,6 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   a.bias = static_cast<const bf16*>(bias);
   a.y = static_cast<bf16*>(y);
   a.tiles = static_cast<int>(tiles);
-  // TMA stores (opt-in until measured) wherever the launch stores 64-column groups.
-  const bool groups64 = w.block == 64 || xres_runs_grouped(w.block, a.block_rows);
-  if (xres_tma_store() && groups64) {
-    VITRT_CHECK(reinterpret_cast<uintptr_t>(y) % 16 == 0, InvalidArgument, kOp, ": y must be 16-byte aligned");
-    a.y_map = bf16_tensor_map_2d(y, M, w.rows, 64, 8, CU_TENSOR_MAP_SWIZZLE_128B);  // 8 rows x 64 columns
-    a.tma_store = 1;
-  }
   int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
   const size_t smem = xres_smem_for(w);

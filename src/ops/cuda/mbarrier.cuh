@@ -62,22 +62,4 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const void* tensor_map, i
       : "memory");
 }
 
-// TMA store of one box of a 2-D tensor map from shared memory at element coordinates (c0, c1), in
-// this thread's bulk async-group (elements outside the tensor are not written). The writes to `src`
-// must be made visible to the async proxy first (fence.proxy.async.shared::cta).
-__device__ __forceinline__ void tma_store_2d(const void* tensor_map, const void* src, int c0, int c1) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
-                   reinterpret_cast<uint64_t>(tensor_map)),
-               "r"(c0), "r"(c1), "r"(ptx::smem_u32(src))
-               : "memory");
-}
-__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-// Waits until at most N of this thread's bulk async-groups are pending: Read: until they have read
-// their shared-memory source (it may be written again); otherwise until they are complete.
-template <int N, bool Read>
-__device__ __forceinline__ void bulk_wait_group() {
-  if constexpr (Read) asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
-  else asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 }  // namespace vitrt::cuda::mbar
