@@ -45,6 +45,10 @@ G (not yet run): on the H200, the same as F, then the x-resident kernel's tests 
    x-resident against streamed, block 32 with 2-block chunks retired chunk by chunk; the tensor side's
    cost per block alone (wgmma_rate_bench's block-sparse forms) and an ncu source profile of block 16
    on the x-resident kernel (`scripts/device-queue.sh G`, ~450 s bare).
+H (not yet run): two pairs of consumer warpgroups (VITRT_BSR_XRES_PAIRS=2, blocks 16 / 32): the
+   x-resident kernel's tests with it (default chunks, one- and 2-block chunks), fc1 / fc2 A/B of
+   blocks 16 / 32 at 0.8 / 0.86 / 0.9 (default, two pairs, block 32 forced onto the kernel with one
+   and two pairs, 2-block chunks), then every CudaBsr test with it (~300 s bare).
 (The earlier steps, the global attention variants, were measured on 2026-12-05 and those variants
 taken out.)
 DESC
@@ -178,6 +182,22 @@ case "$step" in
     BUILD_TARGETS="bsr_gemm_bench" OUT="$O/ncu" NCU_SRC_KERNELS=bsr_xres_kernel NCU_SRC_TOP=25 \
       NCU_SRC_CMD="build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16 --sparsities 0.9 --tokens 50432 --iters 1 --warmup 0" \
       scripts/device-check.sh ncu-src
+    ;;
+  H)  # two pairs of consumer warpgroups (~300 s bare)
+    BUILD_TARGETS="bsr_gemm_bench test_cuda_bsr" OUT="$O" scripts/device-check.sh build
+    for e in "VITRT_BSR_XRES_PAIRS=2" "VITRT_BSR_XRES_PAIRS=2 VITRT_BSR_XRES_CHUNK=1" "VITRT_BSR_XRES_PAIRS=2 VITRT_BSR_XRES_CHUNK=2" ""; do
+      timeout 90 env $e build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.XResident*' > "$O/xres.log" 2>&1
+      echo "SUMMARY: XResident kernel '${e:-default}': rc=$? $(grep -c Failure "$O/xres.log") failures; $(grep -o 'x-resident kernel: [^;]*' "$O/xres.log")"
+      grep -m3 -B2 -A6 Failure "$O/xres.log" | head -30
+    done
+    for e in "" "VITRT_BSR_XRES_PAIRS=2" "VITRT_BSR_XRES_PAIRS=2 VITRT_BSR_XRES_CHUNK=4" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2" \
+             "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2 VITRT_BSR_XRES_CHUNK=2" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PIPE=chunk VITRT_BSR_XRES_CHUNK=2" ""; do
+      timeout 40 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32 --sparsities 0.8,0.86,0.9 \
+        --tokens 50432 --json "$O/h.json" > "$O/h.txt" 2>&1
+      echo "SUMMARY: '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%s b%d s%.2f %.4f (%.2fx) %s'%('fc1' if r['N']==3072 else 'fc2',r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:13]) for r in d['rows']))" "$O/h.json" 2>&1 | tail -c 1200)"
+    done
+    timeout 150 env VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2 build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.*' > "$O/all.log" 2>&1
+    echo "SUMMARY: every CudaBsr test with two pairs (XRES=1): rc=$? $(grep -c Failure "$O/all.log") failures; $(tail -1 "$O/all.log")"
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac

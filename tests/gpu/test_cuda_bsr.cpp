@@ -352,7 +352,7 @@ TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
   // with the default W ring every matrix here must fit; a ring asked for by VITRT_BSR_XRES_RING or
   // VITRT_BSR_XRES_CHUNK may not fit next to 192 KB of x at K = 768.
   const bool ring_from_env = std::getenv("VITRT_BSR_XRES_RING") || std::getenv("VITRT_BSR_XRES_CHUNK");
-  int declined = 0, ran = 0;
+  int declined = 0, ran = 0, ran_pairs = 0;
   for (int b : {16, 32, 64}) {
     const int64_t kb = 768 / b;  // K = 768, the kernel's limit
     const std::vector<std::pair<std::string, BsrMatrix>> mats = {
@@ -361,7 +361,9 @@ TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
         {"ragged, odd block-row count", random_bsr(7 * b, kb * b, b, Pattern::Ragged, DType::BF16, 89)},
         {"ragged, K not a multiple of 64", random_bsr(4 * b, 3 * b, b, Pattern::Ragged, DType::BF16, 88)},
         {"empty", random_bsr(3 * b, 2 * b, b, Pattern::Empty, DType::BF16, 83)},
-        {"full", random_bsr(3 * b, kb * b, b, Pattern::Full, DType::BF16, 84)}};
+        {"full", random_bsr(3 * b, kb * b, b, Pattern::Full, DType::BF16, 84)},
+        {"full, 8 block-rows", random_bsr(8 * b, kb * b, b, Pattern::Full, DType::BF16, 90)},
+        {"ragged, one group", random_bsr(4 * b, kb * b, b, Pattern::Ragged, DType::BF16, 91)}};
     for (const auto& [name, host] : mats) {
       const BsrMatrix dev = bsr_to_cuda(host, DType::BF16);
       const cuda::BsrDeviceView view = cuda::device_view(dev);
@@ -371,6 +373,7 @@ TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
         continue;
       }
       ++ran;
+      ran_pairs += cuda::bsr_xres_pairs(view) == 2;
       EXPECT_EQ(view.values_core_matrix != nullptr, host.nnz_blocks() > 0);  // made by bsr_to_cuda for bf16
       const Tensor bias = random_tensor({host.rows}, DType::BF16, 85, 0.5f);
       const Tensor bias_dev = bias.to(Device::CUDA);
@@ -393,9 +396,12 @@ TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
       }
     }
   }
-  std::printf("x-resident kernel: %d matrices run, %d declined (shared memory); peak memory bandwidth %.0f GB/s "
-              "(block 32 takes this kernel by default from 4000)\n",
-              ran, declined, cuda::peak_memory_gbps());
+  std::printf("x-resident kernel: %d matrices run (%d with two pairs of warpgroups), %d declined (shared memory); "
+              "peak memory bandwidth %.0f GB/s (blocks 32 / 64 take this kernel by default from 4000)\n",
+              ran, ran_pairs, declined, cuda::peak_memory_gbps());
+  // VITRT_BSR_XRES_PAIRS=2: the grouped block-16 / 32 matrices (8 of them with K = 768) take two pairs.
+  const char* pairs_env = std::getenv("VITRT_BSR_XRES_PAIRS");
+  if (pairs_env && std::string(pairs_env) == "2" && !ring_from_env) EXPECT_GE(ran_pairs, 8);
   EXPECT_GT(cuda::peak_memory_gbps(), 500.0);  // the attributes read (an HBM card: thousands of GB/s)
   EXPECT_GE(ran, 9);  // the 9 matrices of K < 768 fit any ring: at least those ran
   // Outside its scope: clear errors, and the dispatcher keeps the general kernel.

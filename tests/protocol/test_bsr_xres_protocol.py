@@ -26,6 +26,12 @@ The protocol, for one CTA and its tiles of 128 tokens (tc: the CTA's local tile 
   (Retire::kAtChunk) the blocks retire together at the end of their chunk or of their group
   (wgmma.wait_group 0), whichever comes first; otherwise each block retires before the next is
   issued. An empty block-row touches no barrier (its epilogue writes act(bias)).
+- Two pairs (the kernel's P = 2, VITRT_BSR_XRES_PAIRS=2; chunk by chunk, in groups): 16 consumer
+  warps, warpgroup wg = warp // 4 on half wg % 2 of pair wg // 2; pair q takes groups q, q + 2, ...
+  from its own ring (S slots, wempty count 8: its 8 warps) filled by its own producer thread, in
+  chunks of cb blocks from each group's first block (a group's last chunk may be shorter);
+  producer 0 also loads x. kLastUse marks each slab's last reader among each pair's blocks, and a
+  slab's xempty counts 4 warps per pair that reads it.
 
 A hang or a wrong parity costs a GPU call, so the protocol is run here under random interleavings
 (a seeded RNG picks the next agent, with per-run speed weights), random copy latencies and random
@@ -35,11 +41,11 @@ than the ring, unused slabs, nnz = 0). Buffer contents are tags, ("w", tile, k) 
 deadlock; every MMA reads the W block and the x slab it expects; no buffer is refilled while a warp
 reads it or before its previous fill landed; no copy is in flight when the CTA exits; and the runs
 go through every producer path (loads from the tile start, the slot wait's poll and the blocking
-flushes; loads overlapping the previous tile). The unsafe variants (run()'s flags) must be caught,
+flushes; loads overlapping the previous tile; chunks cut short by a group's end). The unsafe variants (run()'s flags) must be caught,
 so the model is not vacuous: a consumer skipping the xfull wait, slabs released at their first use,
 the producer reloading a slab without its xempty wait, the producer blocking on a W slot while slab
 loads are pending (deadlocks: the block that frees the slot may need such a slab), a W slot released
-before its wgmma retires.
+before its wgmma retires, two pairs' slabs released after one pair's 4 warps.
 
 Agents: the producer thread and the 8 consumer warps (a warp's 32 lanes move together; lane 0
 arrives). A warpgroup's wgmma runs once its 4 warps have issued it, so a warp's wgmma.wait_group
@@ -55,24 +61,39 @@ import random
 from mbarrier_model import Bar, StaleRead, check_refill, hazards, interleave
 
 
-def slab_flags(B, cols, first=False):
-    """The kernel's set-up: {slab: the block (storage index) carrying kLastUse}. first=True: the
-    unsafe variant flagging each slab's first reader."""
+def slab_flags(B, cols, first=False, blocks=None):
+    """The kernel's set-up: {slab: the block (storage index) carrying kLastUse} among `blocks` (the
+    storage indices of one pair's blocks; all of them by default). first=True: the unsafe variant
+    flagging each slab's first reader."""
     flag = {}
-    for i, c in enumerate(cols):
-        s = c * B // 64
+    for i in (range(len(cols)) if blocks is None else blocks):
+        s = cols[i] * B // 64
         if first and s in flag:
             continue
         flag[s] = i
     return flag
 
 
-def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, skip_xfull_wait=False, release_at_first_use=False, skip_xempty_wait=False,
-        block_on_slot_with_x_pending=False, release_w_before_retire=False, release_chunk_at_every_block=False):
+def pair_chunks(rp, rg, cb, pairs):
+    """Each pair's W chunks, as lists of storage indices in the order its producer copies them: with
+    one pair, all blocks in chunks of cb from the first; with two, pair q's groups (q, q + 2, ...),
+    chunks of cb from each group's first block (a group's last chunk may be shorter)."""
+    nnz, rows = rp[-1], len(rp) - 1
+    segments = [[(0, nnz)]] if pairs == 1 else [
+        [(rp[g * rg], rp[(g + 1) * rg]) for g in range(q, rows // rg, 2)] for q in range(2)]
+    return [[list(range(k, min(k + cb, e))) for b, e in seg for k in range(b, e, cb)] for seg in segments]
+
+
+def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, pairs=1, skip_xfull_wait=False, release_at_first_use=False, skip_xempty_wait=False,
+        block_on_slot_with_x_pending=False, release_w_before_retire=False, release_chunk_at_every_block=False,
+        xempty_counts_one_pair=False):
     """One CTA of `tiles` tiles; rows: the block-rows' column lists in storage order. pipe: the
     kernel's Pipe form (a block retired once the next block of its group is issued); rg: block-rows
-    per group (the kernel's RG: 2 at block 32 with an even row count); cb: blocks per W chunk."""
+    per group (the kernel's RG: 2 at block 32 with an even row count); cb: blocks per W chunk;
+    pairs: the kernel's P (2: two pairs of warpgroups on alternate groups, each with its own W ring
+    of S slots and producer; chunk by chunk and in groups only)."""
     assert rg == 1 or (rg == 64 // B and len(rows) % rg == 0)
+    assert pairs == 1 or (pairs == 2 and batched and rg > 1)
     rng = random.Random(seed)
     cols = [c for row in rows for c in row]
     nnz, ns = len(cols), (K + 63) // 64
@@ -81,18 +102,29 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, skip_x
     for row in rows:
         rp.append(rp[-1] + len(row))
     slab_of = [c * B // 64 for c in cols]
-    flag = slab_flags(B, cols, first=release_at_first_use)
-    flagged, used = set(flag.values()), sorted(flag)
+    chunks = pair_chunks(rp, rg, cb, pairs)
+    pair_blocks = [[k for ch in chunks[q] for k in ch] for q in range(pairs)]
+    chunk_first = {ch[0] for q in range(pairs) for ch in chunks[q]}
+    chunk_last = {ch[-1] for q in range(pairs) for ch in chunks[q]}
+    chunk_head = {k: ch[0] for q in range(pairs) for ch in chunks[q] for k in ch}  # the W tag's block
+    flags = [slab_flags(B, cols, first=release_at_first_use, blocks=pair_blocks[q]) for q in range(pairs)]
+    flagged = set().union(*(f.values() for f in flags))
+    used = sorted(set().union(*flags))
+    readers = [4 * sum(s in f for f in flags) or 4 for s in range(ns)]  # the kernel's xempty counts
+    if xempty_counts_one_pair:
+        readers = [4] * ns
 
     xfull = [[Bar(1) for _ in range(ns)] for _ in range(2)]
-    xempty = [[Bar(4) for _ in range(ns)] for _ in range(2)]
-    wfull, wempty = [Bar(1) for _ in range(S)], [Bar(8) for _ in range(S)]
-    wbuf, xbuf = [None] * S, [[None] * ns for _ in range(2)]  # contents (tags); None: garbage
-    wread, xread = [0] * S, [[0] * ns for _ in range(2)]  # warps whose wgmma reads the buffer
-    wbusy, xbusy = [False] * S, [[False] * ns for _ in range(2)]  # a fill in flight
+    xempty = [[Bar(readers[s]) for s in range(ns)] for _ in range(2)]
+    wfull = [[Bar(1) for _ in range(S)] for _ in range(pairs)]
+    wempty = [[Bar(8) for _ in range(S)] for _ in range(pairs)]
+    wbuf, xbuf = [[None] * S for _ in range(pairs)], [[None] * ns for _ in range(2)]  # contents (tags); None: garbage
+    wread, xread = [[0] * S for _ in range(pairs)], [[0] * ns for _ in range(2)]  # warps whose wgmma reads the buffer
+    wbusy, xbusy = [[False] * S for _ in range(pairs)], [[False] * ns for _ in range(2)]  # a fill in flight
     inflight = []  # [steps left, contents, busy, index, tag, full barrier]
-    passed = [0] * 8  # blocks each consumer warp has passed (over all tiles)
-    issued = [0] * 8  # blocks whose wgmma each consumer warp has issued
+    warps = 8 * pairs
+    passed = [0] * warps  # blocks each consumer warp has passed (over all tiles)
+    issued = [0] * warps  # blocks whose wgmma each consumer warp has issued
     stats = collections.Counter()  # how often the protocol's less common paths ran
 
     def copy(what, buf, readers, busy, i, tag, bar):
@@ -100,8 +132,9 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, skip_x
         buf[i], busy[i] = None, True  # the copy may write any part of it from now on
         inflight.append([rng.randint(1, 40), buf, busy, i, tag, bar])
 
-    def producer():
+    def producer(q):  # q: the pair whose W it copies (producer 0 also loads x)
         pending, pend_tc = [], 0  # pending (h, s) in the kernel's bit order (16 h + s)
+        wfull_q, wempty_q, wbuf_q, wread_q, wbusy_q = wfull[q], wempty[q], wbuf[q], wread[q], wbusy[q]
 
         def x_ready(h, s):  # the load of slab (h, s) for tile pend_tc may be issued
             return pend_tc == 0 or skip_xempty_wait or xempty[h][s].done((pend_tc - 1) & 1)
@@ -110,7 +143,7 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, skip_x
 
         def issue_x(h, s, where):
             stats[f"x load from {where}"] += 1
-            if min(passed[4 * h:4 * h + 4]) < pend_tc * nnz:
+            if any(passed[w] < pend_tc * len(pair_blocks[w // 8]) for w in range(warps) if (w // 4) % 2 == h):
                 stats["x load while its half computes the previous tile"] += 1
             copy("x slab", xbuf[h], xread[h], xbusy[h], s, ("x", pend_tc, h, s), xfull[h][s])
             pending.remove((h, s))
@@ -140,13 +173,15 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, skip_x
         n = 0
         for tc in range(tiles):
             yield from try_x(True, "the tile start (blocking)")
-            pending[:] = [(h, s) for h in (0, 1) for s in used]
+            pending[:] = [(h, s) for h in (0, 1) for s in used] if q == 0 else []
             pend_tc = tc
             yield from try_x(False, "the tile start")
-            for k in range(0, nnz, cb):
+            for chunk in chunks[q]:
+                k = chunk[0]
+                stats["chunk cut short by its group's end"] += pairs == 2 and len(chunk) < cb and chunk[-1] + 1 < nnz
                 slot = n % S
-                if n >= S:  # every consumer warp must have passed the slot's previous chunk
-                    bar, par = wempty[slot], ((n // S) - 1) & 1
+                if n >= S:  # every consumer warp of the pair must have passed the slot's previous chunk
+                    bar, par = wempty_q[slot], ((n // S) - 1) & 1
                     if block_on_slot_with_x_pending:
                         yield lambda: bar.done(par)
                     while not bar.done(par):
@@ -158,47 +193,49 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, skip_x
                         # __nanosleep, then test the slot and poll the next slab.
                         stats["producer polled"] += 1
                         yield None
-                copy("W slot", wbuf, wread, wbusy, slot, ("w", tc, k), wfull[slot])
+                copy("W slot", wbuf_q, wread_q, wbusy_q, slot, ("w", tc, k), wfull_q[slot])
                 yield None
                 n += 1
         yield from try_x(True, "the end (blocking)")
 
     def consumer(warp):
-        h, n, m = warp // 4, 0, 0  # n: the chunk counter; m: the block counter (over all tiles)
+        wg = warp // 4  # its warpgroup: half h of pair q
+        h, q, n, m = wg % 2, wg // 2, 0, 0  # n: the chunk counter; m: the block counter (over all tiles)
+        wfull_q, wempty_q, wbuf_q, wread_q = wfull[q], wempty[q], wbuf[q], wread[q]
 
         def retire(m, slot, slab, k):  # block m's wgmma group has retired: release its buffers
-            wread[slot] -= 1
+            wread_q[slot] -= 1
             xread[h][slab] -= 1
             if not release_w_before_retire and chunk_ends(k):
-                wempty[slot].arrive()
+                wempty_q[slot].arrive()
             if k in flagged:
                 xempty[h][slab].arrive()
             passed[warp] = m + 1
 
         def chunk_ends(k):
-            return release_chunk_at_every_block or k % cb == cb - 1 or k == nnz - 1
+            return release_chunk_at_every_block or k in chunk_last
 
         for tc in range(tiles):
             seen = set()  # the slabs this warp has waited for in this tile
-            for r0 in range(0, len(rows), rg):
+            for r0 in range(q * rg, len(rows), pairs * rg):
                 prev = None  # pipe: the block in flight (its counter, slot, slab, storage index)
                 held = []  # batched: the blocks issued and not yet retired
                 for r in range(r0, min(r0 + rg, len(rows))):
                     for k in range(rp[r], rp[r + 1]):
                         slot, slab = n % S, slab_of[k]
-                        wf, wpar, xf = wfull[slot], (n // S) & 1, xfull[h][slab]
-                        if k % cb == 0:
+                        wf, wpar, xf = wfull_q[slot], (n // S) & 1, xfull[h][slab]
+                        if k in chunk_first:
                             yield lambda: wf.done(wpar)
                         if not skip_xfull_wait and slab not in seen:
                             yield lambda: xf.done(tc & 1)
                             seen.add(slab)
-                        if wbuf[slot] != ("w", tc, k - k % cb):
-                            raise StaleRead(f"warp {warp} tile {tc} block {k}: W slot {slot} holds {wbuf[slot]}")
+                        if wbuf_q[slot] != ("w", tc, chunk_head[k]):
+                            raise StaleRead(f"warp {warp} tile {tc} block {k}: W slot {q},{slot} holds {wbuf_q[slot]}")
                         if xbuf[h][slab] != ("x", tc, h, slab):
                             raise StaleRead(f"warp {warp} tile {tc} block {k}: x slab {h},{slab} holds {xbuf[h][slab]}")
                         if release_w_before_retire and chunk_ends(k):
-                            wempty[slot].arrive()
-                        wread[slot] += 1
+                            wempty_q[slot].arrive()
+                        wread_q[slot] += 1
                         xread[h][slab] += 1
                         issued[warp] = m + 1
                         # The wgmma in flight until a wgmma.wait_group retires it (wait_group 0 right
@@ -207,9 +244,9 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, skip_x
                         # warp's issue on.
                         if batched:
                             held.append((m, slot, slab, k))
-                            if k % cb == cb - 1 or k == nnz - 1:  # the chunk ends: wait_group 0
+                            if k in chunk_last:  # the chunk ends: wait_group 0
                                 stats["blocks retired at their chunk's end"] += len(held) > 1
-                                yield lambda m=m: min(issued[4 * h:4 * h + 4]) > m
+                                yield lambda m=m: min(issued[4 * wg:4 * wg + 4]) > m
                                 for blk in held:
                                     retire(*blk)
                                 held.clear()
@@ -217,25 +254,25 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, skip_x
                             if prev is not None:
                                 stats["block retired after the next was issued"] += 1
                                 pm = prev[0]
-                                yield lambda pm=pm: min(issued[4 * h:4 * h + 4]) > pm
+                                yield lambda pm=pm: min(issued[4 * wg:4 * wg + 4]) > pm
                                 retire(*prev)
                             prev = (m, slot, slab, k)
                         else:
-                            yield lambda m=m: min(issued[4 * h:4 * h + 4]) > m
+                            yield lambda m=m: min(issued[4 * wg:4 * wg + 4]) > m
                             retire(m, slot, slab, k)
-                        if k % cb == cb - 1 or k == nnz - 1:  # the chunk's last block
-                            stats["chunk of several blocks passed"] += k % cb > 0
-                            stats["tile's last chunk shorter"] += k == nnz - 1 and k % cb < cb - 1
+                        if k in chunk_last:  # the chunk's last block
+                            stats["chunk of several blocks passed"] += k != chunk_head[k]
+                            stats["tile's last chunk shorter"] += k == nnz - 1 and k - chunk_head[k] < cb - 1
                             n += 1
                         m += 1
                 if prev is not None:  # the group's last block, before the epilogue (wait_group 0)
                     pm = prev[0]
-                    yield lambda pm=pm: min(issued[4 * h:4 * h + 4]) > pm
+                    yield lambda pm=pm: min(issued[4 * wg:4 * wg + 4]) > pm
                     retire(*prev)
                 if held:  # batched: the group's blocks after its last chunk end (wait_group 0)
                     stats["blocks retired at their group's end"] += 1
                     pm = held[-1][0]
-                    yield lambda pm=pm: min(issued[4 * h:4 * h + 4]) > pm
+                    yield lambda pm=pm: min(issued[4 * wg:4 * wg + 4]) > pm
                     for blk in held:
                         retire(*blk)
                     held.clear()
@@ -246,8 +283,8 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, skip_x
         buf[i], busy[i] = tag, False
         bar.arrive()
 
-    agents = [producer()] + [consumer(w) for w in range(8)]
-    interleave(agents, rng, inflight, land, '0: producer, 1 + w: consumer warp w')
+    agents = [producer(q) for q in range(pairs)] + [consumer(w) for w in range(warps)]
+    interleave(agents, rng, inflight, land, f'0..{pairs - 1}: producers, {pairs} + w: consumer warp w')
     return stats
 
 
@@ -269,8 +306,9 @@ def random_case(seed):
     group = 64 // B  # the kernel's RG where the row count allows
     rg = group if len(rows) % group == 0 and rng.random() < 0.7 else 1
     mode = rng.choice(("each", "behind", "behind", "chunk", "chunk"))
+    pairs = 2 if mode == "chunk" and rg > 1 and rng.random() < 0.6 else 1
     return dict(B=B, S=S, K=K, rows=rows, tiles=rng.randint(1, 4), seed=seed, pipe=mode == "behind", rg=rg, cb=cb,
-                batched=mode == "chunk")
+                batched=mode == "chunk", pairs=pairs)
 
 
 def failures(count, stop_at=(), stats=None, **variant):
@@ -296,7 +334,9 @@ def test_random_cases_cover_the_edge_cases():
         seen[f"cb={c['cb']}"] += 1
         seen[f"batched={c['batched']}"] += 1
         seen["nnz not a multiple of cb"] += len(cols) % c["cb"] != 0
-    for key in ("batched=True", "cb=1", "cb=2", "cb=4", "cb=8", "cb=16", "nnz not a multiple of cb", "nnz=0", "empty row", "row longer than S=3", "row longer than S=8", "unused slab", "slab read twice",
+        seen[f"pairs={c['pairs']}"] += 1
+        seen["pairs=2, odd group count"] += c["pairs"] == 2 and len(c["rows"]) // c["rg"] % 2 == 1
+    for key in ("pairs=2", "pairs=2, odd group count", "batched=True", "cb=1", "cb=2", "cb=4", "cb=8", "cb=16", "nnz not a multiple of cb", "nnz=0", "empty row", "row longer than S=3", "row longer than S=8", "unused slab", "slab read twice",
                 "B=16", "B=32", "B=64", "tiles=1", "tiles=4", "K=768", "rg=1", "rg=2", "rg=4", "pipe=True",
                 "pipe=False"):
         assert seen[key] >= 3, (key, seen)
@@ -311,7 +351,7 @@ def test_kernel_protocol_has_no_deadlock_or_hazard():
                  "producer blocked on xempty", "producer blocked on a slot", "producer polled",
                  "block retired after the next was issued", "chunk of several blocks passed",
                  "tile's last chunk shorter", "blocks retired at their chunk's end",
-                 "blocks retired at their group's end"):
+                 "blocks retired at their group's end", "chunk cut short by its group's end"):
         assert stats[path] > 0, (path, stats)
 
 
@@ -336,14 +376,22 @@ def test_kernel_protocol_directed_cases():
         dict(B=16, S=3, cb=8, K=48, rows=[[0, 1, 2]] * 4, tiles=4),
         dict(B=32, S=3, cb=4, K=768, rows=[list(range(24)), [], [3], [1, 2]], tiles=4),
         dict(B=32, S=4, cb=2, K=96, rows=[[0, 1, 2], [2], [], [0]], tiles=3),
+        # Two pairs (the kernel's P = 2): one group (pair 1 idle), a slab only one pair reads, groups
+        # longer than the ring, an odd group count.
+        dict(B=16, S=3, cb=8, K=768, rows=[[0, 47], [5], [], [20, 21, 22]], tiles=4),
+        dict(B=32, S=3, cb=2, K=768, rows=[[0], [1], [23], [22]], tiles=4),
+        dict(B=16, S=3, cb=8, K=768, rows=[list(range(48))] * 8, tiles=2),
+        dict(B=32, S=6, cb=1, K=768, rows=[[0, 5], [], [1], [2, 3], [], [23]], tiles=4),
     ]
     for c in cases:
         group = 64 // c["B"]
         rgs = (1, group) if group > 1 and len(c["rows"]) % group == 0 else (1,)
-        for pipe, batched in ((False, False), (True, False), (False, True)):
+        for pipe, batched, pairs in ((False, False, 1), (True, False, 1), (False, True, 1), (False, True, 2)):
             for rg in rgs:
+                if pairs == 2 and rg == 1:
+                    continue
                 for seed in range(25):
-                    run(**c, seed=seed, pipe=pipe, rg=rg, batched=batched)
+                    run(**c, seed=seed, pipe=pipe, rg=rg, batched=batched, pairs=pairs)
 
 
 def test_consumer_skipping_the_xfull_wait_is_caught():
@@ -376,4 +424,11 @@ def test_releasing_a_w_chunk_at_each_of_its_blocks_is_caught():
     # A chunk's slot is handed back once per chunk, after its last block: arriving at every block
     # completes the slot's phase while the chunk's later blocks are still to be read.
     bad = failures(300, stop_at=("Overwrite", "StaleRead", "Deadlock"), release_chunk_at_every_block=True)
+    assert bad["Overwrite"] + bad["StaleRead"] > 0, bad
+
+
+def test_two_pairs_counting_one_pair_per_slab_is_caught():
+    # With two pairs a slab both read is free for the next tile only once the 8 warps of its half
+    # (4 per pair) have passed their last use of it.
+    bad = failures(300, stop_at=("Overwrite", "StaleRead", "Deadlock"), xempty_counts_one_pair=True)
     assert bad["Overwrite"] + bad["StaleRead"] > 0, bad

@@ -92,8 +92,10 @@ constexpr int kMaxK = 768;               // 128 x 768 bf16 = 192 KB of x per CTA
 constexpr int kSlabCols = 64;            // x is held as slabs of 64 columns (128-byte rows)
 constexpr int kSlabBytes = 64 * 128;     // one half's slab: 64 rows x 128 bytes, a TMA box
 constexpr int kMaxSlabs = kMaxK / kSlabCols;
-constexpr int kConsumerWarps = 8;
-constexpr int kThreads = 32 * kConsumerWarps + 32;  // + the producer warp (one thread of it works)
+// P pairs of consumer warpgroups (XresPairs): 8 P consumer warps and P producer warps (one thread
+// of each works).
+constexpr int consumer_warps(int pairs) { return 8 * pairs; }
+constexpr int xres_threads(int pairs) { return 32 * (consumer_warps(pairs) + pairs); }
 constexpr size_t kMaxSmem = 227 * 1024;  // sm_90's opt-in limit per CTA
 constexpr size_t kAlignSlack = 1024;     // the x slabs start 1024-byte aligned (128-byte swizzle)
 constexpr uint8_t kLastUse = 0x80;       // col_idx table flag: the last block of the tile reading its slab
@@ -140,12 +142,14 @@ XresRing xres_ring_for(int chunk_blocks, int ring_bytes) {
   return {lg, std::max(3, bytes / chunk_bytes)};
 }
 
+// pairs = 2 (XresPairs): a W ring per pair, and no staging (its epilogue stores from registers).
 template <int B>
-size_t xres_smem_bytes(int64_t K, size_t table_bytes, XresRing ring) {
+size_t xres_smem_bytes(int64_t K, size_t table_bytes, XresRing ring, int pairs = 1) {
   using C = XresCfg<B>;
   return kAlignSlack + 2 * static_cast<size_t>(xres_slabs(K)) * kSlabBytes +
-         static_cast<size_t>(ring.slots) * (C::kBlockBytes << ring.chunk_log2) + kConsumerWarps * C::kStageBytes +
-         (4 * kMaxSlabs + 2 * ring.slots + 2) * sizeof(uint64_t) + table_bytes;
+         static_cast<size_t>(pairs * ring.slots) * (C::kBlockBytes << ring.chunk_log2) +
+         (pairs == 1 ? consumer_warps(1) * C::kStageBytes : 0) +
+         (4 * kMaxSlabs + 2 * pairs * ring.slots + 2) * sizeof(uint64_t) + table_bytes;
 }
 
 struct XresArgs {
@@ -176,11 +180,14 @@ enum class Retire { kEach, kBehind, kAtChunk };
 // bf16x2 arithmetic (one MUFU op per pair of values; dev::gelu_tanh_approx_bf16x2).
 enum class XresAct { kNone, kGelu, kGeluBf16x2 };
 
-template <int B, XresAct A, Retire Mode, int RG>
-__global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_constant__ XresArgs p) {
+// P: pairs of consumer warpgroups (1, or 2 for XresPairs' form: chunk by chunk and in groups only).
+template <int B, XresAct A, Retire Mode, int RG, int P>
+__global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __grid_constant__ XresArgs p) {
 #if VITRT_WGMMA_ENABLED
   constexpr bool Pipe = Mode == Retire::kBehind;
   constexpr bool Batched = Mode == Retire::kAtChunk;  // fenced once per group
+  static_assert(P == 1 || (P == 2 && Batched && RG > 1), "two pairs run groups, chunk by chunk");
+  constexpr int CW = consumer_warps(P), kThreads = xres_threads(P);
   using C = XresCfg<B>;
   const int S = p.ring_slots;
   const int cb_mask = (1 << p.chunk_log2) - 1;  // a block's place in its chunk: k & cb_mask
@@ -189,46 +196,61 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
   unsigned char* smem = smem_raw + ((kAlignSlack - (ptx::smem_u32(smem_raw) & (kAlignSlack - 1))) & (kAlignSlack - 1));
   const int ns = p.slabs;
   unsigned char* xs = smem;                                   // [2 halves][ns slabs][64 rows x 128 B], swizzled
-  unsigned char* ws = xs + 2 * ns * kSlabBytes;               // [S][chunk of B x B blocks], core-matrix layout
-  unsigned char* stage = ws + S * chunk_bytes;                // [warp][8 rows][kStageRow]
-  uint64_t* bars = reinterpret_cast<uint64_t*>(stage + kConsumerWarps * C::kStageBytes);
+  unsigned char* ws = xs + 2 * ns * kSlabBytes;               // [P][S][chunk of B x B blocks], core-matrix layout
+  unsigned char* stage = ws + P * S * chunk_bytes;            // P == 1: [warp][8 rows][kStageRow]
+  uint64_t* bars = reinterpret_cast<uint64_t*>(stage + (P == 1 ? CW * C::kStageBytes : 0));
   uint64_t* xfull = bars;                   // [2][kMaxSlabs] slab landed (TMA complete_tx)
-  uint64_t* xempty = bars + 2 * kMaxSlabs;  // [2][kMaxSlabs] the 4 warps on that half are done with it
-  uint64_t* wfull = bars + 4 * kMaxSlabs;   // [S] W chunk landed (bulk copy complete_tx)
-  uint64_t* wempty = wfull + S;             // [S] every consumer warp has passed it
-  unsigned* used_slabs = reinterpret_cast<unsigned*>(wempty + S);  // bit s: some block reads slab s
-  int* rp_s = reinterpret_cast<int*>(wempty + S + 2);         // [block_rows + 1]
+  uint64_t* xempty = bars + 2 * kMaxSlabs;  // [2][kMaxSlabs] the warps on that half reading it are done with it
+  uint64_t* wfull = bars + 4 * kMaxSlabs;   // [P][S] W chunk landed (bulk copy complete_tx)
+  uint64_t* wempty = wfull + P * S;         // [P][S] every consumer warp of that pair has passed it
+  unsigned* used_slabs = reinterpret_cast<unsigned*>(wempty + P * S);  // [pair] bit s: a block of the pair reads slab s
+  int* rp_s = reinterpret_cast<int*>(wempty + P * S + 2);     // [block_rows + 1]
   uint8_t* col_s = reinterpret_cast<uint8_t*>(rp_s) + p.rp_bytes;  // [nnz] column | kLastUse
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < 2 * kMaxSlabs; ++i) mbar::init(&xfull[i], 1), mbar::init(&xempty[i], 4);
-    for (int s = 0; s < S; ++s) mbar::init(&wfull[s], 1), mbar::init(&wempty[s], kConsumerWarps);
-    *used_slabs = 0;
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
+  if (threadIdx.x == 0) used_slabs[0] = used_slabs[1] = 0;
   const int nnz = __ldg(p.row_ptr + p.block_rows);
   if (nnz > p.nnz_cap) __trap();  // a view whose nnz disagrees with its row_ptr (never from device_view)
   for (int i = threadIdx.x; i <= p.block_rows; i += kThreads) rp_s[i] = __ldg(p.row_ptr + i);
   for (int i = threadIdx.x; i < nnz; i += kThreads) col_s[i] = static_cast<uint8_t>(__ldg(p.col_idx + i));
   __syncthreads();
-  // Each slab's last reader in the block sequence (warp s scans for slab s): that block releases it.
+  // Each slab's last reader among each pair's blocks (warp s scans for slab s, its lanes the
+  // block-rows; P == 2: pair q owns the groups RG-row groups q, q + 2, ...): that block releases it.
   for (int s = warp; s < ns; s += kThreads / 32) {
-    int last = -1;
-    for (int i = lane; i < nnz; i += 32)
-      if ((col_s[i] & ~kLastUse) * B / kSlabCols == s) last = i;
-    last = __reduce_max_sync(0xffffffffu, last);
-    if (lane == 0 && last >= 0) col_s[last] |= kLastUse, atomicOr(used_slabs, 1u << s);
+    int last0 = -1, last1 = -1;
+    for (int r = lane; r < p.block_rows; r += 32) {
+      const bool second = P == 2 && (r / RG) % 2 == 1;
+      for (int i = rp_s[r]; i < rp_s[r + 1]; ++i)
+        if ((col_s[i] & ~kLastUse) * B / kSlabCols == s) (second ? last1 : last0) = i;  // i ascends
+    }
+    last0 = __reduce_max_sync(0xffffffffu, last0);
+    last1 = __reduce_max_sync(0xffffffffu, last1);
+    if (lane == 0 && last0 >= 0) col_s[last0] |= kLastUse, atomicOr(&used_slabs[0], 1u << s);
+    if (lane == 0 && last1 >= 0) col_s[last1] |= kLastUse, atomicOr(&used_slabs[1], 1u << s);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {  // a slab's xempty counts the 4 warps of each pair that reads it, per half
+    for (int i = 0; i < 2 * kMaxSlabs; ++i) {
+      const int s = i % kMaxSlabs;
+      const int readers = 4 * (((used_slabs[0] >> s) & 1) + ((used_slabs[1] >> s) & 1));
+      mbar::init(&xfull[i], 1), mbar::init(&xempty[i], readers > 0 ? readers : 4);
+    }
+    for (int s = 0; s < P * S; ++s) mbar::init(&wfull[s], 1), mbar::init(&wempty[s], 8);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();  // publishes the barriers' initialisation, the tables and the flags
 
-  if (warp == kConsumerWarps) {
-    // ---- producer: one thread issues every copy. W blocks go in storage order, tile after tile, in
-    // chunks of 1 << chunk_log2 blocks (a tile's last chunk may be shorter; one never spans tiles);
-    // the x slabs of a tile are loaded as the previous tile releases them (polled while waiting for
-    // a W slot). Blocking on the previous tile's pending slabs at the start of a tile cannot
-    // deadlock: by then every W block and x slab of the tile before it has been issued.
+  if (warp >= CW) {
+    // ---- producers: one thread of producer warp q issues pair q's W copies, producer 0 also the x
+    // slabs. Pair q's W blocks (P == 1: all of them; P == 2: those of its groups) go in storage
+    // order, tile after tile, in chunks of 1 << chunk_log2 blocks (a tile's last chunk, and with
+    // P == 2 a group's, may be shorter; one never spans tiles, nor with P == 2 groups); the x slabs
+    // of a tile are loaded as the previous tile releases them (polled while waiting for a W slot).
+    // Blocking on the previous tile's pending slabs at the start of a tile cannot deadlock: by then
+    // every x slab of the tile before it has been issued, and every W block of pair 0's; pair 1's
+    // come from their own producer, which waits on nothing but pair 1.
     if (lane != 0) return;
-    const unsigned used = *used_slabs;
+    const int pq = warp - CW;  // this producer's pair
+    const unsigned used = pq == 0 ? used_slabs[0] | used_slabs[1] : 0u;  // producer 0 loads x
     const uint32_t used_mask = used | (used << 16);  // bit 16 h + s: slab s of half h
     uint32_t pending = 0;
     int pend_tc = 0;
@@ -262,41 +284,51 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
     int slot = 0, n = 0;
     unsigned round = 0;  // parity of the ring round of `slot`
     int tc = 0;
+    uint64_t* pfull = wfull + pq * S;
+    uint64_t* pempty = wempty + pq * S;
+    unsigned char* pring = ws + pq * S * chunk_bytes;
+    constexpr int kSegRows = P == 1 ? 0 : RG;  // block-rows of a segment of chunks (0: all of them)
+    const int seg_rows = P == 1 ? p.block_rows : kSegRows;
     for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tc) {
       try_x(true);
       pending = used_mask, pend_tc = tc, pend_m0 = static_cast<int64_t>(tile) * kTileM;
       try_x(false);
-      for (int k0 = 0; k0 < nnz; k0 += cb_mask + 1, ++n) {
-        if (n >= S) {  // the slot's previous chunk must have been passed by every consumer warp
-          while (!mbar::test(&wempty[slot], round ^ 1)) {
-            try_x(false);
-            if (pending == 0) {
-              mbar::wait(&wempty[slot], round ^ 1);
-              break;
+      for (int r = pq * seg_rows; r < p.block_rows; r += P * seg_rows) {
+        const int kend = rp_s[r + seg_rows];
+        for (int k0 = rp_s[r]; k0 < kend; k0 += cb_mask + 1, ++n) {
+          if (n >= S) {  // the slot's previous chunk must have been passed by every consumer warp of the pair
+            while (!mbar::test(&pempty[slot], round ^ 1)) {
+              try_x(false);
+              if (pending == 0) {
+                mbar::wait(&pempty[slot], round ^ 1);
+                break;
+              }
+              __nanosleep(32);
             }
-            __nanosleep(32);
           }
+          const unsigned bytes = static_cast<unsigned>(min(cb_mask + 1, kend - k0) * C::kBlockBytes);
+          mbar::arrive_expect_tx(&pfull[slot], bytes);
+          mbar::bulk_copy_to_smem(pring + slot * chunk_bytes, p.values_cm + static_cast<int64_t>(k0) * B * B, bytes,
+                                  &pfull[slot]);
+          if (++slot == S) slot = 0, round ^= 1;
         }
-        const unsigned bytes = static_cast<unsigned>(min(cb_mask + 1, nnz - k0) * C::kBlockBytes);
-        mbar::arrive_expect_tx(&wfull[slot], bytes);
-        mbar::bulk_copy_to_smem(ws + slot * chunk_bytes, p.values_cm + static_cast<int64_t>(k0) * B * B, bytes,
-                                &wfull[slot]);
-        if (++slot == S) slot = 0, round ^= 1;
       }
     }
     try_x(true);
     return;
   }
 
-  // ---- consumer warpgroups: warpgroup h owns rows 64 h .. 64 h + 63 of each tile (x half h), warp
-  // w4 rows 16 w4 .. 16 w4 + 15 of those; a thread holds rows g and g + 8 of its warp's 16. The
-  // block-rows go in groups of RG (RG = 2 at block 32, 4 at block 16: the rows' blocks issued back
-  // to back into RG accumulator sets, one epilogue for their 64 adjacent columns).
+  // ---- consumer warpgroups: warpgroup 2 q + h (pair q) owns rows 64 h .. 64 h + 63 of each tile (x
+  // half h), warp w4 rows 16 w4 .. 16 w4 + 15 of those; a thread holds rows g and g + 8 of its warp's
+  // 16. The block-rows go in groups of RG (RG = 2 at block 32, 4 at block 16: the rows' blocks issued
+  // back to back into RG accumulator sets, one epilogue for their 64 adjacent columns); with P == 2
+  // pair q takes groups q, q + 2, ... from its own W ring.
   constexpr int W = RG * B;  // output columns of a group
-  const int h = warp / 4, w4 = warp % 4, g = lane / 4, t = lane % 4;
-  unsigned char* st = stage + warp * C::kStageBytes;
+  const int wg = warp / 4, h = wg % 2, pq = wg / 2, w4 = warp % 4, g = lane / 4, t = lane % 4;
+  unsigned char* st = stage + (P == 1 ? warp * C::kStageBytes : 0);
   const uint64_t xdesc = wgmma::make_smem_desc_sw128(xs + h * ns * kSlabBytes, 1024);
-  const uint64_t wdesc = wgmma::make_smem_desc(ws, 128, C::kChunks * 128);
+  const uint64_t wdesc = wgmma::make_smem_desc(ws + pq * S * chunk_bytes, 128, C::kChunks * 128);
+  if constexpr (P == 2) wfull += pq * S, wempty += pq * S;  // this pair's ring
   // Epilogue: lane writes chunk (lane % kChunks) of rows (lane / kChunks) + i * kRowsPerStore.
   using Out = bsr_wgmma::WarpTileStore<W>;
   static_assert(Out::kStageBytes <= C::kStageBytes, "the staging buffer holds a group's rows");
@@ -328,8 +360,8 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
                                                                            8 * j + 2 * t)
                                 : __floats2bfloat162_rn(0.f, 0.f);
     };
-    load_bias(0);
-    for (int r = 0; r < p.block_rows; r += RG) {
+    load_bias(pq * RG);
+    for (int r = pq * RG; r < p.block_rows; r += P * RG) {
       int rb[RG + 1];  // the group's row pointers (read first, as the ungrouped form always did)
 #pragma unroll
       for (int i = 0; i <= RG; ++i) rb[i] = rp_s[r + i];
@@ -342,7 +374,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
           acc[q][4 * j] = acc[q][4 * j + 2] = b2.x;  // rows g and g + 8 start from the bias
           acc[q][4 * j + 1] = acc[q][4 * j + 3] = b2.y;
         }
-      load_bias(r + RG);
+      load_bias(r + P * RG);
       // The group's blocks, one commit group each. Pipe: a block's group is retired (its W slot
       // and, at its last use, its x slab released) only once the next block of the group is
       // issued, so the tensor cores have the next block queued (bsr_gemm_stream.cu's order); the
@@ -381,6 +413,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
         // fence in the loop.)
         const uint32_t xlo = static_cast<uint32_t>(xdesc), xhi = static_cast<uint32_t>(xdesc >> 32);
         const uint32_t whi = static_cast<uint32_t>(wdesc >> 32);
+        const int seg_end = P == 1 ? nnz : rb[RG];  // chunks end there (the producer's segments)
 #pragma unroll
         for (int q = 0; q < RG; ++q) {
           const int kend = rb[q + 1];
@@ -390,7 +423,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
             const unsigned c_next = k + 1 < kend ? col_s[k + 1] : 0u;
             if (chunk_left == 0) {  // a chunk starts: it lands whole
               mbar::wait(&wfull[slot], round);
-              chunk_left = min(cb_mask + 1, nnz - k);
+              chunk_left = min(cb_mask + 1, seg_end - k);
               wcur = static_cast<uint32_t>(wdesc) + static_cast<uint32_t>((slot * chunk_bytes) >> 4);
             }
             const unsigned a = (c & 0x7fu) * B;  // the block's first x column
@@ -492,6 +525,15 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_xres_kernel(const __grid_cons
             v[j] = bsr_wgmma::pack_bf16x2(v0, v1);
           }
         }
+        if constexpr (P == 2) {  // no staging (it does not fit next to two rings): 4-byte stores per lane
+          const int64_t row = row0 + pass * 8 + g;
+          if (full_tile || row < p.M) {
+            bf16* yp = p.y + row * p.N + static_cast<int64_t>(r) * B + 2 * t;
+#pragma unroll
+            for (int j = 0; j < W / 8; ++j) *reinterpret_cast<unsigned*>(yp + 8 * j) = v[j];
+          }
+          continue;
+        }
         out.stage(v);
 #pragma unroll
         for (int i = 0; i < Out::kStoresPerPass; ++i) {
@@ -561,29 +603,34 @@ bool xres_runs_grouped(int block, int64_t block_rows) {
 }
 
 template <int B, XresAct Gelu, int RG>
-void launch_xres_rg(const XresArgs& a, int grid, size_t smem) {
+void launch_xres_rg(const XresArgs& a, int grid, size_t smem, int pairs) {
+  constexpr int kT = xres_threads(1);
+  if constexpr (RG > 1) {
+    if (pairs == 2)
+      return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kAtChunk, RG, 2>>(a, grid, xres_threads(2), smem, kMaxSmem);
+  }
   switch (xres_retire(B)) {
-    case Retire::kBehind: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kBehind, RG>>(a, grid, kThreads, smem, kMaxSmem);
-    case Retire::kAtChunk: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kAtChunk, RG>>(a, grid, kThreads, smem, kMaxSmem);
-    default: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kEach, RG>>(a, grid, kThreads, smem, kMaxSmem);
+    case Retire::kBehind: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kBehind, RG, 1>>(a, grid, kT, smem, kMaxSmem);
+    case Retire::kAtChunk: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kAtChunk, RG, 1>>(a, grid, kT, smem, kMaxSmem);
+    default: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kEach, RG, 1>>(a, grid, kT, smem, kMaxSmem);
   }
 }
 
 template <int B, XresAct Gelu>
-void launch_xres(const XresArgs& a, int grid, size_t smem) {
+void launch_xres(const XresArgs& a, int grid, size_t smem, int pairs) {
   constexpr int kGroup = 64 / B;  // rows of a 64-column group
   if constexpr (kGroup > 1) {
-    if (xres_runs_grouped(B, a.block_rows)) return launch_xres_rg<B, Gelu, kGroup>(a, grid, smem);
+    if (xres_runs_grouped(B, a.block_rows)) return launch_xres_rg<B, Gelu, kGroup>(a, grid, smem, pairs);
   }
-  launch_xres_rg<B, Gelu, 1>(a, grid, smem);
+  launch_xres_rg<B, Gelu, 1>(a, grid, smem, 1);
 }
 
 template <int B>
-void launch_xres_act(XresAct act, const XresArgs& a, int grid, size_t smem) {
+void launch_xres_act(XresAct act, const XresArgs& a, int grid, size_t smem, int pairs) {
   switch (act) {
-    case XresAct::kNone: return launch_xres<B, XresAct::kNone>(a, grid, smem);
-    case XresAct::kGelu: return launch_xres<B, XresAct::kGelu>(a, grid, smem);
-    case XresAct::kGeluBf16x2: return launch_xres<B, XresAct::kGeluBf16x2>(a, grid, smem);
+    case XresAct::kNone: return launch_xres<B, XresAct::kNone>(a, grid, smem, pairs);
+    case XresAct::kGelu: return launch_xres<B, XresAct::kGelu>(a, grid, smem, pairs);
+    case XresAct::kGeluBf16x2: return launch_xres<B, XresAct::kGeluBf16x2>(a, grid, smem, pairs);
   }
 }
 
@@ -610,8 +657,43 @@ XresRing xres_ring(int block) {
                        : xres_ring_for<16>(chunk, ring_env);
 }
 
+// Two pairs' rings (XresPairs): the ring of xres_ring, cut to 12 KB per pair (three slots at least).
+constexpr int kPairRingBytes = 12 * 1024;
+XresRing xres_pair_ring(int block) {
+  XresRing ring = xres_ring(block);
+  const int chunk_bytes = (block * block * 2) << ring.chunk_log2;
+  ring.slots = std::max(3, std::min(ring.slots, kPairRingBytes / chunk_bytes));
+  return ring;
+}
+
+// VITRT_BSR_XRES_PAIRS: "2" runs blocks 16 / 32 (in groups) with two pairs of consumer warpgroups,
+// each pair on alternate groups from its own W ring and producer, retired chunk by chunk, y stored
+// from registers, where that fits in shared memory; otherwise (and by default) one pair. Why: block
+// 16's time goes to each warp's chain of dependent instructions per block (ncu, 2026-12-05: stalls
+// on fixed-latency dependencies, two warps per scheduler), not to the tensor cores; a second pair
+// gives each scheduler four warps to switch between. Written 2026-12-05 without a GPU; off until
+// measured.
+int xres_pairs_env() {
+  static const int v = int_from_env("VITRT_BSR_XRES_PAIRS");
+  return v;
+}
+
 // Shared memory for w (its tables sized for every block stored when nnz is unknown), or 0 when the
 // kernel does not cover it.
+size_t xres_smem_for(const BsrDeviceView& w);
+
+// 2 where VITRT_BSR_XRES_PAIRS asks for two pairs and w's launch can take them (blocks 16 / 32 in
+// groups, both rings next to the x slabs and the tables), else 1.
+int xres_pairs_for(const BsrDeviceView& w) {
+  if (xres_pairs_env() != 2 || (w.block != 16 && w.block != 32) || xres_smem_for(w) == 0 ||
+      !xres_runs_grouped(w.block, w.rows / w.block))
+    return 1;
+  const size_t tables = xres_table_bytes(w);
+  const size_t bytes = w.block == 32 ? xres_smem_bytes<32>(w.cols, tables, xres_pair_ring(32), 2)
+                                     : xres_smem_bytes<16>(w.cols, tables, xres_pair_ring(16), 2);
+  return bytes <= kMaxSmem ? 2 : 1;
+}
+
 size_t xres_smem_for(const BsrDeviceView& w) {
   if ((w.block != 16 && w.block != 32 && w.block != 64) || w.cols > kMaxK || w.cols % w.block != 0 ||
       w.rows % w.block != 0)
@@ -654,6 +736,8 @@ bool bsr_xres_supported(const BsrDeviceView& w, const void* residual, DType out_
   return device_is_sm90() && residual == nullptr && out_dtype == DType::BF16 && xres_smem_for(w) > 0;
 }
 
+int bsr_xres_pairs(const BsrDeviceView& w) { return device_is_sm90() ? xres_pairs_for(w) : 1; }
+
 bool bsr_xres_selected(int64_t M, const BsrDeviceView& w, const void* residual, DType out_dtype) {
   const KernelMode mode = xres_mode();
   if (mode == KernelMode::Off || !bsr_xres_supported(w, residual, out_dtype)) return false;
@@ -680,7 +764,8 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   a.block_rows = static_cast<int>(w.rows / w.block);
   a.rp_bytes = static_cast<int>(xres_row_ptr_bytes(a.block_rows));
   a.nnz_cap = static_cast<int>(xres_col_capacity(w));
-  const XresRing ring = xres_ring(w.block);
+  const int pairs = xres_pairs_for(w);
+  const XresRing ring = pairs == 2 ? xres_pair_ring(w.block) : xres_ring(w.block);
   a.chunk_log2 = ring.chunk_log2;
   a.ring_slots = ring.slots;
   a.row_ptr = w.row_ptr;
@@ -691,11 +776,14 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   a.tiles = static_cast<int>(tiles);
   int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
-  const size_t smem = xres_smem_for(w);
+  const size_t tables = xres_table_bytes(w);
+  const size_t smem = pairs == 1      ? xres_smem_for(w)
+                      : w.block == 32 ? xres_smem_bytes<32>(w.cols, tables, ring, 2)
+                                      : xres_smem_bytes<16>(w.cols, tables, ring, 2);
   const XresAct act = !gelu ? XresAct::kNone : xres_gelu_bf16x2() ? XresAct::kGeluBf16x2 : XresAct::kGelu;
-  if (w.block == 64) launch_xres_act<64>(act, a, grid, smem);
-  else if (w.block == 32) launch_xres_act<32>(act, a, grid, smem);
-  else launch_xres_act<16>(act, a, grid, smem);
+  if (w.block == 64) launch_xres_act<64>(act, a, grid, smem, 1);
+  else if (w.block == 32) launch_xres_act<32>(act, a, grid, smem, pairs);
+  else launch_xres_act<16>(act, a, grid, smem, pairs);
 }
 
 }  // namespace vitrt::cuda
