@@ -49,6 +49,9 @@ H (not yet run): two pairs of consumer warpgroups (VITRT_BSR_XRES_PAIRS=2, block
    x-resident kernel's tests with it (default chunks, one- and 2-block chunks), fc1 / fc2 A/B of
    blocks 16 / 32 at 0.8 / 0.86 / 0.9 (default, two pairs, block 32 forced onto the kernel with one
    and two pairs, 2-block chunks), then every CudaBsr test with it (~300 s bare).
+I (not yet run): two pairs the default at block 16; the table-driven chunk loop
+   (VITRT_BSR_XRES_PIPE=tables): kernel tests in its forms, fc1 A/B of blocks 16 / 32 / 64, every
+   CudaBsr test with it, ViT-B/16 bs256 at block 64 (~330 s bare).
 (The earlier steps, the global attention variants, were measured on 2026-12-05 and those variants
 taken out.)
 DESC
@@ -198,6 +201,27 @@ case "$step" in
     done
     timeout 150 env VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2 build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.*' > "$O/all.log" 2>&1
     echo "SUMMARY: every CudaBsr test with two pairs (XRES=1): rc=$? $(grep -c Failure "$O/all.log") failures; $(tail -1 "$O/all.log")"
+    ;;
+  I)  # the table-driven chunk loop (~330 s bare)
+    BUILD_TARGETS="$targets" OUT="$O" scripts/device-check.sh build
+    for e in "" "VITRT_BSR_XRES_PIPE=tables" "VITRT_BSR_XRES_PIPE=tables VITRT_BSR_XRES_PAIRS=1" \
+             "VITRT_BSR_XRES_PIPE=tables VITRT_BSR_XRES_GROUP=0" "VITRT_BSR_XRES_PIPE=tables VITRT_BSR_XRES_CHUNK=2"; do
+      timeout 90 env $e build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.XResident*' > "$O/xres.log" 2>&1
+      echo "SUMMARY: XResident kernel '${e:-default}': rc=$? $(grep -c Failure "$O/xres.log") failures; $(grep -o 'x-resident kernel: [^;]*' "$O/xres.log")"
+      grep -m3 -B2 -A6 Failure "$O/xres.log" | head -30
+    done
+    for e in "" "VITRT_BSR_XRES_PIPE=tables" "VITRT_BSR_XRES_PAIRS=1" "VITRT_BSR_XRES_PAIRS=1 VITRT_BSR_XRES_PIPE=tables" \
+             "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PIPE=tables VITRT_BSR_XRES_PAIRS=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PIPE=tables VITRT_BSR_XRES_PAIRS=1 VITRT_BSR_XRES_CHUNK=2" \
+             "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PIPE=tables VITRT_BSR_XRES_PAIRS=2" "VITRT_BSR_XRES=1" ""; do
+      timeout 40 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32,64 --sparsities 0.8,0.86,0.9 \
+        --tokens 50432 --json "$O/i.json" > "$O/i.txt" 2>&1
+      echo "SUMMARY: '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('b%d s%.2f %.4f (%.2fx) %s'%(r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:13]) for r in d['rows'] if r['N']==3072))" "$O/i.json" 2>&1 | tail -c 900)"
+    done
+    timeout 150 env VITRT_BSR_XRES=1 VITRT_BSR_XRES_PIPE=tables build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.*' > "$O/all.log" 2>&1
+    echo "SUMMARY: every CudaBsr test with the tables loop (XRES=1): rc=$? $(grep -c Failure "$O/all.log") failures; $(tail -1 "$O/all.log")"
+    timeout 100 build-dev/bin/vitrt bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block 64 \
+      --dtype bf16 --iters 5 --json > "$O/vit_64.json" 2> "$O/vit_64.err"
+    echo "SUMMARY: vit_b_16 bs256 bf16 s0.9 block 64 rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.2f ms sparse %.2f ms speedup %.2fx (per round %.2fx)'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup'],d.get('speedup_median_of_rounds',0)))" "$O/vit_64.json" 2>&1 | tail -c 300)"
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac

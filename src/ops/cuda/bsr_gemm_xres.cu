@@ -112,11 +112,17 @@ struct XresCfg {
 
 // The matrix's structure is copied into shared memory at the start (row_ptr as int, col_idx as
 // bytes: K / B <= 48, plus the kLastUse flag), so that no global load sits on a block-row's critical
-// path. The col_idx table holds the view's nnz, or every block when that is unknown.
+// path. The col_idx table holds the view's nnz, or every block when that is unknown. Retire::kTables
+// also reads, per block, its x descriptor's offset (u16, one entry of padding: read one block
+// ahead), and per block-row group the slabs its blocks read and those it releases (u16 each).
 size_t xres_row_ptr_bytes(int64_t block_rows) { return (static_cast<size_t>(block_rows + 1) * 4 + 15) / 16 * 16; }
 int64_t xres_col_capacity(const BsrDeviceView& w) { return w.nnz >= 0 ? w.nnz : (w.rows / w.block) * (w.cols / w.block); }
+__host__ __device__ constexpr int64_t xres_col_bytes(int64_t nnz_cap) { return (nnz_cap + 15) / 16 * 16; }
+__host__ __device__ constexpr int64_t xres_aoff_bytes(int64_t nnz_cap) { return (2 * (nnz_cap + 1) + 15) / 16 * 16; }
+__host__ __device__ constexpr int64_t xres_mask_bytes(int64_t block_rows) { return (2 * block_rows + 15) / 16 * 16; }
 size_t xres_table_bytes(const BsrDeviceView& w) {
-  return xres_row_ptr_bytes(w.rows / w.block) + (static_cast<size_t>(xres_col_capacity(w)) + 15) / 16 * 16;
+  const int64_t cap = xres_col_capacity(w), block_rows = w.rows / w.block;
+  return xres_row_ptr_bytes(block_rows) + xres_col_bytes(cap) + xres_aoff_bytes(cap) + 2 * xres_mask_bytes(block_rows);
 }
 int xres_slabs(int64_t K) { return static_cast<int>((K + kSlabCols - 1) / kSlabCols); }
 
@@ -173,8 +179,10 @@ struct XresArgs {
 // When a block's wgmmas are retired (wgmma.wait_group), which hands back its W chunk (if it ends
 // one) and its x slab (at its last use in the tile): kEach before the next block is issued; kBehind
 // (Pipe) once the next block of its row group is issued; kAtChunk at the end of its W chunk or of
-// its row group, whichever comes first (no wait between the blocks of a chunk).
-enum class Retire { kEach, kBehind, kAtChunk };
+// its row group, whichever comes first (no wait between the blocks of a chunk); kTables as kAtChunk,
+// with the x slabs waited for at the start of a group and released at its end (per-group masks)
+// and each block's x descriptor read from a table: fewer instructions per block.
+enum class Retire { kEach, kBehind, kAtChunk, kTables };
 
 // The epilogue's activation: none, GELU (tanh form) in fp32 with tanh.approx.f32, or the same in
 // bf16x2 arithmetic (one MUFU op per pair of values; dev::gelu_tanh_approx_bf16x2).
@@ -185,7 +193,8 @@ template <int B, XresAct A, Retire Mode, int RG, int P>
 __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __grid_constant__ XresArgs p) {
 #if VITRT_WGMMA_ENABLED
   constexpr bool Pipe = Mode == Retire::kBehind;
-  constexpr bool Batched = Mode == Retire::kAtChunk;  // fenced once per group
+  constexpr bool Tables = Mode == Retire::kTables;
+  constexpr bool Batched = Mode == Retire::kAtChunk || Tables;  // fenced once per group
   static_assert(P == 1 || (P == 2 && Batched && RG > 1), "two pairs run groups, chunk by chunk");
   constexpr int CW = consumer_warps(P), kThreads = xres_threads(P);
   using C = XresCfg<B>;
@@ -206,6 +215,9 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
   unsigned* used_slabs = reinterpret_cast<unsigned*>(wempty + P * S);  // [pair] bit s: a block of the pair reads slab s
   int* rp_s = reinterpret_cast<int*>(wempty + P * S + 2);     // [block_rows + 1]
   uint8_t* col_s = reinterpret_cast<uint8_t*>(rp_s) + p.rp_bytes;  // [nnz] column | kLastUse
+  uint16_t* aoff_s = reinterpret_cast<uint16_t*>(col_s + xres_col_bytes(p.nnz_cap));  // [nnz + 1] x descriptor offset
+  uint16_t* gneed_s = reinterpret_cast<uint16_t*>(reinterpret_cast<uint8_t*>(aoff_s) + xres_aoff_bytes(p.nnz_cap));
+  uint16_t* grel_s = reinterpret_cast<uint16_t*>(reinterpret_cast<uint8_t*>(gneed_s) + xres_mask_bytes(p.block_rows));
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x == 0) used_slabs[0] = used_slabs[1] = 0;
   const int nnz = __ldg(p.row_ptr + p.block_rows);
@@ -228,6 +240,21 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
     if (lane == 0 && last1 >= 0) col_s[last1] |= kLastUse, atomicOr(&used_slabs[1], 1u << s);
   }
   __syncthreads();
+  if constexpr (Tables) {  // per block its x descriptor's offset; per group the slabs it reads / releases
+    for (int i = threadIdx.x; i <= nnz; i += kThreads) {
+      const unsigned a = i < nnz ? (col_s[i] & ~kLastUse) * B : 0u;  // the block's first x column
+      aoff_s[i] = static_cast<uint16_t>(((a >> 6) << 9) + ((a & 63u) >> 3));  // 8 KB slabs, 32 bytes per k16
+    }
+    for (int gi = threadIdx.x; gi * RG < p.block_rows; gi += kThreads) {
+      unsigned need = 0, rel = 0;
+      for (int i = rp_s[gi * RG]; i < rp_s[gi * RG + RG]; ++i) {
+        const unsigned bit = 1u << ((col_s[i] & ~kLastUse) * B / kSlabCols);
+        need |= bit;
+        if (col_s[i] & kLastUse) rel |= bit;
+      }
+      gneed_s[gi] = static_cast<uint16_t>(need), grel_s[gi] = static_cast<uint16_t>(rel);
+    }
+  }
   if (threadIdx.x == 0) {  // a slab's xempty counts the 4 warps of each pair that reads it, per half
     for (int i = 0; i < 2 * kMaxSlabs; ++i) {
       const int s = i % kMaxSlabs;
@@ -401,7 +428,45 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
 #pragma unroll
         for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
       }
-      if constexpr (Batched) {
+      if constexpr (Tables) {
+        // Retire::kTables: the group's slabs waited for before its first block (the warp's
+        // slabs seen so far skipped), released after its last; per block one table read (a block
+        // ahead), one add for the x descriptor, the W descriptor advanced, the chunk counted down.
+        const uint32_t xlo = static_cast<uint32_t>(xdesc), xhi = static_cast<uint32_t>(xdesc >> 32);
+        const uint32_t whi = static_cast<uint32_t>(wdesc >> 32);
+        const int seg_end = P == 1 ? nnz : rb[RG];  // chunks end there (the producer's segments)
+        const unsigned gneed = gneed_s[r / RG];
+        for (unsigned m = gneed & ~xseen; m != 0; m &= m - 1) mbar::wait(&xfull[h * kMaxSlabs + __ffs(m) - 1], xparity);
+        xseen |= gneed;
+#pragma unroll
+        for (int q = 0; q < RG; ++q) {
+          const int kend = rb[q + 1];
+          int k = rb[q];
+          unsigned a = ptx::lds_u16(aoff_s + k);  // (the table's padding entry when the row is the last and empty)
+          for (; k < kend; ++k) {
+            const unsigned a_next = ptx::lds_u16(aoff_s + k + 1);
+            if (chunk_left == 0) {  // a chunk starts: it lands whole
+              mbar::wait(&wfull[slot], round);
+              chunk_left = min(cb_mask + 1, seg_end - k);
+              wcur = static_cast<uint32_t>(wdesc) + static_cast<uint32_t>((slot * chunk_bytes) >> 4);
+            }
+            const uint32_t alo = xlo + a;
+            wgmma::fence();
+#pragma unroll
+            for (int kk = 0; kk < B / 16; ++kk)
+              bsr_wgmma::block_k16<B>(acc[q], (static_cast<uint64_t>(xhi) << 32) | (alo + 2 * kk),
+                                      (static_cast<uint64_t>(whi) << 32) | (wcur + 16 * kk));
+            wgmma::commit();
+            wcur += C::kBlockBytes >> 4;
+            if (--chunk_left == 0) {  // the chunk's blocks retire together and hand back their slot
+              wgmma::wait<0>();
+              if (lane == 0) mbar::arrive(&wempty[slot]);
+              if (++slot == S) slot = 0, round ^= 1;
+            }
+            a = a_next;
+          }
+        }
+      } else if constexpr (Batched) {
         // Chunk by chunk, with as little work between two wgmmas as found so far (~43 SASS
         // instructions per block at block 16, against ~59 for the loop shared with the other modes,
         // which this loop replaced: 12-17% less time at block 16 on the H100, 2026-12-05): the next
@@ -505,6 +570,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
         wgmma::wait<0>();
 #pragma unroll
         for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
+        if constexpr (Tables) release_slabs = grel_s[r / RG];  // every slab whose last use is in the group
         if (lane == 0)
           for (unsigned m = release_slabs; m != 0; m &= m - 1) mbar::arrive(&xempty[h * kMaxSlabs + __ffs(m) - 1]);
       }
@@ -563,16 +629,18 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
 // blocks per copy 0.546 ms at 0.9 chunk by chunk, 0.693 with Pipe, 0.674 block by block; block 32
 // with 2 blocks per copy 0.377 / 0.295 / 0.242 at 0.8 / 0.86 / 0.9 chunk by chunk, 0.413 / 0.325 /
 // 0.257 with Pipe (not adopted: on that card the streamed kernel runs block 32, see below).
-enum class RetireChoice { kEach, kBehind, kAtChunk, kAuto };
+enum class RetireChoice { kEach, kBehind, kAtChunk, kTables, kAuto };
 Retire xres_retire(int block) {
   static const RetireChoice v = env_choice<RetireChoice>(
       "VITRT_BSR_XRES_PIPE",
-      {{"0", RetireChoice::kEach}, {"1", RetireChoice::kBehind}, {"chunk", RetireChoice::kAtChunk}, {"lean", RetireChoice::kAtChunk}},
+      {{"0", RetireChoice::kEach}, {"1", RetireChoice::kBehind}, {"chunk", RetireChoice::kAtChunk}, {"lean", RetireChoice::kAtChunk},
+       {"tables", RetireChoice::kTables}},
       RetireChoice::kAuto);
   switch (v) {
     case RetireChoice::kEach: return Retire::kEach;
     case RetireChoice::kBehind: return Retire::kBehind;
     case RetireChoice::kAtChunk: return Retire::kAtChunk;
+    case RetireChoice::kTables: return Retire::kTables;
     default: return block == 32 ? Retire::kBehind : block == 16 ? Retire::kAtChunk : Retire::kEach;
   }
 }
@@ -606,10 +674,13 @@ template <int B, XresAct Gelu, int RG>
 void launch_xres_rg(const XresArgs& a, int grid, size_t smem, int pairs) {
   constexpr int kT = xres_threads(1);
   if constexpr (RG > 1) {
+    if (pairs == 2 && xres_retire(B) == Retire::kTables)
+      return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kTables, RG, 2>>(a, grid, xres_threads(2), smem, kMaxSmem);
     if (pairs == 2)
       return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kAtChunk, RG, 2>>(a, grid, xres_threads(2), smem, kMaxSmem);
   }
   switch (xres_retire(B)) {
+    case Retire::kTables: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kTables, RG, 1>>(a, grid, kT, smem, kMaxSmem);
     case Retire::kBehind: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kBehind, RG, 1>>(a, grid, kT, smem, kMaxSmem);
     case Retire::kAtChunk: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kAtChunk, RG, 1>>(a, grid, kT, smem, kMaxSmem);
     default: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kEach, RG, 1>>(a, grid, kT, smem, kMaxSmem);
@@ -668,11 +739,14 @@ XresRing xres_pair_ring(int block) {
 
 // VITRT_BSR_XRES_PAIRS: "2" runs blocks 16 / 32 (in groups) with two pairs of consumer warpgroups,
 // each pair on alternate groups from its own W ring and producer, retired chunk by chunk, y stored
-// from registers, where that fits in shared memory; otherwise (and by default) one pair. Why: block
-// 16's time goes to each warp's chain of dependent instructions per block (ncu, 2026-12-05: stalls
-// on fixed-latency dependencies, two warps per scheduler), not to the tensor cores; a second pair
-// gives each scheduler four warps to switch between. Written 2026-12-05 without a GPU; off until
-// measured.
+// from registers, where that fits in shared memory; "1" one pair; unset: two at block 16, one
+// elsewhere. Why: block 16's time goes to each warp's chain of dependent instructions per block
+// (ncu, 2026-12-05: stalls on fixed-latency dependencies, two warps per scheduler), not to the
+// tensor cores; a second pair gives each scheduler four warps to switch between. Measured on the
+// H100 (2026-12-05 ~16:33 UTC, fc1 shape, M = 50432): block 16 0.590 / 0.468 / 0.386 ms at 0.8 /
+// 0.86 / 0.9 against 0.755 / 0.569 / 0.445 with one pair; block 32 (x-resident forced) slower
+// with two (0.421 / 0.336 / 0.302 against 0.447 / 0.345 / 0.271; with 2-block chunks 0.370 /
+// 0.309 / 0.286 against 0.372 / 0.297 / 0.247 with one pair).
 int xres_pairs_env() {
   static const int v = int_from_env("VITRT_BSR_XRES_PAIRS");
   return v;
@@ -685,7 +759,8 @@ size_t xres_smem_for(const BsrDeviceView& w);
 // 2 where VITRT_BSR_XRES_PAIRS asks for two pairs and w's launch can take them (blocks 16 / 32 in
 // groups, both rings next to the x slabs and the tables), else 1.
 int xres_pairs_for(const BsrDeviceView& w) {
-  if (xres_pairs_env() != 2 || (w.block != 16 && w.block != 32) || xres_smem_for(w) == 0 ||
+  const int want = xres_pairs_env() > 0 ? xres_pairs_env() : w.block == 16 ? 2 : 1;
+  if (want != 2 || (w.block != 16 && w.block != 32) || xres_smem_for(w) == 0 ||
       !xres_runs_grouped(w.block, w.rows / w.block))
     return 1;
   const size_t tables = xres_table_bytes(w);

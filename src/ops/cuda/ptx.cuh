@@ -18,6 +18,13 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
+// A u16 from shared memory, zero-extended into a 32-bit register (a plain uint16_t load is kept as
+// 16 bits and widened by extra PRMT / LOP3 instructions at each use).
+__device__ __forceinline__ unsigned lds_u16(const void* p) {
+  unsigned v;
+  asm("ld.shared.u16 %0, [%1];\n" : "=r"(v) : "r"(smem_u32(p)));  // (read-only tables: may move)
+  return v;
+}
 __device__ __forceinline__ void ldsm_x4(unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3, const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
