@@ -32,9 +32,9 @@ The protocol, for one CTA and its tiles of 128 tokens (tc: the CTA's local tile 
   chunks of cb blocks from each group's first block (a group's last chunk may be shorter);
   producer 0 also loads x. kLastUse marks each slab's last reader among each pair's blocks, and a
   slab's xempty counts 4 warps per pair that reads it.
-- Tables (the kernel's Retire::kTables, VITRT_BSR_XRES_PIPE=tables; batched): a warp waits for a
-  group's slabs (those not yet seen in the tile) before the group's first block, and arrives on the
-  xempty of the slabs whose flagged block lies in the group after the group's last retirement.
+- Batched (the kernel's Retire::kAtChunk, table-driven): a warp waits for a group's slabs (those not
+  yet seen in the tile) before the group's first block, and arrives on the xempty of the slabs whose
+  flagged block lies in the group after the group's last retirement (not at the blocks).
 
 A hang or a wrong parity costs a GPU call, so the protocol is run here under random interleavings
 (a seeded RNG picks the next agent, with per-run speed weights), random copy latencies and random
@@ -87,19 +87,18 @@ def pair_chunks(rp, rg, cb, pairs):
     return [[list(range(k, min(k + cb, e))) for b, e in seg for k in range(b, e, cb)] for seg in segments]
 
 
-def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, pairs=1, tables=False, skip_xfull_wait=False, release_at_first_use=False, skip_xempty_wait=False,
+def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, pairs=1, skip_xfull_wait=False, release_at_first_use=False, skip_xempty_wait=False,
         block_on_slot_with_x_pending=False, release_w_before_retire=False, release_chunk_at_every_block=False,
         xempty_counts_one_pair=False):
     """One CTA of `tiles` tiles; rows: the block-rows' column lists in storage order. pipe: the
     kernel's Pipe form (a block retired once the next block of its group is issued); rg: block-rows
     per group (the kernel's RG: 2 at block 32 with an even row count); cb: blocks per W chunk;
     pairs: the kernel's P (2: two pairs of warpgroups on alternate groups, each with its own W ring
-    of S slots and producer; chunk by chunk and in groups only); tables: the kernel's
-    Retire::kTables (batched, with a group's slabs waited for before its first block and released
+    of S slots and producer; chunk by chunk and in groups only); batched: the kernel's
+    Retire::kAtChunk (chunk by chunk, a group's slabs waited for before its first block and released
     after its last)."""
     assert rg == 1 or (rg == 64 // B and len(rows) % rg == 0)
     assert pairs == 1 or (pairs == 2 and batched and rg > 1)
-    assert not tables or batched
     rng = random.Random(seed)
     cols = [c for row in rows for c in row]
     nnz, ns = len(cols), (K + 63) // 64
@@ -214,7 +213,7 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, pairs=
             xread[h][slab] -= 1
             if not release_w_before_retire and chunk_ends(k):
                 wempty_q[slot].arrive()
-            if k in flagged and not tables:
+            if k in flagged and not batched:
                 xempty[h][slab].arrive()
             passed[warp] = m + 1
 
@@ -225,7 +224,7 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, pairs=
             seen = set()  # the slabs this warp has waited for in this tile
             for r0 in range(q * rg, len(rows), pairs * rg):
                 group = range(rp[r0], rp[min(r0 + rg, len(rows))])
-                if tables and not skip_xfull_wait:  # the group's slabs not yet seen, before its first block
+                if batched and not skip_xfull_wait:  # the group's slabs not yet seen, before its first block
                     for slab in sorted({slab_of[k] for k in group} - seen):
                         xf = xfull[h][slab]
                         yield lambda xf=xf: xf.done(tc & 1)
@@ -288,7 +287,7 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, pairs=
                     for blk in held:
                         retire(*blk)
                     held.clear()
-                if tables:  # after the group's last retirement: the slabs whose last use is in it
+                if batched:  # after the group's last retirement: the slabs whose last use is in it
                     for slab in sorted({slab_of[k] for k in group if k in flagged}):
                         xempty[h][slab].arrive()
                 yield None  # the group's epilogue (no barrier)
@@ -323,7 +322,7 @@ def random_case(seed):
     mode = rng.choice(("each", "behind", "behind", "chunk", "chunk"))
     pairs = 2 if mode == "chunk" and rg > 1 and rng.random() < 0.6 else 1
     return dict(B=B, S=S, K=K, rows=rows, tiles=rng.randint(1, 4), seed=seed, pipe=mode == "behind", rg=rg, cb=cb,
-                batched=mode == "chunk", pairs=pairs, tables=mode == "chunk" and rng.random() < 0.5)
+                batched=mode == "chunk", pairs=pairs)
 
 
 def failures(count, stop_at=(), stats=None, **variant):
@@ -350,9 +349,8 @@ def test_random_cases_cover_the_edge_cases():
         seen[f"batched={c['batched']}"] += 1
         seen["nnz not a multiple of cb"] += len(cols) % c["cb"] != 0
         seen[f"pairs={c['pairs']}"] += 1
-        seen[f"tables={c['tables']}, pairs={c['pairs']}"] += 1
         seen["pairs=2, odd group count"] += c["pairs"] == 2 and len(c["rows"]) // c["rg"] % 2 == 1
-    for key in ("pairs=2", "pairs=2, odd group count", "tables=True, pairs=1", "tables=True, pairs=2", "batched=True", "cb=1", "cb=2", "cb=4", "cb=8", "cb=16", "nnz not a multiple of cb", "nnz=0", "empty row", "row longer than S=3", "row longer than S=8", "unused slab", "slab read twice",
+    for key in ("pairs=2", "pairs=2, odd group count", "batched=True", "cb=1", "cb=2", "cb=4", "cb=8", "cb=16", "nnz not a multiple of cb", "nnz=0", "empty row", "row longer than S=3", "row longer than S=8", "unused slab", "slab read twice",
                 "B=16", "B=32", "B=64", "tiles=1", "tiles=4", "K=768", "rg=1", "rg=2", "rg=4", "pipe=True",
                 "pipe=False"):
         assert seen[key] >= 3, (key, seen)
@@ -402,13 +400,12 @@ def test_kernel_protocol_directed_cases():
     for c in cases:
         group = 64 // c["B"]
         rgs = (1, group) if group > 1 and len(c["rows"]) % group == 0 else (1,)
-        for pipe, batched, pairs, tables in ((False, False, 1, False), (True, False, 1, False), (False, True, 1, False),
-                                             (False, True, 2, False), (False, True, 1, True), (False, True, 2, True)):
+        for pipe, batched, pairs in ((False, False, 1), (True, False, 1), (False, True, 1), (False, True, 2)):
             for rg in rgs:
                 if pairs == 2 and rg == 1:
                     continue
                 for seed in range(25):
-                    run(**c, seed=seed, pipe=pipe, rg=rg, batched=batched, pairs=pairs, tables=tables)
+                    run(**c, seed=seed, pipe=pipe, rg=rg, batched=batched, pairs=pairs)
 
 
 def test_consumer_skipping_the_xfull_wait_is_caught():

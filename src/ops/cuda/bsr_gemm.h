@@ -115,8 +115,8 @@ void bsr_linear_bf16(const void* x, int64_t M, const BsrDeviceView& w, const voi
 // bsr_xres_supported: sm_90, block 16, 32 or 64, K <= 768, bf16 output, no residual, and the view
 // has `values_core_matrix` (bsr_to_cuda makes it for bf16 values) or no blocks.
 // bsr_xres_selected: whether bsr_linear_bf16 (without an explicit config or VITRT_BSR_TC_CONFIG)
-// takes it: by default (VITRT_BSR_XRES unset or "auto") for block 64, for block 16 with a block-row
-// count divisible by 4, and on cards of 4 TB/s or more for block 32 with an even one, when supported
+// takes it: by default (VITRT_BSR_XRES unset or "auto") for block 16 with a block-row count
+// divisible by 4, block 32 with an even one, and on cards of 4 TB/s or more block 64, when supported
 // and there are at least as many 128-token tiles as SMs (measured faster than the other kernels
 // there, see BENCHMARKS.md);
 // VITRT_BSR_XRES=1 whenever supported; =0 never.

@@ -52,10 +52,16 @@
 // blocks, and faster than the mma.sync kernel (0.63x of cuBLASLt at 0.9 against 0.52x for its best
 // variant). Block 32: chunks changed nothing measurable (8 KB chunks did not fit, see xres_ring).
 // The GELU in bf16x2 arithmetic (VITRT_BSR_XRES_GELU=bf16x2) gained 0-3% on the --epilogue shapes
-// and stays off (it costs half a bf16 step of accuracy).
-// Status: the default for block 16 in groups (4 KB chunks retired chunk by chunk), and, on cards of
-// 4 TB/s or more (the H200; on the H100 the streamed kernel measured faster), for block 64 and for
-// block 32 in groups (Pipe), given one 128-token tile per SM at least (xres_auto_selected, below).
+// and stays off (it costs half a bf16 step of accuracy). Later the same day (H100): the chunk loop
+// made table-driven (per-block x descriptor offsets and per-group slab masks precomputed: ~22 SASS
+// instructions per block at block 16 against ~59) and block 16 given two pairs of consumer
+// warpgroups (VITRT_BSR_XRES_PAIRS; 4 warps per scheduler instead of 2): block 16 at 0.9 from 0.508
+// to 0.330 ms (0.97x of cuBLASLt), block 32 with 2-block chunks 0.212 ms, 11-13% ahead of the
+// streamed kernel, so block 32 takes this kernel on every card.
+// Status: the default for blocks 16 and 32 in groups (chunk by chunk, table-driven; block 16 with
+// two pairs of consumer warpgroups) and, on cards of 4 TB/s or more (the H200; on the H100 the
+// streamed kernel measured faster), for block 64, given one 128-token tile per SM at least
+// (xres_auto_selected, below).
 // Scope: bf16 in and out, block 16, 32 or 64, K <= 768, no residual (the 768 -> 3072 layer's epilogue
 // is bias + GELU), the view's core-matrix copy present; everything else runs bsr_gemm.cu's
 // kernel. The GELU is the tanh form with the hardware tanh, as bsr_gemm.cu's bf16-output path, so
@@ -120,9 +126,16 @@ int64_t xres_col_capacity(const BsrDeviceView& w) { return w.nnz >= 0 ? w.nnz : 
 __host__ __device__ constexpr int64_t xres_col_bytes(int64_t nnz_cap) { return (nnz_cap + 15) / 16 * 16; }
 __host__ __device__ constexpr int64_t xres_aoff_bytes(int64_t nnz_cap) { return (2 * (nnz_cap + 1) + 15) / 16 * 16; }
 __host__ __device__ constexpr int64_t xres_mask_bytes(int64_t block_rows) { return (2 * block_rows + 15) / 16 * 16; }
+enum class Retire;
+Retire xres_retire(int block);
+bool xres_chunked(int block);
+// The chunk-by-chunk loop's tables (aoff, masks) are reserved where it may run: blocks 16 / 32
+// (their default, and the only loop of two pairs) and block 64 when asked for. (Reserving them
+// at block 64 would not fit at K = 768: its 24 KB ring leaves ~576 bytes for tables.)
 size_t xres_table_bytes(const BsrDeviceView& w) {
   const int64_t cap = xres_col_capacity(w), block_rows = w.rows / w.block;
-  return xres_row_ptr_bytes(block_rows) + xres_col_bytes(cap) + xres_aoff_bytes(cap) + 2 * xres_mask_bytes(block_rows);
+  const size_t chunk_tables = w.block != 64 || xres_chunked(64) ? xres_aoff_bytes(cap) + 2 * xres_mask_bytes(block_rows) : 0;
+  return xres_row_ptr_bytes(block_rows) + xres_col_bytes(cap) + chunk_tables;
 }
 int xres_slabs(int64_t K) { return static_cast<int>((K + kSlabCols - 1) / kSlabCols); }
 
@@ -179,10 +192,11 @@ struct XresArgs {
 // When a block's wgmmas are retired (wgmma.wait_group), which hands back its W chunk (if it ends
 // one) and its x slab (at its last use in the tile): kEach before the next block is issued; kBehind
 // (Pipe) once the next block of its row group is issued; kAtChunk at the end of its W chunk or of
-// its row group, whichever comes first (no wait between the blocks of a chunk); kTables as kAtChunk,
-// with the x slabs waited for at the start of a group and released at its end (per-group masks)
-// and each block's x descriptor read from a table: fewer instructions per block.
-enum class Retire { kEach, kBehind, kAtChunk, kTables };
+// its row group, whichever comes first (no wait between the blocks of a chunk), with the x slabs
+// waited for at the start of a group and released at its end (per-group masks) and each block's x
+// descriptor read from a table.
+enum class Retire { kEach, kBehind, kAtChunk };
+bool xres_chunked(int block) { return xres_retire(block) == Retire::kAtChunk; }
 
 // The epilogue's activation: none, GELU (tanh form) in fp32 with tanh.approx.f32, or the same in
 // bf16x2 arithmetic (one MUFU op per pair of values; dev::gelu_tanh_approx_bf16x2).
@@ -193,8 +207,7 @@ template <int B, XresAct A, Retire Mode, int RG, int P>
 __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __grid_constant__ XresArgs p) {
 #if VITRT_WGMMA_ENABLED
   constexpr bool Pipe = Mode == Retire::kBehind;
-  constexpr bool Tables = Mode == Retire::kTables;
-  constexpr bool Batched = Mode == Retire::kAtChunk || Tables;  // fenced once per group
+  constexpr bool Batched = Mode == Retire::kAtChunk;  // fenced once per group; table-driven
   static_assert(P == 1 || (P == 2 && Batched && RG > 1), "two pairs run groups, chunk by chunk");
   constexpr int CW = consumer_warps(P), kThreads = xres_threads(P);
   using C = XresCfg<B>;
@@ -240,7 +253,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
     if (lane == 0 && last1 >= 0) col_s[last1] |= kLastUse, atomicOr(&used_slabs[1], 1u << s);
   }
   __syncthreads();
-  if constexpr (Tables) {  // per block its x descriptor's offset; per group the slabs it reads / releases
+  if constexpr (Batched) {  // per block its x descriptor's offset; per group the slabs it reads / releases
     for (int i = threadIdx.x; i <= nnz; i += kThreads) {
       const unsigned a = i < nnz ? (col_s[i] & ~kLastUse) * B : 0u;  // the block's first x column
       aoff_s[i] = static_cast<uint16_t>(((a >> 6) << 9) + ((a & 63u) >> 3));  // 8 KB slabs, 32 bytes per k16
@@ -423,15 +436,20 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
       int prev_slot = -1, prev_release = -1;  // ... its W slot to hand back or -1; its x slab or -1
       // (Pipe: every accumulator set fenced once, before the group's first wgmma: an operand fence
       // of the second set while the first set's wgmma runs makes ptxas serialise them, C7515.)
-      unsigned release_slabs = 0;  // kAtChunk: the slabs whose last use awaits retirement
       if constexpr (Pipe || Batched) {
 #pragma unroll
         for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
       }
-      if constexpr (Tables) {
-        // Retire::kTables: the group's slabs waited for before its first block (the warp's
-        // slabs seen so far skipped), released after its last; per block one table read (a block
-        // ahead), one add for the x descriptor, the W descriptor advanced, the chunk counted down.
+      if constexpr (Batched) {
+        // Chunk by chunk, table-driven: the group's slabs waited for before its first block (the
+        // warp's slabs seen so far skipped), released after its last; per block one table read (a
+        // block ahead), one add for the x descriptor, the W descriptor advanced, the chunk counted
+        // down (~22 SASS instructions per block at block 16, against ~43 for the loop it replaced,
+        // which read the column and derived slab, offset and release per block, and ~59 before
+        // that). The descriptors' invariant high words are kept apart (start addresses move in the
+        // low 14 bits only, no carry: shared memory is below 256 KB). (One wgmma.fence per group
+        // instead of per block made ptxas serialise every wgmma, C7520: it wants the fence in the
+        // loop.)
         const uint32_t xlo = static_cast<uint32_t>(xdesc), xhi = static_cast<uint32_t>(xdesc >> 32);
         const uint32_t whi = static_cast<uint32_t>(wdesc >> 32);
         const int seg_end = P == 1 ? nnz : rb[RG];  // chunks end there (the producer's segments)
@@ -464,58 +482,6 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
               if (++slot == S) slot = 0, round ^= 1;
             }
             a = a_next;
-          }
-        }
-      } else if constexpr (Batched) {
-        // Chunk by chunk, with as little work between two wgmmas as found so far (~43 SASS
-        // instructions per block at block 16, against ~59 for the loop shared with the other modes,
-        // which this loop replaced: 12-17% less time at block 16 on the H100, 2026-12-05): the next
-        // block's column read from shared memory a block ahead; the chunk walked with a countdown
-        // and a W descriptor advanced per block instead of recomputed from k; unsigned shifts for
-        // the x slab and offset; the descriptors' invariant high words kept apart (start addresses
-        // move in the low 14 bits only, no carry: shared memory is below 256 KB). (One wgmma.fence
-        // per group instead of per block made ptxas serialise every wgmma, C7520: it wants the
-        // fence in the loop.)
-        const uint32_t xlo = static_cast<uint32_t>(xdesc), xhi = static_cast<uint32_t>(xdesc >> 32);
-        const uint32_t whi = static_cast<uint32_t>(wdesc >> 32);
-        const int seg_end = P == 1 ? nnz : rb[RG];  // chunks end there (the producer's segments)
-#pragma unroll
-        for (int q = 0; q < RG; ++q) {
-          const int kend = rb[q + 1];
-          int k = rb[q];
-          unsigned c = k < kend ? col_s[k] : 0u;
-          for (; k < kend; ++k) {
-            const unsigned c_next = k + 1 < kend ? col_s[k + 1] : 0u;
-            if (chunk_left == 0) {  // a chunk starts: it lands whole
-              mbar::wait(&wfull[slot], round);
-              chunk_left = min(cb_mask + 1, seg_end - k);
-              wcur = static_cast<uint32_t>(wdesc) + static_cast<uint32_t>((slot * chunk_bytes) >> 4);
-            }
-            const unsigned a = (c & 0x7fu) * B;  // the block's first x column
-            const unsigned slab = a >> 6;
-            if (!((xseen >> slab) & 1u)) {
-              mbar::wait(&xfull[h * kMaxSlabs + slab], xparity);
-              xseen |= 1u << slab;
-            }
-            const uint32_t alo = xlo + (slab << 9) + ((a & 63u) >> 3);  // 8 KB slabs, 32 bytes per k16
-            wgmma::fence();
-#pragma unroll
-            for (int kk = 0; kk < B / 16; ++kk)
-              bsr_wgmma::block_k16<B>(acc[q], (static_cast<uint64_t>(xhi) << 32) | (alo + 2 * kk),
-                                      (static_cast<uint64_t>(whi) << 32) | (wcur + 16 * kk));
-            wgmma::commit();
-            wcur += C::kBlockBytes >> 4;
-            if (c & kLastUse) release_slabs |= 1u << slab;
-            if (--chunk_left == 0) {  // the chunk's blocks retire together and hand back their slot
-              wgmma::wait<0>();
-              if (lane == 0) {
-                mbar::arrive(&wempty[slot]);
-                for (unsigned m = release_slabs; m != 0; m &= m - 1) mbar::arrive(&xempty[h * kMaxSlabs + __ffs(m) - 1]);
-              }
-              release_slabs = 0;
-              if (++slot == S) slot = 0, round ^= 1;
-            }
-            c = c_next;
           }
         }
       } else {
@@ -570,9 +536,8 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
         wgmma::wait<0>();
 #pragma unroll
         for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
-        if constexpr (Tables) release_slabs = grel_s[r / RG];  // every slab whose last use is in the group
-        if (lane == 0)
-          for (unsigned m = release_slabs; m != 0; m &= m - 1) mbar::arrive(&xempty[h * kMaxSlabs + __ffs(m) - 1]);
+        if (lane == 0)  // every slab whose last use is in the group
+          for (unsigned m = grel_s[r / RG]; m != 0; m &= m - 1) mbar::arrive(&xempty[h * kMaxSlabs + __ffs(m) - 1]);
       }
       // Epilogue: rows g (pass 0) and g + 8 (pass 1) -> staging (stmatrix) -> whole-line stores.
       bf16* yr = yrow + static_cast<int64_t>(r) * B;
@@ -617,31 +582,29 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
 }
 
 // VITRT_BSR_XRES_PIPE: "1" keeps one block in flight within a row group (Pipe, Retire::kBehind), "0"
-// retires each block's wgmmas before the next block is issued, "chunk" (or "lean", its name while
-// it was an A/B form) retires them at the end of each W chunk and row group (Retire::kAtChunk);
-// unset / other: Pipe for block 32, chunk by chunk for block 16, block by block for block 64.
-// On the H100 (2026-12-05 16:20 UTC, fc1 shape, M = 50432) block 16's chunk-by-chunk loop as it is
-// now took 0.757 / 0.571 / 0.447 ms at 0.8 / 0.86 / 0.9, its predecessor 0.907 / 0.666 / 0.510.
-// Measured on the H200 (2026-12-05, 3072 x 768, M = 50432,
-// grouped, one block per copy): block 32 0.3495 / 0.2738 / 0.2203 ms at 0.8 / 0.86 / 0.9 against
-// 0.3663 / 0.2861 / 0.2298 without Pipe; block 64 1-2% slower with it (0.2068 / 0.1700 against
-// 0.2019 / 0.1688 ms at 0.8 / 0.86, equal at 0.9). On the H100 (same day, chunks): block 16 with 4
-// blocks per copy 0.546 ms at 0.9 chunk by chunk, 0.693 with Pipe, 0.674 block by block; block 32
-// with 2 blocks per copy 0.377 / 0.295 / 0.242 at 0.8 / 0.86 / 0.9 chunk by chunk, 0.413 / 0.325 /
-// 0.257 with Pipe (not adopted: on that card the streamed kernel runs block 32, see below).
-enum class RetireChoice { kEach, kBehind, kAtChunk, kTables, kAuto };
+// retires each block's wgmmas before the next block is issued, "chunk" (or "lean" / "tables", its
+// names while they were A/B forms) retires them at the end of each W chunk and row group
+// (Retire::kAtChunk, table-driven); unset / other: chunk by chunk for blocks 16 and 32, block by
+// block for block 64. Measured on the H100 (2026-12-05 ~16:45 UTC, fc1 shape, M = 50432, ms at
+// 0.8 / 0.86 / 0.9): block 16 (two pairs) 0.467 / 0.383 / 0.330 table-driven against 0.592 /
+// 0.475 / 0.390 with the loop before it (itself 0.755 / 0.569 / 0.445 with one pair, against
+// 0.907 / 0.666 / 0.510 for the loop before that); block 32 (one pair, 2-block chunks) 0.313 /
+// 0.253 / 0.212, against 0.442 / 0.343 / 0.273 with Pipe and the streamed kernel's 0.350 / 0.285 /
+// 0.243. On the H200 (2026-12-05, one block per copy, before the table-driven loop): block 32 with
+// Pipe 0.3495 / 0.2738 / 0.2203 against 0.3663 / 0.2861 / 0.2298 block by block; block 64 1-2%
+// slower with Pipe (0.2068 / 0.1700 against 0.2019 / 0.1688 ms at 0.8 / 0.86, equal at 0.9).
+enum class RetireChoice { kEach, kBehind, kAtChunk, kAuto };
 Retire xres_retire(int block) {
   static const RetireChoice v = env_choice<RetireChoice>(
       "VITRT_BSR_XRES_PIPE",
-      {{"0", RetireChoice::kEach}, {"1", RetireChoice::kBehind}, {"chunk", RetireChoice::kAtChunk}, {"lean", RetireChoice::kAtChunk},
-       {"tables", RetireChoice::kTables}},
+      {{"0", RetireChoice::kEach}, {"1", RetireChoice::kBehind}, {"chunk", RetireChoice::kAtChunk},
+       {"lean", RetireChoice::kAtChunk}, {"tables", RetireChoice::kAtChunk}},
       RetireChoice::kAuto);
   switch (v) {
     case RetireChoice::kEach: return Retire::kEach;
     case RetireChoice::kBehind: return Retire::kBehind;
     case RetireChoice::kAtChunk: return Retire::kAtChunk;
-    case RetireChoice::kTables: return Retire::kTables;
-    default: return block == 32 ? Retire::kBehind : block == 16 ? Retire::kAtChunk : Retire::kEach;
+    default: return block == 64 ? Retire::kEach : Retire::kAtChunk;
   }
 }
 
@@ -674,13 +637,10 @@ template <int B, XresAct Gelu, int RG>
 void launch_xres_rg(const XresArgs& a, int grid, size_t smem, int pairs) {
   constexpr int kT = xres_threads(1);
   if constexpr (RG > 1) {
-    if (pairs == 2 && xres_retire(B) == Retire::kTables)
-      return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kTables, RG, 2>>(a, grid, xres_threads(2), smem, kMaxSmem);
     if (pairs == 2)
       return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kAtChunk, RG, 2>>(a, grid, xres_threads(2), smem, kMaxSmem);
   }
   switch (xres_retire(B)) {
-    case Retire::kTables: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kTables, RG, 1>>(a, grid, kT, smem, kMaxSmem);
     case Retire::kBehind: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kBehind, RG, 1>>(a, grid, kT, smem, kMaxSmem);
     case Retire::kAtChunk: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kAtChunk, RG, 1>>(a, grid, kT, smem, kMaxSmem);
     default: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kEach, RG, 1>>(a, grid, kT, smem, kMaxSmem);
@@ -713,16 +673,18 @@ KernelMode xres_mode() {
 
 // VITRT_BSR_XRES_CHUNK: blocks per bulk copy of W (rounded down to a power of two, at most 8 KB per
 // copy: 16 gives 8 KB chunks at every block size); VITRT_BSR_XRES_RING: the ring's KB (at most 24).
-// Unset: the measured defaults, 8 blocks per copy at block 16 (4 KB, 3 slots), one elsewhere. On the
-// H100 (2026-12-05, fc1 shape, M = 50432, BENCHMARKS.md) block 16 (retired chunk by chunk) went from
-// 1.436 / 1.009 / 0.747 ms at 0.8 / 0.86 / 0.9 (one block per copy) to 0.904 / 0.660 / 0.508 (4
-// blocks per copy in 4 slots: 0.974 / 0.713 / 0.544); block 32 with 2 blocks per copy measured as
-// with one (0.425 / 0.324 / 0.260 against 0.439 / 0.336 / 0.271). A 24 KB ring does not fit next
+// Unset: the measured defaults, 8 blocks per copy at block 16 (4 KB, 3 slots), 2 at block 32 (4 KB,
+// 4 slots), one at block 64. On the H100 (2026-12-05, fc1 shape, M = 50432, BENCHMARKS.md) block 16
+// (retired chunk by chunk) went from 1.436 / 1.009 / 0.747 ms at 0.8 / 0.86 / 0.9 (one block per
+// copy) to 0.904 / 0.660 / 0.508 (4 blocks per copy in 4 slots: 0.974 / 0.713 / 0.544; later, with
+// two pairs and the table-driven loop, 4 blocks per copy 0.492 / 0.404 / 0.346 against 8's 0.467 /
+// 0.383 / 0.330); block 32 table-driven with 2 blocks per copy 0.313 / 0.253 / 0.212 against one's
+// 0.363 / 0.292 / 0.241 (with Pipe it had measured as with one). A 24 KB ring does not fit next
 // to the x slabs and the tables at blocks 32 and 16 (xres_smem_for then declines the weight and the
 // other kernels run it: what the first A/B runs of 8 KB chunks at block 32 measured).
 XresRing xres_ring(int block) {
   static const int chunk_env = int_from_env("VITRT_BSR_XRES_CHUNK"), ring_env = int_from_env("VITRT_BSR_XRES_RING") * 1024;
-  const int chunk = chunk_env > 0 ? chunk_env : block == 16 ? 8 : 1;
+  const int chunk = chunk_env > 0 ? chunk_env : block == 16 ? 8 : block == 32 ? 2 : 1;
   return block == 64   ? xres_ring_for<64>(chunk, ring_env)
          : block == 32 ? xres_ring_for<32>(chunk, ring_env)
                        : xres_ring_for<16>(chunk, ring_env);
@@ -785,23 +747,21 @@ size_t xres_smem_for(const BsrDeviceView& w) {
 }
 
 // The default choice: one 128-token tile per SM at least (below that the tiles leave SMs idle), and
-// block 64, or blocks 32 / 16 in groups of 64 columns. Measured on the H200 (2026-12-05, 3072 x 768,
-// M = 50432, one block per copy): block 32 (Pipe) 0.3495 / 0.2738 / 0.2203 ms at 0.8 / 0.86 / 0.9
-// against the streamed kernel's 0.3506-0.3598 / 0.2900-0.2924 / 0.2454-0.2505. On the H100 (same
-// day): block 16 with 4 KB chunks retired chunk by chunk 0.904 / 0.660 / 0.508 ms against
-// bsr_gemm.cu's mma.sync kernel's 1.007 / 0.764 / 0.615 (its new default, tm256.r2.s3.w4); with one
-// block per copy it had been no faster than that kernel.
+// blocks 32 / 16 in groups of 64 columns, or block 64 on >= 4 TB/s cards. Measured on the H100
+// (2026-12-05 ~16:45 UTC, 3072 x 768, M = 50432, ms at 0.8 / 0.86 / 0.9): block 16 (two pairs,
+// table-driven) 0.467 / 0.383 / 0.330 against the mma.sync kernel's 1.003 / 0.762 / 0.616; block
+// 32 (table-driven, 2-block chunks) 0.313 / 0.253 / 0.212 against the streamed kernel's 0.350 /
+// 0.285 / 0.243. (On the H200, block 32 with Pipe had beaten the streamed kernel too: 0.3495 /
+// 0.2738 / 0.2203 against 0.3506-0.3598 / 0.2900-0.2924 / 0.2454-0.2505.)
 bool xres_auto_selected(int64_t M, const BsrDeviceView& w) {
-  // Blocks 32 and 64: on the H200 this kernel beat the streamed one (above; block 64 at 0.9 2.03x
-  // of cuBLASLt against 1.86x, 2026-12-04 16:00 call 4); on the H100 the streamed kernel was faster
-  // at both: block 32 0.351 / 0.290 / 0.246 ms at 0.8 / 0.86 / 0.9 against 0.439 / 0.336 / 0.271
-  // (2026-12-05, 14:48-15:10 UTC), block 64 0.199-0.204 / 0.176-0.181 / 0.168-0.169 against
-  // 0.228-0.230 / 0.190-0.192 / 0.171-0.172 (two calls, 16:20 UTC). The rule keys on memory
-  // bandwidth (3.35 against 4.8 TB/s), the main difference between the two cards; why the streamed
-  // kernel wins on the H100 is not profiled.
+  // Block 64: on the H200 this kernel beat the streamed one (2.03x of cuBLASLt at 0.9 against
+  // 1.86x, 2026-12-04 16:00 call 4); on the H100 the streamed kernel was faster: 0.199-0.204 /
+  // 0.176-0.181 / 0.168-0.169 ms against 0.228-0.230 / 0.190-0.192 / 0.171-0.172 (two calls,
+  // 2026-12-05 16:20 UTC). The rule keys on memory bandwidth (3.35 against 4.8 TB/s), the main
+  // difference between the two cards; why the streamed kernel wins on the H100 is not profiled.
   const bool fast_memory = peak_memory_gbps() >= 4000.0;
-  const bool b32_ok = w.block == 32 && fast_memory && xres_runs_grouped(32, w.rows / 32);
-  const bool block_ok = (w.block == 64 && fast_memory) || b32_ok || (w.block == 16 && xres_runs_grouped(16, w.rows / 16));
+  const bool grouped = (w.block == 16 || w.block == 32) && xres_runs_grouped(w.block, w.rows / w.block);
+  const bool block_ok = (w.block == 64 && fast_memory) || grouped;
   return block_ok && (M + kTileM - 1) / kTileM >= sm_count();
 }
 
