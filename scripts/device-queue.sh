@@ -52,6 +52,9 @@ H (not yet run): two pairs of consumer warpgroups (VITRT_BSR_XRES_PAIRS=2, block
 I (not yet run): two pairs the default at block 16; the table-driven chunk loop
    (VITRT_BSR_XRES_PIPE=tables): kernel tests in its forms, fc1 A/B of blocks 16 / 32 / 64, every
    CudaBsr test with it, ViT-B/16 bs256 at block 64 (~330 s bare).
+J (not yet run): the new defaults (blocks 16 / 32 table-driven chunk by chunk; block 16 with two
+   pairs; block 64 streamed below 4 TB/s): every CudaBsr test and cuda_bsr ctest, the defaults' bf16
+   sweep with break-even and targets, ViT-B/16 bs256 at 90% in blocks 16 / 32 / 64 (~330 s bare).
 (The earlier steps, the global attention variants, were measured on 2026-12-05 and those variants
 taken out.)
 DESC
@@ -222,6 +225,15 @@ case "$step" in
     timeout 100 build-dev/bin/vitrt bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block 64 \
       --dtype bf16 --iters 5 --json > "$O/vit_64.json" 2> "$O/vit_64.err"
     echo "SUMMARY: vit_b_16 bs256 bf16 s0.9 block 64 rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.2f ms sparse %.2f ms speedup %.2fx (per round %.2fx)'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup'],d.get('speedup_median_of_rounds',0)))" "$O/vit_64.json" 2>&1 | tail -c 300)"
+    ;;
+  J)  # the new defaults (~330 s bare)
+    BUILD_TARGETS="$targets" OUT="$O/bsr" TEST_INCLUDE='CudaBsr\.|cuda_bsr' TEST_TIMEOUT=150 scripts/device-check.sh build tests
+    "$0" F | grep -v '^SUMMARY: build'
+    for b in 16 32 64; do
+      timeout 100 build-dev/bin/vitrt bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block $b \
+        --dtype bf16 --iters 5 --json > "$O/vit_$b.json" 2> "$O/vit_$b.err"
+      echo "SUMMARY: vit_b_16 bs256 bf16 s0.9 block $b rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.2f ms sparse %.2f ms speedup %.2fx (per round %.2fx)'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup'],d.get('speedup_median_of_rounds',0)))" "$O/vit_$b.json" 2>&1 | tail -c 300)"
+    done
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac
