@@ -118,7 +118,7 @@ struct XresCfg {
 
 // The matrix's structure is copied into shared memory at the start (row_ptr as int, col_idx as
 // bytes: K / B <= 48, plus the kLastUse flag), so that no global load sits on a block-row's critical
-// path. The col_idx table holds the view's nnz, or every block when that is unknown. Retire::kTables
+// path. The col_idx table holds the view's nnz, or every block when that is unknown. Retire::kAtChunk
 // also reads, per block, its x descriptor's offset (u16, one entry of padding: read one block
 // ahead), and per block-row group the slabs its blocks read and those it releases (u16 each).
 size_t xres_row_ptr_bytes(int64_t block_rows) { return (static_cast<size_t>(block_rows + 1) * 4 + 15) / 16 * 16; }
@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
   for (int i = threadIdx.x; i < nnz; i += kThreads) col_s[i] = static_cast<uint8_t>(__ldg(p.col_idx + i));
   __syncthreads();
   // Each slab's last reader among each pair's blocks (warp s scans for slab s, its lanes the
-  // block-rows; P == 2: pair q owns the groups RG-row groups q, q + 2, ...): that block releases it.
+  // block-rows; P == 2: pair q owns the RG-row groups q, q + 2, ...): that block releases it.
   for (int s = warp; s < ns; s += kThreads / 32) {
     int last0 = -1, last1 = -1;
     for (int r = lane; r < p.block_rows; r += 32) {
@@ -385,8 +385,8 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
     bf16* yrow = p.y + (row0 + st_row) * p.N + st_chunk * 8;
     const unsigned xparity = tc & 1;
     unsigned xseen = 0;  // bit s: this warp has seen slab s of this tile land (its xfull waited for)
-    int chunk_left = 0;  // kAtChunkLean: blocks of the current W chunk still to issue (0: none begun)
-    uint32_t wcur = 0;   // kAtChunkLean: the low word of the next block's W descriptor
+    int chunk_left = 0;  // kAtChunk: blocks of the current W chunk still to issue (0: none begun)
+    uint32_t wcur = 0;   // kAtChunk: the low word of the next block's W descriptor
     // This thread's bias values (columns 8 j + 2 t, + 1) of the group's block-rows, loaded one
     // group ahead.
     __nv_bfloat162 bias_next[RG][B / 8];
