@@ -332,6 +332,14 @@ TEST_F(CudaBsr, PersistentVariantsRepeatAndDefaultIsSupported) {
 #endif
 }
 
+#ifdef VITRT_HAVE_CUDA
+// Whether this GPU runs the x-resident kernel (sm_90): it takes a small full matrix there.
+bool xres_runs_here() {
+  const BsrMatrix probe = bsr_to_cuda(random_bsr(64, 64, 64, Pattern::Full, DType::BF16, 80), DType::BF16);
+  return cuda::bsr_xres_supported(cuda::device_view(probe), nullptr, DType::BF16);
+}
+#endif
+
 // The Hopper x-resident kernel (bsr_gemm_xres.cu) called directly: ragged, empty and full matrices
 // (full rows longer than its W ring), K not a multiple of its 64-column x slabs (the TMA box reads
 // zeros past K), token counts around its 128-token tile (rows past M read as zeros), bias / GELU
@@ -343,11 +351,7 @@ TEST_F(CudaBsr, PersistentVariantsRepeatAndDefaultIsSupported) {
 // cuda_bsr_xres (VITRT_BSR_XRES=1). Skips off sm_90.
 TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
 #ifdef VITRT_HAVE_CUDA
-  {
-    const BsrMatrix probe = bsr_to_cuda(random_bsr(64, 64, 64, Pattern::Full, DType::BF16, 80), DType::BF16);
-    if (!cuda::bsr_xres_supported(cuda::device_view(probe), nullptr, DType::BF16))
-      GTEST_SKIP() << "the x-resident kernel needs sm_90";
-  }
+  if (!xres_runs_here()) GTEST_SKIP() << "the x-resident kernel needs sm_90";
   // A weight the kernel declines (its shared memory would not fit) is counted, not skipped silently:
   // with the default W ring every matrix here must fit; a ring asked for by VITRT_BSR_XRES_RING or
   // VITRT_BSR_XRES_CHUNK may not fit next to 192 KB of x at K = 768.
@@ -428,11 +432,7 @@ TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
 // under the A/B environment switches (they may ask for rings that do not fit).
 TEST_F(CudaBsr, XResidentTakesTheVitMlpShapes) {
 #ifdef VITRT_HAVE_CUDA
-  {
-    const BsrMatrix probe = bsr_to_cuda(random_bsr(64, 64, 64, Pattern::Full, DType::BF16, 80), DType::BF16);
-    if (!cuda::bsr_xres_supported(cuda::device_view(probe), nullptr, DType::BF16))
-      GTEST_SKIP() << "the x-resident kernel needs sm_90";
-  }
+  if (!xres_runs_here()) GTEST_SKIP() << "the x-resident kernel needs sm_90";
   for (const char* v : {"VITRT_BSR_XRES_RING", "VITRT_BSR_XRES_CHUNK", "VITRT_BSR_XRES_PAIRS", "VITRT_BSR_XRES_PIPE",
                         "VITRT_BSR_XRES_GROUP"})
     if (std::getenv(v)) GTEST_SKIP() << v << " is set";

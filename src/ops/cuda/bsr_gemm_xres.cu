@@ -106,6 +106,18 @@ constexpr size_t kMaxSmem = 227 * 1024;  // sm_90's opt-in limit per CTA
 constexpr size_t kAlignSlack = 1024;     // the x slabs start 1024-byte aligned (128-byte swizzle)
 constexpr uint8_t kLastUse = 0x80;       // col_idx table flag: the last block of the tile reading its slab
 
+// A block's x slab, and its x descriptor's start-address offset (16-byte units, from the half's
+// first slab: 8 KB slabs, 32 bytes per 16 columns), from its col_idx table entry c (flag ignored).
+template <int B>
+__device__ __forceinline__ unsigned xres_slab_of(unsigned c) {
+  return (c & ~unsigned{kLastUse}) * B / kSlabCols;
+}
+template <int B>
+__device__ __forceinline__ unsigned xres_x_offset(unsigned c) {
+  const unsigned a = (c & ~unsigned{kLastUse}) * B;  // the block's first x column
+  return ((a / kSlabCols) * kSlabBytes + (a % kSlabCols) * 2) >> 4;
+}
+
 template <int B>
 struct XresCfg {
   static constexpr int S = B == 64 ? 3 : B == 32 ? 8 : 16;  // W ring slots of one block (24 / 16 / 8 KB)
@@ -245,7 +257,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
     for (int r = lane; r < p.block_rows; r += 32) {
       const bool second = P == 2 && (r / RG) % 2 == 1;
       for (int i = rp_s[r]; i < rp_s[r + 1]; ++i)
-        if ((col_s[i] & ~kLastUse) * B / kSlabCols == s) (second ? last1 : last0) = i;  // i ascends
+        if (xres_slab_of<B>(col_s[i]) == static_cast<unsigned>(s)) (second ? last1 : last0) = i;  // i ascends
     }
     last0 = __reduce_max_sync(0xffffffffu, last0);
     last1 = __reduce_max_sync(0xffffffffu, last1);
@@ -254,14 +266,12 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
   }
   __syncthreads();
   if constexpr (Batched) {  // per block its x descriptor's offset; per group the slabs it reads / releases
-    for (int i = threadIdx.x; i <= nnz; i += kThreads) {
-      const unsigned a = i < nnz ? (col_s[i] & ~kLastUse) * B : 0u;  // the block's first x column
-      aoff_s[i] = static_cast<uint16_t>(((a >> 6) << 9) + ((a & 63u) >> 3));  // 8 KB slabs, 32 bytes per k16
-    }
+    for (int i = threadIdx.x; i <= nnz; i += kThreads)
+      aoff_s[i] = static_cast<uint16_t>(i < nnz ? xres_x_offset<B>(col_s[i]) : 0u);  // (+ the padding entry)
     for (int gi = threadIdx.x; gi * RG < p.block_rows; gi += kThreads) {
       unsigned need = 0, rel = 0;
       for (int i = rp_s[gi * RG]; i < rp_s[gi * RG + RG]; ++i) {
-        const unsigned bit = 1u << ((col_s[i] & ~kLastUse) * B / kSlabCols);
+        const unsigned bit = 1u << xres_slab_of<B>(col_s[i]);
         need |= bit;
         if (col_s[i] & kLastUse) rel |= bit;
       }
@@ -327,8 +337,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
     uint64_t* pfull = wfull + pq * S;
     uint64_t* pempty = wempty + pq * S;
     unsigned char* pring = ws + pq * S * chunk_bytes;
-    constexpr int kSegRows = P == 1 ? 0 : RG;  // block-rows of a segment of chunks (0: all of them)
-    const int seg_rows = P == 1 ? p.block_rows : kSegRows;
+    const int seg_rows = P == 1 ? p.block_rows : RG;  // block-rows of a segment of chunks
     for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tc) {
       try_x(true);
       pending = used_mask, pend_tc = tc, pend_m0 = static_cast<int64_t>(tile) * kTileM;
@@ -489,8 +498,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
         for (int q = 0; q < RG; ++q) {
           for (int k = rb[q]; k < rb[q + 1]; ++k) {
             const int c = col_s[k];
-            const int col = c & ~kLastUse;
-            const int slab = col * B / kSlabCols;
+            const int slab = static_cast<int>(xres_slab_of<B>(c));
             const int in_chunk = k & cb_mask;
             const bool chunk_ends = in_chunk == cb_mask || k + 1 == nnz;  // the chunk's last block
             if (in_chunk == 0) mbar::wait(&wfull[slot], round);  // the whole chunk lands at once
@@ -500,7 +508,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
             }
             if constexpr (Mode == Retire::kEach) wgmma::fence_operands(acc[q]);
             wgmma::fence();
-            const uint64_t da = xdesc + ((slab * kSlabBytes + (col * B % kSlabCols) * 2) >> 4);
+            const uint64_t da = xdesc + xres_x_offset<B>(c);
             const uint64_t db = wdesc + ((slot * chunk_bytes + in_chunk * C::kBlockBytes) >> 4);
 #pragma unroll
             for (int kk = 0; kk < B / 16; ++kk) bsr_wgmma::block_k16<B>(acc[q], da + 2 * kk, db + 16 * kk);
@@ -718,6 +726,14 @@ int xres_pairs_env() {
 // kernel does not cover it.
 size_t xres_smem_for(const BsrDeviceView& w);
 
+// Shared memory for w's launch with `pairs` pairs and `ring` (its shape already checked).
+size_t xres_smem_bytes_for(const BsrDeviceView& w, XresRing ring, int pairs) {
+  const size_t tables = xres_table_bytes(w);
+  return w.block == 64   ? xres_smem_bytes<64>(w.cols, tables, ring, pairs)
+         : w.block == 32 ? xres_smem_bytes<32>(w.cols, tables, ring, pairs)
+                         : xres_smem_bytes<16>(w.cols, tables, ring, pairs);
+}
+
 // 2 where VITRT_BSR_XRES_PAIRS asks for two pairs and w's launch can take them (blocks 16 / 32 in
 // groups, both rings next to the x slabs and the tables), else 1.
 int xres_pairs_for(const BsrDeviceView& w) {
@@ -725,10 +741,7 @@ int xres_pairs_for(const BsrDeviceView& w) {
   if (want != 2 || (w.block != 16 && w.block != 32) || xres_smem_for(w) == 0 ||
       !xres_runs_grouped(w.block, w.rows / w.block))
     return 1;
-  const size_t tables = xres_table_bytes(w);
-  const size_t bytes = w.block == 32 ? xres_smem_bytes<32>(w.cols, tables, xres_pair_ring(32), 2)
-                                     : xres_smem_bytes<16>(w.cols, tables, xres_pair_ring(16), 2);
-  return bytes <= kMaxSmem ? 2 : 1;
+  return xres_smem_bytes_for(w, xres_pair_ring(w.block), 2) <= kMaxSmem ? 2 : 1;
 }
 
 size_t xres_smem_for(const BsrDeviceView& w) {
@@ -738,11 +751,7 @@ size_t xres_smem_for(const BsrDeviceView& w) {
   if (!w.values_core_matrix && w.nnz != 0) return 0;  // the blocks go by bulk copies of that copy
   const int64_t block_rows = w.rows / w.block;
   if (block_rows >= (int64_t{1} << 20)) return 0;
-  const size_t tables = xres_table_bytes(w);
-  const XresRing ring = xres_ring(w.block);
-  const size_t bytes = w.block == 64   ? xres_smem_bytes<64>(w.cols, tables, ring)
-                       : w.block == 32 ? xres_smem_bytes<32>(w.cols, tables, ring)
-                                       : xres_smem_bytes<16>(w.cols, tables, ring);
+  const size_t bytes = xres_smem_bytes_for(w, xres_ring(w.block), 1);
   return bytes <= kMaxSmem ? bytes : 0;
 }
 
@@ -811,10 +820,7 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   a.tiles = static_cast<int>(tiles);
   int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
-  const size_t tables = xres_table_bytes(w);
-  const size_t smem = pairs == 1      ? xres_smem_for(w)
-                      : w.block == 32 ? xres_smem_bytes<32>(w.cols, tables, ring, 2)
-                                      : xres_smem_bytes<16>(w.cols, tables, ring, 2);
+  const size_t smem = pairs == 1 ? xres_smem_for(w) : xres_smem_bytes_for(w, ring, 2);
   const XresAct act = !gelu ? XresAct::kNone : xres_gelu_bf16x2() ? XresAct::kGeluBf16x2 : XresAct::kGelu;
   if (w.block == 64) launch_xres_act<64>(act, a, grid, smem, 1);
   else if (w.block == 32) launch_xres_act<32>(act, a, grid, smem, pairs);
