@@ -23,6 +23,7 @@ K (not yet run; meant for the H200, where the standing table is measured): J's m
    fc1 A/B confirming the defaults that were chosen on an H100: block 32 table-driven (default)
    against Pipe and the streamed kernel, block 16 with one pair against two, block 64 x-resident
    (default at >= 4 TB/s) against streamed (~560 s bare: split it if the machine starts late).
+AB: K's A/B runs alone (after J on a warm machine: K split in two calls).
 DESC
 }
 
@@ -63,6 +64,10 @@ case "$step" in
     if [ "$step" = K ]; then
       fc_ab 16,32,64 "" "VITRT_BSR_XRES_PAIRS=1" "VITRT_BSR_XRES_PIPE=1" "VITRT_BSR_XRES=0" ""
     fi
+    ;;
+  AB)  # K's A/B alone (the second half of K when it is split across two calls on a warm machine)
+    BUILD_TARGETS="$targets" OUT="$O/bsr" scripts/device-check.sh build | grep -v '^SUMMARY: build'
+    fc_ab 16,32,64 "" "VITRT_BSR_XRES_PAIRS=1" "VITRT_BSR_XRES_PIPE=1" "VITRT_BSR_XRES=0" ""
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac
