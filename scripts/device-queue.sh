@@ -24,11 +24,6 @@ K (not yet run; meant for the H200, where the standing table is measured): J's m
    against Pipe and the streamed kernel, block 16 with one pair against two, block 64 x-resident
    (default at >= 4 TB/s) against streamed (~560 s bare: split it if the machine starts late).
 AB: K's A/B runs alone (after J on a warm machine: K split in two calls).
-L: the x-resident kernel's overlap form (VITRT_BSR_XRES_PIPE=overlap: the next group's wgmmas in
-   flight during each epilogue): its tests, fc1 A/B against the defaults, Pipe, the streamed kernel
-   and one pair at block 16, then F's defaults sweep (~400 s bare).
-M: (warm, after L) every CudaBsr test and cuda_bsr ctest, ViT-B/16 bs256 at 90% in blocks 16 / 32 /
-   64, and block 64 with the overlap form (~250 s warm).
 DESC
 }
 
@@ -73,24 +68,6 @@ case "$step" in
   AB)  # K's A/B alone (the second half of K when it is split across two calls on a warm machine)
     BUILD_TARGETS="$targets" OUT="$O/bsr" scripts/device-check.sh build | grep -v '^SUMMARY: build'
     fc_ab 16,32,64 "" "VITRT_BSR_XRES_PAIRS=1" "VITRT_BSR_XRES_PIPE=1" "VITRT_BSR_XRES=0" ""
-    ;;
-  L)
-    BUILD_TARGETS="$targets" OUT="$O/bsr" scripts/device-check.sh build | grep -v '^SUMMARY: build'
-    for e in "VITRT_BSR_XRES_PIPE=overlap" "VITRT_BSR_XRES_PIPE=overlap VITRT_BSR_XRES_PAIRS=1" \
-             "VITRT_BSR_XRES_PIPE=overlap VITRT_BSR_XRES_CHUNK=1 VITRT_BSR_XRES_GROUP=0"; do
-      timeout 100 env $e build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.XResident*:CudaBsr.VitMlp*:CudaBsr.Ragged*' > "$O/ov.log" 2>&1
-      echo "SUMMARY: XResident / VitMlp / Ragged tests, $e: rc=$? $(grep -c Failure "$O/ov.log") failures"
-      grep -m3 -B2 -A8 Failure "$O/ov.log"
-    done
-    fc_ab 16,32,64 "" "VITRT_BSR_XRES_PIPE=overlap" "VITRT_BSR_XRES_PIPE=overlap VITRT_BSR_XRES_PAIRS=1" \
-      "VITRT_BSR_XRES_PIPE=1" "VITRT_BSR_XRES=0" "VITRT_BSR_XRES_PAIRS=1" ""
-    "$0" F | grep -v '^SUMMARY: build'
-    ;;
-  M)
-    BUILD_TARGETS="$targets" OUT="$O/bsr" TEST_INCLUDE='CudaBsr\.|cuda_bsr' TEST_TIMEOUT=150 scripts/device-check.sh build tests
-    vit_bs256 16 32 64
-    echo "(block 64 with VITRT_BSR_XRES_PIPE=overlap:)"
-    VITRT_BSR_XRES_PIPE=overlap vit_bs256 64
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac

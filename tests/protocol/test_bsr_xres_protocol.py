@@ -35,12 +35,6 @@ The protocol, for one CTA and its tiles of 128 tokens (tc: the CTA's local tile 
 - Batched (the kernel's Retire::kAtChunk, table-driven): a warp waits for a group's slabs (those not
   yet seen in the tile) before the group's first block, and arrives on the xempty of the slabs whose
   flagged block lies in the group after the group's last retirement (not at the blocks).
-- Overlap (the kernel's Retire::kOverlap, one pair): a group's blocks stay in flight until the group
-  retires (wgmma.wait_group 0 before the next group is issued; between the two only the previous
-  group's epilogue runs, which touches no barrier), and hand back then the W chunks that ended and
-  the flagged slabs; a warp about to start a chunk while S ended chunks are still its own retires
-  them first (without that, a group longer than the ring deadlocks: the unsafe variant
-  overlap_without_early_retire).
 
 A hang or a wrong parity costs a GPU call, so the protocol is run here under random interleavings
 (a seeded RNG picks the next agent, with per-run speed weights), random copy latencies and random
@@ -67,9 +61,7 @@ step with the kernel.
 import collections
 import random
 
-import pytest
-
-from mbarrier_model import Bar, Deadlock, StaleRead, check_refill, hazards, interleave
+from mbarrier_model import Bar, StaleRead, check_refill, hazards, interleave
 
 
 def slab_flags(B, cols, first=False, blocks=None):
@@ -97,7 +89,7 @@ def pair_chunks(rp, rg, cb, pairs):
 
 def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, pairs=1, skip_xfull_wait=False, release_at_first_use=False, skip_xempty_wait=False,
         block_on_slot_with_x_pending=False, release_w_before_retire=False, release_chunk_at_every_block=False,
-        xempty_counts_one_pair=False, overlap=False, overlap_without_early_retire=False):
+        xempty_counts_one_pair=False):
     """One CTA of `tiles` tiles; rows: the block-rows' column lists in storage order. pipe: the
     kernel's Pipe form (a block retired once the next block of its group is issued); rg: block-rows
     per group (the kernel's RG: 2 at block 32 with an even row count); cb: blocks per W chunk;
@@ -107,7 +99,6 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, pairs=
     after its last)."""
     assert rg == 1 or (rg == 64 // B and len(rows) % rg == 0)
     assert pairs == 1 or (pairs == 2 and batched and rg > 1)
-    assert not (overlap and (batched or pipe or pairs > 1))
     rng = random.Random(seed)
     cols = [c for row in rows for c in row]
     nnz, ns = len(cols), (K + 63) // 64
@@ -239,19 +230,12 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, pairs=
                         yield lambda xf=xf: xf.done(tc & 1)
                         seen.add(slab)
                 prev = None  # pipe: the block in flight (its counter, slot, slab, storage index)
-                held = []  # batched, overlap: the blocks issued and not yet retired
+                held = []  # batched: the blocks issued and not yet retired
                 for r in range(r0, min(r0 + rg, len(rows))):
                     for k in range(rp[r], rp[r + 1]):
                         slot, slab = n % S, slab_of[k]
                         wf, wpar, xf = wfull_q[slot], (n // S) & 1, xfull[h][slab]
                         if k in chunk_first:
-                            if overlap and not overlap_without_early_retire and sum(b[3] in chunk_last for b in held) == S:
-                                stats["group retired early: the ring is the warp's"] += 1
-                                pm = held[-1][0]
-                                yield lambda pm=pm: min(issued[4 * wg:4 * wg + 4]) > pm
-                                for blk in held:
-                                    retire(*blk)
-                                held.clear()
                             yield lambda: wf.done(wpar)
                         if not skip_xfull_wait and slab not in seen:
                             yield lambda: xf.done(tc & 1)
@@ -277,8 +261,6 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, pairs=
                                 for blk in held:
                                     retire(*blk)
                                 held.clear()
-                        elif overlap:
-                            held.append((m, slot, slab, k))
                         elif pipe:
                             if prev is not None:
                                 stats["block retired after the next was issued"] += 1
@@ -298,7 +280,7 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, pairs=
                     pm = prev[0]
                     yield lambda pm=pm: min(issued[4 * wg:4 * wg + 4]) > pm
                     retire(*prev)
-                if held:  # batched: the group's blocks after its last chunk end; overlap: all (wait_group 0)
+                if held:  # batched: the group's blocks after its last chunk end (wait_group 0)
                     stats["blocks retired at their group's end"] += 1
                     pm = held[-1][0]
                     yield lambda pm=pm: min(issued[4 * wg:4 * wg + 4]) > pm
@@ -337,10 +319,10 @@ def random_case(seed):
         max(rows, key=len).pop()
     group = 64 // B  # the kernel's RG where the row count allows
     rg = group if len(rows) % group == 0 and rng.random() < 0.7 else 1
-    mode = rng.choice(("each", "behind", "behind", "chunk", "chunk", "overlap", "overlap"))
+    mode = rng.choice(("each", "behind", "behind", "chunk", "chunk"))
     pairs = 2 if mode == "chunk" and rg > 1 and rng.random() < 0.6 else 1
     return dict(B=B, S=S, K=K, rows=rows, tiles=rng.randint(1, 4), seed=seed, pipe=mode == "behind", rg=rg, cb=cb,
-                batched=mode == "chunk", pairs=pairs, overlap=mode == "overlap")
+                batched=mode == "chunk", pairs=pairs)
 
 
 def failures(count, stop_at=(), stats=None, **variant):
@@ -367,9 +349,8 @@ def test_random_cases_cover_the_edge_cases():
         seen[f"batched={c['batched']}"] += 1
         seen["nnz not a multiple of cb"] += len(cols) % c["cb"] != 0
         seen[f"pairs={c['pairs']}"] += 1
-        seen[f"overlap={c['overlap']}"] += 1
         seen["pairs=2, odd group count"] += c["pairs"] == 2 and len(c["rows"]) // c["rg"] % 2 == 1
-    for key in ("overlap=True", "pairs=2", "pairs=2, odd group count", "batched=True", "cb=1", "cb=2", "cb=4", "cb=8", "cb=16", "nnz not a multiple of cb", "nnz=0", "empty row", "row longer than S=3", "row longer than S=8", "unused slab", "slab read twice",
+    for key in ("pairs=2", "pairs=2, odd group count", "batched=True", "cb=1", "cb=2", "cb=4", "cb=8", "cb=16", "nnz not a multiple of cb", "nnz=0", "empty row", "row longer than S=3", "row longer than S=8", "unused slab", "slab read twice",
                 "B=16", "B=32", "B=64", "tiles=1", "tiles=4", "K=768", "rg=1", "rg=2", "rg=4", "pipe=True",
                 "pipe=False"):
         assert seen[key] >= 3, (key, seen)
@@ -384,8 +365,7 @@ def test_kernel_protocol_has_no_deadlock_or_hazard():
                  "producer blocked on xempty", "producer blocked on a slot", "producer polled",
                  "block retired after the next was issued", "chunk of several blocks passed",
                  "tile's last chunk shorter", "blocks retired at their chunk's end",
-                 "blocks retired at their group's end", "chunk cut short by its group's end",
-                 "group retired early: the ring is the warp's"):
+                 "blocks retired at their group's end", "chunk cut short by its group's end"):
         assert stats[path] > 0, (path, stats)
 
 
@@ -420,13 +400,12 @@ def test_kernel_protocol_directed_cases():
     for c in cases:
         group = 64 // c["B"]
         rgs = (1, group) if group > 1 and len(c["rows"]) % group == 0 else (1,)
-        for pipe, batched, pairs, overlap in ((False, False, 1, False), (True, False, 1, False), (False, True, 1, False),
-                                              (False, True, 2, False), (False, False, 1, True)):
+        for pipe, batched, pairs in ((False, False, 1), (True, False, 1), (False, True, 1), (False, True, 2)):
             for rg in rgs:
                 if pairs == 2 and rg == 1:
                     continue
                 for seed in range(25):
-                    run(**c, seed=seed, pipe=pipe, rg=rg, batched=batched, pairs=pairs, overlap=overlap)
+                    run(**c, seed=seed, pipe=pipe, rg=rg, batched=batched, pairs=pairs)
 
 
 def test_consumer_skipping_the_xfull_wait_is_caught():
@@ -467,12 +446,3 @@ def test_two_pairs_counting_one_pair_per_slab_is_caught():
     # (4 per pair) have passed their last use of it.
     bad = failures(300, stop_at=("Overwrite", "StaleRead", "Deadlock"), xempty_counts_one_pair=True)
     assert bad["Overwrite"] + bad["StaleRead"] > 0, bad
-
-
-def test_overlap_without_its_early_retirement_deadlocks():
-    # A group whose chunks outnumber the ring's slots: the warp waits for a slot that only its own
-    # unretired blocks would hand back.
-    for seed in range(5):
-        with pytest.raises(Deadlock):
-            run(B=64, S=3, K=768, rows=[list(range(12))], tiles=2, seed=seed, pipe=False, overlap=True,
-                overlap_without_early_retire=True)

@@ -58,13 +58,6 @@
 // warpgroups (VITRT_BSR_XRES_PAIRS; 4 warps per scheduler instead of 2): block 16 at 0.9 from 0.508
 // to 0.330 ms (0.97x of cuBLASLt), block 32 with 2-block chunks 0.212 ms, 11-13% ahead of the
 // streamed kernel, so block 32 takes this kernel on every card.
-// Prepared on 2026-12-05 (evening, no GPU yet): the epilogue overlapped with the next group's MMAs
-// (VITRT_BSR_XRES_PIPE=overlap, Retire::kOverlap): every form above runs a warp's group epilogue
-// (GELU, staging, stores: the larger part of its instructions at block 64) only after the group's
-// wgmmas have retired, so each warp alternates between waiting for the tensor cores and issuing
-// stores; two accumulator sets let it do both at once. (ptxas serialises every wgmma, C7520, when
-// the group is committed once after its block loop, or when the loop's early retirement commits:
-// hence a commit per block, and a wait_group 0 after the tile's last group.)
 // Status: the default for blocks 16 and 32 in groups (chunk by chunk, table-driven; block 16 with
 // two pairs of consumer warpgroups) and, on cards of 4 TB/s or more (the H200; on the H100 the
 // streamed kernel measured faster), for block 64, given one 128-token tile per SM at least
@@ -214,11 +207,7 @@ struct XresArgs {
 // its row group, whichever comes first (no wait between the blocks of a chunk), with the x slabs
 // waited for at the start of a group and released at its end (per-group masks) and each block's x
 // descriptor read from a table.
-// kOverlap (P == 1): a group's blocks are issued as one commit group into one of two accumulator
-// sets, retired together, and the group's epilogue runs while the next group's wgmmas are on the
-// tensor cores (its W chunks and x slabs handed back at its retirement; a group needing more W
-// chunks than the ring holds retires early, block by block, as kEach).
-enum class Retire { kEach, kBehind, kAtChunk, kOverlap };
+enum class Retire { kEach, kBehind, kAtChunk };
 bool xres_chunked(int block) { return xres_retire(block) == Retire::kAtChunk; }
 
 // The epilogue's activation: none, GELU (tanh form) in fp32 with tanh.approx.f32, or the same in
@@ -420,126 +409,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
                                                                            8 * j + 2 * t)
                                 : __floats2bfloat162_rn(0.f, 0.f);
     };
-    // Epilogue of a group: rows g (pass 0) and g + 8 (pass 1) -> staging (stmatrix) -> whole-line stores.
-    auto store_group = [&](const float (&acc)[RG][C::kAcc], int r) {
-      bf16* yr = yrow + static_cast<int64_t>(r) * B;
-#pragma unroll
-      for (int pass = 0; pass < 2; ++pass) {
-        unsigned v[W / 8];
-#pragma unroll
-        for (int j = 0; j < W / 8; ++j) {
-          const float* a = acc[j / (B / 8)];
-          const int jj = j % (B / 8);
-          float v0 = a[4 * jj + 2 * pass], v1 = a[4 * jj + 2 * pass + 1];
-          if constexpr (A == XresAct::kGeluBf16x2) {
-            v[j] = dev::gelu_tanh_approx_bf16x2(v0, v1);
-          } else {
-            if constexpr (A == XresAct::kGelu) v0 = dev::gelu_tanh_approx(v0), v1 = dev::gelu_tanh_approx(v1);
-            v[j] = bsr_wgmma::pack_bf16x2(v0, v1);
-          }
-        }
-        if constexpr (P == 2) {  // no staging (it does not fit next to two rings): 4-byte stores per lane
-          const int64_t row = row0 + pass * 8 + g;
-          if (full_tile || row < p.M) {
-            bf16* yp = p.y + row * p.N + static_cast<int64_t>(r) * B + 2 * t;
-#pragma unroll
-            for (int j = 0; j < W / 8; ++j) *reinterpret_cast<unsigned*>(yp + 8 * j) = v[j];
-          }
-          continue;
-        }
-        out.stage(v);
-#pragma unroll
-        for (int i = 0; i < Out::kStoresPerPass; ++i) {
-          if (!out.has_row()) break;  // (block 16 ungrouped: 16 lanes cover the 8 rows)
-          const int row = pass * 8 + st_row + i * kRowsPerStore;  // of the warp's 16
-          const uint4 val = *reinterpret_cast<const uint4*>(st_load + i * kRowsPerStore * Out::kStageRow);
-          if (full_tile || row0 + row < p.M)
-            *reinterpret_cast<uint4*>(yr + static_cast<int64_t>(pass * 8 + i * kRowsPerStore) * p.N) = val;
-        }
-        __syncwarp();
-      }
-    };
     load_bias(pq * RG);
-    if constexpr (Mode == Retire::kOverlap) {
-      // Two accumulator sets: group r + RG's wgmmas are issued (one commit group) before group r's
-      // epilogue, so the tensor cores work through the stores, GELU and staging. A group hands back
-      // its W chunks and x slabs when it retires (wait<0>, before the next group is issued).
-      float acc0[RG][C::kAcc], acc1[RG][C::kAcc];
-      int k = 0;            // the tile's next stored block
-      int ended = 0;        // W chunks whose last block is issued, not yet handed back: slots
-      int rel_slot = slot;  // rel_slot, rel_slot + 1, ... (ring order)
-      unsigned rel_x = 0;   // x slabs whose last use in the tile is issued, not yet handed back
-      auto hand_back_retired = [&] {
-        if (lane == 0) {
-          for (int i = 0, s = rel_slot; i < ended; ++i, s = s + 1 == S ? 0 : s + 1) mbar::arrive(&wempty[s]);
-          for (unsigned m = rel_x; m != 0; m &= m - 1) mbar::arrive(&xempty[h * kMaxSlabs + __ffs(m) - 1]);
-        }
-        ended = 0, rel_slot = slot, rel_x = 0;
-      };
-      auto issue_group = [&](float (&acc)[RG][C::kAcc], int r) {
-#pragma unroll
-        for (int q = 0; q < RG; ++q)
-#pragma unroll
-          for (int j = 0; j < B / 8; ++j) {
-            const float2 b2 = __bfloat1622float2(bias_next[q][j]);
-            acc[q][4 * j] = acc[q][4 * j + 2] = b2.x;
-            acc[q][4 * j + 1] = acc[q][4 * j + 3] = b2.y;
-          }
-        load_bias(r + RG);
-#pragma unroll
-        for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
-#pragma unroll
-        for (int q = 0; q < RG; ++q) {
-          for (const int kend = rp_s[r + q + 1]; k < kend; ++k) {
-            const int c = col_s[k];
-            const int slab = static_cast<int>(xres_slab_of<B>(c));
-            const int in_chunk = k & cb_mask;
-            if (in_chunk == 0) {
-              if (ended == S) {  // every slot is this warp's: retire the group so far (a long group)
-                wgmma::wait<0>();
-                hand_back_retired();
-              }
-              mbar::wait(&wfull[slot], round);  // the whole chunk lands at once
-            }
-            if (!((xseen >> slab) & 1)) {
-              mbar::wait(&xfull[h * kMaxSlabs + slab], xparity);
-              xseen |= 1u << slab;
-            }
-            wgmma::fence();
-            const uint64_t da = xdesc + xres_x_offset<B>(c);
-            const uint64_t db = wdesc + ((slot * chunk_bytes + in_chunk * C::kBlockBytes) >> 4);
-#pragma unroll
-            for (int kk = 0; kk < B / 16; ++kk) bsr_wgmma::block_k16<B>(acc[q], da + 2 * kk, db + 16 * kk);
-            wgmma::commit();  // (one commit per block: one per group, after the loop, made ptxas serialise them)
-            if (c & kLastUse) rel_x |= 1u << slab;
-            if (in_chunk == cb_mask || k + 1 == nnz) {  // the chunk's last block
-              ++ended;
-              if (++slot == S) slot = 0, round ^= 1;
-            }
-          }
-        }
-      };
-      auto retire = [&](float (&acc)[RG][C::kAcc]) {
-        wgmma::wait<0>();
-#pragma unroll
-        for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
-        hand_back_retired();
-      };
-      int r = 0;
-      issue_group(acc0, r);
-      for (;;) {
-        retire(acc0);
-        if (r + RG < p.block_rows) issue_group(acc1, r + RG);
-        store_group(acc0, r);
-        if ((r += RG) >= p.block_rows) break;
-        retire(acc1);
-        if (r + RG < p.block_rows) issue_group(acc0, r + RG);
-        store_group(acc1, r);
-        if ((r += RG) >= p.block_rows) break;
-      }
-      wgmma::wait<0>();  // (nothing is in flight here; ptxas cannot tell, and would serialise every wgmma)
-    }
-    if constexpr (Mode != Retire::kOverlap)
     for (int r = pq * RG; r < p.block_rows; r += P * RG) {
       int rb[RG + 1];  // the group's row pointers (read first, as the ungrouped form always did)
 #pragma unroll
@@ -677,7 +547,43 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
         if (lane == 0)  // every slab whose last use is in the group
           for (unsigned m = grel_s[r / RG]; m != 0; m &= m - 1) mbar::arrive(&xempty[h * kMaxSlabs + __ffs(m) - 1]);
       }
-      store_group(acc, r);
+      // Epilogue: rows g (pass 0) and g + 8 (pass 1) -> staging (stmatrix) -> whole-line stores.
+      bf16* yr = yrow + static_cast<int64_t>(r) * B;
+#pragma unroll
+      for (int pass = 0; pass < 2; ++pass) {
+        unsigned v[W / 8];
+#pragma unroll
+        for (int j = 0; j < W / 8; ++j) {
+          const float* a = acc[j / (B / 8)];
+          const int jj = j % (B / 8);
+          float v0 = a[4 * jj + 2 * pass], v1 = a[4 * jj + 2 * pass + 1];
+          if constexpr (A == XresAct::kGeluBf16x2) {
+            v[j] = dev::gelu_tanh_approx_bf16x2(v0, v1);
+          } else {
+            if constexpr (A == XresAct::kGelu) v0 = dev::gelu_tanh_approx(v0), v1 = dev::gelu_tanh_approx(v1);
+            v[j] = bsr_wgmma::pack_bf16x2(v0, v1);
+          }
+        }
+        if constexpr (P == 2) {  // no staging (it does not fit next to two rings): 4-byte stores per lane
+          const int64_t row = row0 + pass * 8 + g;
+          if (full_tile || row < p.M) {
+            bf16* yp = p.y + row * p.N + static_cast<int64_t>(r) * B + 2 * t;
+#pragma unroll
+            for (int j = 0; j < W / 8; ++j) *reinterpret_cast<unsigned*>(yp + 8 * j) = v[j];
+          }
+          continue;
+        }
+        out.stage(v);
+#pragma unroll
+        for (int i = 0; i < Out::kStoresPerPass; ++i) {
+          if (!out.has_row()) break;  // (block 16 ungrouped: 16 lanes cover the 8 rows)
+          const int row = pass * 8 + st_row + i * kRowsPerStore;  // of the warp's 16
+          const uint4 val = *reinterpret_cast<const uint4*>(st_load + i * kRowsPerStore * Out::kStageRow);
+          if (full_tile || row0 + row < p.M)
+            *reinterpret_cast<uint4*>(yr + static_cast<int64_t>(pass * 8 + i * kRowsPerStore) * p.N) = val;
+        }
+        __syncwarp();
+      }
     }
   }
 #endif
@@ -686,9 +592,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
 // VITRT_BSR_XRES_PIPE: "1" keeps one block in flight within a row group (Pipe, Retire::kBehind), "0"
 // retires each block's wgmmas before the next block is issued, "chunk" (or "lean" / "tables", its
 // names while they were A/B forms) retires them at the end of each W chunk and row group
-// (Retire::kAtChunk, table-driven), "overlap" keeps the next group's wgmmas in flight during each
-// group's epilogue (Retire::kOverlap; one pair only: block 16's two pairs stay chunk by chunk;
-// not yet measured on a GPU); unset / other: chunk by chunk for blocks 16 and 32, block by
+// (Retire::kAtChunk, table-driven); unset / other: chunk by chunk for blocks 16 and 32, block by
 // block for block 64. Measured on the H100 (2026-12-05 ~16:45 UTC, fc1 shape, M = 50432, ms at
 // 0.8 / 0.86 / 0.9): block 16 (two pairs) 0.467 / 0.383 / 0.330 table-driven against 0.592 /
 // 0.475 / 0.390 with the loop before it (itself 0.755 / 0.569 / 0.445 with one pair, against
@@ -697,18 +601,17 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
 // 0.243. On the H200 (2026-12-05, one block per copy, before the table-driven loop): block 32 with
 // Pipe 0.3495 / 0.2738 / 0.2203 against 0.3663 / 0.2861 / 0.2298 block by block; block 64 1-2%
 // slower with Pipe (0.2068 / 0.1700 against 0.2019 / 0.1688 ms at 0.8 / 0.86, equal at 0.9).
-enum class RetireChoice { kEach, kBehind, kAtChunk, kOverlap, kAuto };
+enum class RetireChoice { kEach, kBehind, kAtChunk, kAuto };
 Retire xres_retire(int block) {
   static const RetireChoice v = env_choice<RetireChoice>(
       "VITRT_BSR_XRES_PIPE",
       {{"0", RetireChoice::kEach}, {"1", RetireChoice::kBehind}, {"chunk", RetireChoice::kAtChunk},
-       {"lean", RetireChoice::kAtChunk}, {"tables", RetireChoice::kAtChunk}, {"overlap", RetireChoice::kOverlap}},
+       {"lean", RetireChoice::kAtChunk}, {"tables", RetireChoice::kAtChunk}},
       RetireChoice::kAuto);
   switch (v) {
     case RetireChoice::kEach: return Retire::kEach;
     case RetireChoice::kBehind: return Retire::kBehind;
     case RetireChoice::kAtChunk: return Retire::kAtChunk;
-    case RetireChoice::kOverlap: return Retire::kOverlap;
     default: return block == 64 ? Retire::kEach : Retire::kAtChunk;
   }
 }
@@ -748,7 +651,6 @@ void launch_xres_rg(const XresArgs& a, int grid, size_t smem, int pairs) {
   switch (xres_retire(B)) {
     case Retire::kBehind: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kBehind, RG, 1>>(a, grid, kT, smem, kMaxSmem);
     case Retire::kAtChunk: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kAtChunk, RG, 1>>(a, grid, kT, smem, kMaxSmem);
-    case Retire::kOverlap: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kOverlap, RG, 1>>(a, grid, kT, smem, kMaxSmem);
     default: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kEach, RG, 1>>(a, grid, kT, smem, kMaxSmem);
   }
 }
