@@ -36,6 +36,12 @@
 // loaded into registers by every thread, computing y^T (0.20 ms: the loads' L2 latency exposed);
 // (2026-12-05, H100) y written by TMA stores from a 128-byte-swizzled per-warp staging, one 8 x 64
 // box per warp and pass: 3-8% slower than the lanes' 16-byte stores at every block size.
+// (2026-12-05 evening, H100, commit 4fbc3d8) two accumulator sets, the next group's wgmmas in
+// flight during each group's epilogue, a group's W chunks handed back when it retires: slower at
+// every block size (block 64 x-resident at 0.8 / 0.9: 0.319 / 0.195 ms against 0.230 / 0.167; block
+// 32 0.284 against 0.217 at 0.9). A retired group's slots come back only after the next epilogue,
+// and the ring (3 slots at block 64, all the x slabs leave) then cannot run ahead: each group
+// waits for its W blocks' fill from L2.
 // Added on 2026-12-05 (measured on the H200 the same day, BENCHMARKS.md): a group's next block
 // issued before the current one retires (Pipe, VITRT_BSR_XRES_PIPE; at 80% sparsity a block-row has
 // ~2.4 blocks, each retired alone otherwise); blocks 32 and 16 in groups of 2 / 4 block-rows, so that
