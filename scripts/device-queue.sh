@@ -27,8 +27,6 @@ AB: K's A/B runs alone (after J on a warm machine: K split in two calls).
 N: y stored from registers with one pair too, the staging's 9 KB given to the W ring
    (VITRT_BSR_XRES_STAGE=0): its tests, then fc1 A/B at blocks 32 / 64 on the x-resident kernel
    (~250 s bare).
-O: y from registers by 16-byte stores after a transpose across each quad (block 16's two pairs;
-   one pair with VITRT_BSR_XRES_STAGE=0) against 4-byte stores: tests, fc1 A/B, F (~420 s bare).
 DESC
 }
 
@@ -83,18 +81,6 @@ case "$step" in
     done
     fc_ab 32,64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_STAGE=0" "VITRT_BSR_XRES=1" \
       "VITRT_BSR_XRES=1 VITRT_BSR_XRES_STAGE=0" "VITRT_BSR_XRES=0"
-    ;;
-  O)  # y from registers by 16-byte stores after a quad transpose (default) against 4-byte stores (VITRT_BSR_XRES_QUAD=0)
-    BUILD_TARGETS="$targets" OUT="$O/bsr" scripts/device-check.sh build | grep -v '^SUMMARY: build'
-    for e in "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_STAGE=0" "VITRT_BSR_XRES_STAGE=0 VITRT_BSR_XRES_PAIRS=1" \
-             "VITRT_BSR_XRES_QUAD=0"; do
-      timeout 100 env $e build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.XResident*:CudaBsr.VitMlp*:CudaBsr.Ragged*' > "$O/st.log" 2>&1
-      echo "SUMMARY: XResident / VitMlp / Ragged tests, $e: rc=$? $(grep -c Failure "$O/st.log") failures"
-      grep -m3 -B2 -A8 Failure "$O/st.log"
-    done
-    fc_ab 16,32,64 "" "VITRT_BSR_XRES_QUAD=0" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_STAGE=0" \
-      "VITRT_BSR_XRES=1 VITRT_BSR_XRES_STAGE=0 VITRT_BSR_XRES_PAIRS=1" "" "VITRT_BSR_XRES_QUAD=0"
-    "$0" F | grep -v '^SUMMARY: build'
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac

@@ -124,26 +124,6 @@ __device__ __forceinline__ unsigned xres_x_offset(unsigned c) {
   return ((a / kSlabCols) * kSlabBytes + (a % kSlabCols) * 2) >> 4;
 }
 
-// The epilogue's register-to-global form without staging: lane t of a quad holds a[i], the bf16
-// pair at columns 8 (j0 + i) + 2 t of its row, for i = 0..3; afterwards a[s] is lane s's pair of
-// column chunk j0 + t, so the lane holds that chunk's 16 bytes in order (a 4 x 4 transpose across
-// the quad: the 2 x 2 sub-blocks through lane ^ 1, then the off-diagonal blocks through lane ^ 2).
-__device__ __forceinline__ void xres_quad_transpose(unsigned (&a)[4], int t) {
-  const bool odd = (t & 1) != 0, hi = (t & 2) != 0;
-#pragma unroll
-  for (int q = 0; q < 2; ++q) {
-    const unsigned got = __shfl_xor_sync(0xffffffffu, odd ? a[2 * q] : a[2 * q + 1], 1);
-    if (odd) a[2 * q] = got;
-    else a[2 * q + 1] = got;
-  }
-#pragma unroll
-  for (int q = 0; q < 2; ++q) {
-    const unsigned got = __shfl_xor_sync(0xffffffffu, hi ? a[q] : a[2 + q], 2);
-    if (hi) a[q] = got;
-    else a[2 + q] = got;
-  }
-}
-
 template <int B>
 struct XresCfg {
   static constexpr int S = B == 64 ? 3 : B == 32 ? 8 : 16;  // W ring slots of one block (24 / 16 / 8 KB)
@@ -222,7 +202,6 @@ struct XresArgs {
   int chunk_log2;  // the W ring (XresRing): blocks per bulk copy, 1 << chunk_log2
   int ring_slots;
   int staged;  // P == 1: y goes through the per-warp staging (stmatrix, 16-byte stores); 0: from registers
-  int quad_stores;  // from registers: 16-byte stores after xres_quad_transpose (0: 4-byte stores)
   const int32_t* row_ptr;
   const int32_t* col_idx;
   const bf16* values_cm;  // the blocks in core-matrix order (bsr_core_matrix_order)
@@ -595,22 +574,9 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
             v[j] = bsr_wgmma::pack_bf16x2(v0, v1);
           }
         }
-        if (!staged) {  // (two pairs: the staging does not fit next to two rings) from registers
+        if (!staged) {  // (two pairs: the staging does not fit next to two rings) 4-byte stores per lane
           const int64_t row = row0 + pass * 8 + g;
-          if constexpr (W / 8 % 4 == 0) {
-            if (p.quad_stores) {  // 16-byte stores: each quad's 4 x 4 pairs transposed (xres_quad_transpose)
-#pragma unroll
-              for (int j0 = 0; j0 < W / 8; j0 += 4) {
-                unsigned q4[4] = {v[j0], v[j0 + 1], v[j0 + 2], v[j0 + 3]};
-                xres_quad_transpose(q4, t);
-                if (full_tile || row < p.M)
-                  *reinterpret_cast<uint4*>(p.y + row * p.N + static_cast<int64_t>(r) * B + 8 * (j0 + t)) =
-                      make_uint4(q4[0], q4[1], q4[2], q4[3]);
-              }
-              continue;
-            }
-          }
-          if (full_tile || row < p.M) {  // 4-byte stores per lane
+          if (full_tile || row < p.M) {
             bf16* yp = p.y + row * p.N + static_cast<int64_t>(r) * B + 2 * t;
 #pragma unroll
             for (int j = 0; j < W / 8; ++j) *reinterpret_cast<unsigned*>(yp + 8 * j) = v[j];
@@ -744,15 +710,6 @@ bool xres_staged() {
   return v;
 }
 
-// VITRT_BSR_XRES_QUAD: "0" stores y from registers as 4-byte pairs (the form two pairs had until
-// 2026-12-05 evening); otherwise 16-byte stores after a transpose across each quad. Why: stored from
-// registers with 4-byte stores, fc1 takes ~0.325 ms at blocks 16, 32 and 64 alike at 0.9 on the
-// H100 (staged: 0.17 at block 64), a cap of its own. Not yet measured.
-bool xres_quad_stores() {
-  static const bool v = kernel_mode_from_env("VITRT_BSR_XRES_QUAD") != KernelMode::Off;
-  return v;
-}
-
 XresRing xres_ring(int block) {
   static const int chunk_env = int_from_env("VITRT_BSR_XRES_CHUNK"), ring_env = int_from_env("VITRT_BSR_XRES_RING") * 1024;
   const int chunk = chunk_env > 0 ? chunk_env : block == 16 ? 8 : block == 32 ? 2 : 1;
@@ -878,7 +835,6 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   a.chunk_log2 = ring.chunk_log2;
   a.ring_slots = ring.slots;
   a.staged = xres_staged() ? 1 : 0;
-  a.quad_stores = xres_quad_stores() ? 1 : 0;
   a.row_ptr = w.row_ptr;
   a.col_idx = w.col_idx;
   a.values_cm = static_cast<const bf16*>(w.values_core_matrix);
