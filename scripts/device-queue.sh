@@ -24,9 +24,6 @@ K (not yet run; meant for the H200, where the standing table is measured): J's m
    against Pipe and the streamed kernel, block 16 with one pair against two, block 64 x-resident
    (default at >= 4 TB/s) against streamed (~560 s bare: split it if the machine starts late).
 AB: K's A/B runs alone (after J on a warm machine: K split in two calls).
-N: y stored from registers with one pair too, the staging's 9 KB given to the W ring
-   (VITRT_BSR_XRES_STAGE=0): its tests, then fc1 A/B at blocks 32 / 64 on the x-resident kernel
-   (~250 s bare).
 DESC
 }
 
@@ -71,16 +68,6 @@ case "$step" in
   AB)  # K's A/B alone (the second half of K when it is split across two calls on a warm machine)
     BUILD_TARGETS="$targets" OUT="$O/bsr" scripts/device-check.sh build | grep -v '^SUMMARY: build'
     fc_ab 16,32,64 "" "VITRT_BSR_XRES_PAIRS=1" "VITRT_BSR_XRES_PIPE=1" "VITRT_BSR_XRES=0" ""
-    ;;
-  N)  # y from registers, the staging's bytes in the W ring (VITRT_BSR_XRES_STAGE=0): tests, then fc1 A/B
-    BUILD_TARGETS="$targets" OUT="$O/bsr" scripts/device-check.sh build | grep -v '^SUMMARY: build'
-    for e in "VITRT_BSR_XRES_STAGE=0" "VITRT_BSR_XRES_STAGE=0 VITRT_BSR_XRES_PAIRS=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_STAGE=0"; do
-      timeout 100 env $e build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.XResident*:CudaBsr.VitMlp*:CudaBsr.Ragged*' > "$O/st.log" 2>&1
-      echo "SUMMARY: XResident / VitMlp / Ragged tests, $e: rc=$? $(grep -c Failure "$O/st.log") failures"
-      grep -m3 -B2 -A8 Failure "$O/st.log"
-    done
-    fc_ab 32,64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_STAGE=0" "VITRT_BSR_XRES=1" \
-      "VITRT_BSR_XRES=1 VITRT_BSR_XRES_STAGE=0" "VITRT_BSR_XRES=0"
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac

@@ -169,25 +169,23 @@ struct XresRing {
 constexpr int kMaxChunkBytes = 8 * 1024;  // block 64's slot
 constexpr int kMaxRingBytes = 3 * kMaxChunkBytes;
 
-// extra_bytes: the epilogue's staging, given to the ring when y is stored from registers (unstaged).
 template <int B>
-XresRing xres_ring_for(int chunk_blocks, int ring_bytes, int extra_bytes) {
+XresRing xres_ring_for(int chunk_blocks, int ring_bytes) {
   using C = XresCfg<B>;
   int lg = 0;
   while ((2 << lg) <= chunk_blocks && (2 << lg) * C::kBlockBytes <= kMaxChunkBytes) ++lg;
   const int chunk_bytes = C::kBlockBytes << lg;
-  const int bytes = (ring_bytes > 0 ? std::min(ring_bytes, kMaxRingBytes) : C::S * C::kBlockBytes) + extra_bytes;
+  const int bytes = ring_bytes > 0 ? std::min(ring_bytes, kMaxRingBytes) : C::S * C::kBlockBytes;
   return {lg, std::max(3, bytes / chunk_bytes)};
 }
 
-// pairs = 2 (XresPairs): a W ring per pair, and no staging (its epilogue stores from registers), as
-// one pair unstaged (staged = false, VITRT_BSR_XRES_STAGE=0).
+// pairs = 2 (XresPairs): a W ring per pair, and no staging (its epilogue stores from registers).
 template <int B>
-size_t xres_smem_bytes(int64_t K, size_t table_bytes, XresRing ring, int pairs, bool staged) {
+size_t xres_smem_bytes(int64_t K, size_t table_bytes, XresRing ring, int pairs = 1) {
   using C = XresCfg<B>;
   return kAlignSlack + 2 * static_cast<size_t>(xres_slabs(K)) * kSlabBytes +
          static_cast<size_t>(pairs * ring.slots) * (C::kBlockBytes << ring.chunk_log2) +
-         (pairs == 1 && staged ? consumer_warps(1) * C::kStageBytes : 0) +
+         (pairs == 1 ? consumer_warps(1) * C::kStageBytes : 0) +
          (4 * kMaxSlabs + 2 * pairs * ring.slots + 2) * sizeof(uint64_t) + table_bytes;
 }
 
@@ -201,7 +199,6 @@ struct XresArgs {
   int nnz_cap;   // col_idx table capacity (the view's nnz, or every block)
   int chunk_log2;  // the W ring (XresRing): blocks per bulk copy, 1 << chunk_log2
   int ring_slots;
-  int staged;  // P == 1: y goes through the per-warp staging (stmatrix, 16-byte stores); 0: from registers
   const int32_t* row_ptr;
   const int32_t* col_idx;
   const bf16* values_cm;  // the blocks in core-matrix order (bsr_core_matrix_order)
@@ -240,9 +237,8 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
   const int ns = p.slabs;
   unsigned char* xs = smem;                                   // [2 halves][ns slabs][64 rows x 128 B], swizzled
   unsigned char* ws = xs + 2 * ns * kSlabBytes;               // [P][S][chunk of B x B blocks], core-matrix layout
-  const bool staged = P == 1 && p.staged;
-  unsigned char* stage = ws + P * S * chunk_bytes;            // staged: [warp][8 rows][kStageRow]
-  uint64_t* bars = reinterpret_cast<uint64_t*>(stage + (staged ? CW * C::kStageBytes : 0));
+  unsigned char* stage = ws + P * S * chunk_bytes;            // P == 1: [warp][8 rows][kStageRow]
+  uint64_t* bars = reinterpret_cast<uint64_t*>(stage + (P == 1 ? CW * C::kStageBytes : 0));
   uint64_t* xfull = bars;                   // [2][kMaxSlabs] slab landed (TMA complete_tx)
   uint64_t* xempty = bars + 2 * kMaxSlabs;  // [2][kMaxSlabs] the warps on that half reading it are done with it
   uint64_t* wfull = bars + 4 * kMaxSlabs;   // [P][S] W chunk landed (bulk copy complete_tx)
@@ -384,7 +380,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
   // pair q takes groups q, q + 2, ... from its own W ring.
   constexpr int W = RG * B;  // output columns of a group
   const int wg = warp / 4, h = wg % 2, pq = wg / 2, w4 = warp % 4, g = lane / 4, t = lane % 4;
-  unsigned char* st = stage + (staged ? warp * C::kStageBytes : 0);
+  unsigned char* st = stage + (P == 1 ? warp * C::kStageBytes : 0);
   const uint64_t xdesc = wgmma::make_smem_desc_sw128(xs + h * ns * kSlabBytes, 1024);
   const uint64_t wdesc = wgmma::make_smem_desc(ws + pq * S * chunk_bytes, 128, C::kChunks * 128);
   if constexpr (P == 2) wfull += pq * S, wempty += pq * S;  // this pair's ring
@@ -574,7 +570,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
             v[j] = bsr_wgmma::pack_bf16x2(v0, v1);
           }
         }
-        if (!staged) {  // (two pairs: the staging does not fit next to two rings) 4-byte stores per lane
+        if constexpr (P == 2) {  // no staging (it does not fit next to two rings): 4-byte stores per lane
           const int64_t row = row0 + pass * 8 + g;
           if (full_tile || row < p.M) {
             bf16* yp = p.y + row * p.N + static_cast<int64_t>(r) * B + 2 * t;
@@ -700,23 +696,12 @@ KernelMode xres_mode() {
 // 0.363 / 0.292 / 0.241 (with Pipe it had measured as with one). A 24 KB ring does not fit next
 // to the x slabs and the tables at blocks 32 and 16 (xres_smem_for then declines the weight and the
 // other kernels run it: what the first A/B runs of 8 KB chunks at block 32 measured).
-// VITRT_BSR_XRES_STAGE: "0" stores y from registers (4-byte stores per lane, as two pairs do) with
-// one pair too, and gives the staging's 9 KB to the W ring: block 64 gets 4 slots instead of 3, block
-// 32 6 chunks of 4 KB instead of 4. Why: the W fills' latency is what the ring must hide (ncu: 14% of
-// the consumers' samples wait for them at block 64; the overlap form, which held its slots longer,
-// lost 15-40%), and the x slabs leave the ring no other bytes. Not yet measured.
-bool xres_staged() {
-  static const bool v = kernel_mode_from_env("VITRT_BSR_XRES_STAGE") != KernelMode::Off;
-  return v;
-}
-
 XresRing xres_ring(int block) {
   static const int chunk_env = int_from_env("VITRT_BSR_XRES_CHUNK"), ring_env = int_from_env("VITRT_BSR_XRES_RING") * 1024;
   const int chunk = chunk_env > 0 ? chunk_env : block == 16 ? 8 : block == 32 ? 2 : 1;
-  const int staging = xres_staged() ? 0 : consumer_warps(1) * bsr_wgmma::WarpTileStore<64>::kStageBytes;
-  return block == 64   ? xres_ring_for<64>(chunk, ring_env, staging)
-         : block == 32 ? xres_ring_for<32>(chunk, ring_env, staging)
-                       : xres_ring_for<16>(chunk, ring_env, staging);
+  return block == 64   ? xres_ring_for<64>(chunk, ring_env)
+         : block == 32 ? xres_ring_for<32>(chunk, ring_env)
+                       : xres_ring_for<16>(chunk, ring_env);
 }
 
 // Two pairs' rings (XresPairs): the ring of xres_ring, cut to 12 KB per pair (three slots at least).
@@ -750,10 +735,9 @@ size_t xres_smem_for(const BsrDeviceView& w);
 // Shared memory for w's launch with `pairs` pairs and `ring` (its shape already checked).
 size_t xres_smem_bytes_for(const BsrDeviceView& w, XresRing ring, int pairs) {
   const size_t tables = xres_table_bytes(w);
-  const bool staged = xres_staged();
-  return w.block == 64   ? xres_smem_bytes<64>(w.cols, tables, ring, pairs, staged)
-         : w.block == 32 ? xres_smem_bytes<32>(w.cols, tables, ring, pairs, staged)
-                         : xres_smem_bytes<16>(w.cols, tables, ring, pairs, staged);
+  return w.block == 64   ? xres_smem_bytes<64>(w.cols, tables, ring, pairs)
+         : w.block == 32 ? xres_smem_bytes<32>(w.cols, tables, ring, pairs)
+                         : xres_smem_bytes<16>(w.cols, tables, ring, pairs);
 }
 
 // 2 where VITRT_BSR_XRES_PAIRS asks for two pairs and w's launch can take them (blocks 16 / 32 in
@@ -834,7 +818,6 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   const XresRing ring = pairs == 2 ? xres_pair_ring(w.block) : xres_ring(w.block);
   a.chunk_log2 = ring.chunk_log2;
   a.ring_slots = ring.slots;
-  a.staged = xres_staged() ? 1 : 0;
   a.row_ptr = w.row_ptr;
   a.col_idx = w.col_idx;
   a.values_cm = static_cast<const bf16*>(w.values_core_matrix);
