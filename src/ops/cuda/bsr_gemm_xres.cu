@@ -149,6 +149,20 @@ __device__ __forceinline__ void xres_quad_transpose(unsigned (&a)[4], int t) {
   }
 }
 
+// After xres_quad_transpose of columns 0-31 (a) and 32-63 (b) of a 64-column row group: quad g (lanes
+// 4 g .. 4 g + 3) holds row g's chunks t (a) and 4 + t (b). Quads 2 k and 2 k + 1 swap halves
+// (lane ^ 4) so that lanes 8 k .. 8 k + 7 hold row 2 k's 8 chunks in a and row 2 k + 1's in b, each
+// lane chunk lane % 8: one 16-byte store per lane then writes 4 whole 128-byte lines.
+__device__ __forceinline__ void xres_line_exchange(unsigned (&a)[4], unsigned (&b)[4], int lane) {
+  const bool odd = (lane & 4) != 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const unsigned got = __shfl_xor_sync(0xffffffffu, odd ? a[i] : b[i], 4);
+    if (odd) a[i] = got;
+    else b[i] = got;
+  }
+}
+
 template <int B>
 struct XresCfg {
   static constexpr int S = B == 64 ? 3 : B == 32 ? 8 : 16;  // W ring slots of one block (24 / 16 / 8 KB)
@@ -224,6 +238,7 @@ struct XresArgs {
   int nnz_cap;   // col_idx table capacity (the view's nnz, or every block)
   int chunk_log2;  // the W ring (XresRing): blocks per bulk copy, 1 << chunk_log2
   int ring_slots;
+  int line_stores;  // two pairs: whole-line stores (xres_line_exchange) instead of half lines
   const int32_t* row_ptr;
   const int32_t* col_idx;
   const bf16* values_cm;  // the blocks in core-matrix order (bsr_core_matrix_order)
@@ -598,6 +613,20 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
         if constexpr (P == 2) {  // no staging (it does not fit next to two rings): 16-byte stores from registers
           static_assert(W / 8 % 4 == 0, "two pairs run 64-column groups: whole quad transposes");
           const int64_t row = row0 + pass * 8 + g;
+          if constexpr (W == 64) {
+            if (p.line_stores) {  // whole 128-byte lines: 4 rows per store instruction (xres_line_exchange)
+              unsigned a4[4] = {v[0], v[1], v[2], v[3]}, b4[4] = {v[4], v[5], v[6], v[7]};
+              xres_quad_transpose(a4, t);
+              xres_quad_transpose(b4, t);
+              xres_line_exchange(a4, b4, lane);
+              const int64_t row_a = row0 + pass * 8 + 2 * (lane / 8);  // a4: this row; b4: the next
+              bf16* ya = p.y + row_a * p.N + static_cast<int64_t>(r) * B + 8 * (lane % 8);
+              if (full_tile || row_a < p.M) *reinterpret_cast<uint4*>(ya) = make_uint4(a4[0], a4[1], a4[2], a4[3]);
+              if (full_tile || row_a + 1 < p.M)
+                *reinterpret_cast<uint4*>(ya + p.N) = make_uint4(b4[0], b4[1], b4[2], b4[3]);
+              continue;
+            }
+          }
 #pragma unroll
           for (int j0 = 0; j0 < W / 8; j0 += 4) {
             unsigned q4[4] = {v[j0], v[j0 + 1], v[j0 + 2], v[j0 + 3]};
@@ -733,6 +762,13 @@ XresRing xres_ring(int block) {
                        : xres_ring_for<16>(chunk, ring_env);
 }
 
+// VITRT_BSR_XRES_LINES: "1" has two pairs store whole 128-byte lines (a second exchange across
+// quads); otherwise half lines (one quad transpose). Not yet measured.
+bool xres_line_stores() {
+  static const bool v = kernel_mode_from_env("VITRT_BSR_XRES_LINES") == KernelMode::On;
+  return v;
+}
+
 // Two pairs' rings (XresPairs): the ring of xres_ring, cut to 12 KB per pair (three slots at least).
 constexpr int kPairRingBytes = 12 * 1024;
 XresRing xres_pair_ring(int block) {
@@ -847,6 +883,7 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   const XresRing ring = pairs == 2 ? xres_pair_ring(w.block) : xres_ring(w.block);
   a.chunk_log2 = ring.chunk_log2;
   a.ring_slots = ring.slots;
+  a.line_stores = xres_line_stores() ? 1 : 0;
   a.row_ptr = w.row_ptr;
   a.col_idx = w.col_idx;
   a.values_cm = static_cast<const bf16*>(w.values_core_matrix);
