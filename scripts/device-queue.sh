@@ -20,12 +20,10 @@ F: the defaults' bf16 sweep (blocks 16 / 32 / 64, 0.8-0.9, both MLP shapes) with
 J (run on an H100, 2026-12-05 ~16:50 UTC): every CudaBsr test and cuda_bsr ctest, F, ViT-B/16 bs256
    at 90% in blocks 16 / 32 / 64 (~500 s bare).
 K (not yet run; meant for the H200, where the standing table is measured): J's measurements, then
-   fc1 A/B confirming the defaults that were chosen on an H100: block 32 table-driven (default)
-   against Pipe and the streamed kernel, block 16 with one pair against two, block 64 x-resident
+   fc1 A/B confirming the defaults that were chosen on an H100: blocks 16 and 32 with two pairs
+   (default) against one, block 32 against Pipe and the streamed kernel, block 64 x-resident
    (default at >= 4 TB/s) against streamed (~560 s bare: split it if the machine starts late).
 AB: K's A/B runs alone (after J on a warm machine: K split in two calls).
-P: two pairs storing whole 128-byte lines (VITRT_BSR_XRES_LINES=1) against half lines: tests, fc1
-   A/B at blocks 16 / 32 (~280 s bare).
 DESC
 }
 
@@ -70,16 +68,6 @@ case "$step" in
   AB)  # K's A/B alone (the second half of K when it is split across two calls on a warm machine)
     BUILD_TARGETS="$targets" OUT="$O/bsr" scripts/device-check.sh build | grep -v '^SUMMARY: build'
     fc_ab 16,32,64 "" "VITRT_BSR_XRES_PAIRS=1" "VITRT_BSR_XRES_PIPE=1" "VITRT_BSR_XRES=0" ""
-    ;;
-  P)  # two pairs storing whole 128-byte lines (VITRT_BSR_XRES_LINES=1) against half lines (the default)
-    BUILD_TARGETS="$targets" OUT="$O/bsr" scripts/device-check.sh build | grep -v '^SUMMARY: build'
-    for e in "" "VITRT_BSR_XRES_LINES=1" "VITRT_BSR_XRES_PAIRS=2 VITRT_BSR_XRES_LINES=1"; do
-      timeout 100 env $e build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.XResident*:CudaBsr.VitMlp*:CudaBsr.Ragged*' > "$O/st.log" 2>&1
-      echo "SUMMARY: XResident / VitMlp / Ragged tests, '$e': rc=$? $(grep -c Failure "$O/st.log") failures"
-      grep -m3 -B2 -A8 Failure "$O/st.log"
-    done
-    fc_ab 16,32 "" "VITRT_BSR_XRES_LINES=1" "VITRT_BSR_XRES_PAIRS=2" "VITRT_BSR_XRES_PAIRS=2 VITRT_BSR_XRES_LINES=1" "" \
-      "VITRT_BSR_XRES_LINES=1"
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac

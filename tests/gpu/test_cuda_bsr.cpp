@@ -443,7 +443,7 @@ TEST_F(CudaBsr, XResidentTakesTheVitMlpShapes) {
       const BsrMatrix dev = bsr_to_cuda(prune_blocks_by_magnitude(w, b, sparsity), DType::BF16);
       const cuda::BsrDeviceView view = cuda::device_view(dev);
       EXPECT_TRUE(cuda::bsr_xres_supported(view, nullptr, DType::BF16));
-      EXPECT_EQ(cuda::bsr_xres_pairs(view), b == 16 ? 2 : 1);
+      EXPECT_EQ(cuda::bsr_xres_pairs(view), b == 64 ? 1 : 2);
     }
 #endif
 }

@@ -63,9 +63,11 @@
 // instructions per block at block 16 against ~59) and block 16 given two pairs of consumer
 // warpgroups (VITRT_BSR_XRES_PAIRS; 4 warps per scheduler instead of 2): block 16 at 0.9 from 0.508
 // to 0.330 ms (0.97x of cuBLASLt), block 32 with 2-block chunks 0.212 ms, 11-13% ahead of the
-// streamed kernel, so block 32 takes this kernel on every card.
-// Status: the default for blocks 16 and 32 in groups (chunk by chunk, table-driven; block 16 with
-// two pairs of consumer warpgroups) and, on cards of 4 TB/s or more (the H200; on the H100 the
+// streamed kernel, so block 32 takes this kernel on every card. That evening (H100): two pairs'
+// y written as whole 128-byte lines from registers (two transposes across lanes) instead of 4-byte
+// pairs: block 16 at 0.9 0.265 ms (1.15x of cuBLASLt), and block 32 with two pairs 0.200 ms (1.5x).
+// Status: the default for blocks 16 and 32 in groups (chunk by chunk, table-driven, two pairs of
+// consumer warpgroups) and, on cards of 4 TB/s or more (the H200; on the H100 the
 // streamed kernel measured faster), for block 64, given one 128-token tile per SM at least
 // (xres_auto_selected, below).
 // Scope: bf16 in and out, block 16, 32 or 64, K <= 768, no residual (the 768 -> 3072 layer's epilogue
@@ -124,15 +126,21 @@ __device__ __forceinline__ unsigned xres_x_offset(unsigned c) {
   return ((a / kSlabCols) * kSlabBytes + (a % kSlabCols) * 2) >> 4;
 }
 
-// Two pairs' epilogue, from registers: lane t of a quad holds a[i], the bf16 pair at columns
-// 8 (j0 + i) + 2 t of its row, for i = 0..3; afterwards a[s] is lane s's pair of column chunk j0 + t,
-// so the lane holds that chunk's 16 bytes in order (a 4 x 4 transpose across the quad: the 2 x 2
-// sub-blocks through lane ^ 1, then the off-diagonal blocks through lane ^ 2). Measured on the H100
-// (2026-12-05 ~18:15 UTC, fc1 shape, M = 50432, two calls): block 16 at 0.8 / 0.86 / 0.9 0.439 /
-// 0.364 / 0.315 ms against 0.458 / 0.387 / 0.336 with the lanes' 4-byte stores (3-6% less time).
-// (Stored from registers with either form, one pair lost 30-55% against its staging's whole-line
-// stores, even with the staging's 9 KB given to the W ring: block 64 at 0.9 0.264 ms with 16-byte
-// and 0.325 with 4-byte stores, against 0.177 staged; so one pair keeps its staging.)
+// Two pairs' epilogue writes whole 128-byte lines from registers, as one pair's staging does
+// (xres_quad_transpose, then xres_line_exchange). Why: this kernel's y traffic is its floor, and
+// the width of each store instruction's row segments decides how close it gets. Measured on the
+// H100 (2026-12-05 evening, fc1 shape, M = 50432, ms at 0.8 / 0.86 / 0.9): block 16 (two pairs)
+// 0.387 / 0.314 / 0.265 with whole lines, against 0.439-0.447 / 0.362-0.371 / 0.315-0.322 with
+// 64-byte half lines (one transpose) and 0.453-0.458 / 0.381-0.387 / 0.331-0.336 with the lanes'
+// 4-byte pairs, the form before; block 32 with two pairs and whole lines 0.276 / 0.225 / 0.200,
+// against one pair's 0.317-0.323 / 0.256-0.260 / 0.216-0.225 (staged), so block 32 now runs two
+// pairs too. One pair without its staging (the 9 KB given to the W ring) was 30-55% slower with
+// half lines or 4-byte pairs (block 64 at 0.9: 0.264 / 0.325 ms against 0.177 staged).
+//
+// Lane t of a quad holds a[i], the bf16 pair at columns 8 (j0 + i) + 2 t of its row, for i = 0..3;
+// afterwards a[s] is lane s's pair of column chunk j0 + t, so the lane holds that chunk's 16 bytes
+// in order (a 4 x 4 transpose across the quad: the 2 x 2 sub-blocks through lane ^ 1, then the
+// off-diagonal blocks through lane ^ 2).
 __device__ __forceinline__ void xres_quad_transpose(unsigned (&a)[4], int t) {
   const bool odd = (t & 1) != 0, hi = (t & 2) != 0;
 #pragma unroll
@@ -238,7 +246,6 @@ struct XresArgs {
   int nnz_cap;   // col_idx table capacity (the view's nnz, or every block)
   int chunk_log2;  // the W ring (XresRing): blocks per bulk copy, 1 << chunk_log2
   int ring_slots;
-  int line_stores;  // two pairs: whole-line stores (xres_line_exchange) instead of half lines
   const int32_t* row_ptr;
   const int32_t* col_idx;
   const bf16* values_cm;  // the blocks in core-matrix order (bsr_core_matrix_order)
@@ -610,31 +617,16 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
             v[j] = bsr_wgmma::pack_bf16x2(v0, v1);
           }
         }
-        if constexpr (P == 2) {  // no staging (it does not fit next to two rings): 16-byte stores from registers
-          static_assert(W / 8 % 4 == 0, "two pairs run 64-column groups: whole quad transposes");
-          const int64_t row = row0 + pass * 8 + g;
-          if constexpr (W == 64) {
-            if (p.line_stores) {  // whole 128-byte lines: 4 rows per store instruction (xres_line_exchange)
-              unsigned a4[4] = {v[0], v[1], v[2], v[3]}, b4[4] = {v[4], v[5], v[6], v[7]};
-              xres_quad_transpose(a4, t);
-              xres_quad_transpose(b4, t);
-              xres_line_exchange(a4, b4, lane);
-              const int64_t row_a = row0 + pass * 8 + 2 * (lane / 8);  // a4: this row; b4: the next
-              bf16* ya = p.y + row_a * p.N + static_cast<int64_t>(r) * B + 8 * (lane % 8);
-              if (full_tile || row_a < p.M) *reinterpret_cast<uint4*>(ya) = make_uint4(a4[0], a4[1], a4[2], a4[3]);
-              if (full_tile || row_a + 1 < p.M)
-                *reinterpret_cast<uint4*>(ya + p.N) = make_uint4(b4[0], b4[1], b4[2], b4[3]);
-              continue;
-            }
-          }
-#pragma unroll
-          for (int j0 = 0; j0 < W / 8; j0 += 4) {
-            unsigned q4[4] = {v[j0], v[j0 + 1], v[j0 + 2], v[j0 + 3]};
-            xres_quad_transpose(q4, t);
-            if (full_tile || row < p.M)
-              *reinterpret_cast<uint4*>(p.y + row * p.N + static_cast<int64_t>(r) * B + 8 * (j0 + t)) =
-                  make_uint4(q4[0], q4[1], q4[2], q4[3]);
-          }
+        if constexpr (P == 2) {  // no staging (it does not fit next to two rings): whole lines from registers
+          static_assert(W == 64, "two pairs run 64-column groups");
+          unsigned a4[4] = {v[0], v[1], v[2], v[3]}, b4[4] = {v[4], v[5], v[6], v[7]};
+          xres_quad_transpose(a4, t);
+          xres_quad_transpose(b4, t);
+          xres_line_exchange(a4, b4, lane);
+          const int64_t row_a = row0 + pass * 8 + 2 * (lane / 8);  // a4: this row's 16 bytes; b4: the next row's
+          bf16* ya = p.y + row_a * p.N + static_cast<int64_t>(r) * B + 8 * (lane % 8);
+          if (full_tile || row_a < p.M) *reinterpret_cast<uint4*>(ya) = make_uint4(a4[0], a4[1], a4[2], a4[3]);
+          if (full_tile || row_a + 1 < p.M) *reinterpret_cast<uint4*>(ya + p.N) = make_uint4(b4[0], b4[1], b4[2], b4[3]);
           continue;
         }
         out.stage(v);
@@ -762,13 +754,6 @@ XresRing xres_ring(int block) {
                        : xres_ring_for<16>(chunk, ring_env);
 }
 
-// VITRT_BSR_XRES_LINES: "1" has two pairs store whole 128-byte lines (a second exchange across
-// quads); otherwise half lines (one quad transpose). Not yet measured.
-bool xres_line_stores() {
-  static const bool v = kernel_mode_from_env("VITRT_BSR_XRES_LINES") == KernelMode::On;
-  return v;
-}
-
 // Two pairs' rings (XresPairs): the ring of xres_ring, cut to 12 KB per pair (three slots at least).
 constexpr int kPairRingBytes = 12 * 1024;
 XresRing xres_pair_ring(int block) {
@@ -780,14 +765,16 @@ XresRing xres_pair_ring(int block) {
 
 // VITRT_BSR_XRES_PAIRS: "2" runs blocks 16 / 32 (in groups) with two pairs of consumer warpgroups,
 // each pair on alternate groups from its own W ring and producer, retired chunk by chunk, y stored
-// from registers, where that fits in shared memory; "1" one pair; unset: two at block 16, one
-// elsewhere. Why: block 16's time goes to each warp's chain of dependent instructions per block
+// from registers as whole lines (xres_line_exchange), where that fits in shared memory; "1" one
+// pair; unset: two at blocks 16 and 32, one at block 64. Why: block 16's time goes to each warp's chain of dependent instructions per block
 // (ncu, 2026-12-05: stalls on fixed-latency dependencies, two warps per scheduler), not to the
 // tensor cores; a second pair gives each scheduler four warps to switch between. Measured on the
 // H100 (2026-12-05 ~16:33 UTC, fc1 shape, M = 50432): block 16 0.590 / 0.468 / 0.386 ms at 0.8 /
-// 0.86 / 0.9 against 0.755 / 0.569 / 0.445 with one pair; block 32 (x-resident forced) slower
-// with two (0.421 / 0.336 / 0.302 against 0.447 / 0.345 / 0.271; with 2-block chunks 0.370 /
-// 0.309 / 0.286 against 0.372 / 0.297 / 0.247 with one pair).
+// 0.86 / 0.9 against 0.755 / 0.569 / 0.445 with one pair; block 32 then slower with two (0.370 /
+// 0.309 / 0.286 against 0.372 / 0.297 / 0.247 ms with one pair, 2-block chunks), while two pairs
+// stored 4-byte pairs from registers; with whole-line stores (2026-12-05 evening) block 32 with
+// two pairs takes 0.276 / 0.225 / 0.200 ms against one pair's 0.317-0.323 / 0.256-0.260 /
+// 0.216-0.225 (see xres_quad_transpose).
 int xres_pairs_env() {
   static const int v = int_from_env("VITRT_BSR_XRES_PAIRS");
   return v;
@@ -808,7 +795,7 @@ size_t xres_smem_bytes_for(const BsrDeviceView& w, XresRing ring, int pairs) {
 // 2 where VITRT_BSR_XRES_PAIRS asks for two pairs and w's launch can take them (blocks 16 / 32 in
 // groups, both rings next to the x slabs and the tables), else 1.
 int xres_pairs_for(const BsrDeviceView& w) {
-  const int want = xres_pairs_env() > 0 ? xres_pairs_env() : w.block == 16 ? 2 : 1;
+  const int want = xres_pairs_env() > 0 ? xres_pairs_env() : w.block == 16 || w.block == 32 ? 2 : 1;
   if (want != 2 || (w.block != 16 && w.block != 32) || xres_smem_for(w) == 0 ||
       !xres_runs_grouped(w.block, w.rows / w.block))
     return 1;
@@ -883,7 +870,6 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   const XresRing ring = pairs == 2 ? xres_pair_ring(w.block) : xres_ring(w.block);
   a.chunk_log2 = ring.chunk_log2;
   a.ring_slots = ring.slots;
-  a.line_stores = xres_line_stores() ? 1 : 0;
   a.row_ptr = w.row_ptr;
   a.col_idx = w.col_idx;
   a.values_cm = static_cast<const bf16*>(w.values_core_matrix);
