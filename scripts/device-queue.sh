@@ -24,9 +24,6 @@ K (not yet run; meant for the H200, where the standing table is measured): J's m
    (default) against one, block 32 against Pipe and the streamed kernel, block 64 x-resident
    (default at >= 4 TB/s) against streamed (~560 s bare: split it if the machine starts late).
 AB: K's A/B runs alone (after J on a warm machine: K split in two calls).
-Q: one pair writing y as whole lines from registers, its staging's 9 KB in the W ring
-   (VITRT_BSR_XRES_STAGE=0; block 64 gets 4 slots): tests, fc1 A/B at blocks 32 / 64 on the
-   x-resident kernel, then F's defaults sweep (~300 s bare).
 DESC
 }
 
@@ -71,17 +68,6 @@ case "$step" in
   AB)  # K's A/B alone (the second half of K when it is split across two calls on a warm machine)
     BUILD_TARGETS="$targets" OUT="$O/bsr" scripts/device-check.sh build | grep -v '^SUMMARY: build'
     fc_ab 16,32,64 "" "VITRT_BSR_XRES_PAIRS=1" "VITRT_BSR_XRES_PIPE=1" "VITRT_BSR_XRES=0" ""
-    ;;
-  Q)  # one pair writing whole lines from registers, the staging's 9 KB in the W ring (VITRT_BSR_XRES_STAGE=0)
-    BUILD_TARGETS="$targets" OUT="$O/bsr" scripts/device-check.sh build | grep -v '^SUMMARY: build'
-    for e in "" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_STAGE=0" "VITRT_BSR_XRES_STAGE=0 VITRT_BSR_XRES_PAIRS=1"; do
-      timeout 100 env $e build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.XResident*:CudaBsr.VitMlp*:CudaBsr.Ragged*' > "$O/st.log" 2>&1
-      echo "SUMMARY: XResident / VitMlp / Ragged tests, '$e': rc=$? $(grep -c Failure "$O/st.log") failures"
-      grep -m3 -B2 -A8 Failure "$O/st.log"
-    done
-    fc_ab 32,64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_STAGE=0" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=1" \
-      "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_STAGE=0"
-    "$0" F | grep -v '^SUMMARY: build'
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac

@@ -216,25 +216,23 @@ struct XresRing {
 constexpr int kMaxChunkBytes = 8 * 1024;  // block 64's slot
 constexpr int kMaxRingBytes = 3 * kMaxChunkBytes;
 
-// extra_bytes: one pair's staging, given to the ring when y is stored from registers (unstaged).
 template <int B>
-XresRing xres_ring_for(int chunk_blocks, int ring_bytes, int extra_bytes) {
+XresRing xres_ring_for(int chunk_blocks, int ring_bytes) {
   using C = XresCfg<B>;
   int lg = 0;
   while ((2 << lg) <= chunk_blocks && (2 << lg) * C::kBlockBytes <= kMaxChunkBytes) ++lg;
   const int chunk_bytes = C::kBlockBytes << lg;
-  const int bytes = (ring_bytes > 0 ? std::min(ring_bytes, kMaxRingBytes) : C::S * C::kBlockBytes) + extra_bytes;
+  const int bytes = ring_bytes > 0 ? std::min(ring_bytes, kMaxRingBytes) : C::S * C::kBlockBytes;
   return {lg, std::max(3, bytes / chunk_bytes)};
 }
 
-// pairs = 2 (XresPairs): a W ring per pair, and no staging (its epilogue stores from registers), as
-// one pair unstaged (staged = false).
+// pairs = 2 (XresPairs): a W ring per pair, and no staging (its epilogue stores from registers).
 template <int B>
-size_t xres_smem_bytes(int64_t K, size_t table_bytes, XresRing ring, int pairs, bool staged) {
+size_t xres_smem_bytes(int64_t K, size_t table_bytes, XresRing ring, int pairs = 1) {
   using C = XresCfg<B>;
   return kAlignSlack + 2 * static_cast<size_t>(xres_slabs(K)) * kSlabBytes +
          static_cast<size_t>(pairs * ring.slots) * (C::kBlockBytes << ring.chunk_log2) +
-         (pairs == 1 && staged ? consumer_warps(1) * C::kStageBytes : 0) +
+         (pairs == 1 ? consumer_warps(1) * C::kStageBytes : 0) +
          (4 * kMaxSlabs + 2 * pairs * ring.slots + 2) * sizeof(uint64_t) + table_bytes;
 }
 
@@ -248,7 +246,6 @@ struct XresArgs {
   int nnz_cap;   // col_idx table capacity (the view's nnz, or every block)
   int chunk_log2;  // the W ring (XresRing): blocks per bulk copy, 1 << chunk_log2
   int ring_slots;
-  int staged;  // one pair: y through the per-warp staging (stmatrix); 0: whole lines from registers
   const int32_t* row_ptr;
   const int32_t* col_idx;
   const bf16* values_cm;  // the blocks in core-matrix order (bsr_core_matrix_order)
@@ -287,9 +284,8 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
   const int ns = p.slabs;
   unsigned char* xs = smem;                                   // [2 halves][ns slabs][64 rows x 128 B], swizzled
   unsigned char* ws = xs + 2 * ns * kSlabBytes;               // [P][S][chunk of B x B blocks], core-matrix layout
-  const bool staged = P == 1 && p.staged;
-  unsigned char* stage = ws + P * S * chunk_bytes;            // staged: [warp][8 rows][kStageRow]
-  uint64_t* bars = reinterpret_cast<uint64_t*>(stage + (staged ? CW * C::kStageBytes : 0));
+  unsigned char* stage = ws + P * S * chunk_bytes;            // P == 1: [warp][8 rows][kStageRow]
+  uint64_t* bars = reinterpret_cast<uint64_t*>(stage + (P == 1 ? CW * C::kStageBytes : 0));
   uint64_t* xfull = bars;                   // [2][kMaxSlabs] slab landed (TMA complete_tx)
   uint64_t* xempty = bars + 2 * kMaxSlabs;  // [2][kMaxSlabs] the warps on that half reading it are done with it
   uint64_t* wfull = bars + 4 * kMaxSlabs;   // [P][S] W chunk landed (bulk copy complete_tx)
@@ -431,7 +427,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
   // pair q takes groups q, q + 2, ... from its own W ring.
   constexpr int W = RG * B;  // output columns of a group
   const int wg = warp / 4, h = wg % 2, pq = wg / 2, w4 = warp % 4, g = lane / 4, t = lane % 4;
-  unsigned char* st = stage + (staged ? warp * C::kStageBytes : 0);
+  unsigned char* st = stage + (P == 1 ? warp * C::kStageBytes : 0);
   const uint64_t xdesc = wgmma::make_smem_desc_sw128(xs + h * ns * kSlabBytes, 1024);
   const uint64_t wdesc = wgmma::make_smem_desc(ws + pq * S * chunk_bytes, 128, C::kChunks * 128);
   if constexpr (P == 2) wfull += pq * S, wempty += pq * S;  // this pair's ring
@@ -621,19 +617,17 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
             v[j] = bsr_wgmma::pack_bf16x2(v0, v1);
           }
         }
-        static_assert(P == 1 || W == 64, "two pairs run 64-column groups");
-        if constexpr (W == 64) {
-          if (!staged) {  // (two pairs: the staging does not fit next to two rings) whole lines from registers
-            unsigned a4[4] = {v[0], v[1], v[2], v[3]}, b4[4] = {v[4], v[5], v[6], v[7]};
-            xres_quad_transpose(a4, t);
-            xres_quad_transpose(b4, t);
-            xres_line_exchange(a4, b4, lane);
-            const int64_t row_a = row0 + pass * 8 + 2 * (lane / 8);  // a4: this row's 16 bytes; b4: the next row's
-            bf16* ya = p.y + row_a * p.N + static_cast<int64_t>(r) * B + 8 * (lane % 8);
-            if (full_tile || row_a < p.M) *reinterpret_cast<uint4*>(ya) = make_uint4(a4[0], a4[1], a4[2], a4[3]);
-            if (full_tile || row_a + 1 < p.M) *reinterpret_cast<uint4*>(ya + p.N) = make_uint4(b4[0], b4[1], b4[2], b4[3]);
-            continue;
-          }
+        if constexpr (P == 2) {  // no staging (it does not fit next to two rings): whole lines from registers
+          static_assert(W == 64, "two pairs run 64-column groups");
+          unsigned a4[4] = {v[0], v[1], v[2], v[3]}, b4[4] = {v[4], v[5], v[6], v[7]};
+          xres_quad_transpose(a4, t);
+          xres_quad_transpose(b4, t);
+          xres_line_exchange(a4, b4, lane);
+          const int64_t row_a = row0 + pass * 8 + 2 * (lane / 8);  // a4: this row's 16 bytes; b4: the next row's
+          bf16* ya = p.y + row_a * p.N + static_cast<int64_t>(r) * B + 8 * (lane % 8);
+          if (full_tile || row_a < p.M) *reinterpret_cast<uint4*>(ya) = make_uint4(a4[0], a4[1], a4[2], a4[3]);
+          if (full_tile || row_a + 1 < p.M) *reinterpret_cast<uint4*>(ya + p.N) = make_uint4(b4[0], b4[1], b4[2], b4[3]);
+          continue;
         }
         out.stage(v);
 #pragma unroll
@@ -752,29 +746,18 @@ KernelMode xres_mode() {
 // 0.363 / 0.292 / 0.241 (with Pipe it had measured as with one). A 24 KB ring does not fit next
 // to the x slabs and the tables at blocks 32 and 16 (xres_smem_for then declines the weight and the
 // other kernels run it: what the first A/B runs of 8 KB chunks at block 32 measured).
-// unstaged: one pair storing y from registers, its staging's bytes given to the ring.
-XresRing xres_ring(int block, bool unstaged) {
+XresRing xres_ring(int block) {
   static const int chunk_env = int_from_env("VITRT_BSR_XRES_CHUNK"), ring_env = int_from_env("VITRT_BSR_XRES_RING") * 1024;
   const int chunk = chunk_env > 0 ? chunk_env : block == 16 ? 8 : block == 32 ? 2 : 1;
-  const int staging = unstaged ? consumer_warps(1) * bsr_wgmma::WarpTileStore<64>::kStageBytes : 0;
-  return block == 64   ? xres_ring_for<64>(chunk, ring_env, staging)
-         : block == 32 ? xres_ring_for<32>(chunk, ring_env, staging)
-                       : xres_ring_for<16>(chunk, ring_env, staging);
-}
-
-// VITRT_BSR_XRES_STAGE: "0" has one pair write y from registers as whole lines too (64-column groups
-// and block 64 only), its staging's 9 KB given to the W ring (block 64: 4 slots instead of 3). Why:
-// the W fills' latency is what the ring hides (ncu: 14% of the consumers' samples at block 64; the
-// overlap form, which held slots longer, lost 15-40%). Not yet measured.
-bool xres_unstaged(const BsrDeviceView& w) {
-  static const bool v = kernel_mode_from_env("VITRT_BSR_XRES_STAGE") == KernelMode::Off;
-  return v && (w.block == 64 || xres_runs_grouped(w.block, w.rows / w.block));
+  return block == 64   ? xres_ring_for<64>(chunk, ring_env)
+         : block == 32 ? xres_ring_for<32>(chunk, ring_env)
+                       : xres_ring_for<16>(chunk, ring_env);
 }
 
 // Two pairs' rings (XresPairs): the ring of xres_ring, cut to 12 KB per pair (three slots at least).
 constexpr int kPairRingBytes = 12 * 1024;
 XresRing xres_pair_ring(int block) {
-  XresRing ring = xres_ring(block, false);
+  XresRing ring = xres_ring(block);
   const int chunk_bytes = (block * block * 2) << ring.chunk_log2;
   ring.slots = std::max(3, std::min(ring.slots, kPairRingBytes / chunk_bytes));
   return ring;
@@ -804,10 +787,9 @@ size_t xres_smem_for(const BsrDeviceView& w);
 // Shared memory for w's launch with `pairs` pairs and `ring` (its shape already checked).
 size_t xres_smem_bytes_for(const BsrDeviceView& w, XresRing ring, int pairs) {
   const size_t tables = xres_table_bytes(w);
-  const bool staged = !xres_unstaged(w);
-  return w.block == 64   ? xres_smem_bytes<64>(w.cols, tables, ring, pairs, staged)
-         : w.block == 32 ? xres_smem_bytes<32>(w.cols, tables, ring, pairs, staged)
-                         : xres_smem_bytes<16>(w.cols, tables, ring, pairs, staged);
+  return w.block == 64   ? xres_smem_bytes<64>(w.cols, tables, ring, pairs)
+         : w.block == 32 ? xres_smem_bytes<32>(w.cols, tables, ring, pairs)
+                         : xres_smem_bytes<16>(w.cols, tables, ring, pairs);
 }
 
 // 2 where VITRT_BSR_XRES_PAIRS asks for two pairs and w's launch can take them (blocks 16 / 32 in
@@ -827,7 +809,7 @@ size_t xres_smem_for(const BsrDeviceView& w) {
   if (!w.values_core_matrix && w.nnz != 0) return 0;  // the blocks go by bulk copies of that copy
   const int64_t block_rows = w.rows / w.block;
   if (block_rows >= (int64_t{1} << 20)) return 0;
-  const size_t bytes = xres_smem_bytes_for(w, xres_ring(w.block, xres_unstaged(w)), 1);
+  const size_t bytes = xres_smem_bytes_for(w, xres_ring(w.block), 1);
   return bytes <= kMaxSmem ? bytes : 0;
 }
 
@@ -885,10 +867,9 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   a.rp_bytes = static_cast<int>(xres_row_ptr_bytes(a.block_rows));
   a.nnz_cap = static_cast<int>(xres_col_capacity(w));
   const int pairs = xres_pairs_for(w);
-  const XresRing ring = pairs == 2 ? xres_pair_ring(w.block) : xres_ring(w.block, xres_unstaged(w));
+  const XresRing ring = pairs == 2 ? xres_pair_ring(w.block) : xres_ring(w.block);
   a.chunk_log2 = ring.chunk_log2;
   a.ring_slots = ring.slots;
-  a.staged = xres_unstaged(w) ? 0 : 1;
   a.row_ptr = w.row_ptr;
   a.col_idx = w.col_idx;
   a.values_cm = static_cast<const bf16*>(w.values_core_matrix);
