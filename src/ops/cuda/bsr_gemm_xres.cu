@@ -42,6 +42,12 @@
 // 32 0.284 against 0.217 at 0.9). A retired group's slots come back only after the next epilogue,
 // and the ring (3 slots at block 64, all the x slabs leave) then cannot run ahead: each group
 // waits for its W blocks' fill from L2.
+// (2026-12-05 evening, H100, commit 7f2542a) one pair writing y as whole lines from registers, as
+// two pairs do, its staging's 9 KB given to the W ring (4 slots at block 64): block 64 at 0.8 / 0.86
+// / 0.9 0.259 / 0.226 / 0.207 ms, against 0.230-0.233 / 0.189-0.197 / 0.165-0.177 staged in other
+// calls (the same call's staged runs were lost; its other figures ran ~10% slow), and with 64-byte
+// half lines 0.315 / 0.289 / 0.264 against 0.233 / 0.197 / 0.177 in one call: one pair keeps its
+// staging.
 // Added on 2026-12-05 (measured on the H200 the same day, BENCHMARKS.md): a group's next block
 // issued before the current one retires (Pipe, VITRT_BSR_XRES_PIPE; at 80% sparsity a block-row has
 // ~2.4 blocks, each retired alone otherwise); blocks 32 and 16 in groups of 2 / 4 block-rows, so that
