@@ -21,8 +21,8 @@ J (run on an H100, 2026-12-05 ~16:50 UTC): every CudaBsr test and cuda_bsr ctest
    at 90% in blocks 16 / 32 / 64 (~500 s bare).
 K (not yet run; meant for the H200, where the standing table is measured): J's measurements, then
    fc1 A/B confirming the defaults that were chosen on an H100: blocks 16 and 32 with two pairs
-   (default) against one, block 32 against Pipe and the streamed kernel, block 64 x-resident
-   (default at >= 4 TB/s) against streamed (~560 s bare: split it if the machine starts late).
+   (default) against one, block 32 against the streamed kernel, block 64 x-resident (default at
+   >= 4 TB/s) against streamed (~560 s bare: split it if the machine starts late).
 AB: K's A/B runs alone (after J on a warm machine: K split in two calls).
 DESC
 }
@@ -62,12 +62,12 @@ case "$step" in
     "$0" F | grep -v '^SUMMARY: build'
     vit_bs256 16 32 64
     if [ "$step" = K ]; then
-      fc_ab 16,32,64 "" "VITRT_BSR_XRES_PAIRS=1" "VITRT_BSR_XRES_PIPE=1" "VITRT_BSR_XRES=0" ""
+      fc_ab 16,32,64 "" "VITRT_BSR_XRES_PAIRS=1" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=0" ""
     fi
     ;;
   AB)  # K's A/B alone (the second half of K when it is split across two calls on a warm machine)
     BUILD_TARGETS="$targets" OUT="$O/bsr" scripts/device-check.sh build | grep -v '^SUMMARY: build'
-    fc_ab 16,32,64 "" "VITRT_BSR_XRES_PAIRS=1" "VITRT_BSR_XRES_PIPE=1" "VITRT_BSR_XRES=0" ""
+    fc_ab 16,32,64 "" "VITRT_BSR_XRES_PAIRS=1" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=0" ""
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac

@@ -20,12 +20,13 @@ The protocol, for one CTA and its tiles of 128 tokens (tc: the CTA's local tile 
   first block wait wfull (the ring round's parity); at the tile's first block reading a slab wait
   xfull[h][slab] (parity tc & 1; the warp remembers the slabs it has seen land in this tile); the
   wgmma reads the W slot and the x slab; once its wgmma has retired the warp arrives on
-  wempty[slot] if the block ends its chunk and, if the block is flagged, on xempty[h][slab]. Block-rows go in groups of rg (the kernel's RG: pairs at block 32);
-  with pipe (the kernel's Pipe, Retire::kBehind) a block retires only after the warp has issued the
-  group's next block (wgmma.wait_group 1), the group's last one before the epilogue; with batched
+  wempty[slot] if the block ends its chunk and, if the block is flagged, on xempty[h][slab].
+  Block-rows go in groups of rg (the kernel's RG: pairs at block 32); with batched
   (Retire::kAtChunk) the blocks retire together at the end of their chunk or of their group
-  (wgmma.wait_group 0), whichever comes first; otherwise each block retires before the next is
-  issued. An empty block-row touches no barrier (its epilogue writes act(bias)).
+  (wgmma.wait_group 0), whichever comes first; otherwise (Retire::kEach) each block retires before
+  the next is issued. An empty block-row touches no barrier (its epilogue writes act(bias)). (The
+  kernel's Pipe form, a block retired once its group's next block was issued, is deleted, and so is
+  its model.)
 - Two pairs (the kernel's P = 2, VITRT_BSR_XRES_PAIRS=2; chunk by chunk, in groups): 16 consumer
   warps, warpgroup wg = warp // 4 on half wg % 2 of pair wg // 2; pair q takes groups q, q + 2, ...
   from its own ring (S slots, wempty count 8: its 8 warps) filled by its own producer thread, in
@@ -87,11 +88,10 @@ def pair_chunks(rp, rg, cb, pairs):
     return [[list(range(k, min(k + cb, e))) for b, e in seg for k in range(b, e, cb)] for seg in segments]
 
 
-def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, pairs=1, skip_xfull_wait=False, release_at_first_use=False, skip_xempty_wait=False,
+def run(B, S, K, rows, tiles, seed, rg=1, cb=1, batched=False, pairs=1, skip_xfull_wait=False, release_at_first_use=False, skip_xempty_wait=False,
         block_on_slot_with_x_pending=False, release_w_before_retire=False, release_chunk_at_every_block=False,
         xempty_counts_one_pair=False):
-    """One CTA of `tiles` tiles; rows: the block-rows' column lists in storage order. pipe: the
-    kernel's Pipe form (a block retired once the next block of its group is issued); rg: block-rows
+    """One CTA of `tiles` tiles; rows: the block-rows' column lists in storage order; rg: block-rows
     per group (the kernel's RG: 2 at block 32 with an even row count); cb: blocks per W chunk;
     pairs: the kernel's P (2: two pairs of warpgroups on alternate groups, each with its own W ring
     of S slots and producer; chunk by chunk and in groups only); batched: the kernel's
@@ -229,7 +229,6 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, pairs=
                         xf = xfull[h][slab]
                         yield lambda xf=xf: xf.done(tc & 1)
                         seen.add(slab)
-                prev = None  # pipe: the block in flight (its counter, slot, slab, storage index)
                 held = []  # batched: the blocks issued and not yet retired
                 for r in range(r0, min(r0 + rg, len(rows))):
                     for k in range(rp[r], rp[r + 1]):
@@ -250,8 +249,8 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, pairs=
                         xread[h][slab] += 1
                         issued[warp] = m + 1
                         # The wgmma in flight until a wgmma.wait_group retires it (wait_group 0 right
-                        # away; pipe: wait_group 1 once the next block is issued); a warpgroup's wgmma
-                        # runs once its 4 warps have issued it. Its operands count as read from this
+                        # away, or at the chunk's end); a warpgroup's wgmma runs once its 4 warps have
+                        # issued it. Its operands count as read from this
                         # warp's issue on.
                         if batched:
                             held.append((m, slot, slab, k))
@@ -261,13 +260,6 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, pairs=
                                 for blk in held:
                                     retire(*blk)
                                 held.clear()
-                        elif pipe:
-                            if prev is not None:
-                                stats["block retired after the next was issued"] += 1
-                                pm = prev[0]
-                                yield lambda pm=pm: min(issued[4 * wg:4 * wg + 4]) > pm
-                                retire(*prev)
-                            prev = (m, slot, slab, k)
                         else:
                             yield lambda m=m: min(issued[4 * wg:4 * wg + 4]) > m
                             retire(m, slot, slab, k)
@@ -276,10 +268,6 @@ def run(B, S, K, rows, tiles, seed, pipe=True, rg=1, cb=1, batched=False, pairs=
                             stats["tile's last chunk shorter"] += k == nnz - 1 and k - chunk_head[k] < cb - 1
                             n += 1
                         m += 1
-                if prev is not None:  # the group's last block, before the epilogue (wait_group 0)
-                    pm = prev[0]
-                    yield lambda pm=pm: min(issued[4 * wg:4 * wg + 4]) > pm
-                    retire(*prev)
                 if held:  # batched: the group's blocks after its last chunk end (wait_group 0)
                     stats["blocks retired at their group's end"] += 1
                     pm = held[-1][0]
@@ -319,9 +307,9 @@ def random_case(seed):
         max(rows, key=len).pop()
     group = 64 // B  # the kernel's RG where the row count allows
     rg = group if len(rows) % group == 0 and rng.random() < 0.7 else 1
-    mode = rng.choice(("each", "behind", "behind", "chunk", "chunk"))
+    mode = rng.choice(("each", "each", "chunk", "chunk", "chunk"))
     pairs = 2 if mode == "chunk" and rg > 1 and rng.random() < 0.6 else 1
-    return dict(B=B, S=S, K=K, rows=rows, tiles=rng.randint(1, 4), seed=seed, pipe=mode == "behind", rg=rg, cb=cb,
+    return dict(B=B, S=S, K=K, rows=rows, tiles=rng.randint(1, 4), seed=seed, rg=rg, cb=cb,
                 batched=mode == "chunk", pairs=pairs)
 
 
@@ -344,15 +332,14 @@ def test_random_cases_cover_the_edge_cases():
         seen[f"tiles={c['tiles']}"] += 1
         seen["K=768"] += c["K"] == 768
         seen[f"rg={c['rg']}"] += 1
-        seen[f"pipe={c['pipe']}"] += 1
         seen[f"cb={c['cb']}"] += 1
         seen[f"batched={c['batched']}"] += 1
         seen["nnz not a multiple of cb"] += len(cols) % c["cb"] != 0
         seen[f"pairs={c['pairs']}"] += 1
         seen["pairs=2, odd group count"] += c["pairs"] == 2 and len(c["rows"]) // c["rg"] % 2 == 1
     for key in ("pairs=2", "pairs=2, odd group count", "batched=True", "cb=1", "cb=2", "cb=4", "cb=8", "cb=16", "nnz not a multiple of cb", "nnz=0", "empty row", "row longer than S=3", "row longer than S=8", "unused slab", "slab read twice",
-                "B=16", "B=32", "B=64", "tiles=1", "tiles=4", "K=768", "rg=1", "rg=2", "rg=4", "pipe=True",
-                "pipe=False"):
+                "B=16", "B=32", "B=64", "tiles=1", "tiles=4", "K=768", "rg=1", "rg=2", "rg=4",
+                "batched=False"):
         assert seen[key] >= 3, (key, seen)
 
 
@@ -363,7 +350,7 @@ def test_kernel_protocol_has_no_deadlock_or_hazard():
     for path in ("x load from the tile start", "x load from the tile start (blocking)", "x load from the slot wait",
                  "x load from the end (blocking)", "x load while its half computes the previous tile",
                  "producer blocked on xempty", "producer blocked on a slot", "producer polled",
-                 "block retired after the next was issued", "chunk of several blocks passed",
+                 "chunk of several blocks passed",
                  "tile's last chunk shorter", "blocks retired at their chunk's end",
                  "blocks retired at their group's end", "chunk cut short by its group's end"):
         assert stats[path] > 0, (path, stats)
@@ -400,12 +387,12 @@ def test_kernel_protocol_directed_cases():
     for c in cases:
         group = 64 // c["B"]
         rgs = (1, group) if group > 1 and len(c["rows"]) % group == 0 else (1,)
-        for pipe, batched, pairs in ((False, False, 1), (True, False, 1), (False, True, 1), (False, True, 2)):
+        for batched, pairs in ((False, 1), (True, 1), (True, 2)):
             for rg in rgs:
                 if pairs == 2 and rg == 1:
                     continue
                 for seed in range(25):
-                    run(**c, seed=seed, pipe=pipe, rg=rg, batched=batched, pairs=pairs)
+                    run(**c, seed=seed, rg=rg, batched=batched, pairs=pairs)
 
 
 def test_consumer_skipping_the_xfull_wait_is_caught():

@@ -261,12 +261,14 @@ struct XresArgs {
 };
 
 // When a block's wgmmas are retired (wgmma.wait_group), which hands back its W chunk (if it ends
-// one) and its x slab (at its last use in the tile): kEach before the next block is issued; kBehind
-// (Pipe) once the next block of its row group is issued; kAtChunk at the end of its W chunk or of
-// its row group, whichever comes first (no wait between the blocks of a chunk), with the x slabs
-// waited for at the start of a group and released at its end (per-group masks) and each block's x
-// descriptor read from a table.
-enum class Retire { kEach, kBehind, kAtChunk };
+// one) and its x slab (at its last use in the tile): kEach before the next block is issued; kAtChunk
+// at the end of its W chunk or of its row group, whichever comes first (no wait between the blocks
+// of a chunk), with the x slabs waited for at the start of a group and released at its end
+// (per-group masks) and each block's x descriptor read from a table. (A third form, Pipe: a block
+// retired once the next block of its group was issued, wait_group 1; block 32's default from
+// 2026-12-05 midday until the table-driven chunk loop beat it by 18% on the H100, equal or 1-2%
+// slower at block 64 on the H200; deleted that evening, commit 8f58dbd has it.)
+enum class Retire { kEach, kAtChunk };
 bool xres_chunked(int block) { return xres_retire(block) == Retire::kAtChunk; }
 
 // The epilogue's activation: none, GELU (tanh form) in fp32 with tanh.approx.f32, or the same in
@@ -277,7 +279,6 @@ enum class XresAct { kNone, kGelu, kGeluBf16x2 };
 template <int B, XresAct A, Retire Mode, int RG, int P>
 __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __grid_constant__ XresArgs p) {
 #if VITRT_WGMMA_ENABLED
-  constexpr bool Pipe = Mode == Retire::kBehind;
   constexpr bool Batched = Mode == Retire::kAtChunk;  // fenced once per group; table-driven
   static_assert(P == 1 || (P == 2 && Batched && RG > 1), "two pairs run groups, chunk by chunk");
   constexpr int CW = consumer_warps(P), kThreads = xres_threads(P);
@@ -483,28 +484,15 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
           acc[q][4 * j + 1] = acc[q][4 * j + 3] = b2.y;
         }
       load_bias(r + P * RG);
-      // The group's blocks, one commit group each. Pipe: a block's group is retired (its W slot
-      // and, at its last use, its x slab released) only once the next block of the group is
-      // issued, so the tensor cores have the next block queued (bsr_gemm_stream.cu's order); the
-      // group's last block is retired before the epilogue. Otherwise each block is retired before
-      // the next. (Keeping MMAs in flight across groups, or across the stores, makes ptxas
-      // serialise every wgmma: it takes values read from shared memory and the warp index for
-      // divergent (C7518; a __shfl_sync from lane 0 makes them uniform for it), and it cannot
-      // follow wait_group 1 across a row whose block count it does not know (C7514); a
-      // two-rows-in-flight form tried on 2026-12-03 did not get past that.)
-      // Pipe: a retired block hands back its W slot if it ends its chunk, and its x slab at its last
-      // use in the tile (each -1 if not).
-      auto hand_back = [&](int s, int release_slab) {
-        if (lane == 0) {
-          if (s >= 0) mbar::arrive(&wempty[s]);
-          if (release_slab >= 0) mbar::arrive(&xempty[h * kMaxSlabs + release_slab]);
-        }
-      };
-      bool in_flight = false;                 // Pipe: a block of this group not yet retired ...
-      int prev_slot = -1, prev_release = -1;  // ... its W slot to hand back or -1; its x slab or -1
-      // (Pipe: every accumulator set fenced once, before the group's first wgmma: an operand fence
-      // of the second set while the first set's wgmma runs makes ptxas serialise them, C7515.)
-      if constexpr (Pipe || Batched) {
+      // The group's blocks, one commit group each. (Keeping MMAs in flight across groups, or
+      // across the stores, makes ptxas serialise every wgmma: it takes values read from shared
+      // memory and the warp index for divergent (C7518; a __shfl_sync from lane 0 makes them
+      // uniform for it), and it cannot follow wait_group 1 across a row whose block count it does
+      // not know (C7514); a two-rows-in-flight form tried on 2026-12-03 did not get past that, and
+      // the overlap form of 2026-12-05, which did, lost on its W ring: see the header.)
+      // (Batched: every accumulator set fenced once, before the group's first wgmma: an operand
+      // fence of the second set while the first set's wgmma runs makes ptxas serialise them, C7515.)
+      if constexpr (Batched) {
 #pragma unroll
         for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
       }
@@ -565,39 +553,24 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
               mbar::wait(&xfull[h * kMaxSlabs + slab], xparity);
               xseen |= 1u << slab;
             }
-            if constexpr (Mode == Retire::kEach) wgmma::fence_operands(acc[q]);
+            wgmma::fence_operands(acc[q]);
             wgmma::fence();
             const uint64_t da = xdesc + xres_x_offset<B>(c);
             const uint64_t db = wdesc + ((slot * chunk_bytes + in_chunk * C::kBlockBytes) >> 4);
 #pragma unroll
             for (int kk = 0; kk < B / 16; ++kk) bsr_wgmma::block_k16<B>(acc[q], da + 2 * kk, db + 16 * kk);
             wgmma::commit();
-            if constexpr (Pipe) {
-              if (in_flight) {  // the block before this one has retired
-                wgmma::wait<1>();
-                hand_back(prev_slot, prev_release);
-              }
-              in_flight = true, prev_slot = chunk_ends ? slot : -1, prev_release = (c & kLastUse) ? slab : -1;
-            } else {
-              wgmma::wait<0>();
-              wgmma::fence_operands(acc[q]);
-              // (inline, not hand_back: this is the measured default, and the helper changed its SASS)
-              if (lane == 0) {
-                if (chunk_ends) mbar::arrive(&wempty[slot]);
-                if (c & kLastUse) mbar::arrive(&xempty[h * kMaxSlabs + slab]);
-              }
+            wgmma::wait<0>();
+            wgmma::fence_operands(acc[q]);
+            if (lane == 0) {
+              if (chunk_ends) mbar::arrive(&wempty[slot]);
+              if (c & kLastUse) mbar::arrive(&xempty[h * kMaxSlabs + slab]);
             }
             if (chunk_ends) {
               if (++slot == S) slot = 0, round ^= 1;
             }
           }
         }
-      }
-      if constexpr (Pipe) {
-        wgmma::wait<0>();
-#pragma unroll
-        for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
-        if (in_flight) hand_back(prev_slot, prev_release);
       }
       if constexpr (Batched) {  // the group's blocks past its last chunk end retire before the epilogue
         wgmma::wait<0>();
@@ -651,28 +624,27 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
 #endif
 }
 
-// VITRT_BSR_XRES_PIPE: "1" keeps one block in flight within a row group (Pipe, Retire::kBehind), "0"
-// retires each block's wgmmas before the next block is issued, "chunk" (or "lean" / "tables", its
-// names while they were A/B forms) retires them at the end of each W chunk and row group
-// (Retire::kAtChunk, table-driven); unset / other: chunk by chunk for blocks 16 and 32, block by
-// block for block 64. Measured on the H100 (2026-12-05 ~16:45 UTC, fc1 shape, M = 50432, ms at
-// 0.8 / 0.86 / 0.9): block 16 (two pairs) 0.467 / 0.383 / 0.330 table-driven against 0.592 /
+// VITRT_BSR_XRES_PIPE: "0" retires each block's wgmmas before the next block is issued, "chunk" (or
+// "lean" / "tables", its names while they were A/B forms) retires them at the end of each W chunk
+// and row group (Retire::kAtChunk, table-driven); unset / other: chunk by chunk for blocks 16 and
+// 32, block by block for block 64. ("1" was Pipe, deleted: see Retire.) Measured on the H100
+// (2026-12-05 ~16:45 UTC, fc1 shape, M = 50432, ms at 0.8 / 0.86 / 0.9): block 16 (two pairs)
+// 0.467 / 0.383 / 0.330 table-driven against 0.592 /
 // 0.475 / 0.390 with the loop before it (itself 0.755 / 0.569 / 0.445 with one pair, against
 // 0.907 / 0.666 / 0.510 for the loop before that); block 32 (one pair, 2-block chunks) 0.313 /
 // 0.253 / 0.212, against 0.442 / 0.343 / 0.273 with Pipe and the streamed kernel's 0.350 / 0.285 /
 // 0.243. On the H200 (2026-12-05, one block per copy, before the table-driven loop): block 32 with
 // Pipe 0.3495 / 0.2738 / 0.2203 against 0.3663 / 0.2861 / 0.2298 block by block; block 64 1-2%
 // slower with Pipe (0.2068 / 0.1700 against 0.2019 / 0.1688 ms at 0.8 / 0.86, equal at 0.9).
-enum class RetireChoice { kEach, kBehind, kAtChunk, kAuto };
+enum class RetireChoice { kEach, kAtChunk, kAuto };
 Retire xres_retire(int block) {
   static const RetireChoice v = env_choice<RetireChoice>(
       "VITRT_BSR_XRES_PIPE",
-      {{"0", RetireChoice::kEach}, {"1", RetireChoice::kBehind}, {"chunk", RetireChoice::kAtChunk},
+      {{"0", RetireChoice::kEach}, {"chunk", RetireChoice::kAtChunk},
        {"lean", RetireChoice::kAtChunk}, {"tables", RetireChoice::kAtChunk}},
       RetireChoice::kAuto);
   switch (v) {
     case RetireChoice::kEach: return Retire::kEach;
-    case RetireChoice::kBehind: return Retire::kBehind;
     case RetireChoice::kAtChunk: return Retire::kAtChunk;
     default: return block == 64 ? Retire::kEach : Retire::kAtChunk;
   }
@@ -690,7 +662,7 @@ bool xres_gelu_bf16x2() {
 // in groups of 64 columns (RG = 2 / 4) where the block-row count allows: one epilogue per group,
 // block 64's store pattern, and the group's blocks issued back to back. Block 32's ungrouped form
 // measured no faster than bsr_gemm.cu's kernel (BENCHMARKS.md 2026-12-03 15:54 session, call 3);
-// grouped, with Pipe, it is the default (xres_auto_selected).
+// grouped (two pairs, chunk by chunk) it is the default (xres_auto_selected).
 bool xres_group() {
   static const bool v = kernel_mode_from_env("VITRT_BSR_XRES_GROUP") != KernelMode::Off;
   return v;
@@ -711,7 +683,6 @@ void launch_xres_rg(const XresArgs& a, int grid, size_t smem, int pairs) {
       return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kAtChunk, RG, 2>>(a, grid, xres_threads(2), smem, kMaxSmem);
   }
   switch (xres_retire(B)) {
-    case Retire::kBehind: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kBehind, RG, 1>>(a, grid, kT, smem, kMaxSmem);
     case Retire::kAtChunk: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kAtChunk, RG, 1>>(a, grid, kT, smem, kMaxSmem);
     default: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kEach, RG, 1>>(a, grid, kT, smem, kMaxSmem);
   }
