@@ -24,6 +24,8 @@ K (not yet run; meant for the H200, where the standing table is measured): J's m
    (default) against one, block 32 against the streamed kernel, block 64 x-resident (default at
    >= 4 TB/s) against streamed (~560 s bare: split it if the machine starts late).
 AB: K's A/B runs alone (after J on a warm machine: K split in two calls).
+R (not yet run): the fused MLP writing y as whole 128-byte lines (VITRT_BSR_MLP_LINES=1) against its
+   4-byte pairs: its tests, the --mlp bench A/B twice, ViT-B/16 bs256 block 64 both ways (~300 s bare).
 DESC
 }
 
@@ -68,6 +70,21 @@ case "$step" in
   AB)  # K's A/B alone (the second half of K when it is split across two calls on a warm machine)
     BUILD_TARGETS="$targets" OUT="$O/bsr" scripts/device-check.sh build | grep -v '^SUMMARY: build'
     fc_ab 16,32,64 "" "VITRT_BSR_XRES_PAIRS=1" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=0" ""
+    ;;
+  R)  # the fused MLP writing y as whole lines (VITRT_BSR_MLP_LINES=1, prepared 2026-12-05 evening, never run)
+    BUILD_TARGETS="$targets" OUT="$O/bsr" scripts/device-check.sh build | grep -v '^SUMMARY: build'
+    for e in "" "VITRT_BSR_MLP_LINES=1"; do
+      timeout 120 env $e VITRT_BSR_MLP_FUSED=1 build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.FusedMlp*:CudaBsr.*Vit*' > "$O/mlp.log" 2>&1
+      echo "SUMMARY: FusedMlp / Vit tests, '$e': rc=$? $(grep -c Failure "$O/mlp.log") failures"
+      grep -m3 -B2 -A8 Failure "$O/mlp.log"
+    done
+    for e in "" "VITRT_BSR_MLP_LINES=1" "" "VITRT_BSR_MLP_LINES=1"; do
+      timeout 120 env $e build-dev/bin/bsr_gemm_bench --mlp --blocks 64 --sparsities 0.8,0.9 --tokens 50432 --json "$O/mlp.json" > "$O/mlp.txt" 2>&1
+      echo "SUMMARY: --mlp '$e' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%dx%d s%.2f fused %s'%(r['D'],r['H'],r['sparsity'],'%.4f (%.2fx of dense)'%(r['fused_ms'],r['dense_ms']/r['fused_ms']) if r['fused_ms'] else '-') for r in d['rows']))" "$O/mlp.json" 2>&1 | tail -c 600)"
+    done
+    vit_bs256 64
+    echo "(VITRT_BSR_MLP_LINES=1:)"
+    VITRT_BSR_MLP_LINES=1 vit_bs256 64
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac

@@ -132,50 +132,17 @@ __device__ __forceinline__ unsigned xres_x_offset(unsigned c) {
   return ((a / kSlabCols) * kSlabBytes + (a % kSlabCols) * 2) >> 4;
 }
 
-// Two pairs' epilogue writes whole 128-byte lines from registers, as one pair's staging does
-// (xres_quad_transpose, then xres_line_exchange). Why: this kernel's y traffic is its floor, and
-// the width of each store instruction's row segments decides how close it gets. Measured on the
+// Two pairs' epilogue writes whole 128-byte lines from registers (bsr_wgmma::rows_to_lines), as one
+// pair's staging does. Why: this kernel's y traffic is its floor, and the width of each store
+// instruction's row segments decides how close it gets. Measured on the
 // H100 (2026-12-05 evening, fc1 shape, M = 50432, ms at 0.8 / 0.86 / 0.9): block 16 (two pairs)
 // 0.387 / 0.314 / 0.265 with whole lines, against 0.439-0.447 / 0.362-0.371 / 0.315-0.322 with
 // 64-byte half lines (one transpose) and 0.453-0.458 / 0.381-0.387 / 0.331-0.336 with the lanes'
 // 4-byte pairs, the form before; block 32 with two pairs and whole lines 0.276 / 0.225 / 0.200,
 // against one pair's 0.317-0.323 / 0.256-0.260 / 0.216-0.225 (staged), so block 32 now runs two
 // pairs too. One pair without its staging (the 9 KB given to the W ring) was 30-55% slower with
-// half lines or 4-byte pairs (block 64 at 0.9: 0.264 / 0.325 ms against 0.177 staged).
-//
-// Lane t of a quad holds a[i], the bf16 pair at columns 8 (j0 + i) + 2 t of its row, for i = 0..3;
-// afterwards a[s] is lane s's pair of column chunk j0 + t, so the lane holds that chunk's 16 bytes
-// in order (a 4 x 4 transpose across the quad: the 2 x 2 sub-blocks through lane ^ 1, then the
-// off-diagonal blocks through lane ^ 2).
-__device__ __forceinline__ void xres_quad_transpose(unsigned (&a)[4], int t) {
-  const bool odd = (t & 1) != 0, hi = (t & 2) != 0;
-#pragma unroll
-  for (int q = 0; q < 2; ++q) {
-    const unsigned got = __shfl_xor_sync(0xffffffffu, odd ? a[2 * q] : a[2 * q + 1], 1);
-    if (odd) a[2 * q] = got;
-    else a[2 * q + 1] = got;
-  }
-#pragma unroll
-  for (int q = 0; q < 2; ++q) {
-    const unsigned got = __shfl_xor_sync(0xffffffffu, hi ? a[q] : a[2 + q], 2);
-    if (hi) a[q] = got;
-    else a[2 + q] = got;
-  }
-}
-
-// After xres_quad_transpose of columns 0-31 (a) and 32-63 (b) of a 64-column row group: quad g (lanes
-// 4 g .. 4 g + 3) holds row g's chunks t (a) and 4 + t (b). Quads 2 k and 2 k + 1 swap halves
-// (lane ^ 4) so that lanes 8 k .. 8 k + 7 hold row 2 k's 8 chunks in a and row 2 k + 1's in b, each
-// lane chunk lane % 8: one 16-byte store per lane then writes 4 whole 128-byte lines.
-__device__ __forceinline__ void xres_line_exchange(unsigned (&a)[4], unsigned (&b)[4], int lane) {
-  const bool odd = (lane & 4) != 0;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const unsigned got = __shfl_xor_sync(0xffffffffu, odd ? a[i] : b[i], 4);
-    if (odd) a[i] = got;
-    else b[i] = got;
-  }
-}
+// half lines or 4-byte pairs (block 64 at 0.9: 0.264 / 0.325 ms against 0.177 staged), and not
+// faster with whole lines either (see the tried-and-taken-out list above).
 
 template <int B>
 struct XresCfg {
@@ -598,10 +565,8 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
         }
         if constexpr (P == 2) {  // no staging (it does not fit next to two rings): whole lines from registers
           static_assert(W == 64, "two pairs run 64-column groups");
-          unsigned a4[4] = {v[0], v[1], v[2], v[3]}, b4[4] = {v[4], v[5], v[6], v[7]};
-          xres_quad_transpose(a4, t);
-          xres_quad_transpose(b4, t);
-          xres_line_exchange(a4, b4, lane);
+          unsigned a4[4], b4[4];
+          bsr_wgmma::rows_to_lines(v, lane, a4, b4);
           const int64_t row_a = row0 + pass * 8 + 2 * (lane / 8);  // a4: this row's 16 bytes; b4: the next row's
           bf16* ya = p.y + row_a * p.N + static_cast<int64_t>(r) * B + 8 * (lane % 8);
           if (full_tile || row_a < p.M) *reinterpret_cast<uint4*>(ya) = make_uint4(a4[0], a4[1], a4[2], a4[3]);
@@ -742,7 +707,7 @@ XresRing xres_pair_ring(int block) {
 
 // VITRT_BSR_XRES_PAIRS: "2" runs blocks 16 / 32 (in groups) with two pairs of consumer warpgroups,
 // each pair on alternate groups from its own W ring and producer, retired chunk by chunk, y stored
-// from registers as whole lines (xres_line_exchange), where that fits in shared memory; "1" one
+// from registers as whole lines (bsr_wgmma::rows_to_lines), where that fits in shared memory; "1" one
 // pair; unset: two at blocks 16 and 32, one at block 64. Why: block 16's time goes to each warp's chain of dependent instructions per block
 // (ncu, 2026-12-05: stalls on fixed-latency dependencies, two warps per scheduler), not to the
 // tensor cores; a second pair gives each scheduler four warps to switch between. Measured on the
@@ -751,7 +716,7 @@ XresRing xres_pair_ring(int block) {
 // 0.309 / 0.286 against 0.372 / 0.297 / 0.247 ms with one pair, 2-block chunks), while two pairs
 // stored 4-byte pairs from registers; with whole-line stores (2026-12-05 evening) block 32 with
 // two pairs takes 0.276 / 0.225 / 0.200 ms against one pair's 0.317-0.323 / 0.256-0.260 /
-// 0.216-0.225 (see xres_quad_transpose).
+// 0.216-0.225 (see the note above XresCfg).
 int xres_pairs_env() {
   static const int v = int_from_env("VITRT_BSR_XRES_PAIRS");
   return v;
