@@ -134,15 +134,15 @@ __device__ __forceinline__ unsigned xres_x_offset(unsigned c) {
 
 // Two pairs' epilogue writes whole 128-byte lines from registers (bsr_wgmma::rows_to_lines), as one
 // pair's staging does. Why: this kernel's y traffic is its floor, and the width of each store
-// instruction's row segments decides how close it gets. Measured on the
-// H100 (2026-12-05 evening, fc1 shape, M = 50432, ms at 0.8 / 0.86 / 0.9): block 16 (two pairs)
-// 0.387 / 0.314 / 0.265 with whole lines, against 0.439-0.447 / 0.362-0.371 / 0.315-0.322 with
-// 64-byte half lines (one transpose) and 0.453-0.458 / 0.381-0.387 / 0.331-0.336 with the lanes'
-// 4-byte pairs, the form before; block 32 with two pairs and whole lines 0.276 / 0.225 / 0.200,
-// against one pair's 0.317-0.323 / 0.256-0.260 / 0.216-0.225 (staged), so block 32 now runs two
-// pairs too. One pair without its staging (the 9 KB given to the W ring) was 30-55% slower with
-// half lines or 4-byte pairs (block 64 at 0.9: 0.264 / 0.325 ms against 0.177 staged), and not
-// faster with whole lines either (see the tried-and-taken-out list above).
+// instruction's row segments decides how close it gets. Measured on the H100 (2026-12-05 evening,
+// fc1 shape, M = 50432, ms at 0.8 / 0.86 / 0.9): block 16 (two pairs) 0.387 / 0.314 / 0.265 with
+// whole lines, against 0.439-0.447 / 0.362-0.371 / 0.315-0.322 with 64-byte half lines (one
+// transpose) and 0.453-0.458 / 0.381-0.387 / 0.331-0.336 with the lanes' 4-byte pairs, the form
+// before; block 32 with two pairs and whole lines 0.276 / 0.225 / 0.200, against one pair's
+// 0.317-0.323 / 0.256-0.260 / 0.216-0.225 (staged), so block 32 now runs two pairs too. One pair
+// without its staging (the 9 KB given to the W ring) was 30-55% slower with half lines or 4-byte
+// pairs (block 64 at 0.9: 0.264 / 0.325 ms against 0.177 staged), and not faster with whole lines
+// either (see the tried-and-taken-out list above).
 
 template <int B>
 struct XresCfg {
@@ -592,15 +592,16 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
 // VITRT_BSR_XRES_PIPE: "0" retires each block's wgmmas before the next block is issued, "chunk" (or
 // "lean" / "tables", its names while they were A/B forms) retires them at the end of each W chunk
 // and row group (Retire::kAtChunk, table-driven); unset / other: chunk by chunk for blocks 16 and
-// 32, block by block for block 64. ("1" was Pipe, deleted: see Retire.) Measured on the H100
+// 32, block by block for block 64 (two pairs run chunk by chunk whatever it says). ("1" was Pipe,
+// deleted: see Retire.) Measured on the H100
 // (2026-12-05 ~16:45 UTC, fc1 shape, M = 50432, ms at 0.8 / 0.86 / 0.9): block 16 (two pairs)
-// 0.467 / 0.383 / 0.330 table-driven against 0.592 /
-// 0.475 / 0.390 with the loop before it (itself 0.755 / 0.569 / 0.445 with one pair, against
-// 0.907 / 0.666 / 0.510 for the loop before that); block 32 (one pair, 2-block chunks) 0.313 /
-// 0.253 / 0.212, against 0.442 / 0.343 / 0.273 with Pipe and the streamed kernel's 0.350 / 0.285 /
-// 0.243. On the H200 (2026-12-05, one block per copy, before the table-driven loop): block 32 with
-// Pipe 0.3495 / 0.2738 / 0.2203 against 0.3663 / 0.2861 / 0.2298 block by block; block 64 1-2%
-// slower with Pipe (0.2068 / 0.1700 against 0.2019 / 0.1688 ms at 0.8 / 0.86, equal at 0.9).
+// 0.467 / 0.383 / 0.330 table-driven against 0.592 / 0.475 / 0.390 with the loop before it (itself
+// 0.755 / 0.569 / 0.445 with one pair, against 0.907 / 0.666 / 0.510 for the loop before that);
+// block 32 (one pair, 2-block chunks) 0.313 / 0.253 / 0.212, against 0.442 / 0.343 / 0.273 with
+// Pipe and the streamed kernel's 0.350 / 0.285 / 0.243. On the H200 (2026-12-05, one block per
+// copy, before the table-driven loop): block 32 with Pipe 0.3495 / 0.2738 / 0.2203 against
+// 0.3663 / 0.2861 / 0.2298 block by block; block 64 1-2% slower with Pipe (0.2068 / 0.1700 against
+// 0.2019 / 0.1688 ms at 0.8 / 0.86, equal at 0.9).
 enum class RetireChoice { kEach, kAtChunk, kAuto };
 Retire xres_retire(int block) {
   static const RetireChoice v = env_choice<RetireChoice>(
@@ -707,16 +708,16 @@ XresRing xres_pair_ring(int block) {
 
 // VITRT_BSR_XRES_PAIRS: "2" runs blocks 16 / 32 (in groups) with two pairs of consumer warpgroups,
 // each pair on alternate groups from its own W ring and producer, retired chunk by chunk, y stored
-// from registers as whole lines (bsr_wgmma::rows_to_lines), where that fits in shared memory; "1" one
-// pair; unset: two at blocks 16 and 32, one at block 64. Why: block 16's time goes to each warp's chain of dependent instructions per block
-// (ncu, 2026-12-05: stalls on fixed-latency dependencies, two warps per scheduler), not to the
-// tensor cores; a second pair gives each scheduler four warps to switch between. Measured on the
-// H100 (2026-12-05 ~16:33 UTC, fc1 shape, M = 50432): block 16 0.590 / 0.468 / 0.386 ms at 0.8 /
-// 0.86 / 0.9 against 0.755 / 0.569 / 0.445 with one pair; block 32 then slower with two (0.370 /
-// 0.309 / 0.286 against 0.372 / 0.297 / 0.247 ms with one pair, 2-block chunks), while two pairs
-// stored 4-byte pairs from registers; with whole-line stores (2026-12-05 evening) block 32 with
-// two pairs takes 0.276 / 0.225 / 0.200 ms against one pair's 0.317-0.323 / 0.256-0.260 /
-// 0.216-0.225 (see the note above XresCfg).
+// from registers as whole lines (bsr_wgmma::rows_to_lines), where that fits in shared memory; "1"
+// one pair; unset: two at blocks 16 and 32, one at block 64. Why: block 16's time goes to each
+// warp's chain of dependent instructions per block (ncu, 2026-12-05: stalls on fixed-latency
+// dependencies, two warps per scheduler), not to the tensor cores; a second pair gives each
+// scheduler four warps to switch between. Measured on the H100 (2026-12-05 ~16:33 UTC, fc1 shape,
+// M = 50432): block 16 0.590 / 0.468 / 0.386 ms at 0.8 / 0.86 / 0.9 against 0.755 / 0.569 / 0.445
+// with one pair; block 32 then slower with two (0.370 / 0.309 / 0.286 against 0.372 / 0.297 / 0.247
+// ms with one pair, 2-block chunks), while two pairs stored 4-byte pairs from registers; with
+// whole-line stores (2026-12-05 evening) block 32 with two pairs takes 0.276 / 0.225 / 0.200 ms
+// against one pair's 0.317-0.323 / 0.256-0.260 / 0.216-0.225 (see the note above XresCfg).
 int xres_pairs_env() {
   static const int v = int_from_env("VITRT_BSR_XRES_PAIRS");
   return v;
