@@ -24,8 +24,9 @@ K (not yet run; meant for the H200, where the standing table is measured): J's m
    (default) against one, block 32 against the streamed kernel, block 64 x-resident (default at
    >= 4 TB/s) against streamed (~560 s bare: split it if the machine starts late).
 AB: K's A/B runs alone (after J on a warm machine: K split in two calls).
-R (not yet run): the fused MLP writing y as whole 128-byte lines (VITRT_BSR_MLP_LINES=1) against its
-   4-byte pairs: its tests, the --mlp bench A/B twice, ViT-B/16 bs256 block 64 both ways (~300 s bare).
+R (not yet run): whole-line output stores in the fused MLP (VITRT_BSR_MLP_LINES=1) and the ViT's
+   short-sequence attention (VITRT_ATTN_SHORT_LINES=1) against their 4-byte pairs: their tests, the
+   --mlp bench A/B twice, ViT-B/16 bs256 block 64 in each combination (~350 s bare).
 DESC
 }
 
@@ -71,20 +72,26 @@ case "$step" in
     BUILD_TARGETS="$targets" OUT="$O/bsr" scripts/device-check.sh build | grep -v '^SUMMARY: build'
     fc_ab 16,32,64 "" "VITRT_BSR_XRES_PAIRS=1" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=0" ""
     ;;
-  R)  # the fused MLP writing y as whole lines (VITRT_BSR_MLP_LINES=1, prepared 2026-12-05 evening, never run)
-    BUILD_TARGETS="$targets" OUT="$O/bsr" scripts/device-check.sh build | grep -v '^SUMMARY: build'
+  R)  # whole-line output stores prepared 2026-12-05 evening, never run: the fused MLP (VITRT_BSR_MLP_LINES=1)
+      # and the ViT's short-sequence attention (VITRT_ATTN_SHORT_LINES=1)
+    BUILD_TARGETS="$targets test_cuda_attention" OUT="$O/bsr" scripts/device-check.sh build | grep -v '^SUMMARY: build'
     for e in "" "VITRT_BSR_MLP_LINES=1"; do
       timeout 120 env $e VITRT_BSR_MLP_FUSED=1 build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.FusedMlp*:CudaBsr.*Vit*' > "$O/mlp.log" 2>&1
       echo "SUMMARY: FusedMlp / Vit tests, '$e': rc=$? $(grep -c Failure "$O/mlp.log") failures"
       grep -m3 -B2 -A8 Failure "$O/mlp.log"
     done
+    timeout 120 env VITRT_ATTN_SHORT_LINES=1 build-dev/tests/test_cuda_attention \
+      --gtest_filter='CudaAttention.ShortSequences:CudaAttention.PlainAttention:CudaAttention.RelposGlobalSmall' > "$O/attn.log" 2>&1
+    echo "SUMMARY: short attention tests, VITRT_ATTN_SHORT_LINES=1: rc=$? $(grep -c Failure "$O/attn.log") failures"
+    grep -m3 -B2 -A8 Failure "$O/attn.log"
     for e in "" "VITRT_BSR_MLP_LINES=1" "" "VITRT_BSR_MLP_LINES=1"; do
       timeout 120 env $e build-dev/bin/bsr_gemm_bench --mlp --blocks 64 --sparsities 0.8,0.9 --tokens 50432 --json "$O/mlp.json" > "$O/mlp.txt" 2>&1
       echo "SUMMARY: --mlp '$e' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%dx%d s%.2f fused %s'%(r['D'],r['H'],r['sparsity'],'%.4f (%.2fx of dense)'%(r['fused_ms'],r['dense_ms']/r['fused_ms']) if r['fused_ms'] else '-') for r in d['rows']))" "$O/mlp.json" 2>&1 | tail -c 600)"
     done
-    vit_bs256 64
-    echo "(VITRT_BSR_MLP_LINES=1:)"
-    VITRT_BSR_MLP_LINES=1 vit_bs256 64
+    for e in "" "VITRT_BSR_MLP_LINES=1" "VITRT_ATTN_SHORT_LINES=1" "VITRT_BSR_MLP_LINES=1 VITRT_ATTN_SHORT_LINES=1" ""; do
+      echo "(ViT with '$e':)"
+      (for kv in $e; do export "$kv"; done; vit_bs256 64)
+    done
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac

@@ -35,6 +35,7 @@
 #include <utility>
 
 #include "ops/cuda/attention_kernel.cuh"
+#include "ops/cuda/fragment_lines.cuh"
 #include "ops/cuda/ptx.cuh"
 #include "ops/cuda/runtime.h"
 #include "ops/cuda/wgmma.cuh"
@@ -114,9 +115,12 @@ template <int BUF, int HD>
 constexpr int short_ctas_per_sm() {
   return HD == 64 ? (BUF == 2 ? 2 : BUF == 1 ? 3 : 4) : 2;
 }
-template <int HD, int NF, int TAIL, int BUF>
+// LINES (head dim 64): the output written as whole 128-byte lines from registers (rows_to_lines)
+// instead of each lane's 4-byte pairs (VITRT_ATTN_SHORT_LINES, below).
+template <int HD, int NF, int TAIL, int BUF, bool LINES = false>
 __global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma_short_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
+  static_assert(!LINES || HD == 64, "whole lines: 64 columns per row");
   using C = ShortCfg<HD, NF, TAIL>;
   constexpr int CPR = C::CPR, KS = C::KS, NC = C::NC, NKP = C::NKP;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -282,8 +286,25 @@ __global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma
 
     l0 = quad_sum(l0);
     l1 = quad_sum(l1);
-    // ---- epilogue: normalise, write the real rows (4-byte stores; a quad writes 16 contiguous bytes).
+    // ---- epilogue: normalise, write the real rows (4-byte stores; a quad writes 16 contiguous bytes;
+    // LINES: whole lines, every lane of the warp taking part in the shuffles).
     const int i0 = mt * 64 + warp * 16 + g, i1 = i0 + 8;
+    if constexpr (LINES) {
+#pragma unroll
+      for (int pass = 0; pass < 2; ++pass) {
+        const float inv = 1.f / (pass == 0 ? l0 : l1);
+        unsigned v[8];
+#pragma unroll
+        for (int d = 0; d < 8; ++d) v[d] = pack_bf16(o[d * 4 + 2 * pass] * inv, o[d * 4 + 2 * pass + 1] * inv);
+        unsigned a4[4], b4[4];
+        rows_to_lines(v, lane, a4, b4);
+        const int i = mt * 64 + warp * 16 + 8 * pass + 2 * (lane >> 3);  // a4's row; b4's is the next
+        bf16* dst = ob + (sa.q0 + i) * p.ldo + 8 * (lane & 7);
+        if (i < p.nq) *reinterpret_cast<uint4*>(dst) = make_uint4(a4[0], a4[1], a4[2], a4[3]);
+        if (i + 1 < p.nq) *reinterpret_cast<uint4*>(dst + p.ldo) = make_uint4(b4[0], b4[1], b4[2], b4[3]);
+      }
+      continue;
+    }
     if (i0 < p.nq) {
       const float inv = 1.f / l0;
       bf16* dst = ob + (sa.q0 + i0) * p.ldo + 2 * tq;
@@ -307,22 +328,32 @@ __global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma
 #endif
 }
 
-template <int HD, int NF, int TAIL, int BUF>
+template <int HD, int NF, int TAIL, int BUF, bool LINES>
 void launch(const KParams& p, int blocks, cudaStream_t stream) {
   using C = ShortCfg<HD, NF, TAIL>;
   static std::atomic<int> configured{0};
   constexpr size_t smem = short_smem_bytes(C::NKP, HD);
-  ensure_smem(flash_wgmma_short_kernel<HD, NF, TAIL, BUF>, smem, configured, "bf16 wgmma short");
-  flash_wgmma_short_kernel<HD, NF, TAIL, BUF><<<blocks, C::THREADS, smem, stream>>>(p);
+  ensure_smem(flash_wgmma_short_kernel<HD, NF, TAIL, BUF, LINES>, smem, configured, "bf16 wgmma short");
+  flash_wgmma_short_kernel<HD, NF, TAIL, BUF, LINES><<<blocks, C::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_wgmma_short_kernel launch");
 }
 
-template <int HD, int BUF>
+template <int HD, int BUF, bool LINES = false>
 void launch_hd(const KParams& p, int blocks, cudaStream_t stream) {
   const int nf = p.nk / 64;
   const bool tail = p.nk % 64 != 0;
-  if (nf == 3) tail ? launch<HD, 3, 16, BUF>(p, blocks, stream) : launch<HD, 3, 0, BUF>(p, blocks, stream);
-  else tail ? launch<HD, 4, 16, BUF>(p, blocks, stream) : launch<HD, 4, 0, BUF>(p, blocks, stream);
+  if (nf == 3) tail ? launch<HD, 3, 16, BUF, LINES>(p, blocks, stream) : launch<HD, 3, 0, BUF, LINES>(p, blocks, stream);
+  else tail ? launch<HD, 4, 16, BUF, LINES>(p, blocks, stream) : launch<HD, 4, 0, BUF, LINES>(p, blocks, stream);
+}
+
+// VITRT_ATTN_SHORT_LINES=1: head dim 64's default form writes its output as whole 128-byte lines
+// from registers (rows_to_lines) instead of each lane's 4-byte pairs. Why: 4-byte pairs against whole
+// lines cost the block-sparse linear 12-55% (BENCHMARKS.md, 2026-12-05 17:37 session), and this
+// kernel writes ViT-B/16's 77 MB per layer at bs256 that way. Prepared without a GPU: off until
+// measured.
+bool short_lines_from_env() {
+  static const bool v = kernel_mode_from_env("VITRT_ATTN_SHORT_LINES") == KernelMode::On;
+  return v;
 }
 
 // VITRT_ATTN_WGMMA_SHORT: "0" turns the kernel off (the mma.sync kernel then runs these); "twop" /
@@ -356,7 +387,7 @@ void wgmma_short_launch(const KParams& p, int blocks, cudaStream_t stream) {
     switch (mode_from_env()) {
       case ShortMode::TwoP: launch_hd<64, 2>(p, blocks, stream); break;
       case ShortMode::OneP: launch_hd<64, 1>(p, blocks, stream); break;
-      default: launch_hd<64, 0>(p, blocks, stream); break;
+      default: short_lines_from_env() ? launch_hd<64, 0, true>(p, blocks, stream) : launch_hd<64, 0>(p, blocks, stream); break;
     }
   } else {
     launch_hd<80, 2>(p, blocks, stream);

@@ -132,7 +132,7 @@ __device__ __forceinline__ unsigned xres_x_offset(unsigned c) {
   return ((a / kSlabCols) * kSlabBytes + (a % kSlabCols) * 2) >> 4;
 }
 
-// Two pairs' epilogue writes whole 128-byte lines from registers (bsr_wgmma::rows_to_lines), as one
+// Two pairs' epilogue writes whole 128-byte lines from registers (rows_to_lines), as one
 // pair's staging does. Why: this kernel's y traffic is its floor, and the width of each store
 // instruction's row segments decides how close it gets. Measured on the H100 (2026-12-05 evening,
 // fc1 shape, M = 50432, ms at 0.8 / 0.86 / 0.9): block 16 (two pairs) 0.387 / 0.314 / 0.265 with
@@ -566,7 +566,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
         if constexpr (P == 2) {  // no staging (it does not fit next to two rings): whole lines from registers
           static_assert(W == 64, "two pairs run 64-column groups");
           unsigned a4[4], b4[4];
-          bsr_wgmma::rows_to_lines(v, lane, a4, b4);
+          rows_to_lines(v, lane, a4, b4);
           const int64_t row_a = row0 + pass * 8 + 2 * (lane / 8);  // a4: this row's 16 bytes; b4: the next row's
           bf16* ya = p.y + row_a * p.N + static_cast<int64_t>(r) * B + 8 * (lane % 8);
           if (full_tile || row_a < p.M) *reinterpret_cast<uint4*>(ya) = make_uint4(a4[0], a4[1], a4[2], a4[3]);
@@ -708,7 +708,7 @@ XresRing xres_pair_ring(int block) {
 
 // VITRT_BSR_XRES_PAIRS: "2" runs blocks 16 / 32 (in groups) with two pairs of consumer warpgroups,
 // each pair on alternate groups from its own W ring and producer, retired chunk by chunk, y stored
-// from registers as whole lines (bsr_wgmma::rows_to_lines), where that fits in shared memory; "1"
+// from registers as whole lines (rows_to_lines), where that fits in shared memory; "1"
 // one pair; unset: two at blocks 16 and 32, one at block 64. Why: block 16's time goes to each
 // warp's chain of dependent instructions per block (ncu, 2026-12-05: stalls on fixed-latency
 // dependencies, two warps per scheduler), not to the tensor cores; a second pair gives each

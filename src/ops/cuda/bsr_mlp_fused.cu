@@ -615,7 +615,7 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
             v[c] = bsr_wgmma::pack_bf16x2(fmaf(0.5f, yacc[4 * c + 2 * pass], r.x), fmaf(0.5f, yacc[4 * c + 2 * pass + 1], r.y));
           }
           unsigned a4[4], b4[4];
-          bsr_wgmma::rows_to_lines(v, lane, a4, b4);
+          rows_to_lines(v, lane, a4, b4);
           const int64_t m = row0 - g + 8 * pass + 2 * (lane / 8);  // a4's row; b4's is the next
           bf16* ya = p.y + m * p.N + static_cast<int64_t>(grp) * kB + 8 * (lane % 8);
           if (m < p.M) *reinterpret_cast<uint4*>(ya) = make_uint4(a4[0], a4[1], a4[2], a4[3]);
@@ -672,7 +672,7 @@ struct FormTag {
 //    Measured (2026-12-05, 03:33 session, call 2, M = 50432, ms bf16x2 / f32): ViT-B @ 0.9 0.2188 /
 //    0.2275, @ 0.95 0.1503 / 0.1529; ViT-S @ 0.9 0.0802 / 0.0821. The price: 1.2e-3 relative against the
 //    two linears instead of 4e-5 (a bf16 step of y is 4e-3).
-// VITRT_BSR_MLP_LINES=1: y written as whole 128-byte lines (bsr_wgmma::rows_to_lines: two
+// VITRT_BSR_MLP_LINES=1: y written as whole 128-byte lines (rows_to_lines: two
 // transposes across lanes) instead of each lane's 4-byte pairs. Why: in the x-resident linear the
 // same change took block 16 12-18% and 4-byte pairs against staged whole lines cost up to 55%
 // (BENCHMARKS.md, 2026-12-05 17:37 session); this kernel writes its 77 MB of y (ViT-B, M = 50432) as

@@ -1,6 +1,7 @@
 // Pieces shared by the Hopper block-sparse kernels (bsr_gemm_xres.cu, bsr_gemm_stream.cu,
-// bsr_mlp_fused.cu): one k16 step of a B x B block on wgmma, and two ways of turning the
-// accumulators' fragment layout into whole 128-byte lines of y (per-warp staging, or shuffles). Device code for sm_90a only where marked.
+// bsr_mlp_fused.cu): one k16 step of a B x B block on wgmma, and the per-warp staging that turns
+// the accumulators' fragment layout into whole 128-byte lines of y (fragment_lines.cuh does it with
+// shuffles instead). Device code for sm_90a only where marked.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -8,6 +9,7 @@
 #include <cstdint>
 #include <mutex>
 
+#include "ops/cuda/fragment_lines.cuh"
 #include "ops/cuda/ptx.cuh"
 #include "ops/cuda/runtime.h"
 #include "ops/cuda/wgmma.cuh"
@@ -27,45 +29,6 @@ __device__ __forceinline__ unsigned pack_bf16x2(float a, float b) {
   return *reinterpret_cast<const unsigned*>(&v);
 }
 #endif
-
-// A warp's 8 rows x 64 columns of bf16 in the accumulator fragments' layout (lane: row lane / 4, the
-// pairs v[j] at columns 8 j + 2 (lane % 4)) turned into whole 128-byte lines without shared memory:
-// afterwards lanes 8 k .. 8 k + 7 hold row 2 k's 16-byte chunk lane % 8 in a and row 2 k + 1's in b,
-// so one 16-byte store per lane of a, then of b, writes 4 whole lines each. Why: how wide each store
-// instruction's row segments are decides these write-bound kernels' speed (4-byte pairs per lane and
-// 64-byte half lines cost 12-55% against whole lines in bsr_gemm_xres.cu, BENCHMARKS.md 2026-12-05).
-// Two steps: a 4 x 4 transpose across each quad for columns 0-31 and for 32-63 (the 2 x 2 sub-blocks
-// through lane ^ 1, then the off-diagonal blocks through lane ^ 2: lane t of quad g then holds row
-// g's chunks t and 4 + t), then quads 2 k and 2 k + 1 swap halves (lane ^ 4). Every lane must take
-// part (full-warp shuffles).
-__device__ __forceinline__ void quad_transpose(unsigned (&a)[4], int lane) {
-  const bool odd = (lane & 1) != 0, hi = (lane & 2) != 0;
-#pragma unroll
-  for (int q = 0; q < 2; ++q) {
-    const unsigned got = __shfl_xor_sync(0xffffffffu, odd ? a[2 * q] : a[2 * q + 1], 1);
-    if (odd) a[2 * q] = got;
-    else a[2 * q + 1] = got;
-  }
-#pragma unroll
-  for (int q = 0; q < 2; ++q) {
-    const unsigned got = __shfl_xor_sync(0xffffffffu, hi ? a[q] : a[2 + q], 2);
-    if (hi) a[q] = got;
-    else a[2 + q] = got;
-  }
-}
-__device__ __forceinline__ void rows_to_lines(const unsigned (&v)[8], int lane, unsigned (&a)[4], unsigned (&b)[4]) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i) a[i] = v[i], b[i] = v[4 + i];
-  quad_transpose(a, lane);
-  quad_transpose(b, lane);
-  const bool odd = (lane & 4) != 0;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const unsigned got = __shfl_xor_sync(0xffffffffu, odd ? a[i] : b[i], 4);
-    if (odd) a[i] = got;
-    else b[i] = got;
-  }
-}
 
 // A warp's 16 x B output tile, written in two passes of 8 rows (pass 0: the rows g of the
 // accumulator fragments, pass 1: rows g + 8) through an 8-row staging buffer: stage() puts the
