@@ -27,6 +27,8 @@ AB: K's A/B runs alone (after J on a warm machine: K split in two calls).
 R (not yet run): whole-line output stores in the fused MLP (VITRT_BSR_MLP_LINES=1) and the ViT's
    short-sequence attention (VITRT_ATTN_SHORT_LINES=1) against their 4-byte pairs: their tests, the
    --mlp bench A/B twice, ViT-B/16 bs256 block 64 in each combination (~350 s bare).
+S (not yet run): SAM's windowed attention writing whole lines (VITRT_ATTN_WIN_LINES=1, head dim 64's
+   chunked form): its tests (real and full-width rows), vit_b bs32 encoder A/B twice (~300 s bare).
 DESC
 }
 
@@ -91,6 +93,20 @@ case "$step" in
     for e in "" "VITRT_BSR_MLP_LINES=1" "VITRT_ATTN_SHORT_LINES=1" "VITRT_BSR_MLP_LINES=1 VITRT_ATTN_SHORT_LINES=1" ""; do
       echo "(ViT with '$e':)"
       (for kv in $e; do export "$kv"; done; vit_bs256 64)
+    done
+    ;;
+  S)  # SAM's windowed attention writing whole lines (VITRT_ATTN_WIN_LINES=1, prepared 2026-12-05 evening, never run)
+    BUILD_TARGETS="vitrt_cli test_cuda_attention" OUT="$O/bsr" scripts/device-check.sh build | grep -v '^SUMMARY: build'
+    for rows in real full; do
+      timeout 120 env VITRT_ATTN_WIN_LINES=1 VITRT_ATTN_WIN_ROWS=$rows build-dev/tests/test_cuda_attention \
+        --gtest_filter='CudaAttention.Windowed*:CudaAttention.RelposWindows*' > "$O/win.log" 2>&1
+      echo "SUMMARY: windowed tests, VITRT_ATTN_WIN_LINES=1 rows=$rows: rc=$? $(grep -c Failure "$O/win.log") failures"
+      grep -m3 -B2 -A8 Failure "$O/win.log"
+    done
+    for e in "" "VITRT_ATTN_WIN_LINES=1" "" "VITRT_ATTN_WIN_LINES=1"; do
+      timeout 120 env $e build-dev/bin/vitrt bench --device cuda --model vit_b --batch 32 --dtype bf16 --iters 10 --no-decoder \
+        --json > "$O/sam.json" 2> "$O/sam.err"
+      echo "SUMMARY: vit_b bs32 '$e' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('%.1f img/s, %.2f ms/batch'%(d['images_per_s'],d['encoder_ms_per_batch']))" "$O/sam.json" 2>&1 | tail -c 200)"
     done
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;

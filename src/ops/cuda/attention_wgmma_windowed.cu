@@ -40,6 +40,7 @@
 #include <utility>
 
 #include "ops/cuda/attention_kernel.cuh"
+#include "ops/cuda/fragment_lines.cuh"
 #include "ops/cuda/ptx.cuh"
 #include "ops/cuda/runtime.h"
 #include "ops/cuda/wgmma.cuh"
@@ -316,6 +317,29 @@ struct WindowIo {
 #pragma unroll
       for (int d = 0; d < HD / 8; ++d)
         *reinterpret_cast<unsigned*>(dst + d * 8) = pack_bf16(o[d * 4 + 2] * inv1, o[d * 4 + 3] * inv1);
+    }
+  }
+  // The same as whole 128-byte lines (head dim 64; rows_to_lines): lanes 8 k .. 8 k + 7 write row
+  // 2 k of each pass's 8, whose address quad 2 k's lanes computed (shuffled over). Every lane of the
+  // warp must call it.
+  __device__ __forceinline__ void store_rows_as_lines(const float (&o)[HD / 2], float l0, float l1, int i0, int i1,
+                                                      int iy0, int ix0, int iy1, int ix1, int lane) const {
+    static_assert(HD == 64, "whole lines: 64 columns per row");
+    long long r0 = -1, r1 = -1;
+    if (i0 < nq_out) r0 = row(iy0, ix0);
+    if (i1 < nq_out) r1 = row(iy1, ix1);
+#pragma unroll
+    for (int pass = 0; pass < 2; ++pass) {
+      const float inv = 1.f / (pass == 0 ? l0 : l1);
+      unsigned v[8];
+#pragma unroll
+      for (int d = 0; d < 8; ++d) v[d] = pack_bf16(o[d * 4 + 2 * pass] * inv, o[d * 4 + 2 * pass + 1] * inv);
+      unsigned a4[4], b4[4];
+      rows_to_lines(v, lane, a4, b4);
+      const long long mine = pass == 0 ? r0 : r1;
+      const long long ra = __shfl_sync(0xffffffffu, mine, lane & ~7), rb = __shfl_sync(0xffffffffu, mine, (lane & ~7) + 4);
+      if (ra >= 0) *reinterpret_cast<uint4*>(ob + ra * p.ldo + 8 * (lane & 7)) = make_uint4(a4[0], a4[1], a4[2], a4[3]);
+      if (rb >= 0) *reinterpret_cast<uint4*>(ob + rb * p.ldo + 8 * (lane & 7)) = make_uint4(b4[0], b4[1], b4[2], b4[3]);
     }
   }
 };
@@ -612,7 +636,8 @@ __device__ __forceinline__ void win_chunk_softmax(float* s, const float* bh0, co
 // BUF: 1, one S and one P buffer (nothing overlaps a softmax inside the warpgroup; the other CTAs
 // on the SM do); 2, two of each (the short kernel's TwoP: chunk c + 1's Q K^T and chunk c - 1's P V
 // both run during chunk c's softmax), for head dim 80, where only two CTAs fit on an SM.
-template <int HD, int BUF>
+// LINES (head dim 64): the output as whole lines (WindowIo::store_rows_as_lines; VITRT_ATTN_WIN_LINES).
+template <int HD, int BUF, bool LINES = false>
 __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_windowed_chunk_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
   using C = WinChunkCfg<HD>;
@@ -771,7 +796,8 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
 
     l0 = quad_sum(l0);
     l1 = quad_sum(l1);
-    io.store_rows(o, l0, l1, i0, i1, iy0, ix0, iy1, ix1, tq);  // normalised, the real rows only
+    if constexpr (LINES) io.store_rows_as_lines(o, l0, l1, i0, i1, iy0, ix0, iy1, ix1, lane);
+    else io.store_rows(o, l0, l1, i0, i1, iy0, ix0, iy1, ix1, tq);  // normalised, the real rows only
   }
 #else
   using C = WinChunkCfg<HD>;  // (referenced so that the sm_80 pass does not warn about unused members)
@@ -783,12 +809,22 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
 #endif
 }
 
-template <int HD, int BUF>
+template <int HD, int BUF, bool LINES = false>
 void launch_chunk(const KParams& p, size_t smem, int blocks, cudaStream_t stream) {
   static std::atomic<int> configured{0};
-  ensure_smem(flash_wgmma_windowed_chunk_kernel<HD, BUF>, smem, configured, "bf16 wgmma windowed (chunked)");
-  flash_wgmma_windowed_chunk_kernel<HD, BUF><<<blocks, WinChunkCfg<HD>::THREADS, smem, stream>>>(p);
+  ensure_smem(flash_wgmma_windowed_chunk_kernel<HD, BUF, LINES>, smem, configured, "bf16 wgmma windowed (chunked)");
+  flash_wgmma_windowed_chunk_kernel<HD, BUF, LINES><<<blocks, WinChunkCfg<HD>::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_wgmma_windowed_chunk_kernel launch");
+}
+
+// VITRT_ATTN_WIN_LINES=1: head dim 64's chunked form (its default) writes the output as whole
+// 128-byte lines from registers instead of each lane's 4-byte pairs. Why: 4-byte pairs against
+// whole lines cost the block-sparse linear 12-55% (BENCHMARKS.md, 2026-12-05 17:37 session), and
+// vit_b's windowed blocks write ~200 MB per layer at bs32 that way. Prepared without a GPU: off
+// until measured.
+bool win_lines_from_env() {
+  static const bool v = kernel_mode_from_env("VITRT_ATTN_WIN_LINES") == KernelMode::On;
+  return v;
 }
 
 template <int HD, bool SPLIT>
@@ -849,7 +885,7 @@ void wgmma_windowed_launch(const KParams& params, size_t smem, int blocks, cudaS
   KParams p = params;
   p.win_full_width_rows = full_width_rows_from_env();
   if (chunked_for(p.hd)) {
-    if (p.hd == 64) launch_chunk<64, 1>(p, smem, blocks, stream);
+    if (p.hd == 64) win_lines_from_env() ? launch_chunk<64, 1, true>(p, smem, blocks, stream) : launch_chunk<64, 1>(p, smem, blocks, stream);
     else launch_chunk<80, 2>(p, smem, blocks, stream);
     return;
   }
