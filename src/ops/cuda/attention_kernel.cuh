@@ -16,6 +16,7 @@
 
 #include "ops/cuda/ptx.cuh"
 #include "ops/cuda/env_choice.h"
+#include "ops/cuda/fragment_lines.cuh"
 #include "ops/cuda/runtime.h"
 
 namespace vitrt::cuda::attn {
@@ -194,6 +195,16 @@ __device__ __forceinline__ void rescale_rows_if_needed(float (&o)[HD / 2], float
 __device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
   return *reinterpret_cast<unsigned*>(&v);
+}
+// Pass `pass` (rows g, or g + 8) of a warp's 16 x 64 output O (head dim 64, the accumulator layout),
+// times inv (the row's 1 / l), as whole 128-byte lines (rows_to_lines): lanes 8 k .. 8 k + 7 then
+// hold row 2 k of the pass's 8 in a and row 2 k + 1 in b, chunk lane % 8 each. Every lane must call it.
+__device__ __forceinline__ void output_pass_as_lines(const float (&o)[32], int pass, float inv, int lane,
+                                                     unsigned (&a)[4], unsigned (&b)[4]) {
+  unsigned v[8];
+#pragma unroll
+  for (int d = 0; d < 8; ++d) v[d] = pack_bf16(o[d * 4 + 2 * pass] * inv, o[d * 4 + 2 * pass + 1] * inv);
+  rows_to_lines(v, lane, a, b);
 }
 
 // The device's opt-in limit of dynamic shared memory per CTA (bytes).

@@ -35,7 +35,6 @@
 #include <utility>
 
 #include "ops/cuda/attention_kernel.cuh"
-#include "ops/cuda/fragment_lines.cuh"
 #include "ops/cuda/ptx.cuh"
 #include "ops/cuda/runtime.h"
 #include "ops/cuda/wgmma.cuh"
@@ -292,12 +291,8 @@ __global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma
     if constexpr (LINES) {
 #pragma unroll
       for (int pass = 0; pass < 2; ++pass) {
-        const float inv = 1.f / (pass == 0 ? l0 : l1);
-        unsigned v[8];
-#pragma unroll
-        for (int d = 0; d < 8; ++d) v[d] = pack_bf16(o[d * 4 + 2 * pass] * inv, o[d * 4 + 2 * pass + 1] * inv);
         unsigned a4[4], b4[4];
-        rows_to_lines(v, lane, a4, b4);
+        output_pass_as_lines(o, pass, 1.f / (pass == 0 ? l0 : l1), lane, a4, b4);
         const int i = mt * 64 + warp * 16 + 8 * pass + 2 * (lane >> 3);  // a4's row; b4's is the next
         bf16* dst = ob + (sa.q0 + i) * p.ldo + 8 * (lane & 7);
         if (i < p.nq) *reinterpret_cast<uint4*>(dst) = make_uint4(a4[0], a4[1], a4[2], a4[3]);

@@ -40,7 +40,6 @@
 #include <utility>
 
 #include "ops/cuda/attention_kernel.cuh"
-#include "ops/cuda/fragment_lines.cuh"
 #include "ops/cuda/ptx.cuh"
 #include "ops/cuda/runtime.h"
 #include "ops/cuda/wgmma.cuh"
@@ -330,12 +329,8 @@ struct WindowIo {
     if (i1 < nq_out) r1 = row(iy1, ix1);
 #pragma unroll
     for (int pass = 0; pass < 2; ++pass) {
-      const float inv = 1.f / (pass == 0 ? l0 : l1);
-      unsigned v[8];
-#pragma unroll
-      for (int d = 0; d < 8; ++d) v[d] = pack_bf16(o[d * 4 + 2 * pass] * inv, o[d * 4 + 2 * pass + 1] * inv);
       unsigned a4[4], b4[4];
-      rows_to_lines(v, lane, a4, b4);
+      output_pass_as_lines(o, pass, 1.f / (pass == 0 ? l0 : l1), lane, a4, b4);
       const long long mine = pass == 0 ? r0 : r1;
       const long long ra = __shfl_sync(0xffffffffu, mine, lane & ~7), rb = __shfl_sync(0xffffffffu, mine, (lane & ~7) + 4);
       if (ra >= 0) *reinterpret_cast<uint4*>(ob + ra * p.ldo + 8 * (lane & 7)) = make_uint4(a4[0], a4[1], a4[2], a4[3]);
