@@ -4,7 +4,7 @@
 # machine:
 #   scripts/device-queue.sh list          # what each step runs
 #   scripts/device-queue.sh K             # ~400 s with a bare machine's build
-# Steps A-J ran on 2026-12-05 (BENCHMARKS.md, that day's sessions; their commands are in this file's
+# Steps A-J, R and S ran on 2026-12-05 (BENCHMARKS.md, that day's sessions; their commands are in this file's
 # git history, e.g. `git show a4415dc:scripts/device-queue.sh`); the A/B forms they compared and lost
 # are gone from the code.
 set -uo pipefail
@@ -24,11 +24,11 @@ K (not yet run; meant for the H200, where the standing table is measured): J's m
    (default) against one, block 32 against the streamed kernel, block 64 x-resident (default at
    >= 4 TB/s) against streamed (~560 s bare: split it if the machine starts late).
 AB: K's A/B runs alone (after J on a warm machine: K split in two calls).
-R (not yet run): whole-line output stores in the fused MLP (VITRT_BSR_MLP_LINES=1) and the ViT's
-   short-sequence attention (VITRT_ATTN_SHORT_LINES=1) against their 4-byte pairs: their tests, the
-   --mlp bench A/B twice, ViT-B/16 bs256 block 64 in each combination (~350 s bare).
-S (not yet run): SAM's windowed attention writing whole lines (VITRT_ATTN_WIN_LINES=1, head dim 64's
-   chunked form): its tests (real and full-width rows), vit_b bs32 encoder A/B twice (~300 s bare).
+L (this session's defaults; for the H200 if one is lent): the kernels whose stores became whole lines
+   (fused MLP, short and windowed attention): their GPU tests, every CudaBsr test and cuda_bsr_mlp
+   ctest, CudaPredictor and the fixture fidelity; then F and ViT-B/16 bs256 block 64 (~480 s bare).
+M (after L on a warm machine): ViT-B/16 bs256 at blocks 16 / 32, SAM vit_b / vit_h bs32 encoders,
+   the fp32 sweep at block 64 (~200 s warm).
 DESC
 }
 
@@ -74,40 +74,24 @@ case "$step" in
     BUILD_TARGETS="$targets" OUT="$O/bsr" scripts/device-check.sh build | grep -v '^SUMMARY: build'
     fc_ab 16,32,64 "" "VITRT_BSR_XRES_PAIRS=1" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=0" ""
     ;;
-  R)  # whole-line output stores prepared 2026-12-05 evening, never run: the fused MLP (VITRT_BSR_MLP_LINES=1)
-      # and the ViT's short-sequence attention (VITRT_ATTN_SHORT_LINES=1)
-    BUILD_TARGETS="$targets test_cuda_attention" OUT="$O/bsr" scripts/device-check.sh build | grep -v '^SUMMARY: build'
-    for e in "" "VITRT_BSR_MLP_LINES=1"; do
-      timeout 120 env $e VITRT_BSR_MLP_FUSED=1 build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.FusedMlp*:CudaBsr.*Vit*' > "$O/mlp.log" 2>&1
-      echo "SUMMARY: FusedMlp / Vit tests, '$e': rc=$? $(grep -c Failure "$O/mlp.log") failures"
-      grep -m3 -B2 -A8 Failure "$O/mlp.log"
-    done
-    timeout 120 env VITRT_ATTN_SHORT_LINES=1 build-dev/tests/test_cuda_attention \
-      --gtest_filter='CudaAttention.ShortSequences:CudaAttention.PlainAttention:CudaAttention.RelposGlobalSmall' > "$O/attn.log" 2>&1
-    echo "SUMMARY: short attention tests, VITRT_ATTN_SHORT_LINES=1: rc=$? $(grep -c Failure "$O/attn.log") failures"
-    grep -m3 -B2 -A8 Failure "$O/attn.log"
-    for e in "" "VITRT_BSR_MLP_LINES=1" "" "VITRT_BSR_MLP_LINES=1"; do
-      timeout 120 env $e build-dev/bin/bsr_gemm_bench --mlp --blocks 64 --sparsities 0.8,0.9 --tokens 50432 --json "$O/mlp.json" > "$O/mlp.txt" 2>&1
-      echo "SUMMARY: --mlp '$e' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%dx%d s%.2f fused %s'%(r['D'],r['H'],r['sparsity'],'%.4f (%.2fx of dense)'%(r['fused_ms'],r['dense_ms']/r['fused_ms']) if r['fused_ms'] else '-') for r in d['rows']))" "$O/mlp.json" 2>&1 | tail -c 600)"
-    done
-    for e in "" "VITRT_BSR_MLP_LINES=1" "VITRT_ATTN_SHORT_LINES=1" "VITRT_BSR_MLP_LINES=1 VITRT_ATTN_SHORT_LINES=1" ""; do
-      echo "(ViT with '$e':)"
-      (for kv in $e; do export "$kv"; done; vit_bs256 64)
-    done
+  L)
+    BUILD_TARGETS="$targets test_cuda_attention test_cuda_predictor" OUT="$O/t" TEST_TIMEOUT=150 \
+      TEST_INCLUDE='CudaBsr\.|cuda_bsr_mlp|CudaAttention\.|cuda_attention_wgmma|CudaPredictor' scripts/device-check.sh build tests
+    "$0" F | grep -v '^SUMMARY: build'
+    vit_bs256 64
     ;;
-  S)  # SAM's windowed attention writing whole lines (VITRT_ATTN_WIN_LINES=1, prepared 2026-12-05 evening, never run)
-    BUILD_TARGETS="vitrt_cli test_cuda_attention" OUT="$O/bsr" scripts/device-check.sh build | grep -v '^SUMMARY: build'
-    for rows in real full; do
-      timeout 120 env VITRT_ATTN_WIN_LINES=1 VITRT_ATTN_WIN_ROWS=$rows build-dev/tests/test_cuda_attention \
-        --gtest_filter='CudaAttention.Windowed*:CudaAttention.RelposWindows*' > "$O/win.log" 2>&1
-      echo "SUMMARY: windowed tests, VITRT_ATTN_WIN_LINES=1 rows=$rows: rc=$? $(grep -c Failure "$O/win.log") failures"
-      grep -m3 -B2 -A8 Failure "$O/win.log"
+  M)
+    BUILD_TARGETS="$targets" OUT="$O/m" scripts/device-check.sh build | grep -v '^SUMMARY: build'
+    vit_bs256 16 32
+    for m in vit_b vit_h; do
+      timeout 150 build-dev/bin/vitrt bench --device cuda --model $m --batch 32 --dtype bf16 --iters 10 --no-decoder \
+        --json > "$O/sam_$m.json" 2> "$O/sam_$m.err"
+      echo "SUMMARY: $m bs32 bf16 rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('%.1f img/s, %.2f ms/batch'%(d['images_per_s'],d['encoder_ms_per_batch']))" "$O/sam_$m.json" 2>&1 | tail -c 200)"
     done
-    for e in "" "VITRT_ATTN_WIN_LINES=1" "" "VITRT_ATTN_WIN_LINES=1"; do
-      timeout 120 env $e build-dev/bin/vitrt bench --device cuda --model vit_b --batch 32 --dtype bf16 --iters 10 --no-decoder \
-        --json > "$O/sam.json" 2> "$O/sam.err"
-      echo "SUMMARY: vit_b bs32 '$e' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('%.1f img/s, %.2f ms/batch'%(d['images_per_s'],d['encoder_ms_per_batch']))" "$O/sam.json" 2>&1 | tail -c 200)"
-    done
+    timeout 100 build-dev/bin/bsr_gemm_bench --quick --dtypes fp32 --blocks 64 --sparsities 0.8,0.9 \
+      --tokens 50432 --json "$O/bsr_fp32.json" > "$O/bsr_fp32.txt" 2>&1
+    echo "SUMMARY: fp32 b64 rc=$?"
+    python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('\n'.join('%dx%d b%d s%.2f %.4f / %.4f ms (%.2fx) %s'%(r['N'],r['K'],r['block'],r['sparsity'],r['bsr_ms'],r['dense_ms'],r['speedup'],r['variant']) for r in d['rows']))" "$O/bsr_fp32.json"
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac

@@ -114,12 +114,9 @@ template <int BUF, int HD>
 constexpr int short_ctas_per_sm() {
   return HD == 64 ? (BUF == 2 ? 2 : BUF == 1 ? 3 : 4) : 2;
 }
-// LINES (head dim 64): the output written as whole 128-byte lines from registers (rows_to_lines)
-// instead of each lane's 4-byte pairs (VITRT_ATTN_SHORT_LINES, below).
-template <int HD, int NF, int TAIL, int BUF, bool LINES = false>
+template <int HD, int NF, int TAIL, int BUF>
 __global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma_short_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
-  static_assert(!LINES || HD == 64, "whole lines: 64 columns per row");
   using C = ShortCfg<HD, NF, TAIL>;
   constexpr int CPR = C::CPR, KS = C::KS, NC = C::NC, NKP = C::NKP;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -285,10 +282,14 @@ __global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma
 
     l0 = quad_sum(l0);
     l1 = quad_sum(l1);
-    // ---- epilogue: normalise, write the real rows (4-byte stores; a quad writes 16 contiguous bytes;
-    // LINES: whole lines, every lane of the warp taking part in the shuffles).
+    // ---- epilogue: normalise, write the real rows. Head dim 64: whole 128-byte lines from registers
+    // (output_pass_as_lines, every lane of the warp taking part in the shuffles), 4 rows per store
+    // instruction instead of 8 rows of 16 bytes: ViT-B/16 bs256 block 64 1.49x / 1.49x with the pairs
+    // and the lines (per round 1.48x / 1.51x), 1.46x / 1.46x with the MLP's pairs (BENCHMARKS.md,
+    // 2026-12-05 19:22 session, H100): no loss, possibly a little gain. Head dim 80's rows are not
+    // whole lines: 4-byte stores, a quad writing 16 contiguous bytes.
     const int i0 = mt * 64 + warp * 16 + g, i1 = i0 + 8;
-    if constexpr (LINES) {
+    if constexpr (HD == 64) {
 #pragma unroll
       for (int pass = 0; pass < 2; ++pass) {
         unsigned a4[4], b4[4];
@@ -323,32 +324,22 @@ __global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma
 #endif
 }
 
-template <int HD, int NF, int TAIL, int BUF, bool LINES>
+template <int HD, int NF, int TAIL, int BUF>
 void launch(const KParams& p, int blocks, cudaStream_t stream) {
   using C = ShortCfg<HD, NF, TAIL>;
   static std::atomic<int> configured{0};
   constexpr size_t smem = short_smem_bytes(C::NKP, HD);
-  ensure_smem(flash_wgmma_short_kernel<HD, NF, TAIL, BUF, LINES>, smem, configured, "bf16 wgmma short");
-  flash_wgmma_short_kernel<HD, NF, TAIL, BUF, LINES><<<blocks, C::THREADS, smem, stream>>>(p);
+  ensure_smem(flash_wgmma_short_kernel<HD, NF, TAIL, BUF>, smem, configured, "bf16 wgmma short");
+  flash_wgmma_short_kernel<HD, NF, TAIL, BUF><<<blocks, C::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_wgmma_short_kernel launch");
 }
 
-template <int HD, int BUF, bool LINES = false>
+template <int HD, int BUF>
 void launch_hd(const KParams& p, int blocks, cudaStream_t stream) {
   const int nf = p.nk / 64;
   const bool tail = p.nk % 64 != 0;
-  if (nf == 3) tail ? launch<HD, 3, 16, BUF, LINES>(p, blocks, stream) : launch<HD, 3, 0, BUF, LINES>(p, blocks, stream);
-  else tail ? launch<HD, 4, 16, BUF, LINES>(p, blocks, stream) : launch<HD, 4, 0, BUF, LINES>(p, blocks, stream);
-}
-
-// VITRT_ATTN_SHORT_LINES=1: head dim 64's default form writes its output as whole 128-byte lines
-// from registers (rows_to_lines) instead of each lane's 4-byte pairs. Why: 4-byte pairs against whole
-// lines cost the block-sparse linear 12-55% (BENCHMARKS.md, 2026-12-05 17:37 session), and this
-// kernel writes ViT-B/16's 77 MB per layer at bs256 that way. Prepared without a GPU: off until
-// measured.
-bool short_lines_from_env() {
-  static const bool v = kernel_mode_from_env("VITRT_ATTN_SHORT_LINES") == KernelMode::On;
-  return v;
+  if (nf == 3) tail ? launch<HD, 3, 16, BUF>(p, blocks, stream) : launch<HD, 3, 0, BUF>(p, blocks, stream);
+  else tail ? launch<HD, 4, 16, BUF>(p, blocks, stream) : launch<HD, 4, 0, BUF>(p, blocks, stream);
 }
 
 // VITRT_ATTN_WGMMA_SHORT: "0" turns the kernel off (the mma.sync kernel then runs these); "twop" /
@@ -382,7 +373,7 @@ void wgmma_short_launch(const KParams& p, int blocks, cudaStream_t stream) {
     switch (mode_from_env()) {
       case ShortMode::TwoP: launch_hd<64, 2>(p, blocks, stream); break;
       case ShortMode::OneP: launch_hd<64, 1>(p, blocks, stream); break;
-      default: short_lines_from_env() ? launch_hd<64, 0, true>(p, blocks, stream) : launch_hd<64, 0>(p, blocks, stream); break;
+      default: launch_hd<64, 0>(p, blocks, stream); break;
     }
   } else {
     launch_hd<80, 2>(p, blocks, stream);

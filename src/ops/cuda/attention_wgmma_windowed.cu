@@ -631,8 +631,7 @@ __device__ __forceinline__ void win_chunk_softmax(float* s, const float* bh0, co
 // BUF: 1, one S and one P buffer (nothing overlaps a softmax inside the warpgroup; the other CTAs
 // on the SM do); 2, two of each (the short kernel's TwoP: chunk c + 1's Q K^T and chunk c - 1's P V
 // both run during chunk c's softmax), for head dim 80, where only two CTAs fit on an SM.
-// LINES (head dim 64): the output as whole lines (WindowIo::store_rows_as_lines; VITRT_ATTN_WIN_LINES).
-template <int HD, int BUF, bool LINES = false>
+template <int HD, int BUF>
 __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_windowed_chunk_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
   using C = WinChunkCfg<HD>;
@@ -791,8 +790,10 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
 
     l0 = quad_sum(l0);
     l1 = quad_sum(l1);
-    if constexpr (LINES) io.store_rows_as_lines(o, l0, l1, i0, i1, iy0, ix0, iy1, ix1, lane);
-    else io.store_rows(o, l0, l1, i0, i1, iy0, ix0, iy1, ix1, tq);  // normalised, the real rows only
+    // Normalised, the real rows only. Head dim 64 as whole 128-byte lines: vit_b bs32 446-448 against
+    // 444-446 img/s with 4-byte pairs (BENCHMARKS.md, 2026-12-05 19:22 session, H100, two A/B rounds).
+    if constexpr (HD == 64) io.store_rows_as_lines(o, l0, l1, i0, i1, iy0, ix0, iy1, ix1, lane);
+    else io.store_rows(o, l0, l1, i0, i1, iy0, ix0, iy1, ix1, tq);
   }
 #else
   using C = WinChunkCfg<HD>;  // (referenced so that the sm_80 pass does not warn about unused members)
@@ -804,22 +805,12 @@ __global__ void __launch_bounds__(128, WinChunkCfg<HD>::CTAS) flash_wgmma_window
 #endif
 }
 
-template <int HD, int BUF, bool LINES = false>
+template <int HD, int BUF>
 void launch_chunk(const KParams& p, size_t smem, int blocks, cudaStream_t stream) {
   static std::atomic<int> configured{0};
-  ensure_smem(flash_wgmma_windowed_chunk_kernel<HD, BUF, LINES>, smem, configured, "bf16 wgmma windowed (chunked)");
-  flash_wgmma_windowed_chunk_kernel<HD, BUF, LINES><<<blocks, WinChunkCfg<HD>::THREADS, smem, stream>>>(p);
+  ensure_smem(flash_wgmma_windowed_chunk_kernel<HD, BUF>, smem, configured, "bf16 wgmma windowed (chunked)");
+  flash_wgmma_windowed_chunk_kernel<HD, BUF><<<blocks, WinChunkCfg<HD>::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_wgmma_windowed_chunk_kernel launch");
-}
-
-// VITRT_ATTN_WIN_LINES=1: head dim 64's chunked form (its default) writes the output as whole
-// 128-byte lines from registers instead of each lane's 4-byte pairs. Why: 4-byte pairs against
-// whole lines cost the block-sparse linear 12-55% (BENCHMARKS.md, 2026-12-05 17:37 session), and
-// vit_b's windowed blocks write ~200 MB per layer at bs32 that way. Prepared without a GPU: off
-// until measured.
-bool win_lines_from_env() {
-  static const bool v = kernel_mode_from_env("VITRT_ATTN_WIN_LINES") == KernelMode::On;
-  return v;
 }
 
 template <int HD, bool SPLIT>
@@ -880,7 +871,7 @@ void wgmma_windowed_launch(const KParams& params, size_t smem, int blocks, cudaS
   KParams p = params;
   p.win_full_width_rows = full_width_rows_from_env();
   if (chunked_for(p.hd)) {
-    if (p.hd == 64) win_lines_from_env() ? launch_chunk<64, 1, true>(p, smem, blocks, stream) : launch_chunk<64, 1>(p, smem, blocks, stream);
+    if (p.hd == 64) launch_chunk<64, 1>(p, smem, blocks, stream);
     else launch_chunk<80, 2>(p, smem, blocks, stream);
     return;
   }

@@ -172,8 +172,7 @@ struct MlpArgs {
 // the tensor cores work (two h accumulators); the producer then streams each step's fc2 block after
 // the next step's fc1 blocks, the order in which the consumers take them. Without PIPE a step's
 // fc1 blocks, GELU and fc2 block follow each other, and only the other warpgroup overlaps the GELU.
-// LINES: y written as whole 128-byte lines (VITRT_BSR_MLP_LINES, below; the default form only).
-template <bool PIPE, bool STREAM, int WG, bool SPLIT, bool LINES = false>
+template <bool PIPE, bool STREAM, int WG, bool SPLIT>
 __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
     bsr_mlp_fused_kernel(const __grid_constant__ MlpArgs p) {
 #if VITRT_WGMMA_ENABLED
@@ -602,36 +601,27 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
       wgmma::fence_operands(yacc);
       // (all of this block-row's stores come after all of its loads: the residual may be y)
       if constexpr (!kPreloadResidual) load_residual(row0, col0, res);
-      // Epilogue: y / 2 (exact: the GELUs' factor 2) + residual, rounded once; rows g and g + 8 of the
-      // block-row's slice. (LINES: the warp's 8 rows of a pass as whole lines, after all of the
-      // warp's residual loads, which read only the warp's own rows: in place stays safe.)
-      if constexpr (LINES) {
+      // Epilogue: y / 2 (exact: the GELUs' factor 2) + residual, rounded once, written as whole
+      // 128-byte lines: per pass, the warp's 8 rows of the block-row's slice go through rows_to_lines
+      // (two transposes across lanes), so that each store instruction writes 4 whole rows instead of
+      // each lane's 4-byte pairs (8 rows of 16 bytes). Measured 3-9% faster than the pairs at ViT-B /
+      // ViT-S @ 0.8 / 0.9 and ViT-B/16 bs256 1.46-1.47x -> 1.49x end to end (BENCHMARKS.md, 2026-12-05
+      // 19:22 session, H100). In place stays safe: the stores come after all of the warp's residual
+      // loads, which read only the warp's own rows.
 #pragma unroll
-        for (int pass = 0; pass < 2; ++pass) {
-          unsigned v[8];
+      for (int pass = 0; pass < 2; ++pass) {
+        unsigned v[8];
 #pragma unroll
-          for (int c = 0; c < 8; ++c) {
-            const float2 r = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&res[pass][c]));
-            v[c] = bsr_wgmma::pack_bf16x2(fmaf(0.5f, yacc[4 * c + 2 * pass], r.x), fmaf(0.5f, yacc[4 * c + 2 * pass + 1], r.y));
-          }
-          unsigned a4[4], b4[4];
-          rows_to_lines(v, lane, a4, b4);
-          const int64_t m = row0 - g + 8 * pass + 2 * (lane / 8);  // a4's row; b4's is the next
-          bf16* ya = p.y + m * p.N + static_cast<int64_t>(grp) * kB + 8 * (lane % 8);
-          if (m < p.M) *reinterpret_cast<uint4*>(ya) = make_uint4(a4[0], a4[1], a4[2], a4[3]);
-          if (m + 1 < p.M) *reinterpret_cast<uint4*>(ya + p.N) = make_uint4(b4[0], b4[1], b4[2], b4[3]);
+        for (int c = 0; c < 8; ++c) {
+          const float2 r = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&res[pass][c]));
+          v[c] = bsr_wgmma::pack_bf16x2(fmaf(0.5f, yacc[4 * c + 2 * pass], r.x), fmaf(0.5f, yacc[4 * c + 2 * pass + 1], r.y));
         }
-      } else {
-#pragma unroll
-        for (int c = 0; c < 8; ++c)
-#pragma unroll
-          for (int pass = 0; pass < 2; ++pass) {
-            const int64_t m = row0 + 8 * pass;
-            const float2 r = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&res[pass][c]));
-            const __nv_bfloat162 v = __floats2bfloat162_rn(fmaf(0.5f, yacc[4 * c + 2 * pass], r.x),
-                                                           fmaf(0.5f, yacc[4 * c + 2 * pass + 1], r.y));
-            if (m < p.M) *reinterpret_cast<__nv_bfloat162*>(p.y + m * p.N + col0 + 8 * c) = v;
-          }
+        unsigned a4[4], b4[4];
+        rows_to_lines(v, lane, a4, b4);
+        const int64_t m = row0 - g + 8 * pass + 2 * (lane / 8);  // a4's row; b4's is the next
+        bf16* ya = p.y + m * p.N + static_cast<int64_t>(grp) * kB + 8 * (lane % 8);
+        if (m < p.M) *reinterpret_cast<uint4*>(ya) = make_uint4(a4[0], a4[1], a4[2], a4[3]);
+        if (m + 1 < p.M) *reinterpret_cast<uint4*>(ya + p.N) = make_uint4(b4[0], b4[1], b4[2], b4[3]);
       }
     }
   }
@@ -672,17 +662,6 @@ struct FormTag {
 //    Measured (2026-12-05, 03:33 session, call 2, M = 50432, ms bf16x2 / f32): ViT-B @ 0.9 0.2188 /
 //    0.2275, @ 0.95 0.1503 / 0.1529; ViT-S @ 0.9 0.0802 / 0.0821. The price: 1.2e-3 relative against the
 //    two linears instead of 4e-5 (a bf16 step of y is 4e-3).
-// VITRT_BSR_MLP_LINES=1: y written as whole 128-byte lines (rows_to_lines: two
-// transposes across lanes) instead of each lane's 4-byte pairs. Why: in the x-resident linear the
-// same change took block 16 12-18% and 4-byte pairs against staged whole lines cost up to 55%
-// (BENCHMARKS.md, 2026-12-05 17:37 session); this kernel writes its 77 MB of y (ViT-B, M = 50432) as
-// 4-byte pairs. The default form (four warpgroups, one ring) only; other forms ignore it. Prepared
-// without a GPU: off until measured.
-bool line_stores_from_env() {
-  static const bool v = kernel_mode_from_env("VITRT_BSR_MLP_LINES") == KernelMode::On;
-  return v;
-}
-
 bool gelu_bf16x2_from_env() {
   enum class Gelu { F32, Bf16x2 };
   static const Gelu g = env_choice<Gelu>("VITRT_BSR_MLP_GELU", {{"f32", Gelu::F32}, {"bf16x2", Gelu::Bf16x2}}, Gelu::Bf16x2);
@@ -809,13 +788,6 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
     if (max_ctas > 0) grid = std::min(grid, max_ctas);
     a.whole_tiles = T::kStream && bsr_mlp_whole_tiles(tiles, grid) ? 1 : 0;
     constexpr auto kernel = bsr_mlp_fused_kernel<T::kPipe, T::kStream, T::kWarpgroups, T::kSplit>;
-    if constexpr (T::kStream && T::kWarpgroups == 4 && !T::kSplit) {
-      if (line_stores_from_env()) {
-        constexpr auto lines = bsr_mlp_fused_kernel<T::kPipe, T::kStream, T::kWarpgroups, T::kSplit, true>;
-        check_launch_registers<lines>(T::F::kLaunchRegs, kOp);
-        return bsr_wgmma::launch<lines>(a, grid, T::F::kThreads, smem, kMaxSmem);
-      }
-    }
     if constexpr (T::kStream) check_launch_registers<kernel>(T::F::kLaunchRegs, kOp);
     bsr_wgmma::launch<kernel>(a, grid, T::F::kThreads, smem, kMaxSmem);
   });
