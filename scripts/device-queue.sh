@@ -29,6 +29,9 @@ L (this session's defaults; for the H200 if one is lent): the kernels whose stor
    ctest, CudaPredictor and the fixture fidelity; then F and ViT-B/16 bs256 block 64 (~480 s bare).
 M (after L on a warm machine): ViT-B/16 bs256 at blocks 16 / 32, SAM vit_b / vit_h bs32 encoders,
    the fp32 sweep at block 64 (~200 s warm).
+Y (not yet run): the y-resident kernel (bsr_gemm_yres.cu, VITRT_BSR_YRES=1; blocks 16 / 32, any K):
+   its tests (direct, and every CudaBsr test through it), fc2 A/B against the defaults at blocks 16 /
+   32 (fc1 through it too, x-resident off), ViT-B/16 bs256 at blocks 16 / 32 both ways (~450 s bare).
 DESC
 }
 
@@ -92,6 +95,20 @@ case "$step" in
       --tokens 50432 --json "$O/bsr_fp32.json" > "$O/bsr_fp32.txt" 2>&1
     echo "SUMMARY: fp32 b64 rc=$?"
     python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('\n'.join('%dx%d b%d s%.2f %.4f / %.4f ms (%.2fx) %s'%(r['N'],r['K'],r['block'],r['sparsity'],r['bsr_ms'],r['dense_ms'],r['speedup'],r['variant']) for r in d['rows']))" "$O/bsr_fp32.json"
+    ;;
+  Y)
+    BUILD_TARGETS="$targets" OUT="$O/y" TEST_TIMEOUT=200 TEST_INCLUDE='CudaBsr\.YResident|cuda_bsr_yres' \
+      scripts/device-check.sh build tests | grep -E '^SUMMARY: gpu tests|FAILED|Failure' | head -20
+    grep -B3 -A12 -m3 'Failure' "$O/y/gpu-tests.log" | head -60
+    for e in "" "VITRT_BSR_YRES=1" "VITRT_BSR_YRES=1 VITRT_BSR_XRES=0" "" "VITRT_BSR_YRES=1"; do
+      timeout 60 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32 --sparsities 0.8,0.86,0.9 \
+        --tokens 50432 --json "$O/y.json" > "$O/y.txt" 2>&1
+      echo "SUMMARY: '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%s b%d s%.2f %.4f (%.2fx) %s'%('fc1' if r['N']==3072 else 'fc2',r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:12]) for r in d['rows']))" "$O/y.json" 2>&1 | tail -c 1200)"
+    done
+    for e in "" "VITRT_BSR_YRES=1"; do
+      echo "(ViT with '$e':)"
+      (for kv in $e; do export "$kv"; done; vit_bs256 16 32)
+    done
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac

@@ -506,6 +506,68 @@ TEST_F(CudaBsr, StreamedKernelMatchesCpu) {
 #endif
 }
 
+// The y-resident kernel (bsr_gemm_yres.cu) against the CPU reference: blocks 16 and 32, ragged /
+// empty / full weights (full: a (group, slab) holds more blocks than one slot, so it takes several
+// parts, each with the slab again), N not a multiple of the 256-column group, K = 3072 (the MLP's
+// second linear) and the ViT-B fc2 shape at ~90%, token counts with partial tiles, several units per
+// CTA, bias, GELU, the residual apart and in place; then its scope.
+TEST_F(CudaBsr, YResidentKernelMatchesCpu) {
+#ifdef VITRT_HAVE_CUDA
+  if (!xres_runs_here()) GTEST_SKIP() << "the y-resident kernel needs sm_90";
+  for (int b : {16, 32}) {
+    const std::vector<std::pair<std::string, BsrMatrix>> mats = {
+        {"ragged, N = 320 (a partial group)", random_bsr(320, 192, b, Pattern::Ragged, DType::BF16, 191)},
+        {"ragged, K = 3072", random_bsr(256, 3072, b, Pattern::Ragged, DType::BF16, 192)},
+        {"ViT-B fc2 shape, ~90% sparse", random_bsr(768, 3072, b, Pattern::Sparse, DType::BF16, 193)},
+        {"empty", random_bsr(128, 128, b, Pattern::Empty, DType::BF16, 194)},
+        {"full (several parts per slab)", random_bsr(192, 640, b, Pattern::Full, DType::BF16, 195)}};
+    for (const auto& [name, host] : mats) {
+      const BsrMatrix dev = bsr_to_cuda(host, DType::BF16);
+      const cuda::BsrDeviceView view = cuda::device_view(dev);
+      ASSERT_TRUE(cuda::bsr_yres_supported(view, DType::BF16)) << name << " block " << b;
+      const Tensor bias = random_tensor({host.rows}, DType::BF16, 196, 0.5f);
+      const Tensor bias_dev = bias.to(Device::CUDA);
+      for (int64_t M : {1, 63, 128, 129, 197, 1000}) {
+        const Tensor x = random_tensor({M, host.cols}, DType::BF16, static_cast<uint32_t>(1900 + M));
+        const Tensor x_dev = x.to(Device::CUDA);
+        const Tensor res = random_tensor({M, host.rows}, DType::BF16, static_cast<uint32_t>(1950 + M));
+        const Tensor res_dev = res.to(Device::CUDA);
+        // flags: bit 0 bias, bit 1 GELU, bit 2 residual, bit 3 the residual in place (y holds it)
+        for (int flags : {0, 1, 3, 4, 7, 15}) {
+          const bool with_bias = flags & 1, gelu = flags & 2, with_res = flags & 4, in_place = flags & 8;
+          const Tensor want = reference(x, host, with_bias ? &bias : nullptr,
+                                        gelu ? ops::Activation::GELU : ops::Activation::None, with_res ? &res : nullptr);
+          for (int max_ctas : {0, 1, 3}) {
+            SCOPED_TRACE(::testing::Message() << name << " block " << b << " M " << M << " flags " << flags
+                                              << " max_ctas " << max_ctas);
+            Tensor y = Tensor::empty({M, host.rows}, DType::BF16, Device::CUDA);
+            if (in_place) VITRT_CUDA_CHECK(cudaMemcpy(y.raw(), res_dev.raw(), y.nbytes(), cudaMemcpyDeviceToDevice));
+            else VITRT_CUDA_CHECK(cudaMemset(y.raw(), 0xff, y.nbytes()));
+            cuda::bsr_linear_bf16_yres(x_dev.raw(), M, view, with_bias ? bias_dev.raw() : nullptr, gelu,
+                                       with_res ? (in_place ? y.raw() : res_dev.raw()) : nullptr, y.raw(), max_ctas);
+            EXPECT_LE(rel_frobenius(y.to(Device::CPU), want), kTolBF16);
+          }
+        }
+      }
+    }
+  }
+  // Outside its scope: clear errors.
+  const BsrMatrix b64 = bsr_to_cuda(random_bsr(256, 256, 64, Pattern::Full, DType::BF16, 197), DType::BF16);
+  EXPECT_FALSE(cuda::bsr_yres_supported(cuda::device_view(b64), DType::BF16));  // block 64
+  const BsrMatrix narrow = bsr_to_cuda(random_bsr(80, 128, 16, Pattern::Full, DType::BF16, 198), DType::BF16);
+  EXPECT_FALSE(cuda::bsr_yres_supported(cuda::device_view(narrow), DType::BF16));  // N = 80
+  const BsrMatrix short_k = bsr_to_cuda(random_bsr(128, 96, 32, Pattern::Full, DType::BF16, 199), DType::BF16);
+  EXPECT_FALSE(cuda::bsr_yres_supported(cuda::device_view(short_k), DType::BF16));  // K = 96
+  const BsrMatrix small = bsr_to_cuda(random_bsr(128, 128, 16, Pattern::Full, DType::BF16, 200), DType::BF16);
+  EXPECT_FALSE(cuda::bsr_yres_supported(cuda::device_view(small), DType::F32));  // fp32 output
+  cuda::BsrDeviceView no_copy = cuda::device_view(small);
+  no_copy.values_core_matrix = nullptr;  // the blocks go by bulk copies of the core-matrix copy only
+  EXPECT_FALSE(cuda::bsr_yres_supported(no_copy, DType::BF16));
+  Tensor x = Tensor::empty({4, 128}, DType::BF16, Device::CUDA), y = Tensor::empty({4, 128}, DType::BF16, Device::CUDA);
+  EXPECT_THROW(cuda::bsr_linear_bf16_yres(x.raw(), 4, no_copy, nullptr, false, nullptr, y.raw()), InvalidArgument);
+#endif
+}
+
 // The fused MLP kernel (bsr_mlp_fused.cu) against the CPU reference of the two linears: fc1 and fc2
 // ragged, empty or full (an empty fc1 reads no x at all: h = GELU(b1)), D = 128 and 768 (the
 // kernel's largest; at 90% sparsity, since its schedule must fit shared memory next to x), token

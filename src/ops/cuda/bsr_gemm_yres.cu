@@ -1,0 +1,371 @@
+// Hopper block-sparse x dense linear for small blocks and long reductions: a 128 x 256 tile of y
+// resident in registers, x streamed past it in 64-column slabs, wgmma (sm_90a).
+//
+// Why a fourth kernel: the MLP's second linear (3072 -> 768 in ViT-B) at block 16 ran on
+// bsr_gemm.cu's mma.sync kernel at 0.36-0.62x of cuBLASLt (0.8-0.9 sparsity, BENCHMARKS.md), and
+// the streamed kernel (bsr_gemm_stream.cu) does not take block 16: its unit is one (token tile,
+// block-row) and one x tile per stored block, so at block 16 each x byte would cross from L2 once
+// per stored block of its column (~4.8 times at 90%) in 4 KB pieces, with one barrier round trip
+// per 16 x 16 block. The x-resident kernel, which made block 16 pay on the first linear, keeps all
+// of x's K columns in shared memory: K <= 768. This kernel turns that around. A unit is one
+// 128-token tile and one group of 256 output columns (16 block-rows of 16, 8 of 32):
+//  - the CTA keeps the unit's 128 x 256 fp32 accumulators in registers (two consumer warpgroups of
+//    64 tokens, 128 per thread) and walks x's 64-column slabs in order; a slab is loaded (TMA, one
+//    16 KB box in the 128-byte swizzle) only when some stored block of the group's rows lies in it,
+//    and every such block is multiplied while it is there (m64 x B x 16 wgmmas, operands in shared
+//    memory), so x crosses from L2 once per group (three times at N = 768), whatever the density;
+//  - which blocks a (group, slab) holds is one 64-bit mask (bit q * (64 / B) + j: block-row q of the
+//    group, block-column j of the slab), built per CTA in shared memory from row_ptr / col_idx;
+//    the accumulator set of block-row q is then picked by an unrolled loop over q (registers
+//    cannot be indexed at run time), each q testing its bits;
+//  - one producer thread streams, per (group, slab) and in the same order, the x slab and the
+//    stored blocks (from the core-matrix copy: a row's blocks in one slab are consecutive there, so
+//    one bulk copy per row) into one slot of an 8-slot ring of [x slab 16 KB][W 8 KB]; a (group,
+//    slab) with more blocks than 8 KB holds (dense-ish weights) takes several slots, each with the
+//    slab again (from L2);
+//  - each slot's blocks are one commit group, retired after the next slot's are issued (as
+//    bsr_gemm_stream.cu); the epilogue adds bias, GELU (optional) and a bf16 residual in fp32,
+//    rounds once, and writes whole 128-byte lines from registers (rows_to_lines), 64 columns at a
+//    time.
+// The ring's protocol is the streamed kernel's (tests/protocol/test_bsr_stream_protocol.py models
+// it: a slot is filled, waited for by every consumer warp, handed back by each, refilled).
+// Scope: sm_90, bf16 in and out, block 16 or 32, N and K multiples of 64, the mask table small
+// enough for shared memory (groups x slabs <= kMaxMaskWords), the view's core-matrix copy present.
+// bsr_linear_bf16 takes it per bsr_yres_selected (bsr_gemm.h).
+#include <cuda.h>  // CUtensorMap
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "ops/cuda/bsr_gemm.h"
+#include "ops/cuda/bsr_wgmma.cuh"
+#include "ops/cuda/elementwise.h"
+#include "ops/cuda/env_choice.h"
+#include "ops/cuda/fragment_lines.cuh"
+#include "ops/cuda/mbarrier.cuh"
+#include "ops/cuda/ptx.cuh"
+#include "ops/cuda/runtime.h"
+#include "ops/cuda/tensor_map.h"
+#include "ops/cuda/wgmma.cuh"
+#include "vitrt/error.h"
+
+// The config carries members the sm_80 pass (kernel body compiled out) does not read.
+#pragma nv_diag_suppress 177
+
+namespace vitrt::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kTileM = 128;                       // tokens per unit: two consumer warpgroups of 64
+constexpr int kGroupCols = 256;                   // output columns per unit
+constexpr int kSlabCols = 64;                     // x slabs: 64 columns (128-byte rows)
+constexpr int kXBytes = kTileM * kSlabCols * 2;   // one slab of the tile: 16 KB
+constexpr int kXHalfBytes = kXBytes / 2;          // a consumer warpgroup's 64 rows
+constexpr int kWBytes = 8 * 1024;                 // a slot's W blocks
+constexpr int kSlotBytes = kXBytes + kWBytes;
+constexpr int kSlots = 8;
+constexpr int kConsumerWarps = 8;
+constexpr int kThreads = 32 * kConsumerWarps + 32;  // + the producer warp (one thread of it works)
+constexpr size_t kAlignSlack = 1024;                // the x slabs start 1024-byte aligned (128-byte swizzle)
+constexpr size_t kMaxSmem = 227 * 1024;
+constexpr int kMaxMaskWords = 4096;                 // groups x slabs (32 KB of masks)
+static_assert(kSlotBytes % 1024 == 0, "every slot's x slab starts on a swizzle period");
+
+template <int B>
+struct YresCfg {
+  static constexpr int RG = kGroupCols / B;          // block-rows per group
+  static constexpr int KB = kSlabCols / B;           // block-columns per slab
+  static constexpr unsigned kKbMask = (1u << KB) - 1;
+  static constexpr int kBlockBytes = B * B * 2;
+  static constexpr int kCap = kWBytes / kBlockBytes;  // blocks per slot: 16 at block 16, 4 at 32
+  static constexpr int kAcc = B / 2;                  // fp32 accumulators per thread per block-row (m64 x B)
+  static constexpr int kChunks = B / 8;               // 16-byte chunks per W row (core-matrix layout)
+  static_assert(RG * KB <= 64, "a (group, slab) mask is one 64-bit word");
+  static_assert(RG * kAcc == 128, "128 accumulators per thread");
+};
+
+constexpr size_t yres_smem_bytes(int mask_words) {
+  return kAlignSlack + static_cast<size_t>(kSlots) * kSlotBytes + 2 * kSlots * sizeof(uint64_t) +
+         static_cast<size_t>(mask_words) * sizeof(uint64_t);
+}
+
+struct YresArgs {
+  CUtensorMap x_map;  // x [M, K] bf16, boxes of 64 columns x 128 rows, 128-byte swizzle
+  int64_t M;
+  int N;
+  int block_rows;  // N / B
+  int slabs;       // K / 64
+  int groups;      // ceil(N / 256)
+  int units;       // token tiles x groups
+  const int32_t* row_ptr;
+  const int32_t* col_idx;
+  const bf16* values_cm;  // the blocks in core-matrix order (bsr_core_matrix_order)
+  const bf16* bias;       // [N] or null
+  const bf16* residual;   // [M, N] or null (may be y itself: a warp reads its rows before it writes them)
+  bf16* y;
+};
+
+// A (group, slab)'s blocks in slot-sized parts: the lowest kCap set bits of `rest`, in bit order (the
+// order of the blocks in the slot). Producer and consumers cut the same parts.
+template <int Cap>
+__device__ __forceinline__ uint64_t next_part(uint64_t rest) {
+  if (__popcll(rest) <= Cap) return rest;
+  uint64_t r = rest;
+#pragma unroll 1
+  for (int i = 0; i < Cap; ++i) r &= r - 1;
+  return rest ^ r;
+}
+
+template <int B, bool Gelu>
+__global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_constant__ YresArgs p) {
+#if VITRT_WGMMA_ENABLED
+  using C = YresCfg<B>;
+  constexpr int RG = C::RG, KB = C::KB;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((kAlignSlack - (ptx::smem_u32(smem_raw) & (kAlignSlack - 1))) & (kAlignSlack - 1));
+  unsigned char* ring = smem;                                                       // [kSlots][x slab | W blocks]
+  uint64_t* full = reinterpret_cast<uint64_t*>(ring + kSlots * kSlotBytes);         // [kSlots] slab + blocks landed
+  uint64_t* empty = full + kSlots;                                                  // [kSlots] every consumer warp is done
+  unsigned long long* masks = reinterpret_cast<unsigned long long*>(empty + kSlots);  // [groups][slabs]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int ns = p.slabs, nmask = p.groups * p.slabs;
+
+  // The masks of every (group, slab), from the CSR structure (a block-row's threads OR their bits in).
+  for (int i = threadIdx.x; i < nmask; i += kThreads) masks[i] = 0;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kSlots; ++s) mbar::init(&full[s], 1), mbar::init(&empty[s], kConsumerWarps);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < p.block_rows; r += kThreads) {
+    const int grp = r / RG, q = r % RG;
+    const int kb = __ldg(p.row_ptr + r), ke = __ldg(p.row_ptr + r + 1);
+    for (int k = kb; k < ke; ++k) {
+      const int c = __ldg(p.col_idx + k);
+      atomicOr(&masks[grp * ns + c / KB], 1ull << (q * KB + c % KB));
+    }
+  }
+  __syncthreads();
+
+  if (warp == kConsumerWarps) {
+    // ---- producer: one thread. Per unit, per (group, slab) with blocks, per part: the slab and the
+    // part's blocks, row by row (a row's blocks of one slab are consecutive in storage: cur[q]).
+    if (lane != 0) return;
+    int slot = 0, n = 0;
+    unsigned round = 0;  // parity of the ring round of `slot`
+    for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
+      const int tile = u / p.groups, grp = u % p.groups;
+      int cur[RG];
+#pragma unroll
+      for (int q = 0; q < RG; ++q) {
+        const int r = grp * RG + q;
+        cur[q] = r < p.block_rows ? __ldg(p.row_ptr + r) : 0;
+      }
+      for (int s = 0; s < ns; ++s) {
+        uint64_t rest = masks[grp * ns + s];
+        while (rest != 0) {
+          const uint64_t part = next_part<C::kCap>(rest);
+          rest ^= part;
+          if (n >= kSlots) mbar::wait(&empty[slot], round ^ 1);  // its previous part retired by every consumer warp
+          unsigned char* dst = ring + slot * kSlotBytes;
+          mbar::arrive_expect_tx(&full[slot], kXBytes + __popcll(part) * C::kBlockBytes);
+          mbar::tma_load_2d(dst, &p.x_map, s * kSlabCols, tile * kTileM, &full[slot]);
+          dst += kXBytes;
+#pragma unroll
+          for (int q = 0; q < RG; ++q) {
+            const int cnt = __popc(static_cast<unsigned>(part >> (q * KB)) & C::kKbMask);
+            if (cnt > 0) {
+              mbar::bulk_copy_to_smem(dst, p.values_cm + static_cast<int64_t>(cur[q]) * B * B, cnt * C::kBlockBytes,
+                                      &full[slot]);
+              dst += cnt * C::kBlockBytes;
+              cur[q] += cnt;
+            }
+          }
+          if (++slot == kSlots) slot = 0, round ^= 1;
+          ++n;
+        }
+      }
+    }
+    return;
+  }
+
+  // ---- consumer warpgroups: warpgroup h owns rows 64 h .. 64 h + 63 of each unit's tile, warp w4
+  // rows 16 w4 .. 16 w4 + 15 of those; a thread holds rows g and g + 8 of its warp's 16, and of each
+  // of the group's block-rows q the columns 8 j + 2 t and + 1 (acc[q]).
+  const int h = __shfl_sync(0xffffffffu, warp / 4, 0), w4 = warp % 4, g = lane / 4, t = lane % 4;
+  // The descriptors' invariant high words apart: start addresses move in the low 14 bits only (no
+  // carry, shared memory is below 256 KB).
+  const uint64_t xdesc = wgmma::make_smem_desc_sw128(ring + h * kXHalfBytes, 1024);
+  const uint64_t wdesc = wgmma::make_smem_desc(ring + kXBytes, 128, C::kChunks * 128);
+  const uint32_t xlo0 = static_cast<uint32_t>(xdesc), xhi = static_cast<uint32_t>(xdesc >> 32);
+  const uint32_t wlo0 = static_cast<uint32_t>(wdesc), whi = static_cast<uint32_t>(wdesc >> 32);
+  int slot = 0;
+  unsigned round = 0;
+  for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
+    const int tile = u / p.groups, grp = u % p.groups;
+    float acc[RG][C::kAcc];
+#pragma unroll
+    for (int q = 0; q < RG; ++q)
+#pragma unroll
+      for (int i = 0; i < C::kAcc; ++i) acc[q][i] = 0.f;
+#pragma unroll
+    for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
+    int prev_slot = -1;
+    for (int s = 0; s < ns; ++s) {
+      uint64_t rest = masks[grp * ns + s];
+      while (rest != 0) {
+        const uint64_t part = next_part<C::kCap>(rest);
+        rest ^= part;
+        mbar::wait(&full[slot], round);
+        const uint32_t xlo = xlo0 + static_cast<uint32_t>((slot * kSlotBytes) >> 4);
+        uint32_t wlo = wlo0 + static_cast<uint32_t>((slot * kSlotBytes) >> 4);
+#pragma unroll
+        for (int q = 0; q < RG; ++q) {
+          for (unsigned bits = static_cast<unsigned>(part >> (q * KB)) & C::kKbMask; bits != 0; bits &= bits - 1) {
+            const uint32_t a = xlo + static_cast<uint32_t>((__ffs(bits) - 1) * (B / 8));  // the block-column's 2B bytes
+            wgmma::fence();
+#pragma unroll
+            for (int kk = 0; kk < B / 16; ++kk)
+              bsr_wgmma::block_k16<B>(acc[q], (static_cast<uint64_t>(xhi) << 32) | (a + 2 * kk),
+                                      (static_cast<uint64_t>(whi) << 32) | (wlo + 16 * kk));
+            wlo += C::kBlockBytes >> 4;
+          }
+        }
+        wgmma::commit();
+        if (prev_slot >= 0) {  // the part before this one has retired: hand its slot back
+          wgmma::wait<1>();
+          if (lane == 0) mbar::arrive(&empty[prev_slot]);
+        }
+        prev_slot = slot;
+        if (++slot == kSlots) slot = 0, round ^= 1;
+      }
+    }
+    wgmma::wait<0>();
+#pragma unroll
+    for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
+    if (prev_slot >= 0 && lane == 0) mbar::arrive(&empty[prev_slot]);
+
+    // Epilogue, 64 columns at a time: bias, GELU and residual in fp32, rounded once, then whole lines
+    // (rows_to_lines: lanes 8 k .. 8 k + 7 hold rows 2 k and 2 k + 1 of each pass's 8).
+    const int64_t wrow = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4;  // this warp's first row
+#pragma unroll
+    for (int piece = 0; piece < kGroupCols / 64; ++piece) {
+      const int col0 = grp * kGroupCols + 64 * piece;
+      if (col0 >= p.N) break;  // (the last group of an N that is not a multiple of 256)
+      float2 bias[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        bias[j] = p.bias ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p.bias + col0 + 8 * j + 2 * t))
+                         : make_float2(0.f, 0.f);
+      __nv_bfloat162 res[2][8];
+#pragma unroll
+      for (int pass = 0; pass < 2; ++pass) {
+        const int64_t m = wrow + g + 8 * pass;
+        const bool in = p.residual && m < p.M;
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          res[pass][j] = in ? *reinterpret_cast<const __nv_bfloat162*>(p.residual + m * p.N + col0 + 8 * j + 2 * t)
+                            : __floats2bfloat162_rn(0.f, 0.f);
+      }
+#pragma unroll
+      for (int pass = 0; pass < 2; ++pass) {
+        unsigned v[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          const float* a = acc[piece * (64 / B) + j / (B / 8)];
+          const int jj = j % (B / 8);
+          float v0 = a[4 * jj + 2 * pass] + bias[j].x, v1 = a[4 * jj + 2 * pass + 1] + bias[j].y;
+          if constexpr (Gelu) v0 = dev::gelu_tanh_approx(v0), v1 = dev::gelu_tanh_approx(v1);
+          const float2 r = __bfloat1622float2(res[pass][j]);
+          v[j] = bsr_wgmma::pack_bf16x2(v0 + r.x, v1 + r.y);
+        }
+        unsigned a4[4], b4[4];
+        rows_to_lines(v, lane, a4, b4);  // (after every lane's residual loads: in place stays safe)
+        const int64_t m = wrow + 8 * pass + 2 * (lane / 8);  // a4's row; b4's is the next
+        bf16* ya = p.y + m * p.N + col0 + 8 * (lane % 8);
+        if (m < p.M) __stcs(reinterpret_cast<int4*>(ya), make_int4(a4[0], a4[1], a4[2], a4[3]));
+        if (m + 1 < p.M) __stcs(reinterpret_cast<int4*>(ya + p.N), make_int4(b4[0], b4[1], b4[2], b4[3]));
+      }
+    }
+  }
+#else
+  using C = YresCfg<B>;  // (referenced so that the sm_80 pass does not warn about unused members)
+  static_assert(C::RG > 0 && C::kCap > 0, "");
+  (void)p;
+  __trap();  // never launched: bsr_yres_supported needs an sm_90 device
+#endif
+}
+
+// VITRT_BSR_YRES: "1" wherever supported, "0" never; unset / other ("auto"): see bsr_yres_selected.
+KernelMode yres_mode() {
+  static const KernelMode v = kernel_mode_from_env("VITRT_BSR_YRES");
+  return v;
+}
+
+int yres_mask_words(const BsrDeviceView& w) {
+  const int64_t groups = (w.rows + kGroupCols - 1) / kGroupCols, slabs = w.cols / kSlabCols;
+  return groups * slabs <= kMaxMaskWords ? static_cast<int>(groups * slabs) : -1;
+}
+
+}  // namespace
+
+bool bsr_yres_supported(const BsrDeviceView& w, DType out_dtype) {
+  if (!device_is_sm90() || out_dtype != DType::BF16 || (w.block != 16 && w.block != 32)) return false;
+  if (w.rows <= 0 || w.cols <= 0 || w.rows % 64 != 0 || w.cols % kSlabCols != 0) return false;
+  if (w.rows > INT32_MAX || yres_mask_words(w) < 0) return false;
+  return w.values_core_matrix != nullptr || w.nnz == 0;  // the blocks go by bulk copies of that copy
+}
+
+bool bsr_yres_selected(int64_t M, const BsrDeviceView& w, DType out_dtype) {
+  const KernelMode mode = yres_mode();
+  if (mode == KernelMode::Off || !bsr_yres_supported(w, out_dtype)) return false;
+  if (mode == KernelMode::On) return true;
+  // Auto: not yet (prepared without a GPU; BENCHMARKS.md says what was measured). M keeps the
+  // signature of the other kernels' rules.
+  (void)M;
+  return false;
+}
+
+void bsr_linear_bf16_yres(const void* x, int64_t M, const BsrDeviceView& w, const void* bias, bool gelu,
+                          const void* residual, void* y, int max_ctas) {
+  constexpr const char* kOp = "cuda bsr_linear_bf16 (y-resident)";
+  check_bsr_linear_args(kOp, x, M, w, residual, y);
+  VITRT_CHECK(bsr_yres_supported(w, DType::BF16), InvalidArgument, kOp,
+              ": needs sm_90, block 16 or 32, N and K multiples of 64, at most ", kMaxMaskWords,
+              " (256-column group, 64-column slab) pairs and the core-matrix copy of the blocks (block ", w.block,
+              ", N ", w.rows, ", K ", w.cols, ")");
+  VITRT_CHECK(reinterpret_cast<uintptr_t>(bias) % 4 == 0, InvalidArgument, kOp,
+              ": the bias must be 4-byte aligned (read as bf16 pairs)");
+  VITRT_CHECK(M <= INT32_MAX - kTileM, InvalidArgument, kOp, ": too many tokens (", M, ")");
+  const int64_t tiles = (M + kTileM - 1) / kTileM, groups = (w.rows + kGroupCols - 1) / kGroupCols;
+  VITRT_CHECK(tiles * groups <= INT32_MAX, InvalidArgument, kOp, ": too many work items");
+  if (tiles * groups == 0) return;
+  YresArgs a{};
+  a.x_map = bf16_tensor_map_2d(x, M, w.cols, kSlabCols, kTileM, CU_TENSOR_MAP_SWIZZLE_128B);
+  a.M = M;
+  a.N = static_cast<int>(w.rows);
+  a.block_rows = static_cast<int>(w.rows / w.block);
+  a.slabs = static_cast<int>(w.cols / kSlabCols);
+  a.groups = static_cast<int>(groups);
+  a.units = static_cast<int>(tiles * groups);
+  a.row_ptr = w.row_ptr;
+  a.col_idx = w.col_idx;
+  a.values_cm = static_cast<const bf16*>(w.values_core_matrix);
+  a.bias = static_cast<const bf16*>(bias);
+  a.residual = static_cast<const bf16*>(residual);
+  a.y = static_cast<bf16*>(y);
+  int grid = static_cast<int>(std::min<int64_t>(a.units, sm_count()));
+  if (max_ctas > 0) grid = std::min(grid, max_ctas);
+  const size_t smem = yres_smem_bytes(a.groups * a.slabs);
+  if (w.block == 16) {
+    if (gelu) bsr_wgmma::launch<bsr_yres_kernel<16, true>>(a, grid, kThreads, smem, kMaxSmem);
+    else bsr_wgmma::launch<bsr_yres_kernel<16, false>>(a, grid, kThreads, smem, kMaxSmem);
+  } else {
+    if (gelu) bsr_wgmma::launch<bsr_yres_kernel<32, true>>(a, grid, kThreads, smem, kMaxSmem);
+    else bsr_wgmma::launch<bsr_yres_kernel<32, false>>(a, grid, kThreads, smem, kMaxSmem);
+  }
+}
+
+}  // namespace vitrt::cuda
