@@ -110,5 +110,20 @@ case "$step" in
       (for kv in $e; do export "$kv"; done; vit_bs256 16 32)
     done
     ;;
+  Y1)  # Y in less device time: the direct test, fc2 / fc1 A/B once, ViT-B/16 at block 16 both ways
+    BUILD_TARGETS="$targets" OUT="$O/y" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
+    timeout 120 build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.YResident*' > "$O/yt.log" 2>&1
+    echo "SUMMARY: YResidentKernelMatchesCpu rc=$? $(grep -c Failure "$O/yt.log") failures"
+    grep -B3 -A12 -m3 'Failure' "$O/yt.log" | head -50
+    for e in "" "VITRT_BSR_YRES=1"; do
+      timeout 60 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32 --sparsities 0.8,0.86,0.9 \
+        --tokens 50432 --json "$O/y.json" > "$O/y.txt" 2>&1
+      echo "SUMMARY: '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%s b%d s%.2f %.4f (%.2fx) %s'%('fc1' if r['N']==3072 else 'fc2',r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:12]) for r in d['rows']))" "$O/y.json" 2>&1 | tail -c 1200)"
+    done
+    for e in "" "VITRT_BSR_YRES=1"; do
+      echo "(ViT with '$e':)"
+      (for kv in $e; do export "$kv"; done; vit_bs256 16)
+    done
+    ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac
