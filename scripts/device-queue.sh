@@ -111,6 +111,7 @@ case "$step" in
     done
     ;;
   Y1)  # Y in less device time: the direct test, fc2 / fc1 A/B once, ViT-B/16 at block 16 both ways
+      # (the ViT only if the call is less than Y1_VIT_BEFORE seconds in, default 300)
     BUILD_TARGETS="$targets" OUT="$O/y" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
     timeout 120 build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.YResident*' > "$O/yt.log" 2>&1
     echo "SUMMARY: YResidentKernelMatchesCpu rc=$? $(grep -c Failure "$O/yt.log") failures"
@@ -120,6 +121,7 @@ case "$step" in
         --tokens 50432 --json "$O/y.json" > "$O/y.txt" 2>&1
       echo "SUMMARY: '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%s b%d s%.2f %.4f (%.2fx) %s'%('fc1' if r['N']==3072 else 'fc2',r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:12]) for r in d['rows']))" "$O/y.json" 2>&1 | tail -c 1200)"
     done
+    [ "${Y1_VIT:-1}" = 1 ] && [ "$SECONDS" -lt "${Y1_VIT_BEFORE:-300}" ] || { echo "SUMMARY: ViT skipped (${SECONDS} s in)"; exit 0; }
     for e in "" "VITRT_BSR_YRES=1"; do
       echo "(ViT with '$e':)"
       (for kv in $e; do export "$kv"; done; vit_bs256 16)
