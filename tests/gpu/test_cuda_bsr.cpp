@@ -448,6 +448,42 @@ TEST_F(CudaBsr, XResidentTakesTheVitMlpShapes) {
 #endif
 }
 
+#ifdef VITRT_HAVE_CUDA
+// A Hopper kernel that takes bias, GELU and a residual (the streamed and y-resident ones), called
+// through `launch(x, M, bias, gelu, residual, y, max_ctas)` on `view` (host's device copy) against
+// the CPU: token counts around the 128-token tile, bias / GELU / residual in every combination, the
+// residual also in place (residual == y), and grids capped at 1 and 3 CTAs. The output is poisoned
+// first, so every element must be written. seed: of x and the residual (bias: seed + 1).
+template <class Launch>
+void expect_linear_with_residual_matches_cpu(const std::string& name, int b, const BsrMatrix& host, uint32_t seed,
+                                             Launch launch) {
+  const Tensor bias = random_tensor({host.rows}, DType::BF16, seed + 1, 0.5f);
+  const Tensor bias_dev = bias.to(Device::CUDA);
+  for (int64_t M : {1, 63, 128, 129, 197, 1000}) {
+    const Tensor x = random_tensor({M, host.cols}, DType::BF16, static_cast<uint32_t>(seed + M));
+    const Tensor x_dev = x.to(Device::CUDA);
+    const Tensor res = random_tensor({M, host.rows}, DType::BF16, static_cast<uint32_t>(seed + 50 + M));
+    const Tensor res_dev = res.to(Device::CUDA);
+    // flags: bit 0 bias, bit 1 GELU, bit 2 residual, bit 3 the residual in place (y holds it)
+    for (int flags : {0, 1, 3, 4, 7, 15}) {
+      const bool with_bias = flags & 1, gelu = flags & 2, with_res = flags & 4, in_place = flags & 8;
+      const Tensor want = reference(x, host, with_bias ? &bias : nullptr,
+                                    gelu ? ops::Activation::GELU : ops::Activation::None, with_res ? &res : nullptr);
+      for (int max_ctas : {0, 1, 3}) {
+        SCOPED_TRACE(::testing::Message() << name << " block " << b << " M " << M << " flags " << flags
+                                          << " max_ctas " << max_ctas);
+        Tensor y = Tensor::empty({M, host.rows}, DType::BF16, Device::CUDA);
+        if (in_place) VITRT_CUDA_CHECK(cudaMemcpy(y.raw(), res_dev.raw(), y.nbytes(), cudaMemcpyDeviceToDevice));
+        else VITRT_CUDA_CHECK(cudaMemset(y.raw(), 0xff, y.nbytes()));
+        launch(x_dev.raw(), M, with_bias ? bias_dev.raw() : nullptr, gelu,
+               with_res ? (in_place ? y.raw() : res_dev.raw()) : nullptr, y.raw(), max_ctas);
+        EXPECT_LE(rel_frobenius(y.to(Device::CPU), want), kTolBF16);
+      }
+    }
+  }
+}
+#endif
+
 // The Hopper streamed kernel (bsr_gemm_stream.cu) called directly: ragged, empty and full
 // matrices (full rows longer than its ring), short and long K (the ViT MLPs' 768 and 3072), token
 // counts around its 128-token tile (rows past M read as zeros and are never written), bias, GELU
@@ -467,30 +503,10 @@ TEST_F(CudaBsr, StreamedKernelMatchesCpu) {
       const BsrMatrix dev = bsr_to_cuda(host, DType::BF16);
       const cuda::BsrDeviceView view = cuda::device_view(dev);
       if (!cuda::bsr_stream_supported(view, DType::BF16)) GTEST_SKIP() << "the streamed kernel needs sm_90";
-      const Tensor bias = random_tensor({host.rows}, DType::BF16, 95, 0.5f);
-      const Tensor bias_dev = bias.to(Device::CUDA);
-      for (int64_t M : {1, 63, 128, 129, 197, 1000}) {
-        const Tensor x = random_tensor({M, host.cols}, DType::BF16, static_cast<uint32_t>(900 + M));
-        const Tensor x_dev = x.to(Device::CUDA);
-        const Tensor res = random_tensor({M, host.rows}, DType::BF16, static_cast<uint32_t>(950 + M));
-        const Tensor res_dev = res.to(Device::CUDA);
-        // flags: bit 0 bias, bit 1 GELU, bit 2 residual, bit 3 the residual in place (y holds it)
-        for (int flags : {0, 1, 3, 4, 7, 15}) {
-          const bool with_bias = flags & 1, gelu = flags & 2, with_res = flags & 4, in_place = flags & 8;
-          const Tensor want = reference(x, host, with_bias ? &bias : nullptr,
-                                        gelu ? ops::Activation::GELU : ops::Activation::None, with_res ? &res : nullptr);
-          for (int max_ctas : {0, 1, 3}) {
-            SCOPED_TRACE(::testing::Message() << name << " block " << b << " M " << M << " flags " << flags
-                                              << " max_ctas " << max_ctas);
-            Tensor y = Tensor::empty({M, host.rows}, DType::BF16, Device::CUDA);
-            if (in_place) VITRT_CUDA_CHECK(cudaMemcpy(y.raw(), res_dev.raw(), y.nbytes(), cudaMemcpyDeviceToDevice));
-            else VITRT_CUDA_CHECK(cudaMemset(y.raw(), 0xff, y.nbytes()));
-            cuda::bsr_linear_bf16_stream(x_dev.raw(), M, view, with_bias ? bias_dev.raw() : nullptr, gelu,
-                                         with_res ? (in_place ? y.raw() : res_dev.raw()) : nullptr, y.raw(), max_ctas);
-            EXPECT_LE(rel_frobenius(y.to(Device::CPU), want), kTolBF16);
-          }
-        }
-      }
+      expect_linear_with_residual_matches_cpu(name, b, host, 900, [&](const void* x, int64_t M, const void* bias,
+                                                                      bool gelu, const void* res, void* y, int max_ctas) {
+        cuda::bsr_linear_bf16_stream(x, M, view, bias, gelu, res, y, max_ctas);
+      });
     }
   }
   // Outside its scope: clear errors.
@@ -525,30 +541,10 @@ TEST_F(CudaBsr, YResidentKernelMatchesCpu) {
       const BsrMatrix dev = bsr_to_cuda(host, DType::BF16);
       const cuda::BsrDeviceView view = cuda::device_view(dev);
       ASSERT_TRUE(cuda::bsr_yres_supported(view, DType::BF16)) << name << " block " << b;
-      const Tensor bias = random_tensor({host.rows}, DType::BF16, 196, 0.5f);
-      const Tensor bias_dev = bias.to(Device::CUDA);
-      for (int64_t M : {1, 63, 128, 129, 197, 1000}) {
-        const Tensor x = random_tensor({M, host.cols}, DType::BF16, static_cast<uint32_t>(1900 + M));
-        const Tensor x_dev = x.to(Device::CUDA);
-        const Tensor res = random_tensor({M, host.rows}, DType::BF16, static_cast<uint32_t>(1950 + M));
-        const Tensor res_dev = res.to(Device::CUDA);
-        // flags: bit 0 bias, bit 1 GELU, bit 2 residual, bit 3 the residual in place (y holds it)
-        for (int flags : {0, 1, 3, 4, 7, 15}) {
-          const bool with_bias = flags & 1, gelu = flags & 2, with_res = flags & 4, in_place = flags & 8;
-          const Tensor want = reference(x, host, with_bias ? &bias : nullptr,
-                                        gelu ? ops::Activation::GELU : ops::Activation::None, with_res ? &res : nullptr);
-          for (int max_ctas : {0, 1, 3}) {
-            SCOPED_TRACE(::testing::Message() << name << " block " << b << " M " << M << " flags " << flags
-                                              << " max_ctas " << max_ctas);
-            Tensor y = Tensor::empty({M, host.rows}, DType::BF16, Device::CUDA);
-            if (in_place) VITRT_CUDA_CHECK(cudaMemcpy(y.raw(), res_dev.raw(), y.nbytes(), cudaMemcpyDeviceToDevice));
-            else VITRT_CUDA_CHECK(cudaMemset(y.raw(), 0xff, y.nbytes()));
-            cuda::bsr_linear_bf16_yres(x_dev.raw(), M, view, with_bias ? bias_dev.raw() : nullptr, gelu,
-                                       with_res ? (in_place ? y.raw() : res_dev.raw()) : nullptr, y.raw(), max_ctas);
-            EXPECT_LE(rel_frobenius(y.to(Device::CPU), want), kTolBF16);
-          }
-        }
-      }
+      expect_linear_with_residual_matches_cpu(name, b, host, 1900, [&](const void* x, int64_t M, const void* bias,
+                                                                       bool gelu, const void* res, void* y, int max_ctas) {
+        cuda::bsr_linear_bf16_yres(x, M, view, bias, gelu, res, y, max_ctas);
+      });
     }
   }
   // Outside its scope: clear errors.
