@@ -110,22 +110,32 @@ case "$step" in
       (for kv in $e; do export "$kv"; done; vit_bs256 16 32)
     done
     ;;
-  Y1)  # Y in less device time: the direct test, fc2 / fc1 A/B once, ViT-B/16 at block 16 both ways
-      # (the ViT only if the call is less than Y1_VIT_BEFORE seconds in, default 300)
-    BUILD_TARGETS="$targets" OUT="$O/y" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
+  Y1)  # Y in less device time: the direct test, fc2 / fc1 A/B once; then, while the call is young
+      # enough (Y1_BUDGET seconds in all, default 330), ViT-B/16 at block 16 both ways and every
+      # CudaBsr test through the kernel (ctest cuda_bsr_yres)
+    budget=${Y1_BUDGET:-330}
+    BUILD_TARGETS="bsr_gemm_bench test_cuda_bsr vitrt_cli" OUT="$O/y" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
+    echo "SUMMARY: built at ${SECONDS} s"
     timeout 120 build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.YResident*' > "$O/yt.log" 2>&1
-    echo "SUMMARY: YResidentKernelMatchesCpu rc=$? $(grep -c Failure "$O/yt.log") failures"
+    echo "SUMMARY: YResidentKernelMatchesCpu rc=$? $(grep -c Failure "$O/yt.log") failures (${SECONDS} s)"
     grep -B3 -A12 -m3 'Failure' "$O/yt.log" | head -50
     for e in "" "VITRT_BSR_YRES=1"; do
       timeout 60 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32 --sparsities 0.8,0.86,0.9 \
         --tokens 50432 --json "$O/y.json" > "$O/y.txt" 2>&1
       echo "SUMMARY: '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%s b%d s%.2f %.4f (%.2fx) %s'%('fc1' if r['N']==3072 else 'fc2',r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:12]) for r in d['rows']))" "$O/y.json" 2>&1 | tail -c 1200)"
     done
-    [ "${Y1_VIT:-1}" = 1 ] && [ "$SECONDS" -lt "${Y1_VIT_BEFORE:-300}" ] || { echo "SUMMARY: ViT skipped (${SECONDS} s in)"; exit 0; }
-    for e in "" "VITRT_BSR_YRES=1"; do
-      echo "(ViT with '$e':)"
-      (for kv in $e; do export "$kv"; done; vit_bs256 16)
-    done
+    if [ "$SECONDS" -lt $((budget - 60)) ]; then
+      for e in "" "VITRT_BSR_YRES=1"; do
+        echo "(ViT with '$e':)"
+        (for kv in $e; do export "$kv"; done; vit_bs256 16)
+      done
+    fi
+    left=$((budget - SECONDS - 5))
+    if [ "$left" -gt 30 ]; then
+      (cd build-dev/tests && timeout "$left" env VITRT_BSR_YRES=1 VITRT_BSR_XRES=0 ./test_cuda_bsr --gtest_filter='CudaBsr.*') > "$O/yall.log" 2>&1
+      echo "SUMMARY: every CudaBsr test through the y-resident kernel rc=$? ($left s allowed): $(grep -E '^\[  (PASSED|FAILED) ' "$O/yall.log" | tr '\n' ' ') $(grep -c Failure "$O/yall.log") failures"
+      grep -B3 -A10 -m2 'Failure' "$O/yall.log" | head -30
+    fi
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac
