@@ -205,6 +205,15 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
   unsigned round = 0;
   for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
     const int tile = u / p.groups, grp = u % p.groups;
+    const int64_t wrow = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4;  // this warp's first row
+    // The unit's residual lines into L2 now, so that the epilogue's loads do not wait for HBM (the
+    // warp's 16 rows x 4 lines of 128 bytes: two per lane).
+    if (p.residual != nullptr && grp * kGroupCols + 64 * (lane % 4) < p.N)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int64_t m = wrow + lane / 4 + 8 * i;
+        if (m < p.M) ptx::prefetch_l2(p.residual + m * p.N + grp * kGroupCols + 64 * (lane % 4));
+      }
     float acc[RG][C::kAcc];
 #pragma unroll
     for (int q = 0; q < RG; ++q)
@@ -249,7 +258,6 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
 
     // Epilogue, 64 columns at a time: bias, GELU and residual in fp32, rounded once, then whole lines
     // (rows_to_lines: lanes 8 k .. 8 k + 7 hold rows 2 k and 2 k + 1 of each pass's 8).
-    const int64_t wrow = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4;  // this warp's first row
 #pragma unroll
     for (int piece = 0; piece < kGroupCols / 64; ++piece) {
       const int col0 = grp * kGroupCols + 64 * piece;

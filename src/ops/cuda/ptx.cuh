@@ -5,6 +5,10 @@
 
 namespace vitrt::cuda::ptx {
 
+// Asks for the 128-byte line holding `p` to be brought into L2 (no register written, never faults
+// on the addresses the callers pass: they guard them as their loads do).
+__device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
+
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
