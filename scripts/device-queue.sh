@@ -29,7 +29,8 @@ L (this session's defaults; for the H200 if one is lent): the kernels whose stor
    ctest, CudaPredictor and the fixture fidelity; then F and ViT-B/16 bs256 block 64 (~480 s bare).
 M (after L on a warm machine): ViT-B/16 bs256 at blocks 16 / 32, SAM vit_b / vit_h bs32 encoders,
    the fp32 sweep at block 64 (~200 s warm).
-Y (not yet run): the y-resident kernel (bsr_gemm_yres.cu, VITRT_BSR_YRES=1; blocks 16 / 32, any K):
+Y (not yet run; Y1 is the same in less device time, with the cluster form too): the y-resident
+   kernel (bsr_gemm_yres.cu, VITRT_BSR_YRES=1|cluster; blocks 16 / 32, any K):
    its tests (direct, and every CudaBsr test through it), fc2 A/B against the defaults at blocks 16 /
    32 (fc1 through it too, x-resident off), ViT-B/16 bs256 at blocks 16 / 32 both ways (~450 s bare).
 DESC
@@ -110,16 +111,18 @@ case "$step" in
       (for kv in $e; do export "$kv"; done; vit_bs256 16 32)
     done
     ;;
-  Y1)  # Y in less device time: the direct test, fc2 / fc1 A/B once; then, while the call is young
+  Y1)  # Y in less device time: the direct test (plain and cluster forms), fc2 / fc1 A/B once; then, while the call is young
       # enough (Y1_BUDGET seconds in all, default 330), ViT-B/16 at block 16 both ways and every
       # CudaBsr test through the kernel (ctest cuda_bsr_yres)
     budget=${Y1_BUDGET:-330}
     BUILD_TARGETS="bsr_gemm_bench test_cuda_bsr vitrt_cli" OUT="$O/y" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
     echo "SUMMARY: built at ${SECONDS} s"
-    timeout 120 build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.YResident*' > "$O/yt.log" 2>&1
-    echo "SUMMARY: YResidentKernelMatchesCpu rc=$? $(grep -c Failure "$O/yt.log") failures (${SECONDS} s)"
-    grep -B3 -A12 -m3 'Failure' "$O/yt.log" | head -50
-    for e in "" "VITRT_BSR_YRES=1"; do
+    for mode in 1 cluster; do
+      timeout 120 env VITRT_BSR_YRES=$mode build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.YResident*' > "$O/yt.log" 2>&1
+      echo "SUMMARY: YResidentKernelMatchesCpu, VITRT_BSR_YRES=$mode: rc=$? $(grep -c Failure "$O/yt.log") failures (${SECONDS} s)"
+      grep -B3 -A12 -m3 'Failure' "$O/yt.log" | head -50
+    done
+    for e in "" "VITRT_BSR_YRES=1" "VITRT_BSR_YRES=cluster"; do
       timeout 60 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32 --sparsities 0.8,0.86,0.9 \
         --tokens 50432 --json "$O/y.json" > "$O/y.txt" 2>&1
       echo "SUMMARY: '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%s b%d s%.2f %.4f (%.2fx) %s'%('fc1' if r['N']==3072 else 'fc2',r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:12]) for r in d['rows']))" "$O/y.json" 2>&1 | tail -c 1200)"

@@ -153,7 +153,8 @@ void bsr_linear_bf16_stream(const void* x, int64_t M, const BsrDeviceView& w, co
 // bsr_yres_supported: sm_90, block 16 or 32, bf16 output, N and K multiples of 64, the
 // (group, slab) mask table within shared memory, and `values_core_matrix` (or no blocks).
 // bsr_yres_selected: whether bsr_linear_bf16 takes it when the x-resident kernel does not:
-// VITRT_BSR_YRES=1 whenever supported, =0 never; unset ("auto"): not yet (not measured).
+// VITRT_BSR_YRES=1 whenever supported (=cluster: in the cluster form, the token tile's groups sharing
+// each x slab by TMA multicast), =0 never; unset ("auto"): not yet (not measured).
 bool bsr_yres_supported(const BsrDeviceView& w, DType out_dtype);
 bool bsr_yres_selected(int64_t M, const BsrDeviceView& w, DType out_dtype);
 // y[M, N] = act(x W^T + bias) + residual, bf16 (residual may be y itself); max_ctas > 0 caps the

@@ -27,6 +27,13 @@
 //    bsr_gemm_stream.cu); the epilogue adds bias, GELU (optional) and a bf16 residual in fp32,
 //    rounds once, and writes whole 128-byte lines from registers (rows_to_lines), 64 columns at a
 //    time.
+// Cluster form (CLUSTER, VITRT_BSR_YRES=cluster; groups <= 8): the x above crosses from L2 once per
+// group, three times at N = 768 (~0.9 GB at M = 50432), which may well be this kernel's bound. So the
+// groups' CTAs of one token tile run as a cluster (CTA rank = group) and share each slab: rank 0's
+// producer loads it once and TMA multicasts it into every CTA's slot (x from L2 once per tile). The
+// CTAs then walk the same slot sequence (per slab, as many parts as the group that needs most; a
+// group with fewer gets slots with x only), every consumer warp of the cluster hands a slot's x back
+// on rank 0's xempty (remote arrive), and its W locally on its own CTA's empty.
 // The ring's protocol is the streamed kernel's (tests/protocol/test_bsr_stream_protocol.py models
 // it: a slot is filled, waited for by every consumer warp, handed back by each, refilled).
 // Scope: sm_90, bf16 in and out, block 16 or 32, N and K multiples of 64, the mask table small
@@ -37,6 +44,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <mutex>
 
 #include "ops/cuda/bsr_gemm.h"
 #include "ops/cuda/bsr_wgmma.cuh"
@@ -70,7 +78,7 @@ constexpr int kConsumerWarps = 8;
 constexpr int kThreads = 32 * kConsumerWarps + 32;  // + the producer warp (one thread of it works)
 constexpr size_t kAlignSlack = 1024;                // the x slabs start 1024-byte aligned (128-byte swizzle)
 constexpr size_t kMaxSmem = 227 * 1024;
-constexpr int kMaxMaskWords = 4096;                 // groups x slabs (32 KB of masks)
+constexpr int kMaxMaskWords = 4096;                 // groups x slabs (32 KB of masks; with the slab bytes, see yres_mask_words)
 static_assert(kSlotBytes % 1024 == 0, "every slot's x slab starts on a swizzle period");
 
 template <int B>
@@ -86,10 +94,40 @@ struct YresCfg {
   static_assert(RG * kAcc == 128, "128 accumulators per thread");
 };
 
-constexpr size_t yres_smem_bytes(int mask_words) {
-  return kAlignSlack + static_cast<size_t>(kSlots) * kSlotBytes + 2 * kSlots * sizeof(uint64_t) +
-         static_cast<size_t>(mask_words) * sizeof(uint64_t);
+// [ring][full, empty, xempty barriers][masks][cluster form: the parts of each slab, one byte each]
+constexpr size_t yres_smem_bytes(int mask_words, int slabs) {
+  return kAlignSlack + static_cast<size_t>(kSlots) * kSlotBytes + 3 * kSlots * sizeof(uint64_t) +
+         static_cast<size_t>(mask_words) * sizeof(uint64_t) + static_cast<size_t>(slabs);
 }
+constexpr int kMaxClusterGroups = 8;  // the portable cluster size
+
+namespace cluster {
+__device__ __forceinline__ unsigned rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+// Every thread of every CTA of the cluster (barrier.cluster: all of them must arrive).
+__device__ __forceinline__ void sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+// Arrives on the mbarrier at `bar`'s offset in CTA `cta` of the cluster.
+__device__ __forceinline__ void arrive_remote(uint64_t* bar, unsigned cta) {
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(ptx::smem_u32(bar)), "r"(cta));
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
+}
+// TMA load of one box into the same offset of every CTA in cta_mask, each counted against the
+// mbarrier at `bar`'s offset in that CTA.
+__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const void* tensor_map, int c0, int c1, uint64_t* bar,
+                                                      uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(ptx::smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c0), "r"(c1), "r"(ptx::smem_u32(bar)), "h"(cta_mask)
+      : "memory");
+}
+}  // namespace cluster
 
 struct YresArgs {
   CUtensorMap x_map;  // x [M, K] bf16, boxes of 64 columns x 128 rows, 128-byte swizzle
@@ -118,7 +156,7 @@ __device__ __forceinline__ uint64_t next_part(uint64_t rest) {
   return rest ^ r;
 }
 
-template <int B, bool Gelu>
+template <int B, bool Gelu, bool Cluster>
 __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_constant__ YresArgs p) {
 #if VITRT_WGMMA_ENABLED
   using C = YresCfg<B>;
@@ -128,14 +166,23 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
   unsigned char* ring = smem;                                                       // [kSlots][x slab | W blocks]
   uint64_t* full = reinterpret_cast<uint64_t*>(ring + kSlots * kSlotBytes);         // [kSlots] slab + blocks landed
   uint64_t* empty = full + kSlots;                                                  // [kSlots] every consumer warp is done
-  unsigned long long* masks = reinterpret_cast<unsigned long long*>(empty + kSlots);  // [groups][slabs]
+  uint64_t* xempty = empty + kSlots;  // cluster form, rank 0: [kSlots] every consumer warp of the cluster is done with x
+  unsigned long long* masks = reinterpret_cast<unsigned long long*>(xempty + kSlots);  // [groups][slabs]
+  uint8_t* slab_parts = reinterpret_cast<uint8_t*>(masks + p.groups * p.slabs);       // cluster form: [slabs]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int ns = p.slabs, nmask = p.groups * p.slabs;
+  // The units: plain, u = tile * groups + group, strided over the CTAs; cluster form, CTA rank r of
+  // cluster c takes group r of tiles c, c + clusters, ...
+  // (A cluster's CTAs are consecutive blocks, rank = blockIdx.x % groups: both are u = blockIdx.x,
+  // + gridDim.x, ..., which in the cluster form keeps a cluster's CTAs on the same tiles.)
+  const unsigned crank = Cluster ? cluster::rank() : 0;
+  const int u_begin = static_cast<int>(blockIdx.x), u_step = static_cast<int>(gridDim.x);
 
   // The masks of every (group, slab), from the CSR structure (a block-row's threads OR their bits in).
   for (int i = threadIdx.x; i < nmask; i += kThreads) masks[i] = 0;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kSlots; ++s) mbar::init(&full[s], 1), mbar::init(&empty[s], kConsumerWarps);
+    for (int s = 0; s < kSlots; ++s)
+      mbar::init(&full[s], 1), mbar::init(&empty[s], kConsumerWarps), mbar::init(&xempty[s], kConsumerWarps * p.groups);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -148,156 +195,187 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
     }
   }
   __syncthreads();
+  if constexpr (Cluster) {  // the cluster's slot sequence: per slab, the most parts any group needs
+    for (int s = threadIdx.x; s < ns; s += kThreads) {
+      int most = 0;
+      for (int grp = 0; grp < p.groups; ++grp) most = max(most, (__popcll(masks[grp * ns + s]) + C::kCap - 1) / C::kCap);
+      slab_parts[s] = static_cast<uint8_t>(most);
+    }
+    cluster::sync();  // (also: every CTA's barriers initialised before any remote arrive or multicast)
+  }
+  // A slab's parts: plain, until the group's mask is used up; cluster form, slab_parts[s] of them (the
+  // ones past the group's own hold no blocks: next_part(0) is 0).
+  auto more_parts = [&](int s, int i, uint64_t rest) { return Cluster ? i < static_cast<int>(slab_parts[s]) : rest != 0; };
 
   if (warp == kConsumerWarps) {
     // ---- producer: one thread. Per unit, per (group, slab) with blocks, per part: the slab and the
     // part's blocks, row by row (a row's blocks of one slab are consecutive in storage: cur[q]).
-    if (lane != 0) return;
-    int slot = 0, n = 0;
-    unsigned round = 0;  // parity of the ring round of `slot`
-    for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
-      const int tile = u / p.groups, grp = u % p.groups;
-      int cur[RG];
-#pragma unroll
-      for (int q = 0; q < RG; ++q) {
-        const int r = grp * RG + q;
-        cur[q] = r < p.block_rows ? __ldg(p.row_ptr + r) : 0;
-      }
-      for (int s = 0; s < ns; ++s) {
-        uint64_t rest = masks[grp * ns + s];
-        while (rest != 0) {
-          const uint64_t part = next_part<C::kCap>(rest);
-          rest ^= part;
-          if (n >= kSlots) mbar::wait(&empty[slot], round ^ 1);  // its previous part retired by every consumer warp
-          unsigned char* dst = ring + slot * kSlotBytes;
-          mbar::arrive_expect_tx(&full[slot], kXBytes + __popcll(part) * C::kBlockBytes);
-          mbar::tma_load_2d(dst, &p.x_map, s * kSlabCols, tile * kTileM, &full[slot]);
-          dst += kXBytes;
-#pragma unroll
-          for (int q = 0; q < RG; ++q) {
-            const int cnt = __popc(static_cast<unsigned>(part >> (q * KB)) & C::kKbMask);
-            if (cnt > 0) {
-              mbar::bulk_copy_to_smem(dst, p.values_cm + static_cast<int64_t>(cur[q]) * B * B, cnt * C::kBlockBytes,
-                                      &full[slot]);
-              dst += cnt * C::kBlockBytes;
-              cur[q] += cnt;
-            }
-          }
-          if (++slot == kSlots) slot = 0, round ^= 1;
-          ++n;
-        }
-      }
-    }
-    return;
-  }
-
-  // ---- consumer warpgroups: warpgroup h owns rows 64 h .. 64 h + 63 of each unit's tile, warp w4
-  // rows 16 w4 .. 16 w4 + 15 of those; a thread holds rows g and g + 8 of its warp's 16, and of each
-  // of the group's block-rows q the columns 8 j + 2 t and + 1 (acc[q]).
-  const int h = __shfl_sync(0xffffffffu, warp / 4, 0), w4 = warp % 4, g = lane / 4, t = lane % 4;
-  // The descriptors' invariant high words apart: start addresses move in the low 14 bits only (no
-  // carry, shared memory is below 256 KB).
-  const uint64_t xdesc = wgmma::make_smem_desc_sw128(ring + h * kXHalfBytes, 1024);
-  const uint64_t wdesc = wgmma::make_smem_desc(ring + kXBytes, 128, C::kChunks * 128);
-  const uint32_t xlo0 = static_cast<uint32_t>(xdesc), xhi = static_cast<uint32_t>(xdesc >> 32);
-  const uint32_t wlo0 = static_cast<uint32_t>(wdesc), whi = static_cast<uint32_t>(wdesc >> 32);
-  int slot = 0;
-  unsigned round = 0;
-  for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
-    const int tile = u / p.groups, grp = u % p.groups;
-    const int64_t wrow = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4;  // this warp's first row
-    // The unit's residual lines into L2 now, so that the epilogue's loads do not wait for HBM (the
-    // warp's 16 rows x 4 lines of 128 bytes: two per lane).
-    if (p.residual != nullptr && grp * kGroupCols + 64 * (lane % 4) < p.N)
-#pragma unroll
-      for (int i = 0; i < 2; ++i) {
-        const int64_t m = wrow + lane / 4 + 8 * i;
-        if (m < p.M) ptx::prefetch_l2(p.residual + m * p.N + grp * kGroupCols + 64 * (lane % 4));
-      }
-    float acc[RG][C::kAcc];
-#pragma unroll
-    for (int q = 0; q < RG; ++q)
-#pragma unroll
-      for (int i = 0; i < C::kAcc; ++i) acc[q][i] = 0.f;
-#pragma unroll
-    for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
-    int prev_slot = -1;
-    for (int s = 0; s < ns; ++s) {
-      uint64_t rest = masks[grp * ns + s];
-      while (rest != 0) {
-        const uint64_t part = next_part<C::kCap>(rest);
-        rest ^= part;
-        mbar::wait(&full[slot], round);
-        const uint32_t xlo = xlo0 + static_cast<uint32_t>((slot * kSlotBytes) >> 4);
-        uint32_t wlo = wlo0 + static_cast<uint32_t>((slot * kSlotBytes) >> 4);
+    // Cluster form: the slab by rank 0 only, multicast to every CTA of the cluster once every
+    // consumer warp of the cluster has handed the slot's x back.
+    if (lane == 0) {
+      int slot = 0, n = 0;
+      unsigned round = 0;  // parity of the ring round of `slot`
+      for (int u = u_begin; u < p.units; u += u_step) {
+        const int tile = u / p.groups, grp = u % p.groups;
+        int cur[RG];
 #pragma unroll
         for (int q = 0; q < RG; ++q) {
-          for (unsigned bits = static_cast<unsigned>(part >> (q * KB)) & C::kKbMask; bits != 0; bits &= bits - 1) {
-            const uint32_t a = xlo + static_cast<uint32_t>((__ffs(bits) - 1) * (B / 8));  // the block-column's 2B bytes
-            wgmma::fence();
+          const int r = grp * RG + q;
+          cur[q] = r < p.block_rows ? __ldg(p.row_ptr + r) : 0;
+        }
+        for (int s = 0; s < ns; ++s) {
+          uint64_t rest = masks[grp * ns + s];
+          for (int i = 0; more_parts(s, i, rest); ++i) {
+            const uint64_t part = next_part<C::kCap>(rest);
+            rest ^= part;
+            if (n >= kSlots) {  // its previous part retired by every consumer warp (of the cluster, for x)
+              mbar::wait(&empty[slot], round ^ 1);
+              if (Cluster && crank == 0) mbar::wait(&xempty[slot], round ^ 1);
+            }
+            unsigned char* dst = ring + slot * kSlotBytes;
+            mbar::arrive_expect_tx(&full[slot], kXBytes + __popcll(part) * C::kBlockBytes);
+            if constexpr (Cluster) {
+              if (crank == 0)
+                cluster::tma_load_2d_multicast(dst, &p.x_map, s * kSlabCols, tile * kTileM, &full[slot],
+                                               static_cast<uint16_t>((1u << p.groups) - 1));
+            } else {
+              mbar::tma_load_2d(dst, &p.x_map, s * kSlabCols, tile * kTileM, &full[slot]);
+            }
+            dst += kXBytes;
 #pragma unroll
-            for (int kk = 0; kk < B / 16; ++kk)
-              bsr_wgmma::block_k16<B>(acc[q], (static_cast<uint64_t>(xhi) << 32) | (a + 2 * kk),
-                                      (static_cast<uint64_t>(whi) << 32) | (wlo + 16 * kk));
-            wlo += C::kBlockBytes >> 4;
+            for (int q = 0; q < RG; ++q) {
+              const int cnt = __popc(static_cast<unsigned>(part >> (q * KB)) & C::kKbMask);
+              if (cnt > 0) {
+                mbar::bulk_copy_to_smem(dst, p.values_cm + static_cast<int64_t>(cur[q]) * B * B, cnt * C::kBlockBytes,
+                                        &full[slot]);
+                dst += cnt * C::kBlockBytes;
+                cur[q] += cnt;
+              }
+            }
+            if (++slot == kSlots) slot = 0, round ^= 1;
+            ++n;
           }
         }
-        wgmma::commit();
-        if (prev_slot >= 0) {  // the part before this one has retired: hand its slot back
-          wgmma::wait<1>();
-          if (lane == 0) mbar::arrive(&empty[prev_slot]);
-        }
-        prev_slot = slot;
-        if (++slot == kSlots) slot = 0, round ^= 1;
       }
     }
-    wgmma::wait<0>();
+  } else {
+    // ---- consumer warpgroups: warpgroup h owns rows 64 h .. 64 h + 63 of each unit's tile, warp w4
+    // rows 16 w4 .. 16 w4 + 15 of those; a thread holds rows g and g + 8 of its warp's 16, and of
+    // each of the group's block-rows q the columns 8 j + 2 t and + 1 (acc[q]).
+    const int h = __shfl_sync(0xffffffffu, warp / 4, 0), w4 = warp % 4, g = lane / 4, t = lane % 4;
+    // The descriptors' invariant high words apart: start addresses move in the low 14 bits only (no
+    // carry, shared memory is below 256 KB).
+    const uint64_t xdesc = wgmma::make_smem_desc_sw128(ring + h * kXHalfBytes, 1024);
+    const uint64_t wdesc = wgmma::make_smem_desc(ring + kXBytes, 128, C::kChunks * 128);
+    const uint32_t xlo0 = static_cast<uint32_t>(xdesc), xhi = static_cast<uint32_t>(xdesc >> 32);
+    const uint32_t wlo0 = static_cast<uint32_t>(wdesc), whi = static_cast<uint32_t>(wdesc >> 32);
+    // A retired slot back to its producer (cluster form: its x to rank 0's too).
+    auto release = [&](int s) {
+      if (lane != 0) return;
+      mbar::arrive(&empty[s]);
+      if constexpr (Cluster) cluster::arrive_remote(&xempty[s], 0);
+    };
+    int slot = 0;
+    unsigned round = 0;
+    for (int u = u_begin; u < p.units; u += u_step) {
+      const int tile = u / p.groups, grp = u % p.groups;
+      const int64_t wrow = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4;  // this warp's first row
+      // The unit's residual lines into L2 now, so that the epilogue's loads do not wait for HBM (the
+      // warp's 16 rows x 4 lines of 128 bytes: two per lane).
+      if (p.residual != nullptr && grp * kGroupCols + 64 * (lane % 4) < p.N)
 #pragma unroll
-    for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
-    if (prev_slot >= 0 && lane == 0) mbar::arrive(&empty[prev_slot]);
+        for (int i = 0; i < 2; ++i) {
+          const int64_t m = wrow + lane / 4 + 8 * i;
+          if (m < p.M) ptx::prefetch_l2(p.residual + m * p.N + grp * kGroupCols + 64 * (lane % 4));
+        }
+      float acc[RG][C::kAcc];
+#pragma unroll
+      for (int q = 0; q < RG; ++q)
+#pragma unroll
+        for (int i = 0; i < C::kAcc; ++i) acc[q][i] = 0.f;
+#pragma unroll
+      for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
+      int prev_slot = -1;
+      for (int s = 0; s < ns; ++s) {
+        uint64_t rest = masks[grp * ns + s];
+        for (int i = 0; more_parts(s, i, rest); ++i) {
+          const uint64_t part = next_part<C::kCap>(rest);
+          rest ^= part;
+          mbar::wait(&full[slot], round);
+          const uint32_t xlo = xlo0 + static_cast<uint32_t>((slot * kSlotBytes) >> 4);
+          uint32_t wlo = wlo0 + static_cast<uint32_t>((slot * kSlotBytes) >> 4);
+#pragma unroll
+          for (int q = 0; q < RG; ++q) {
+            for (unsigned bits = static_cast<unsigned>(part >> (q * KB)) & C::kKbMask; bits != 0; bits &= bits - 1) {
+              const uint32_t a = xlo + static_cast<uint32_t>((__ffs(bits) - 1) * (B / 8));  // the block-column's 2B bytes
+              wgmma::fence();
+#pragma unroll
+              for (int kk = 0; kk < B / 16; ++kk)
+                bsr_wgmma::block_k16<B>(acc[q], (static_cast<uint64_t>(xhi) << 32) | (a + 2 * kk),
+                                        (static_cast<uint64_t>(whi) << 32) | (wlo + 16 * kk));
+              wlo += C::kBlockBytes >> 4;
+            }
+          }
+          wgmma::commit();
+          if (prev_slot >= 0) {  // the part before this one has retired: hand its slot back
+            wgmma::wait<1>();
+            release(prev_slot);
+          }
+          prev_slot = slot;
+          if (++slot == kSlots) slot = 0, round ^= 1;
+        }
+      }
+      wgmma::wait<0>();
+#pragma unroll
+      for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
+      if (prev_slot >= 0) release(prev_slot);
 
-    // Epilogue, 64 columns at a time: bias, GELU and residual in fp32, rounded once, then whole lines
-    // (rows_to_lines: lanes 8 k .. 8 k + 7 hold rows 2 k and 2 k + 1 of each pass's 8).
+      // Epilogue, 64 columns at a time: bias, GELU and residual in fp32, rounded once, then whole
+      // lines (rows_to_lines: lanes 8 k .. 8 k + 7 hold rows 2 k and 2 k + 1 of each pass's 8).
 #pragma unroll
-    for (int piece = 0; piece < kGroupCols / 64; ++piece) {
-      const int col0 = grp * kGroupCols + 64 * piece;
-      if (col0 >= p.N) break;  // (the last group of an N that is not a multiple of 256)
-      float2 bias[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        bias[j] = p.bias ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p.bias + col0 + 8 * j + 2 * t))
-                         : make_float2(0.f, 0.f);
-      __nv_bfloat162 res[2][8];
-#pragma unroll
-      for (int pass = 0; pass < 2; ++pass) {
-        const int64_t m = wrow + g + 8 * pass;
-        const bool in = p.residual && m < p.M;
+      for (int piece = 0; piece < kGroupCols / 64; ++piece) {
+        const int col0 = grp * kGroupCols + 64 * piece;
+        if (col0 >= p.N) break;  // (the last group of an N that is not a multiple of 256)
+        float2 bias[8];
 #pragma unroll
         for (int j = 0; j < 8; ++j)
-          res[pass][j] = in ? *reinterpret_cast<const __nv_bfloat162*>(p.residual + m * p.N + col0 + 8 * j + 2 * t)
-                            : __floats2bfloat162_rn(0.f, 0.f);
-      }
+          bias[j] = p.bias ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p.bias + col0 + 8 * j + 2 * t))
+                           : make_float2(0.f, 0.f);
+        __nv_bfloat162 res[2][8];
 #pragma unroll
-      for (int pass = 0; pass < 2; ++pass) {
-        unsigned v[8];
+        for (int pass = 0; pass < 2; ++pass) {
+          const int64_t m = wrow + g + 8 * pass;
+          const bool in = p.residual && m < p.M;
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          const float* a = acc[piece * (64 / B) + j / (B / 8)];
-          const int jj = j % (B / 8);
-          float v0 = a[4 * jj + 2 * pass] + bias[j].x, v1 = a[4 * jj + 2 * pass + 1] + bias[j].y;
-          if constexpr (Gelu) v0 = dev::gelu_tanh_approx(v0), v1 = dev::gelu_tanh_approx(v1);
-          const float2 r = __bfloat1622float2(res[pass][j]);
-          v[j] = bsr_wgmma::pack_bf16x2(v0 + r.x, v1 + r.y);
+          for (int j = 0; j < 8; ++j)
+            res[pass][j] = in ? *reinterpret_cast<const __nv_bfloat162*>(p.residual + m * p.N + col0 + 8 * j + 2 * t)
+                              : __floats2bfloat162_rn(0.f, 0.f);
         }
-        unsigned a4[4], b4[4];
-        rows_to_lines(v, lane, a4, b4);  // (after every lane's residual loads: in place stays safe)
-        const int64_t m = wrow + 8 * pass + 2 * (lane / 8);  // a4's row; b4's is the next
-        bf16* ya = p.y + m * p.N + col0 + 8 * (lane % 8);
-        if (m < p.M) __stcs(reinterpret_cast<int4*>(ya), make_int4(a4[0], a4[1], a4[2], a4[3]));
-        if (m + 1 < p.M) __stcs(reinterpret_cast<int4*>(ya + p.N), make_int4(b4[0], b4[1], b4[2], b4[3]));
+#pragma unroll
+        for (int pass = 0; pass < 2; ++pass) {
+          unsigned v[8];
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const float* a = acc[piece * (64 / B) + j / (B / 8)];
+            const int jj = j % (B / 8);
+            float v0 = a[4 * jj + 2 * pass] + bias[j].x, v1 = a[4 * jj + 2 * pass + 1] + bias[j].y;
+            if constexpr (Gelu) v0 = dev::gelu_tanh_approx(v0), v1 = dev::gelu_tanh_approx(v1);
+            const float2 r = __bfloat1622float2(res[pass][j]);
+            v[j] = bsr_wgmma::pack_bf16x2(v0 + r.x, v1 + r.y);
+          }
+          unsigned a4[4], b4[4];
+          rows_to_lines(v, lane, a4, b4);  // (after every lane's residual loads: in place stays safe)
+          const int64_t m = wrow + 8 * pass + 2 * (lane / 8);  // a4's row; b4's is the next
+          bf16* ya = p.y + m * p.N + col0 + 8 * (lane % 8);
+          if (m < p.M) __stcs(reinterpret_cast<int4*>(ya), make_int4(a4[0], a4[1], a4[2], a4[3]));
+          if (m + 1 < p.M) __stcs(reinterpret_cast<int4*>(ya + p.N), make_int4(b4[0], b4[1], b4[2], b4[3]));
+        }
       }
     }
   }
+  // Cluster form: no CTA leaves while the others may still arrive on its barriers or multicast into
+  // it (barrier.cluster counts every thread: none returned early).
+  if constexpr (Cluster) cluster::sync();
 #else
   using C = YresCfg<B>;  // (referenced so that the sm_80 pass does not warn about unused members)
   static_assert(C::RG > 0 && C::kCap > 0, "");
@@ -306,15 +384,47 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
 #endif
 }
 
-// VITRT_BSR_YRES: "1" wherever supported, "0" never; unset / other ("auto"): see bsr_yres_selected.
-KernelMode yres_mode() {
-  static const KernelMode v = kernel_mode_from_env("VITRT_BSR_YRES");
+// VITRT_BSR_YRES: "1" wherever supported, "cluster" the same in the cluster form where the groups
+// fit one cluster (else the plain form), "0" never; unset / other ("auto"): see bsr_yres_selected.
+enum class YresMode { Off, On, Cluster, Auto };
+YresMode yres_mode() {
+  static const YresMode v = env_choice<YresMode>(
+      "VITRT_BSR_YRES", {{"0", YresMode::Off}, {"1", YresMode::On}, {"cluster", YresMode::Cluster}}, YresMode::Auto);
   return v;
 }
 
+// The (group, slab) mask words of w, or -1 when they do not fit shared memory next to the ring.
 int yres_mask_words(const BsrDeviceView& w) {
   const int64_t groups = (w.rows + kGroupCols - 1) / kGroupCols, slabs = w.cols / kSlabCols;
-  return groups * slabs <= kMaxMaskWords ? static_cast<int>(groups * slabs) : -1;
+  if (groups * slabs > kMaxMaskWords) return -1;
+  return yres_smem_bytes(static_cast<int>(groups * slabs), static_cast<int>(slabs)) <= kMaxSmem ? static_cast<int>(groups * slabs)
+                                                                                                : -1;
+}
+
+// The cluster form's launch: `clusters` clusters of a.groups CTAs (fewer if fewer fit at once: a
+// persistent grid larger than the GPU holds would wait for the first clusters to finish).
+template <auto Kernel>
+void launch_cluster(const YresArgs& a, int clusters, size_t smem) {
+  static std::once_flag flag;
+  bsr_wgmma::allow_dynamic_smem_once(Kernel, kMaxSmem, flag);
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(clusters * a.groups));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = current_stream();
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(a.groups);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  int fit = 0;
+  VITRT_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&fit, Kernel, &cfg));
+  VITRT_CHECK(fit > 0, InvalidArgument, "cuda bsr_linear_bf16 (y-resident)", ": no cluster of ", a.groups,
+              " CTAs fits this GPU");
+  cfg.gridDim = dim3(static_cast<unsigned>(std::min(clusters, fit) * a.groups));
+  VITRT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, Kernel, a));
 }
 
 }  // namespace
@@ -327,9 +437,9 @@ bool bsr_yres_supported(const BsrDeviceView& w, DType out_dtype) {
 }
 
 bool bsr_yres_selected(int64_t M, const BsrDeviceView& w, DType out_dtype) {
-  const KernelMode mode = yres_mode();
-  if (mode == KernelMode::Off || !bsr_yres_supported(w, out_dtype)) return false;
-  if (mode == KernelMode::On) return true;
+  const YresMode mode = yres_mode();
+  if (mode == YresMode::Off || !bsr_yres_supported(w, out_dtype)) return false;
+  if (mode == YresMode::On || mode == YresMode::Cluster) return true;
   // Auto: not yet (prepared without a GPU; BENCHMARKS.md says what was measured). M keeps the
   // signature of the other kernels' rules.
   (void)M;
@@ -364,15 +474,25 @@ void bsr_linear_bf16_yres(const void* x, int64_t M, const BsrDeviceView& w, cons
   a.bias = static_cast<const bf16*>(bias);
   a.residual = static_cast<const bf16*>(residual);
   a.y = static_cast<bf16*>(y);
+  const size_t smem = yres_smem_bytes(a.groups * a.slabs, a.slabs);
+  if (yres_mode() == YresMode::Cluster && a.groups > 1 && a.groups <= kMaxClusterGroups) {
+    // One cluster per token tile in flight: as many as fit (the occupancy query), at most one per tile.
+    int clusters = static_cast<int>(std::min<int64_t>(tiles, sm_count() / a.groups));
+    if (max_ctas > 0) clusters = std::max(1, std::min(clusters, max_ctas / a.groups));
+    if (w.block == 16)
+      gelu ? launch_cluster<bsr_yres_kernel<16, true, true>>(a, clusters, smem) : launch_cluster<bsr_yres_kernel<16, false, true>>(a, clusters, smem);
+    else
+      gelu ? launch_cluster<bsr_yres_kernel<32, true, true>>(a, clusters, smem) : launch_cluster<bsr_yres_kernel<32, false, true>>(a, clusters, smem);
+    return;
+  }
   int grid = static_cast<int>(std::min<int64_t>(a.units, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
-  const size_t smem = yres_smem_bytes(a.groups * a.slabs);
   if (w.block == 16) {
-    if (gelu) bsr_wgmma::launch<bsr_yres_kernel<16, true>>(a, grid, kThreads, smem, kMaxSmem);
-    else bsr_wgmma::launch<bsr_yres_kernel<16, false>>(a, grid, kThreads, smem, kMaxSmem);
+    if (gelu) bsr_wgmma::launch<bsr_yres_kernel<16, true, false>>(a, grid, kThreads, smem, kMaxSmem);
+    else bsr_wgmma::launch<bsr_yres_kernel<16, false, false>>(a, grid, kThreads, smem, kMaxSmem);
   } else {
-    if (gelu) bsr_wgmma::launch<bsr_yres_kernel<32, true>>(a, grid, kThreads, smem, kMaxSmem);
-    else bsr_wgmma::launch<bsr_yres_kernel<32, false>>(a, grid, kThreads, smem, kMaxSmem);
+    if (gelu) bsr_wgmma::launch<bsr_yres_kernel<32, true, false>>(a, grid, kThreads, smem, kMaxSmem);
+    else bsr_wgmma::launch<bsr_yres_kernel<32, false, false>>(a, grid, kThreads, smem, kMaxSmem);
   }
 }
 
