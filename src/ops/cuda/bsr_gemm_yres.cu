@@ -107,9 +107,10 @@ __device__ __forceinline__ unsigned rank() {
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
   return r;
 }
-// Every thread of every CTA of the cluster (barrier.cluster: all of them must arrive).
+// Every thread of every CTA of the cluster (barrier.cluster: all of them must arrive; not .aligned,
+// so that a warp whose lanes took different paths before it may call it).
 __device__ __forceinline__ void sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
 }
 // Arrives on the mbarrier at `bar`'s offset in CTA `cta` of the cluster.
 __device__ __forceinline__ void arrive_remote(uint64_t* bar, unsigned cta) {
