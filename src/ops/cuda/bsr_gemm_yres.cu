@@ -35,7 +35,11 @@
 // group with fewer gets slots with x only), every consumer warp of the cluster hands a slot's x back
 // on rank 0's xempty (remote arrive), and its W locally on its own CTA's empty.
 // The ring's protocol is the streamed kernel's (tests/protocol/test_bsr_stream_protocol.py models
-// it: a slot is filled, waited for by every consumer warp, handed back by each, refilled).
+// it: a slot is filled, waited for by every consumer warp, handed back by each, refilled);
+// tests/protocol/test_bsr_yres_layout.py models what a slot holds against what the consumers take it
+// to be (masks, parts, row cursors; both forms). Keep both in step.
+// Status (2026-12-05): written and compiled (168 registers, no spills in the plain form, every wgmma
+// asynchronous), never run on a GPU; VITRT_BSR_YRES=1|cluster only (BENCHMARKS.md).
 // Scope: sm_90, bf16 in and out, block 16 or 32, N and K multiples of 64, the mask table small
 // enough for shared memory (groups x slabs <= kMaxMaskWords), the view's core-matrix copy present.
 // bsr_linear_bf16 takes it per bsr_yres_selected (bsr_gemm.h).
