@@ -462,8 +462,6 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
       if constexpr (Batched) {
 #pragma unroll
         for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
-      }
-      if constexpr (Batched) {
         // Chunk by chunk, table-driven: the group's slabs waited for before its first block (the
         // warp's slabs seen so far skipped), released after its last; per block one table read (a
         // block ahead), one add for the x descriptor, the W descriptor advanced, the chunk counted
