@@ -38,7 +38,7 @@
 // it: a slot is filled, waited for by every consumer warp, handed back by each, refilled);
 // tests/protocol/test_bsr_yres_layout.py models what a slot holds against what the consumers take it
 // to be (masks, parts, row cursors; both forms). Keep both in step.
-// Status (2026-12-05): written and compiled (168 registers, no spills in the plain form, every wgmma
+// Status (2026-12-05): written and compiled (168 registers, no spills, every wgmma
 // asynchronous), never run on a GPU; VITRT_BSR_YRES=1|cluster only (BENCHMARKS.md).
 // Scope: sm_90, bf16 in and out, block 16 or 32, N and K multiples of 64, the mask table small
 // enough for shared memory (groups x slabs <= kMaxMaskWords), the view's core-matrix copy present.
@@ -176,12 +176,10 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
   uint8_t* slab_parts = reinterpret_cast<uint8_t*>(masks + p.groups * p.slabs);       // cluster form: [slabs]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int ns = p.slabs, nmask = p.groups * p.slabs;
-  // The units: plain, u = tile * groups + group, strided over the CTAs; cluster form, CTA rank r of
-  // cluster c takes group r of tiles c, c + clusters, ...
-  // (A cluster's CTAs are consecutive blocks, rank = blockIdx.x % groups: both are u = blockIdx.x,
-  // + gridDim.x, ..., which in the cluster form keeps a cluster's CTAs on the same tiles.)
+  // The units u = tile * groups + group go to the CTAs u = blockIdx.x, + gridDim.x, ... In the cluster
+  // form a cluster's CTAs are consecutive blocks (rank = blockIdx.x % groups = its group), so they
+  // take the same tiles, rank r group r of each.
   const unsigned crank = Cluster ? cluster::rank() : 0;
-  const int u_begin = static_cast<int>(blockIdx.x), u_step = static_cast<int>(gridDim.x);
 
   // The masks of every (group, slab), from the CSR structure (a block-row's threads OR their bits in).
   for (int i = threadIdx.x; i < nmask; i += kThreads) masks[i] = 0;
@@ -220,7 +218,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
     if (lane == 0) {
       int slot = 0, n = 0;
       unsigned round = 0;  // parity of the ring round of `slot`
-      for (int u = u_begin; u < p.units; u += u_step) {
+      for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
         const int tile = u / p.groups, grp = u % p.groups;
         int cur[RG];
 #pragma unroll
@@ -282,7 +280,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
     };
     int slot = 0;
     unsigned round = 0;
-    for (int u = u_begin; u < p.units; u += u_step) {
+    for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
       const int tile = u / p.groups, grp = u % p.groups;
       const int64_t wrow = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4;  // this warp's first row
       // The unit's residual lines into L2 now, so that the epilogue's loads do not wait for HBM (the
