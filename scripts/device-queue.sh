@@ -4,7 +4,7 @@
 # machine:
 #   scripts/device-queue.sh list          # what each step runs
 #   scripts/device-queue.sh K             # ~400 s with a bare machine's build
-# Steps A-J, R and S ran on 2026-12-05 (BENCHMARKS.md, that day's sessions; their commands are in this file's
+# Steps A-J, R, S, L and M ran on 2026-12-05 (BENCHMARKS.md, that day's sessions; their commands are in this file's
 # git history, e.g. `git show a4415dc:scripts/device-queue.sh`); the A/B forms they compared and lost
 # are gone from the code.
 set -uo pipefail
@@ -24,15 +24,15 @@ K (not yet run; meant for the H200, where the standing table is measured): J's m
    (default) against one, block 32 against the streamed kernel, block 64 x-resident (default at
    >= 4 TB/s) against streamed (~560 s bare: split it if the machine starts late).
 AB: K's A/B runs alone (after J on a warm machine: K split in two calls).
-L (this session's defaults; for the H200 if one is lent): the kernels whose stores became whole lines
+L (run on an H100, 2026-12-05 ~19:32 UTC): the kernels whose stores became whole lines
    (fused MLP, short and windowed attention): their GPU tests, every CudaBsr test and cuda_bsr_mlp
    ctest, CudaPredictor and the fixture fidelity; then F and ViT-B/16 bs256 block 64 (~480 s bare).
-M (after L on a warm machine): ViT-B/16 bs256 at blocks 16 / 32, SAM vit_b / vit_h bs32 encoders,
+M (run after L, warm, the same day): ViT-B/16 bs256 at blocks 16 / 32, SAM vit_b / vit_h bs32 encoders,
    the fp32 sweep at block 64 (~200 s warm).
-Y (not yet run; Y1 is the same in less device time, with the cluster form too): the y-resident
-   kernel (bsr_gemm_yres.cu, VITRT_BSR_YRES=1|cluster; blocks 16 / 32, any K):
-   its tests (direct, and every CudaBsr test through it), fc2 A/B against the defaults at blocks 16 /
-   32 (fc1 through it too, x-resident off), ViT-B/16 bs256 at blocks 16 / 32 both ways (~450 s bare).
+Y1 (not yet run): the y-resident kernel (bsr_gemm_yres.cu, VITRT_BSR_YRES=1|cluster; blocks 16 /
+   32, any K): its direct test in both forms, the fc1 / fc2 A/B at blocks 16 / 32 in both forms, then
+   within Y1_BUDGET seconds (default 330) ViT-B/16 bs256 block 16 both ways and every CudaBsr test
+   through the kernel (~300 s bare).
 DESC
 }
 
@@ -97,23 +97,7 @@ case "$step" in
     echo "SUMMARY: fp32 b64 rc=$?"
     python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('\n'.join('%dx%d b%d s%.2f %.4f / %.4f ms (%.2fx) %s'%(r['N'],r['K'],r['block'],r['sparsity'],r['bsr_ms'],r['dense_ms'],r['speedup'],r['variant']) for r in d['rows']))" "$O/bsr_fp32.json"
     ;;
-  Y)
-    BUILD_TARGETS="$targets" OUT="$O/y" TEST_TIMEOUT=200 TEST_INCLUDE='CudaBsr\.YResident|cuda_bsr_yres' \
-      scripts/device-check.sh build tests | grep -E '^SUMMARY: gpu tests|FAILED|Failure' | head -20
-    grep -B3 -A12 -m3 'Failure' "$O/y/gpu-tests.log" | head -60
-    for e in "" "VITRT_BSR_YRES=1" "VITRT_BSR_YRES=1 VITRT_BSR_XRES=0" "" "VITRT_BSR_YRES=1"; do
-      timeout 60 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32 --sparsities 0.8,0.86,0.9 \
-        --tokens 50432 --json "$O/y.json" > "$O/y.txt" 2>&1
-      echo "SUMMARY: '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%s b%d s%.2f %.4f (%.2fx) %s'%('fc1' if r['N']==3072 else 'fc2',r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:12]) for r in d['rows']))" "$O/y.json" 2>&1 | tail -c 1200)"
-    done
-    for e in "" "VITRT_BSR_YRES=1"; do
-      echo "(ViT with '$e':)"
-      (for kv in $e; do export "$kv"; done; vit_bs256 16 32)
-    done
-    ;;
-  Y1)  # Y in less device time: the direct test (plain and cluster forms), fc2 / fc1 A/B once; then, while the call is young
-      # enough (Y1_BUDGET seconds in all, default 330), ViT-B/16 at block 16 both ways and every
-      # CudaBsr test through the kernel (ctest cuda_bsr_yres)
+  Y1)  # (see describe)
     budget=${Y1_BUDGET:-330}
     BUILD_TARGETS="bsr_gemm_bench test_cuda_bsr vitrt_cli" OUT="$O/y" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
     echo "SUMMARY: built at ${SECONDS} s"
