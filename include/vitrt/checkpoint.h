@@ -16,6 +16,19 @@ using StateDict = std::map<std::string, Tensor>;
 // "model" or "state_dict"). Anything in the pickle beyond what a state_dict needs is refused with a
 // CheckpointError naming the offending global or opcode.
 StateDict load_torch_checkpoint(const std::string& path);
+// A torch.save checkpoint as training scripts write it: a dict with the weights under "model"
+// next to "optimizer", "epoch", "args" (an argparse.Namespace, read as plain data) and the like.
+struct TorchCheckpoint {
+  StateDict state_dict;
+  // The scalars beside the weights: top-level ones ("epoch" -> "2") and those one level down in
+  // top-level dicts and Namespaces ("args.sparsity_linear" -> "0.8"). ints in decimal, floats as
+  // the shortest text that reads back the same double, bools "True" / "False", None "None".
+  std::map<std::string, std::string> settings;
+};
+// entry "": the state_dict chosen as by load_torch_checkpoint; else the top-level entry of that
+// name (e.g. "model_ema"), which must be a dict of tensors (CheckpointError otherwise, naming the
+// entries that are).
+TorchCheckpoint load_torch_checkpoint_with_settings(const std::string& path, const std::string& entry = "");
 // Hugging Face safetensors.
 StateDict load_safetensors(const std::string& path);
 // Either of the above, chosen from the file's first bytes.

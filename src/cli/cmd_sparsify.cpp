@@ -1,8 +1,14 @@
-// `vitrt sparsify`: block-magnitude pruning of a torchvision ViT state_dict's MLP weights, packed
-// to BSR once and written as a vitrt model file (io/vitrt_model_file.h) that loads without
-// repacking. Training-free, so the sparse path can be exercised before Supermask training exists.
+// `vitrt sparsify`: a torchvision ViT's MLP weights packed to BSR once and written as a vitrt
+// model file (io/vitrt_model_file.h) that loads without repacking. Two sources of sparsity:
+// block-magnitude pruning (training-free), or --supermask: the masks SuperBlock learned, folded
+// into the weights exactly as its model applies them (vitrt/supermask.h), read from its training
+// checkpoint as saved (weights, optimizer state and the argparse "args" that hold the sparsity).
 #include <cstdio>
+#include <cmath>
+#include <cstdlib>
+#include <map>
 #include <memory>
+#include <optional>
 #include <regex>
 
 #include "cli/commands.h"
@@ -10,6 +16,7 @@
 #include "io/vitrt_model_file.h"
 #include "vitrt/bsr.h"
 #include "vitrt/checkpoint.h"
+#include "vitrt/supermask.h"
 
 namespace vitrt::cli {
 namespace {
@@ -19,17 +26,102 @@ struct SparsifyArgs {
   int block = 64;
   double sparsity = 0.9;
   bool quiet = false;
+  // --supermask
+  bool supermask = false, ema = false;
+  int tile = 0;
+  bool block_given = false, sparsity_given = false;
 };
 
-void run_sparsify(const SparsifyArgs& a) {
+// A number from the checkpoint's settings ("args.sparsity_linear"), if present and numeric.
+std::optional<double> setting_number(const std::map<std::string, std::string>& settings, const std::string& key) {
+  auto it = settings.find(key);
+  if (it == settings.end() || it->second.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(it->second.c_str(), &end);
+  if (*end != '\0') return std::nullopt;
+  return v;
+}
+
+// The block for a Supermask tile: the largest supported block dividing it, so that the stored
+// blocks are exactly the kept tiles; 0 when none divides it.
+int block_for_tile(int tile) {
+  for (int b : {64, 32, 16})
+    if (tile % b == 0) return b;
+  return 0;
+}
+
+// --supermask: SuperBlock's checkpoint with its masks folded in (scores / scale / shift dropped).
+// Sets the block, sparsity and method lines of the file's metadata.
+StateDict load_supermask_folded(SparsifyArgs& a, std::map<std::string, std::string>& meta, StageTimer& timer) {
+  TorchCheckpoint ck = timer.run("loading checkpoint " + a.checkpoint, [&] {
+    return load_torch_checkpoint_with_settings(a.checkpoint, a.ema ? "model_ema" : "");
+  });
+  StateDict sd;
+  if (a.ema) {  // torch.optim.swa_utils.AveragedModel: "module."-prefixed weights and a step count
+    for (auto& [k, t] : ck.state_dict)
+      if (k.rfind("module.", 0) == 0) sd.emplace(k.substr(7), t);
+  } else {
+    sd = std::move(ck.state_dict);
+  }
+  VITRT_CHECK(has_supermasks(sd), InvalidArgument, "checkpoint '", a.checkpoint,
+              "' has no Supermask layers ('<layer>.scores' next to '<layer>.weight'): without --supermask, "
+              "`vitrt sparsify` prunes by block magnitude");
+  const std::optional<double> trained = setting_number(ck.settings, "args.sparsity_linear");
+  if (!a.sparsity_given) {
+    VITRT_CHECK(trained.has_value(), InvalidArgument, "checkpoint '", a.checkpoint,
+                "' does not record the sparsity it was trained at (no args.sparsity_linear): give --sparsity");
+    a.sparsity = *trained;
+  } else if (trained && *trained != a.sparsity) {
+    std::printf("note: --sparsity %g overrides the %g the checkpoint was trained at\n", a.sparsity, *trained);
+  }
+  VITRT_CHECK(a.sparsity >= 0.0 && a.sparsity < 1.0, InvalidArgument, "Supermask sparsity ", a.sparsity,
+              " must lie in [0, 1)");
+  if (a.tile <= 0) {
+    const std::optional<double> t = setting_number(ck.settings, "args.sp_linear_tile_size");
+    a.tile = t && *t >= 1 && *t <= 1 << 20 && *t == std::floor(*t) ? static_cast<int>(*t) : infer_supermask_tile(sd);
+  }
+  std::vector<SupermaskLayer> layers;
+  StateDict folded = fold_supermasks(sd, a.sparsity, a.tile, &layers);
+  for (const SupermaskLayer& l : layers) {
+    if (l.applied)
+      std::printf("%-48s Supermask tile %d, sparsity %.4g: kept %lld / %lld tiles, folded\n", l.name.c_str(), l.tile,
+                  l.sparsity, static_cast<long long>(l.kept_tiles), static_cast<long long>(l.tiles));
+    else
+      std::printf("%-48s Supermask ignored: nn.MultiheadAttention uses this weight directly, so the trained "
+                  "model never applied its mask\n", l.name.c_str());
+  }
+  if (!a.block_given) {
+    a.block = block_for_tile(a.tile);
+    VITRT_CHECK(a.block != 0, InvalidArgument, "Supermask tile ", a.tile,
+                " is not a multiple of 16: give --block (16, 32 or 64; the stored blocks then cover the kept "
+                "tiles and whatever else they touch)");
+  } else if (a.tile % a.block != 0) {
+    std::printf("note: block %d does not divide the Supermask tile %d: blocks that straddle kept and pruned "
+                "tiles are stored whole, so the density is higher than the mask's\n", a.block, a.tile);
+  }
+  meta["sparsify.method"] = "supermask";
+  meta["supermask.tile"] = std::to_string(a.tile);
+  meta["supermask.sparsity"] = std::to_string(a.sparsity);
+  meta["supermask.weights"] = a.ema ? "model_ema" : "model";
+  return folded;
+}
+
+void run_sparsify(SparsifyArgs a) {
   VITRT_CHECK(a.layers == "mlp", InvalidArgument, "--layers '", a.layers,
               "' is not supported: expected 'mlp' (encoder.layers.*.mlp.{0,3}.weight)");
+  VITRT_CHECK(!a.ema || a.supermask, InvalidArgument, "--ema goes with --supermask");
+  StageTimer timer(a.quiet);
+  std::map<std::string, std::string> meta = {{"sparsify.method", "block_l2_magnitude"}};
+  StateDict sd = a.supermask ? load_supermask_folded(a, meta, timer) : StateDict();
   VITRT_CHECK(is_supported_bsr_block(a.block), InvalidArgument, "--block ", a.block,
               " is not supported: expected 16, 32 or 64");
   VITRT_CHECK(a.sparsity >= 0.0 && a.sparsity < 1.0, InvalidArgument, "--sparsity ", a.sparsity,
               " must lie in [0, 1)");
-  StageTimer timer(a.quiet);
-  StateDict sd = timer.run("loading checkpoint " + a.checkpoint, [&] { return load_state_dict(a.checkpoint); });
+  if (!a.supermask) {
+    sd = timer.run("loading checkpoint " + a.checkpoint, [&] { return load_state_dict(a.checkpoint); });
+    VITRT_CHECK(!has_supermasks(sd), InvalidArgument, "checkpoint '", a.checkpoint,
+                "' holds SuperBlock Supermask scores: add --supermask to use the masks it learned");
+  }
   // torchvision >= 0.14 names the MLP linears mlp.0 / mlp.3; older releases mlp.linear_1 / linear_2.
   static const std::regex mlp_weight(R"(encoder\.layers\.[^.]+\.mlp\.(0|3|linear_1|linear_2)\.weight)");
   StateDict dense;
@@ -47,7 +139,8 @@ void run_sparsify(const SparsifyArgs& a) {
       dense.emplace(name, t);
       continue;
     }
-    BsrMatrix m = prune_blocks_by_magnitude(t, a.block, a.sparsity);
+    // Supermask: the folded weight's zero blocks are the pruned tiles; keep every other block.
+    BsrMatrix m = a.supermask ? bsr_from_dense(t, a.block) : prune_blocks_by_magnitude(t, a.block, a.sparsity);
     const int64_t total = m.block_rows() * m.block_cols();
     std::printf("%-48s %-14s block %d: kept %lld / %lld blocks, density %.4f\n", name.c_str(),
                 shape_str(t.shape()).c_str(), a.block, static_cast<long long>(m.nnz_blocks()),
@@ -62,11 +155,10 @@ void run_sparsify(const SparsifyArgs& a) {
               static_cast<long long>(sparse.size()), static_cast<long long>(matched),
               total_blocks ? static_cast<double>(kept_blocks) / static_cast<double>(total_blocks) : 0.0,
               static_cast<long long>(kept_blocks), static_cast<long long>(total_blocks));
-  const std::map<std::string, std::string> meta = {{"sparsify.source", a.checkpoint},
-                                                   {"sparsify.method", "block_l2_magnitude"},
-                                                   {"sparsify.layers", a.layers},
-                                                   {"sparsify.block", std::to_string(a.block)},
-                                                   {"sparsify.sparsity", std::to_string(a.sparsity)}};
+  meta["sparsify.source"] = a.checkpoint;
+  meta["sparsify.layers"] = a.layers;
+  meta["sparsify.block"] = std::to_string(a.block);
+  meta["sparsify.sparsity"] = std::to_string(a.sparsity);
   timer.run("writing " + a.out, [&] { io::write_model_file(a.out, dense, sparse, meta); });
 }
 
@@ -81,15 +173,34 @@ void add_sparsify(CLI::App& app) {
       "vitrt model file (safetensors-compatible, BSR weights stored packed). Weights whose shape is not a\n"
       "multiple of the block size stay dense, and the command says so. Prints each layer's density.\n"
       "Example: vitrt sparsify --checkpoint vit_b_16.pth --layers mlp --block 64 --sparsity 0.9 \\\n"
-      "           --out vit_b_16_s90.vitrt");
+      "           --out vit_b_16_s90.vitrt\n"
+      "\n"
+      "--supermask: the checkpoint is a SuperBlock (github.com/pytorch-labs/superblock) Supermask model,\n"
+      "as its train.py saves it or as a bare state_dict. Each layer's learned mask is folded into its\n"
+      "weight exactly as SuperBlock's model applies it ((weight * scale + shift) * mask, the mask from\n"
+      "the scores' percentile), then the MLP weights are packed keeping every non-zero block, so the\n"
+      "file computes what the trained model computes. --sparsity and --tile default to the checkpoint's\n"
+      "args.sparsity_linear / args.sp_linear_tile_size (the tile is otherwise read off the scores'\n"
+      "shapes), --block to the largest of 64 / 32 / 16 dividing the tile. The attention's out_proj\n"
+      "masks are not applied (nn.MultiheadAttention never runs that module), as in SuperBlock.\n"
+      "Example: vitrt sparsify --supermask --checkpoint superblock/model_299.pth --out vit_b_16_sb.vitrt");
   c->add_option("--checkpoint", a->checkpoint, "torchvision ViT state_dict (.pth or .safetensors)")->required();
   c->add_option("--out", a->out, "Output vitrt model file")->required();
   c->add_option("--layers", a->layers, "Which weights to prune: mlp (encoder.layers.*.mlp.{0,3}.weight)")
       ->capture_default_str();
-  c->add_option("--block", a->block, "Block size: 16, 32 or 64")->capture_default_str();
-  c->add_option("--sparsity", a->sparsity, "Fraction of blocks removed, in [0, 1)")->capture_default_str();
+  CLI::Option* block = c->add_option("--block", a->block, "Block size: 16, 32 or 64")->capture_default_str();
+  CLI::Option* sparsity =
+      c->add_option("--sparsity", a->sparsity, "Fraction of blocks removed, in [0, 1)")->capture_default_str();
+  c->add_flag("--supermask", a->supermask, "Use the masks of a SuperBlock Supermask checkpoint (see below)");
+  c->add_option("--tile", a->tile, "With --supermask: the Supermask tile size (default: from the checkpoint)");
+  c->add_flag("--ema", a->ema, "With --supermask: the checkpoint's EMA weights (its model_ema entry)");
   c->add_flag("-q,--quiet", a->quiet, "No progress or stage timings");
-  c->callback([a] { run_sparsify(*a); });
+  c->callback([a, block, sparsity] {
+    SparsifyArgs args = *a;
+    args.block_given = block->count() > 0;
+    args.sparsity_given = sparsity->count() > 0;
+    run_sparsify(args);
+  });
 }
 
 }  // namespace vitrt::cli

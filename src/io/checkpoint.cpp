@@ -5,7 +5,10 @@
 //    ignored. They have still passed the restricted unpickler, so nothing in them ran;
 //  * inside the state_dict every key must be a string and every value a tensor (or Parameter):
 //    anything else means the file is not a plain state_dict, and is refused naming the key.
+// load_torch_checkpoint_with_settings may name the entry instead ("model_ema"), and also returns
+// the scalars beside the weights (the epoch, a training script's argparse.Namespace "args").
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 
 #include "io/mapped_file.h"
@@ -138,7 +141,62 @@ const PickleValue& select_state_dict(const PickleValue& root, const std::string&
                                        "': no tensors at the top level nor under \"model\" or \"state_dict\""));
 }
 
-StateDict load_zip(const std::shared_ptr<MappedFile>& file) {
+// The named top-level entry, which must be a dict holding tensors.
+const PickleValue& select_entry(const PickleValue& root, const std::string& path, const std::string& entry) {
+  VITRT_CHECK(root.kind == Kind::Dict, CheckpointError, "checkpoint '", path, "': top level is a ",
+              pickle_kind_name(root.kind), ", expected a dict with an entry '", entry, "'");
+  std::string candidates;
+  for (auto it = root.entries.rbegin(); it != root.entries.rend(); ++it) {  // later keys win, as in Python
+    const PickleValue& key = *it->first;
+    if (key.kind != Kind::String) continue;
+    const bool weights = it->second->kind == Kind::Dict && holds_tensor(*it->second);
+    if (key.text == entry) {
+      VITRT_CHECK(weights, CheckpointError, "checkpoint '", path, "': entry '", entry, "' is a ",
+                  pickle_kind_name(it->second->kind), " without tensors, not a state_dict");
+      return *it->second;
+    }
+    if (weights) candidates += (candidates.empty() ? "" : ", ") + ("'" + key.text + "'");
+  }
+  throw CheckpointError(detail::concat("checkpoint '", path, "' has no entry '", entry, "'",
+                                       candidates.empty() ? std::string(" (and no dict of tensors at all)")
+                                                          : " (entries holding tensors: " + candidates + ")"));
+}
+
+// A scalar as text ("" for anything else): see TorchCheckpoint::settings.
+std::string scalar_text(const PickleValue& v) {
+  switch (v.kind) {
+    case Kind::None: return "None";
+    case Kind::Bool: return v.integer ? "True" : "False";
+    case Kind::Int: return std::to_string(v.integer);
+    case Kind::Float: {
+      char buf[64];
+      auto r = std::to_chars(buf, buf + sizeof(buf), v.real);  // shortest text that reads back the same
+      return std::string(buf, r.ptr);
+    }
+    case Kind::String: return v.text;
+    default: return "";
+  }
+}
+
+bool is_scalar(const PickleValue& v) {
+  return v.kind == Kind::None || v.kind == Kind::Bool || v.kind == Kind::Int || v.kind == Kind::Float ||
+         v.kind == Kind::String;
+}
+
+std::map<std::string, std::string> collect_settings(const PickleValue& root) {
+  std::map<std::string, std::string> out;
+  if (root.kind != Kind::Dict) return out;
+  for (const auto& [key, value] : root.entries) {  // later keys overwrite earlier ones, as in Python
+    if (key->kind != Kind::String) continue;
+    if (is_scalar(*value)) out[key->text] = scalar_text(*value);
+    if (value->kind != Kind::Dict) continue;
+    for (const auto& [k2, v2] : value->entries)
+      if (k2->kind == Kind::String && is_scalar(*v2)) out[key->text + "." + k2->text] = scalar_text(*v2);
+  }
+  return out;
+}
+
+TorchCheckpoint load_zip(const std::shared_ptr<MappedFile>& file, const std::string& entry) {
   const std::string& path = file->path();
   io::ZipArchive zip(file);
   const std::string prefix = find_prefix(zip, path);
@@ -153,9 +211,11 @@ StateDict load_zip(const std::shared_ptr<MappedFile>& file) {
 
   const io::ZipEntry* pkl = zip.find(prefix + "/data.pkl");
   PickleValuePtr root = io::unpickle_torch(zip.stored_data(*pkl), path);
-  const PickleValue& dict = select_state_dict(*root, path);
+  const PickleValue& dict = entry.empty() ? select_state_dict(*root, path) : select_entry(*root, path, entry);
 
-  StateDict out;
+  TorchCheckpoint ckpt;
+  ckpt.settings = collect_settings(*root);
+  StateDict& out = ckpt.state_dict;
   for (const auto& [key, value] : dict.entries) {
     VITRT_CHECK(key->kind == Kind::String, CheckpointError, "checkpoint '", path, "': state_dict key is a ",
                 pickle_kind_name(key->kind), ", expected a string");
@@ -163,7 +223,7 @@ StateDict load_zip(const std::shared_ptr<MappedFile>& file) {
                 "' is a ", pickle_kind_name(value->kind), ", expected a tensor");
     out[key->text] = materialise(file, zip, prefix, key->text, *value->tensor);
   }
-  return out;
+  return ckpt;
 }
 
 // torch.save before 1.6 (and _use_new_zipfile_serialization=False): a raw pickle stream that
@@ -181,17 +241,19 @@ void check_not_legacy_or_empty(const MappedFile& f) {
 
 }  // namespace
 
-StateDict load_torch_checkpoint(const std::string& path) {
+StateDict load_torch_checkpoint(const std::string& path) { return load_torch_checkpoint_with_settings(path).state_dict; }
+
+TorchCheckpoint load_torch_checkpoint_with_settings(const std::string& path, const std::string& entry) {
   auto file = io::MappedFile::open(path);
   check_not_legacy_or_empty(*file);
-  return load_zip(file);
+  return load_zip(file, entry);
 }
 
 StateDict load_state_dict(const std::string& path) {
   std::shared_ptr<MappedFile> file = io::MappedFile::open(path);
   check_not_legacy_or_empty(*file);
   std::span<const uint8_t> b = file->bytes();
-  if (b.size() >= 4 && b[0] == 'P' && b[1] == 'K' && b[2] == 3 && b[3] == 4) return load_zip(file);
+  if (b.size() >= 4 && b[0] == 'P' && b[1] == 'K' && b[2] == 3 && b[3] == 4) return load_zip(file, "").state_dict;
   // safetensors: 8-byte header length, then the JSON header, which starts with '{'.
   if (b.size() >= 9 && b[8] == '{') return load_safetensors(path);
   VITRT_CHECK(b[0] != 0x80, CheckpointError, "checkpoint '", path,

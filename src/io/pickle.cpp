@@ -79,6 +79,7 @@ constexpr AllowedGlobal kAllowedGlobals[] = {
     {"torch", "CharStorage", PickleGlobal::StorageType, DType::I8},
     {"torch", "ByteStorage", PickleGlobal::StorageType, DType::U8},
     {"torch", "BoolStorage", PickleGlobal::StorageType, DType::Bool},
+    {"argparse", "Namespace", PickleGlobal::Namespace, DType::F32},
 };
 
 // Opcodes we recognise but refuse, named in the error so a user can tell what the file tried.
@@ -86,7 +87,6 @@ const char* refused_opcode_name(uint8_t op) {
   switch (op) {
     case 'i': return "INST";
     case 'o': return "OBJ";
-    case 0x81: return "NEWOBJ";
     case 0x92: return "NEWOBJ_EX";
     case 0x82: return "EXT1";
     case 0x83: return "EXT2";
@@ -221,13 +221,31 @@ class Unpickler {
           push(reduce(*callable, *args));
           break;
         }
+        case 0x81: {  // NEWOBJ: cls.__new__(cls, *args), only for argparse.Namespace with no arguments
+          PickleValuePtr args = pop(), cls = pop();
+          check(cls->kind == Kind::Global && cls->global == PickleGlobal::Namespace, "refusing pickle opcode NEWOBJ on ",
+                cls->kind == Kind::Global ? cls->text : pickle_kind_name(cls->kind),
+                " (only argparse.Namespace objects are built, as plain data)");
+          check(args->kind == Kind::Tuple && args->items.empty(), "NEWOBJ of argparse.Namespace with arguments");
+          auto ns = make(Kind::Dict);
+          ns->is_namespace = true;
+          push(std::move(ns));
+          break;
+        }
         case 'b': {  // BUILD
           PickleValuePtr state = pop();
           const PickleValuePtr& target = top();
+          if (target->kind == Kind::Dict && target->is_namespace) {  // the Namespace's __dict__
+            check(state->kind == Kind::Dict, "BUILD of an argparse.Namespace with a ", pickle_kind_name(state->kind),
+                  " state, expected a dict");
+            target->entries.insert(target->entries.end(), state->entries.begin(), state->entries.end());
+            break;
+          }
           // torch.save of a state_dict stores OrderedDict._metadata (per-module versions) this way.
           check(target->kind == Kind::Dict && target->ordered_dict &&
                     (state->kind == Kind::Dict || state->kind == Kind::None),
-                "BUILD is only allowed to set an OrderedDict's metadata, not on a ", pickle_kind_name(target->kind));
+                "BUILD is only allowed to set an OrderedDict's metadata or an argparse.Namespace's attributes, not on a ",
+                pickle_kind_name(target->kind));
           break;
         }
         default: {
@@ -312,8 +330,8 @@ class Unpickler {
       }
     }
     fail("refusing global '", module, ".", name,
-         "': only collections.OrderedDict and torch tensor/storage rebuild globals are allowed "
-         "(the file may be malicious)");
+         "': only collections.OrderedDict, argparse.Namespace and torch tensor/storage rebuild globals are "
+         "allowed (the file may be malicious)");
   }
 
   // --- stack and memo ---
@@ -413,7 +431,8 @@ class Unpickler {
               " more arguments");
         return a[0];
       }
-      case PickleGlobal::StorageType: break;
+      case PickleGlobal::StorageType:
+      case PickleGlobal::Namespace: break;  // built by NEWOBJ, never called
     }
     fail("refusing to call ", callable.text);
   }

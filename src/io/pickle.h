@@ -1,8 +1,10 @@
 // Restricted unpickler for the data.pkl of torch.save archives. It understands the binary pickle
 // protocols (2-5) and accepts only the globals a state_dict needs: collections.OrderedDict, the
-// torch tensor/parameter rebuild functions and the typed storage classes. Calls to those are
-// interpreted here (a tensor becomes a TensorRef describing a view of a storage); nothing from the
-// file is ever executed, and any other global or object-building opcode is a CheckpointError.
+// torch tensor/parameter rebuild functions and the typed storage classes, plus argparse.Namespace,
+// which training scripts (torchvision's references, SuperBlock) save next to the weights as
+// "args". Calls to those are interpreted here (a tensor becomes a TensorRef describing a view of a
+// storage; a Namespace a dict of its attributes); nothing from the file is ever executed, and any
+// other global or object-building opcode is a CheckpointError.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -32,7 +34,14 @@ struct TensorRef {
 };
 
 // Allowed globals, by what the interpreter does with them.
-enum class PickleGlobal : uint8_t { OrderedDict, RebuildTensorV2, RebuildParameter, RebuildParameterWithState, StorageType };
+enum class PickleGlobal : uint8_t {
+  OrderedDict,
+  RebuildTensorV2,
+  RebuildParameter,
+  RebuildParameterWithState,
+  StorageType,
+  Namespace,  // argparse.Namespace: plain data, built by NEWOBJ () then BUILD {attributes}
+};
 
 struct PickleValue;
 using PickleValuePtr = std::shared_ptr<PickleValue>;
@@ -43,6 +52,7 @@ struct PickleValue {
   enum class Kind : uint8_t { None, Bool, Int, Float, String, Bytes, Tuple, List, Dict, Global, Storage, Tensor };
   Kind kind = Kind::None;
   bool ordered_dict = false;  // Dict made by collections.OrderedDict(): BUILD on it is allowed (and ignored)
+  bool is_namespace = false;  // Dict made by argparse.Namespace(): BUILD adds its attributes as entries
   PickleGlobal global{};      // Global
   DType dtype = DType::F32;   // Global StorageType
   int64_t integer = 0;        // Bool, Int

@@ -99,6 +99,30 @@ TEST(BadCheckpoint, InconsistentSafetensors) {
   expect_checkpoint_error("st_bad_json.safetensors", {"JSON"});
 }
 
+// argparse.Namespace (a training script's "args") is read as plain data; NEWOBJ builds nothing
+// else, and a Namespace takes no constructor arguments and only a dict as its state.
+TEST(BadCheckpoint, OnlyArgparseNamespaceIsBuiltByNewobj) {
+  auto unpickle = [](std::string body) {
+    std::vector<uint8_t> pkl = {0x80, 0x02};
+    pkl.insert(pkl.end(), body.begin(), body.end());
+    pkl.push_back('.');
+    return io::unpickle_torch(pkl, "newobj");
+  };
+  // Namespace(lr=0.5): GLOBAL, EMPTY_TUPLE, NEWOBJ, EMPTY_DICT, "lr", 0.5 as BININT1 5, SETITEM, BUILD
+  io::PickleValuePtr ns = unpickle("cargparse\nNamespace\n)\x81}\x8c\x02lrK\x05sb");
+  ASSERT_EQ(ns->kind, io::PickleValue::Kind::Dict);
+  EXPECT_TRUE(ns->is_namespace);
+  ASSERT_EQ(ns->entries.size(), 1u);
+  EXPECT_EQ(ns->entries[0].first->text, "lr");
+  expect_error<CheckpointError>([&] { unpickle("ccollections\nOrderedDict\n)\x81"); },
+                                {"NEWOBJ", "collections.OrderedDict"});
+  expect_error<CheckpointError>([&] { unpickle("cargparse\nNamespace\n(K\x01t\x81"); }, {"with arguments"});
+  expect_error<CheckpointError>([&] { unpickle("cargparse\nNamespace\n)\x81K\x01" "b"); }, {"int state"});
+  expect_error<CheckpointError>([&] { unpickle("cargparse\nArgumentParser\n)\x81"); }, {"argparse.ArgumentParser"});
+  // The class itself is never called.
+  expect_error<CheckpointError>([&] { unpickle("cargparse\nNamespace\n)R"); }, {"refusing to call argparse.Namespace"});
+}
+
 // A million nested tuples: parsing and freeing them must not recurse.
 TEST(BadCheckpoint, DeeplyNestedPickleDoesNotOverflowTheStack) {
   std::vector<uint8_t> pkl = {0x80, 0x02, 'N'};

@@ -13,6 +13,7 @@
 #include "models/random_weights.h"
 #include "models/vit/vit_model.h"
 #include "ops/ops.h"
+#include "vitrt/supermask.h"
 
 namespace vitrt {
 
@@ -315,6 +316,10 @@ int vit_num_bsr_linears(const VitModel& model) { return model.num_bsr_linears();
 int vit_num_fused_mlps(const VitModel& model, int64_t batch) { return model.num_fused_mlps(batch); }
 
 std::shared_ptr<const VitModel> vit_from_state_dict(const StateDict& sd, Device device, DType dtype, int num_heads) {
+  // Scores would otherwise be refused as unused tensors; say what they are and what to do.
+  VITRT_CHECK(!has_supermasks(sd), CheckpointError,
+              "the checkpoint holds SuperBlock Supermask scores ('<layer>.scores'): its masks must be folded into "
+              "the weights first: vitrt sparsify --supermask --checkpoint <file> --out <model file>");
   auto model = VitModel::from_state_dict(sd, vit_config_from_state_dict(sd, num_heads));
   if (device == Device::CPU && dtype == DType::F32) return model;
   return model->to(device, dtype);
