@@ -33,8 +33,9 @@ What it writes:
                         for every layer whose forward applies its mask; for the EMA weights too
                         ("ema." prefix).
   golden.json           per fixture: sparsity and tile used, the inputs (NHWC, float32) and the
-                        float32 logits of SuperBlock's model (the checkpoint's weights in float32,
-                        eval mode, masks applied by its forward), for the trained and the EMA weights.
+                        float32 logits of SuperBlock's model (eval mode, its masks folded by its own
+                        sparsify_offline in the checkpoint's dtype, then run in float32), for the
+                        trained and the EMA weights.
 
 Deterministic: fixed seeds, one thread.
 """
@@ -79,8 +80,15 @@ def folded_weights(model: torch.nn.Module, sb) -> dict[str, torch.Tensor]:
     return out
 
 
-def logits(model: torch.nn.Module, x_nchw: torch.Tensor) -> list[float]:
-    m = copy.deepcopy(model).float().eval()
+def logits(model: torch.nn.Module, x_nchw: torch.Tensor, sb) -> list[float]:
+    """The model's float32 logits with the weights its forward computes with: the masks folded in
+    the checkpoint's dtype first (SupermaskLinear.sparsify_offline, what a bfloat16 model's forward
+    computes per weight), then everything in float32 (out_proj left alone: its forward never runs)."""
+    m = copy.deepcopy(model).eval()
+    for name, mod in m.named_modules():
+        if isinstance(mod, sb.SupermaskLinear) and not name.endswith("self_attention.out_proj"):
+            mod.sparsify_offline()
+    m = m.float()
     with torch.no_grad():
         return m(x_nchw).flatten().tolist()
 
@@ -129,7 +137,7 @@ def train_bf16(sb, out_dir: str) -> dict:
     torch.save(folded, os.path.join(out_dir, "train_bf16.folded.pth"))
     x = inputs(3)
     return {"sparsity": 0.8, "tile": 16, "head_sparsity": model.heads.head.sparsity, "batch": x.shape[0],
-            "inputs_nhwc": nhwc(x), "logits": logits(model, x), "ema_logits": logits(ema.module, x)}
+            "inputs_nhwc": nhwc(x), "logits": logits(model, x, sb), "ema_logits": logits(ema.module, x, sb)}
 
 
 def state_dict_f32(sb, out_dir: str) -> dict:
@@ -146,7 +154,7 @@ def state_dict_f32(sb, out_dir: str) -> dict:
     torch.save(model.state_dict(), os.path.join(out_dir, "state_dict_f32.pth"))
     torch.save(folded_weights(model, sb), os.path.join(out_dir, "state_dict_f32.folded.pth"))
     x = inputs(6, 2)
-    return {"sparsity": 0.5, "tile": 32, "batch": x.shape[0], "inputs_nhwc": nhwc(x), "logits": logits(model, x)}
+    return {"sparsity": 0.5, "tile": 32, "batch": x.shape[0], "inputs_nhwc": nhwc(x), "logits": logits(model, x, sb)}
 
 
 def main() -> None:
