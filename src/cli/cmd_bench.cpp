@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -15,6 +17,7 @@
 #include "models/sam/sam_model.h"
 #include "models/vit/vit_model.h"
 #include "core/device_memory.h"
+#include "io/vitrt_model_file.h"
 #include "ops/cpu/gemm.h"
 #include "ops/op_profiler.h"
 #include "ops/ops.h"
@@ -47,6 +50,7 @@ struct BenchArgs {
   int batch = 1, iters = 3, warmup = 1;
   double sparsity = 0.9;  // the ViT classifier (--model vit_b_16 ...): MLP block sparsity and block size
   int block = 64;
+  std::string checkpoint;  // the ViT classifier: a vitrt model file's own BSR weights instead
   bool json = false, decoder = true, profile = false;
 };
 
@@ -389,7 +393,8 @@ std::pair<VitTiming, VitTiming> time_vits_cuda(const VitModel& dense, const VitM
 #endif
 
 // The ViT classifier (torchvision layout): dense, and the same weights with every MLP linear
-// block-magnitude pruned to BSR, timed in the same run. CPU fp32: eager forwards, wall clock, one
+// block-magnitude pruned to BSR, timed in the same run (--checkpoint: a model file's own BSR
+// weights, e.g. a Supermask model's, and the same weights dense). CPU fp32: eager forwards, wall clock, one
 // model after the other. CUDA fp32 / bf16: logits left on the device, the two models in alternating
 // rounds, one forward of each replayed as a CUDA graph and timed with events (eager forwards when a
 // capture fails; "cuda_graph" says which).
@@ -403,13 +408,61 @@ void run_bench_vit(const BenchArgs& a) {
   VITRT_CHECK(dev == Device::CPU || devmem::cuda_available(), InvalidArgument,
               "device 'cuda' is not available: no CUDA device found (or built without nvcc)");
   const DType dt = a.dtype == "bf16" ? DType::BF16 : DType::F32;
-  VITRT_CHECK(is_supported_bsr_block(a.block), InvalidArgument, "--block ", a.block,
-              " is not supported: expected 16, 32 or 64");
-  VITRT_CHECK(a.sparsity >= 0.0 && a.sparsity < 1.0, InvalidArgument, "--sparsity ", a.sparsity, " must lie in [0, 1)");
-  const VitConfig cfg = VitConfig::preset(a.model);
-  if (!a.json) note("building " + a.model + " with random weights");
-  const StateDict sd = vit_random_state_dict(cfg, 1234);
-  auto dense = vit_from_state_dict(sd, dev, dt, cfg.num_heads);
+  // The two models: random weights with every MLP linear block-magnitude pruned (what `vitrt
+  // sparsify` does), or a model file's own BSR weights and their dense twin (io::fold_to_dense).
+  std::shared_ptr<const VitModel> dense, sparse_model;
+  int64_t kept = 0, total = 0;
+  int block = a.block;
+  double sparsity = a.sparsity;
+  std::string label = a.model;
+  if (!a.checkpoint.empty()) {
+    if (!a.json) note("loading " + a.checkpoint);
+    {
+      std::ifstream probe(a.checkpoint, std::ios::binary);
+      char head[2] = {};
+      VITRT_CHECK(!(probe.read(head, 2) && head[0] == 'P' && head[1] == 'K'), InvalidArgument, "'", a.checkpoint,
+                  "' is a torch checkpoint, not a vitrt model file: `vitrt sparsify` makes one from it");
+    }
+    const io::ModelFile f = io::load_model_file(a.checkpoint);
+    VITRT_CHECK(!f.sparse.empty(), InvalidArgument, "'", a.checkpoint,
+                "' holds no block-sparse weights: `vitrt sparsify` writes a model file that does");
+    sparse_model = load_vit(a.checkpoint, dev, dt);
+    dense = vit_from_state_dict(io::fold_to_dense(f), dev, dt, vit_config(*sparse_model).num_heads);
+    block = f.sparse.begin()->second.block;
+    for (const auto& [name, m] : f.sparse) {
+      if (m.block != block) block = 0;  // mixed (not written by `vitrt sparsify`)
+      kept += m.nnz_blocks();
+      total += m.block_rows() * m.block_cols();
+    }
+    sparsity = total ? 1.0 - static_cast<double>(kept) / static_cast<double>(total) : 0.0;
+    label = std::filesystem::path(a.checkpoint).filename().string();
+  } else {
+    VITRT_CHECK(is_supported_bsr_block(a.block), InvalidArgument, "--block ", a.block,
+                " is not supported: expected 16, 32 or 64");
+    VITRT_CHECK(a.sparsity >= 0.0 && a.sparsity < 1.0, InvalidArgument, "--sparsity ", a.sparsity,
+                " must lie in [0, 1)");
+    const VitConfig cfg = VitConfig::preset(a.model);
+    if (!a.json) note("building " + a.model + " with random weights");
+    const StateDict sd = vit_random_state_dict(cfg, 1234);
+    dense = vit_from_state_dict(sd, dev, dt, cfg.num_heads);
+    StateDict rest;
+    std::map<std::string, BsrMatrix> sparse;
+    for (const auto& [name, t] : sd) {
+      const bool mlp = name.find(".mlp.") != std::string::npos && name.size() > 7 &&
+                       name.compare(name.size() - 7, 7, ".weight") == 0;
+      if (!mlp || t.size(0) % a.block || t.size(1) % a.block) {
+        rest.emplace(name, t);
+        continue;
+      }
+      BsrMatrix m = prune_blocks_by_magnitude(t, a.block, a.sparsity);
+      kept += m.nnz_blocks();
+      total += m.block_rows() * m.block_cols();
+      sparse.emplace(name, std::move(m));
+    }
+    sparse_model = vit_from_sparse_state_dict(rest, sparse, dev, dt, cfg.num_heads);
+  }
+  const VitConfig& cfg = vit_config(*sparse_model);
+  const double density = total ? static_cast<double>(kept) / static_cast<double>(total) : 1.0;
   Tensor input = Tensor::empty({a.batch, cfg.image_size, cfg.image_size, 3});
   {
     std::mt19937 rng(7);
@@ -432,25 +485,6 @@ void run_bench_vit(const BenchArgs& a) {
     return t;
   };
 
-  // Every MLP weight pruned by block L2 magnitude (what `vitrt sparsify` does), packed once.
-  StateDict rest;
-  std::map<std::string, BsrMatrix> sparse;
-  int64_t kept = 0, total = 0;
-  for (const auto& [name, t] : sd) {
-    const bool mlp = name.find(".mlp.") != std::string::npos && name.size() > 7 &&
-                     name.compare(name.size() - 7, 7, ".weight") == 0;
-    if (!mlp || t.size(0) % a.block || t.size(1) % a.block) {
-      rest.emplace(name, t);
-      continue;
-    }
-    BsrMatrix m = prune_blocks_by_magnitude(t, a.block, a.sparsity);
-    kept += m.nnz_blocks();
-    total += m.block_rows() * m.block_cols();
-    sparse.emplace(name, std::move(m));
-  }
-  auto sparse_model = vit_from_sparse_state_dict(rest, sparse, dev, dt, cfg.num_heads);
-  const double density = total ? static_cast<double>(kept) / static_cast<double>(total) : 1.0;
-
   VitTiming dense_t, sparse_t;
   if (dev == Device::CUDA) {
 #ifdef VITRT_HAVE_CUDA
@@ -468,9 +502,10 @@ void run_bench_vit(const BenchArgs& a) {
   const double dense_ms = dense_t.ms, sparse_ms = sparse_t.ms;
 
   const bool graphed = dev == Device::CUDA && dense_t.graph && sparse_t.graph;
-  nlohmann::json out = {{"device", a.device}, {"model", a.model}, {"dtype", a.dtype}, {"batch", a.batch},
+  nlohmann::json out = {{"device", a.device}, {"model", label}, {"dtype", a.dtype}, {"batch", a.batch},
                         {"threads", static_cast<int>(std::thread::hardware_concurrency())},
-                        {"block", a.block}, {"sparsity", a.sparsity}, {"mlp_density", density},
+                        {"weights", a.checkpoint.empty() ? "random, MLPs block-magnitude pruned" : a.checkpoint},
+                        {"block", block}, {"sparsity", sparsity}, {"mlp_density", density},
                         {"bsr_linears", vit_num_bsr_linears(*sparse_model)},
                         {"fused_mlps", vit_num_fused_mlps(*sparse_model, a.batch)},
                         // (blocks ops::simplify_bsr_mlp took out at load: work independent of the image)
@@ -512,12 +547,12 @@ void run_bench_vit(const BenchArgs& a) {
     std::printf("%s\n", out.dump(2).c_str());
     return;
   }
-  std::printf("%s %s %s batch %d (%d host threads; %s): dense %.2f ms/batch (%.2f img/s)\n", a.model.c_str(),
+  std::printf("%s %s %s batch %d (%d host threads; %s): dense %.2f ms/batch (%.2f img/s)\n", label.c_str(),
               a.device.c_str(), a.dtype.c_str(), a.batch, out["threads"].get<int>(),
               out["timing"].get<std::string>().c_str(), dense_ms, 1e3 * a.batch / dense_ms);
   std::printf("MLPs block %d sparsity %.2f (%d BSR linears, %d MLPs fused, density %.4f, %.4f computed: %lld fc1 blocks "
               "unread, %lld fc2 blocks folded into the bias): %.2f ms/batch (%.2f img/s), speed-up %.2fx\n",
-              a.block, a.sparsity, vit_num_bsr_linears(*sparse_model), vit_num_fused_mlps(*sparse_model, a.batch),
+              block, sparsity, vit_num_bsr_linears(*sparse_model), vit_num_fused_mlps(*sparse_model, a.batch),
               density, out["mlp_density_computed"].get<double>(),
               static_cast<long long>(sparse_model->mlp_fc1_blocks_dropped),
               static_cast<long long>(sparse_model->mlp_fc2_blocks_folded), sparse_ms, 1e3 * a.batch / sparse_ms,
@@ -531,7 +566,8 @@ void run_bench(const BenchArgs& a) {
   VITRT_CHECK(a.batch >= 1 && a.iters >= 1 && a.warmup >= 0, InvalidArgument, "batch and iters must be >= 1");
   VITRT_CHECK(!a.profile || a.device == "cuda", InvalidArgument,
               "--profile times CUDA operators with events: it needs --device cuda (got --device ", a.device, ")");
-  if (a.model == "vit_b_16" || a.model == "vit_l_16" || a.model == "vit_h_14") return run_bench_vit(a);
+  if (a.model == "vit_b_16" || a.model == "vit_l_16" || a.model == "vit_h_14" || !a.checkpoint.empty())
+    return run_bench_vit(a);
   const SamConfig cfg = config_by_name(a.model);
   if (a.device == "cpu") return run_bench_cpu(a, cfg);
   if (a.device == "cuda") return run_bench_cuda(a, cfg);
@@ -559,6 +595,11 @@ void add_bench(CLI::App& app) {
   c->add_option("--sparsity", a->sparsity, "ViT classifier: fraction of MLP blocks pruned, in [0, 1)")
       ->capture_default_str();
   c->add_option("--block", a->block, "ViT classifier: BSR block size, 16, 32 or 64")->capture_default_str();
+  c->add_option("--checkpoint", a->checkpoint,
+                "ViT classifier: time a vitrt model file's own block-sparse weights (from `vitrt sparsify`, "
+                "e.g. --supermask) against their dense twin, instead of random weights pruned by magnitude "
+                "(--model, --block and --sparsity are then read off the file)")
+      ->check(CLI::ExistingFile);
   c->add_flag("--json", a->json, "Print the results as JSON");
   c->add_flag("--profile", a->profile,
              "cuda: also time every operator of one eager (not graphed) encoder forward (JSON \"profile\"; "

@@ -252,6 +252,25 @@ TEST(SupermaskGolden, SparsifiedStateDictMatchesAtEveryBlockDividingTheTile) {
   EXPECT_NE(text.find("do not tile"), std::string::npos) << text;
 }
 
+// `vitrt bench --checkpoint`: a model file's own BSR weights against their dense twin.
+TEST(SupermaskGolden, BenchTimesTheFilesOwnWeights) {
+  const std::string path = sparsify("bench", "--checkpoint " + kDir + "/train_bf16.pth", nullptr);
+  const auto r = test::run_cli("bench --checkpoint " + path + " --batch 2 --iters 1 --warmup 0 --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["model"], "supermask_bench.vitrt");
+  EXPECT_EQ(j["weights"], path);
+  EXPECT_EQ(j["block"], 16);
+  EXPECT_DOUBLE_EQ(j["mlp_density"].get<double>(), 28.0 / 128.0);
+  EXPECT_EQ(j["bsr_linears"], 4);
+  EXPECT_GT(j["dense_ms_per_batch"].get<double>(), 0.0);
+  EXPECT_GT(j["sparse_ms_per_batch"].get<double>(), 0.0);
+  // A checkpoint without BSR weights is not a model file to time.
+  const auto bad = test::run_cli("bench --checkpoint " + kDir + "/train_bf16.pth --batch 1 --iters 1");
+  EXPECT_EQ(bad.code, 1) << bad.out;
+  EXPECT_NE(bad.out.find("not a vitrt model file"), std::string::npos) << bad.out;
+}
+
 TEST(SupermaskGolden, MagnitudePruningRefusesASupermaskCheckpoint) {
   std::string text;
   const auto r = test::run_cli("sparsify -q --checkpoint " + kDir + "/state_dict_f32.pth --out " + kTmp +
