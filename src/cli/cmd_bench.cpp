@@ -1,4 +1,4 @@
-// `vitrt bench`, `vitrt info` and `vitrt fidelity-check`.
+// `vitrt bench` and `vitrt fidelity-check`.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -605,23 +605,6 @@ void add_bench(CLI::App& app) {
              "cuda: also time every operator of one eager (not graphed) encoder forward (JSON \"profile\"; "
              "ViT classifier: of one dense and one sparse forward, \"profile_dense\" / \"profile_sparse\")");
   c->callback([a] { run_bench(*a); });
-}
-
-void add_info(CLI::App& app) {
-  auto path = std::make_shared<std::string>();
-  auto config = std::make_shared<std::string>();
-  CLI::App* c = app.add_subcommand("info", "Load a checkpoint, check it, and print the model configuration as JSON.");
-  add_sam_model_options(c, *path, *config);
-  c->callback([path, config] {
-    auto model = load_sam(*path, *config);
-    const SamConfig& s = sam_config(*model);
-    nlohmann::json j = {{"name", s.name}, {"fingerprint", sam_fingerprint(*model)}, {"img_size", s.img_size},
-                        {"patch_size", s.patch_size}, {"embed_dim", s.embed_dim}, {"depth", s.depth},
-                        {"num_heads", s.num_heads}, {"mlp_dim", s.mlp_dim}, {"window_size", s.window_size},
-                        {"global_attn_indexes", s.global_attn_indexes}, {"out_chans", s.out_chans},
-                        {"decoder_depth", s.decoder_depth}, {"decoder_heads", s.decoder_heads}};
-    std::printf("%s\n", j.dump(2).c_str());
-  });
 }
 
 void add_fidelity_check(CLI::App& app) {

@@ -208,3 +208,42 @@ TEST(Cli, FidelityCheckReportsAgreementAndFailsOnATightBar) {
 }
 
 TEST(Cli, ProfileNeedsCuda) { expect_fails_saying("bench --device cpu --model vit_b --profile", "--profile"); }
+
+// `vitrt info` says what a checkpoint is: SAM, a torchvision ViT, a vitrt model file with BSR
+// weights, a SuperBlock Supermask checkpoint; and fails clearly on what is none of them.
+TEST(Cli, InfoSaysWhatACheckpointIs) {
+  const std::string fixtures = VITRT_FIXTURES;
+  auto info = [](const std::string& file) {
+    const CliResult r = run("info --checkpoint " + file);
+    EXPECT_EQ(r.code, 0) << r.out;
+    return r.code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  };
+  const nlohmann::json sam = info(kModel);
+  EXPECT_EQ(sam["kind"], "sam");
+  EXPECT_EQ(sam["img_size"], 1024);
+  const nlohmann::json vit = info(fixtures + "/vit/vit_tiny.pth");
+  EXPECT_EQ(vit["kind"], "vit");
+  EXPECT_EQ(vit["config"]["hidden_dim"], 48);
+  EXPECT_EQ(vit["config"]["num_heads"], 3);  // from vit_tiny.pth.json
+  EXPECT_EQ(vit["config"]["tokens"], 197);
+  const nlohmann::json sm = info(fixtures + "/supermask/train_bf16.pth");
+  EXPECT_EQ(sm["kind"], "supermask");
+  EXPECT_EQ(sm["tile"], 16);
+  EXPECT_EQ(sm["tile_from"], "args.sp_linear_tile_size");
+  EXPECT_DOUBLE_EQ(sm["sparsity"].get<double>(), 0.8);
+  EXPECT_EQ(sm["settings"]["epoch"], "2");
+  ASSERT_EQ(sm["layers"].size(), 7u);  // 2 x (mlp.0, mlp.3, out_proj) + the head
+  EXPECT_EQ(sm["layers"][0]["kept_tiles"], 7);
+  EXPECT_NE(sm["next"].get<std::string>().find("vitrt sparsify --supermask"), std::string::npos);
+  const nlohmann::json bare = info(fixtures + "/supermask/state_dict_f32.pth");
+  EXPECT_EQ(bare["tile"], 32);  // from the scores' shapes
+  EXPECT_TRUE(bare["sparsity"].is_null());
+  const std::string model = tmp("info_model.vitrt");
+  ASSERT_EQ(run("sparsify -q --supermask --checkpoint " + fixtures + "/supermask/train_bf16.pth --out " + model).code, 0);
+  const nlohmann::json sparse = info(model);
+  EXPECT_EQ(sparse["kind"], "vit_sparse");
+  EXPECT_EQ(sparse["metadata"]["sparsify.method"], "supermask");
+  EXPECT_EQ(sparse["bsr"].size(), 4u);
+  EXPECT_EQ(sparse["bsr"]["encoder.layers.encoder_layer_0.mlp.0.weight"]["nnz_blocks"], 7);
+  expect_fails_saying("info --checkpoint " + fixtures + "/checkpoint/garbage.bin", "unrecognised format");
+}
