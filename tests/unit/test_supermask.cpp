@@ -96,6 +96,9 @@ TEST(Supermask, TileSizeIsInferredFromEveryLayerTogether) {
   sd["mlp.3.scores"] = t({2, 4});  // tile 32 here: no single size fits
   expect_error<CheckpointError>([&] { infer_supermask_tile(sd); }, {"no single tile size"});
   expect_error<CheckpointError>([&] { infer_supermask_tile({{"w.weight", t({4, 4})}}); }, {"no Supermask layers"});
+  // Hostile shapes: a dim of 2^40 with an empty other dim (no data to hold) is answered at once.
+  expect_error<CheckpointError>([&] { infer_supermask_tile({{"z.weight", t({int64_t{1} << 40, 0})}, {"z.scores", t({3, 1})}}); },
+                                {"give the tile size"});
   // One element of scores per layer: any tile covers it, the same mask either way.
   EXPECT_EQ(infer_supermask_tile({{"a.weight", t({8, 8})}, {"a.scores", t({1, 1})}}), 8);
 }

@@ -116,12 +116,16 @@ int infer_supermask_tile(const StateDict& sd) {
   VITRT_CHECK(!layers.empty(), CheckpointError, "no Supermask layers (no '<layer>.scores' next to a '<layer>.weight')");
   TileRange r;
   std::vector<int64_t> cut_dims;  // weight dims cut into two or more tiles
+  int64_t scores_of_first_cut = 0;
   for (const LayerKeys& l : layers) {
     const Tensor &w = sd.at(l.weight), &s = sd.at(l.scores);
     check_scores_shape(w, s, l.prefix);
     for (int64_t d = 0; d < w.dim(); ++d) {
       narrow(r, w.size(d), s.size(d));
-      if (s.size(d) >= 2) cut_dims.push_back(w.size(d));
+      if (s.size(d) >= 2) {
+        if (cut_dims.empty()) scores_of_first_cut = s.size(d);
+        cut_dims.push_back(w.size(d));
+      }
     }
   }
   VITRT_CHECK(r.lo <= r.hi, CheckpointError, "the Supermask scores' shapes fit no single tile size (every layer's "
@@ -129,11 +133,13 @@ int infer_supermask_tile(const StateDict& sd) {
   int64_t tile = r.lo;
   if (r.lo < r.hi && r.cut) {
     // Several sizes fit the shapes and cut the weights differently. Tiles that divide the weights
-    // exactly (as BSR packing wants, and as SuperBlock is used) are what a model is trained with:
-    // at most one size in the range divides a dim exactly (dim / scores dim).
-    tile = 0;
-    for (int64_t t = r.lo; t <= r.hi && tile == 0; ++t)
-      if (std::all_of(cut_dims.begin(), cut_dims.end(), [t](int64_t k) { return k % t == 0; })) tile = t;
+    // exactly (as BSR packing wants, and as SuperBlock is used) are what a model is trained with;
+    // with ceil(k / t) == s, only t = k / s can divide a dim k exactly.
+    const int64_t k0 = cut_dims.front(), s0 = scores_of_first_cut;
+    tile = k0 % s0 == 0 ? k0 / s0 : 0;
+    if (tile < r.lo || tile > r.hi ||
+        !std::all_of(cut_dims.begin(), cut_dims.end(), [tile](int64_t k) { return k % tile == 0; }))
+      tile = 0;
     VITRT_CHECK(tile != 0, CheckpointError, "the Supermask scores' shapes fit tile sizes ", r.lo, " to ", r.hi,
                 ", which cut the weights differently and none of which divides them: give the tile size");
   }
