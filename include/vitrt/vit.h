@@ -50,8 +50,9 @@ class VitModel;
 // A vitrt model file written by `vitrt sparsify` (safetensors with BSR weights) loads too: its
 // block-sparse MLP weights stay packed and run through ops::linear_bsr (fused exact GELU for
 // mlp.0, the residual fused for mlp.3), everything else is dense as usual: on the CPU in float32,
-// on CUDA in float32 or bfloat16 (the BSR arrays uploaded once). `vitrt sparsify` does not copy
-// the .json sidecar: give num_heads or put `<file>.json` next to it.
+// on CUDA in float32 or bfloat16 (the BSR arrays uploaded once). Its head count, when neither
+// num_heads nor a sidecar gives one: the file's "vit.num_heads" metadata, which `vitrt sparsify`
+// records from its --num-heads, the source's sidecar or a Supermask checkpoint's args.model.
 std::shared_ptr<const VitModel> load_vit(const std::string& checkpoint_path, Device device = Device::CPU,
                                          DType dtype = DType::F32, int num_heads = 0);
 const VitConfig& vit_config(const VitModel& model);

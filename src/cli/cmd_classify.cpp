@@ -137,7 +137,8 @@ void add_classify(CLI::App& app) {
                 std::string("Class names, one per line (default: ") + kOpencvDocImagenetClasses +
                     " from Debian's opencv-doc, else the copy in tests/fixtures/vit)");
   c->add_option("--num-heads", a->num_heads,
-                "Attention heads (default: <checkpoint>.json's num_heads, else hidden size / 64)");
+                "Attention heads (default: <checkpoint>.json's num_heads, else the count a vitrt model file "
+                "records, else hidden size / 64)");
   c->add_option("--device", a->device, "auto (cuda if present), cpu or cuda")->capture_default_str();
   c->add_option("--dtype", a->dtype, "fp32, or bf16 on cuda")->capture_default_str();
   c->add_flag("-q,--quiet", a->quiet, "Do not print stage timings");

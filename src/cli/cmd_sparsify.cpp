@@ -3,11 +3,13 @@
 // block-magnitude pruning (training-free), or --supermask: the masks SuperBlock learned, folded
 // into the weights exactly as its model applies them (vitrt/supermask.h), read from its training
 // checkpoint as saved (weights, optimizer state and the argparse "args" that hold the sparsity).
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
 
@@ -17,6 +19,7 @@
 #include "vitrt/bsr.h"
 #include "vitrt/checkpoint.h"
 #include "vitrt/supermask.h"
+#include "vitrt/vit.h"
 
 namespace vitrt::cli {
 namespace {
@@ -30,7 +33,30 @@ struct SparsifyArgs {
   bool supermask = false, ema = false;
   int tile = 0;
   bool block_given = false, sparsity_given = false;
+  int num_heads = 0;  // recorded in the file (vit.num_heads); 0: from <checkpoint>.json or the args' preset
 };
+
+// The head count to record: --num-heads, else <checkpoint>.json's num_heads, else that of the
+// torchvision preset a Supermask checkpoint's args name (args.model); 0 when none says.
+int heads_to_record(const SparsifyArgs& a, const std::map<std::string, std::string>& settings) {
+  if (a.num_heads > 0) return a.num_heads;
+  std::ifstream in(a.checkpoint + ".json");
+  if (in.good()) {
+    try {
+      const nlohmann::json j = nlohmann::json::parse(in);
+      if (j.contains("num_heads") && j["num_heads"].is_number_integer() && j["num_heads"].get<int>() > 0)
+        return j["num_heads"].get<int>();
+    } catch (const nlohmann::json::exception&) {
+    }
+  }
+  if (auto it = settings.find("args.model"); it != settings.end()) {
+    try {
+      return VitConfig::preset(it->second).num_heads;
+    } catch (const InvalidArgument&) {
+    }
+  }
+  return 0;
+}
 
 // A number from the checkpoint's settings ("args.sparsity_linear"), if present and numeric.
 std::optional<double> setting_number(const std::map<std::string, std::string>& settings, const std::string& key) {
@@ -56,6 +82,7 @@ StateDict load_supermask_folded(SparsifyArgs& a, std::map<std::string, std::stri
   TorchCheckpoint ck = timer.run("loading checkpoint " + a.checkpoint, [&] {
     return load_torch_checkpoint_with_settings(a.checkpoint, a.ema ? "model_ema" : "");
   });
+  a.num_heads = heads_to_record(a, ck.settings);
   StateDict sd;
   if (a.ema) {  // torch.optim.swa_utils.AveragedModel: "module."-prefixed weights and a step count
     for (auto& [k, t] : ck.state_dict)
@@ -119,6 +146,7 @@ void run_sparsify(SparsifyArgs a) {
               " must lie in [0, 1)");
   if (!a.supermask) {
     sd = timer.run("loading checkpoint " + a.checkpoint, [&] { return load_state_dict(a.checkpoint); });
+    a.num_heads = heads_to_record(a, {});
     VITRT_CHECK(!has_supermasks(sd), InvalidArgument, "checkpoint '", a.checkpoint,
                 "' holds SuperBlock Supermask scores: add --supermask to use the masks it learned");
   }
@@ -159,6 +187,7 @@ void run_sparsify(SparsifyArgs a) {
   meta["sparsify.layers"] = a.layers;
   meta["sparsify.block"] = std::to_string(a.block);
   meta["sparsify.sparsity"] = std::to_string(a.sparsity);
+  if (a.num_heads > 0) meta["vit.num_heads"] = std::to_string(a.num_heads);  // (load_vit reads it)
   timer.run("writing " + a.out, [&] { io::write_model_file(a.out, dense, sparse, meta); });
 }
 
@@ -194,6 +223,9 @@ void add_sparsify(CLI::App& app) {
   c->add_flag("--supermask", a->supermask, "Use the masks of a SuperBlock Supermask checkpoint (see below)");
   c->add_option("--tile", a->tile, "With --supermask: the Supermask tile size (default: from the checkpoint)");
   c->add_flag("--ema", a->ema, "With --supermask: the checkpoint's EMA weights (its model_ema entry)");
+  c->add_option("--num-heads", a->num_heads,
+                "Attention heads, recorded in the file for load_vit (default: <checkpoint>.json's num_heads, else "
+                "a Supermask checkpoint's args.model preset; unrecorded: hidden size / 64 at load)");
   c->add_flag("-q,--quiet", a->quiet, "No progress or stage timings");
   c->callback([a, block, sparsity] {
     SparsifyArgs args = *a;

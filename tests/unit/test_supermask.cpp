@@ -208,8 +208,8 @@ double max_rel(const Tensor& got, const std::vector<float>& want) {
 TEST(SupermaskGolden, SparsifiedTrainingCheckpointMatchesTheTrainedModel) {
   const nlohmann::json g = golden()["train_bf16"];
   std::string text;
-  // sparsity and tile from the checkpoint's args; block = tile = 16.
-  const std::string path = sparsify("train", "--checkpoint " + kDir + "/train_bf16.pth", &text);
+  // sparsity and tile from the checkpoint's args; block = tile = 16; the head count recorded.
+  const std::string path = sparsify("train", "--num-heads 2 --checkpoint " + kDir + "/train_bf16.pth", &text);
   EXPECT_NE(text.find("out_proj"), std::string::npos) << text;
   EXPECT_NE(text.find("Supermask ignored"), std::string::npos) << text;
   EXPECT_NE(text.find("kept 7 / 32 tiles"), std::string::npos) << text;
@@ -221,7 +221,9 @@ TEST(SupermaskGolden, SparsifiedTrainingCheckpointMatchesTheTrainedModel) {
     EXPECT_EQ(m.nnz_blocks(), 7) << name;
   }
   EXPECT_EQ(f.metadata.at("sparsify.method"), "supermask");
-  auto model = load_vit(path, Device::CPU, DType::F32, kHeads);
+  EXPECT_EQ(f.metadata.at("vit.num_heads"), "2");
+  auto model = load_vit(path);  // 2 heads from the file, not hidden / 64 = 1
+  EXPECT_EQ(vit_config(*model).num_heads, kHeads);
   EXPECT_LT(max_rel(vit_logits(*model, golden_inputs(g)), g["logits"].get<std::vector<float>>()), 1e-5);
 
   // The EMA weights: their own logits.
@@ -272,6 +274,21 @@ TEST(SupermaskGolden, BenchTimesTheFilesOwnWeights) {
   const auto bad = test::run_cli("bench --checkpoint " + kDir + "/train_bf16.pth --batch 1 --iters 1");
   EXPECT_EQ(bad.code, 1) << bad.out;
   EXPECT_NE(bad.out.find("not a vitrt model file"), std::string::npos) << bad.out;
+}
+
+// The recorded head count: a file's own, overridden by the caller; nonsense refused.
+TEST(SupermaskGolden, RecordedHeadCountIsReadAndChecked) {
+  const std::string path = sparsify("heads", "--num-heads 4 --checkpoint " + kDir + "/train_bf16.pth", nullptr);
+  EXPECT_EQ(vit_config(*load_vit(path)).num_heads, 4);
+  EXPECT_EQ(vit_config(*load_vit(path, Device::CPU, DType::F32, 2)).num_heads, 2);
+  io::ModelFile f = io::load_model_file(path);
+  for (const char* bad : {"x", "0", "99999999", ""}) {
+    SCOPED_TRACE(bad);
+    f.metadata["vit.num_heads"] = bad;
+    const std::string bad_path = kTmp + "/supermask_bad_heads.vitrt";
+    io::write_model_file(bad_path, f.dense, f.sparse, f.metadata);
+    expect_error<CheckpointError>([&] { load_vit(bad_path); }, {"vit.num_heads"});
+  }
 }
 
 TEST(SupermaskGolden, MagnitudePruningRefusesASupermaskCheckpoint) {

@@ -351,7 +351,17 @@ std::shared_ptr<const VitModel> load_vit(const std::string& checkpoint_path, Dev
     }
     VITRT_CHECK(num_heads > 0, InvalidArgument, "model config '", json_path, "': num_heads must be positive");
   }
-  if (model_file) return vit_from_sparse_state_dict(model_file->dense, model_file->sparse, device, dtype, num_heads);
+  if (model_file) {
+    // The head count `vitrt sparsify` recorded, when neither the caller nor a sidecar gave one.
+    if (auto it = model_file->metadata.find("vit.num_heads"); num_heads <= 0 && it != model_file->metadata.end()) {
+      const std::string& v = it->second;
+      VITRT_CHECK(!v.empty() && v.size() <= 6 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }),
+                  CheckpointError, "model file '", checkpoint_path, "': vit.num_heads '", v, "' is not a head count");
+      num_heads = std::stoi(v);
+      VITRT_CHECK(num_heads > 0, CheckpointError, "model file '", checkpoint_path, "': vit.num_heads is 0");
+    }
+    return vit_from_sparse_state_dict(model_file->dense, model_file->sparse, device, dtype, num_heads);
+  }
   return vit_from_state_dict(sd, device, dtype, num_heads);
 }
 
