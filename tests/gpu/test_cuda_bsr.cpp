@@ -24,6 +24,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <tuple>
@@ -35,6 +37,8 @@
 #include "ops/cpu/bsr_gemm.h"
 #include "ops/ops.h"
 #include "vitrt/bsr.h"
+#include "vitrt/checkpoint.h"
+#include "vitrt/supermask.h"
 #include "vitrt/vit.h"
 
 #ifdef VITRT_HAVE_CUDA
@@ -782,6 +786,38 @@ TEST_F(CudaBsr, SparseVitMatchesDenseFoldedOnCuda) {
       // Against the fp32 CPU run of the same sparse model: bf16 also carries its storage rounding.
       EXPECT_LE(rel_frobenius(sparse_logits, cpu_logits), dt == DType::F32 ? 1e-4 : 3e-2);
     }
+  }
+#endif
+}
+
+// A SuperBlock Supermask model (tests/fixtures/supermask: trained in bfloat16, 90% of its MLP
+// tiles masked, one tie) folded and packed as `vitrt sparsify --supermask` does, run on CUDA in
+// fp32 and bf16 against the logits of SuperBlock's own model.
+TEST_F(CudaBsr, SupermaskModelMatchesSuperBlockOnCuda) {
+#ifdef VITRT_HAVE_CUDA
+  const std::string dir = std::string(VITRT_FIXTURES) + "/supermask";
+  std::ifstream in(dir + "/golden.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json g = nlohmann::json::parse(in);
+  const nlohmann::json& t = g["train_bf16"];
+  const StateDict folded = fold_supermasks(load_torch_checkpoint(dir + "/train_bf16.pth"), t["sparsity"].get<double>(),
+                                           t["tile"].get<int>());
+  StateDict rest;
+  std::map<std::string, BsrMatrix> sparse;
+  for (const auto& [name, w] : folded) {
+    if (is_mlp_weight(name)) sparse.emplace(name, bsr_from_dense(w, 16));
+    else rest.emplace(name, w);
+  }
+  ASSERT_EQ(sparse.size(), 4u);
+  const int64_t s = g["config"]["image_size"].get<int64_t>();
+  const Tensor images = Tensor::from_vector(t["inputs_nhwc"].get<std::vector<float>>(), {t["batch"].get<int64_t>(), s, s, 3});
+  const std::vector<float> want_v = t["logits"].get<std::vector<float>>();
+  const Tensor want = Tensor::from_vector(want_v, {t["batch"].get<int64_t>(), static_cast<int64_t>(want_v.size()) / t["batch"].get<int64_t>()});
+  for (DType dt : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const auto model = vit_from_sparse_state_dict(rest, sparse, Device::CUDA, dt, g["config"]["num_heads"].get<int>());
+    ASSERT_EQ(vit_num_bsr_linears(*model), 4);
+    EXPECT_LE(rel_frobenius(vit_logits(*model, images), want), dt == DType::F32 ? 1e-4 : 3e-2);
   }
 #endif
 }

@@ -230,10 +230,10 @@ TEST(Cli, InfoSaysWhatACheckpointIs) {
   EXPECT_EQ(sm["kind"], "supermask");
   EXPECT_EQ(sm["tile"], 16);
   EXPECT_EQ(sm["tile_from"], "args.sp_linear_tile_size");
-  EXPECT_DOUBLE_EQ(sm["sparsity"].get<double>(), 0.8);
+  EXPECT_DOUBLE_EQ(sm["sparsity"].get<double>(), 0.9);
   EXPECT_EQ(sm["settings"]["epoch"], "2");
   ASSERT_EQ(sm["layers"].size(), 7u);  // 2 x (mlp.0, mlp.3, out_proj) + the head
-  EXPECT_EQ(sm["layers"][0]["kept_tiles"], 7);
+  EXPECT_EQ(sm["layers"][0]["kept_tiles"], 15);  // 14 of 128, and one tie
   EXPECT_NE(sm["next"].get<std::string>().find("vitrt sparsify --supermask"), std::string::npos);
   const nlohmann::json bare = info(fixtures + "/supermask/state_dict_f32.pth");
   EXPECT_EQ(bare["tile"], 32);  // from the scores' shapes
@@ -244,6 +244,6 @@ TEST(Cli, InfoSaysWhatACheckpointIs) {
   EXPECT_EQ(sparse["kind"], "vit_sparse");
   EXPECT_EQ(sparse["metadata"]["sparsify.method"], "supermask");
   EXPECT_EQ(sparse["bsr"].size(), 4u);
-  EXPECT_EQ(sparse["bsr"]["encoder.layers.encoder_layer_0.mlp.0.weight"]["nnz_blocks"], 7);
+  EXPECT_EQ(sparse["bsr"]["encoder.layers.encoder_layer_0.mlp.0.weight"]["nnz_blocks"], 15);
   expect_fails_saying("info --checkpoint " + fixtures + "/checkpoint/garbage.bin", "unrecognised format");
 }
