@@ -10,20 +10,19 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <mutex>
-#include <exception>
-#include <deque>
-#include <condition_variable>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "cli/bulk_pipeline.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/image_inputs.h"
@@ -62,77 +61,6 @@ std::vector<std::string> output_paths(const std::vector<std::string>& inputs, co
   return out;
 }
 
-// A queue of at most `cap` items between two pipeline stages. close(): no more items (pop drains
-// what is left, then returns nothing); abort(): stop now (pending items dropped, push fails).
-template <class T>
-class BoundedQueue {
- public:
-  explicit BoundedQueue(size_t cap) : cap_(cap) {}
-  bool push(T v) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return items_.size() < cap_ || closed_; });
-    if (closed_) return false;
-    items_.push_back(std::move(v));
-    cv_.notify_all();
-    return true;
-  }
-  std::optional<T> pop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !items_.empty() || closed_; });
-    if (items_.empty()) return std::nullopt;
-    T v = std::move(items_.front());
-    items_.pop_front();
-    cv_.notify_all();
-    return v;
-  }
-  void close() {
-    std::lock_guard<std::mutex> lock(mu_);
-    closed_ = true;
-    cv_.notify_all();
-  }
-  void abort() {
-    std::lock_guard<std::mutex> lock(mu_);
-    closed_ = true;
-    items_.clear();
-    cv_.notify_all();
-  }
-
- private:
-  size_t cap_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<T> items_;
-  bool closed_ = false;
-};
-
-// One batch read from disk: each image, or the reason it could not be read.
-struct DecodedBatch {
-  std::vector<std::optional<Image>> images;
-  std::vector<std::string> errors;
-};
-
-DecodedBatch decode_batch(const std::vector<std::string>& paths, size_t first, size_t count, int threads) {
-  DecodedBatch d;
-  d.images.resize(count);
-  d.errors.resize(count);
-  std::atomic<size_t> next{0};
-  auto work = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < count;) {
-      try {
-        d.images[i] = read_image(paths[first + i]);
-      } catch (const std::exception& e) {
-        d.errors[i] = e.what();
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  const size_t helpers = std::min<size_t>(static_cast<size_t>(std::max(threads, 1)), count) - 1;
-  for (size_t t = 0; t < helpers; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-  return d;
-}
-
 void run_embed(const EmbedArgs& a) {
   std::vector<std::string> inputs;
   for (const std::string& arg : a.images) {
@@ -164,8 +92,7 @@ void run_embed(const EmbedArgs& a) {
   const size_t batch = static_cast<size_t>(a.batch > 0 ? a.batch : device == Device::CUDA ? 16 : 1);
   // JPEG decoding is the pipeline's slowest stage on a big GPU (2026-12-04 on an H200: 8 readers kept
   // vit_b bf16 at ~250 images/s of 1500x1000 photos against ~470 for the encoder): every core but one.
-  const int threads =
-      a.threads > 0 ? a.threads : static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 2u, 33u) - 1);
+  const int threads = a.threads > 0 ? a.threads : default_reader_threads();
   const size_t n = inputs.size(), batches = (n + batch - 1) / batch;
   if (!a.quiet)
     note(std::to_string(n) + " image" + (n > 1 ? "s" : "") + ", batches of " + std::to_string(batch) + " on " +
@@ -203,13 +130,14 @@ void run_embed(const EmbedArgs& a) {
       for (size_t b = 0; b < batches; ++b) {
         const size_t first = b * batch;
         const auto r0 = std::chrono::steady_clock::now();
-        DecodedBatch d = decode_batch(inputs, first, std::min(batch, n - first), threads);
+        ReadBatch<Image> d = read_batch<Image>(inputs, first, std::min(batch, n - first), threads,
+                                               [](const std::string& path) { return read_image(path); });
         read_us += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - r0).count();
         Batch out;
         out.number = b;
-        for (size_t i = 0; i < d.images.size(); ++i) {
-          if (d.images[i]) {
-            out.images.push_back(std::move(*d.images[i]));
+        for (size_t i = 0; i < d.items.size(); ++i) {
+          if (d.items[i]) {
+            out.images.push_back(std::move(*d.items[i]));
             out.index.push_back(first + i);
             continue;
           }

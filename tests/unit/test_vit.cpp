@@ -212,5 +212,66 @@ TEST(Vit, CliClassifyJsonCoversEveryImageWithLogits) {
   EXPECT_NE(bad.out.find("--batch"), std::string::npos) << bad.out;
 }
 
+// Many images: a directory and a list, read and preprocessed on a pool of threads, results streamed
+// as JSON lines in input order (--out), an unreadable image skipped and reported under --keep-going
+// (exit code still 1), and fatal without it.
+TEST(Vit, CliClassifyStreamsJsonLinesForFoldersAndLists) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(VITRT_TEST_TMP) / "classify_bulk";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "photos");
+  const std::vector<std::string> names = {"landscape_512x384.png", "small_150x97.png", "square_224.png",
+                                          "wide_800x241.png"};
+  for (const std::string& name : names) fs::copy_file(kDir + "/images/" + name, dir / "photos" / name);
+  { std::ofstream(dir / "photos" / "broken.png") << "not a png"; }
+  { std::ofstream(dir / "list.txt") << "# two of them\nphotos/square_224.png\n\nphotos/small_150x97.png\n"; }
+  auto model = load_vit(kDir + "/vit_tiny.pth");
+  auto read_lines = [](const fs::path& p) {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(p);
+    for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+    return out;
+  };
+  for (const char* threads : {"1", "3"}) {
+    SCOPED_TRACE(std::string("--threads ") + threads);
+    const fs::path out = dir / (std::string("labels_") + threads + ".jsonl");
+    const CliResult r = run_cli("classify --checkpoint " + kDir + "/vit_tiny.pth --image " + (dir / "photos").string() +
+                                " --image " + (dir / "list.txt").string() + " --device cpu --topk 2 --logits --batch 2" +
+                                " --keep-going --threads " + threads + " --out " + out.string());
+    EXPECT_EQ(r.code, 1) << r.out;  // one image skipped
+    EXPECT_NE(r.out.find("skipped"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("classified 6 images into"), std::string::npos) << r.out;
+    const std::vector<nlohmann::json> lines = read_lines(out);
+    // The directory sorted (broken.png first), then the list's two.
+    const std::vector<std::string> want = {"broken.png", names[0], names[1], names[2], names[3], "square_224.png",
+                                           "small_150x97.png"};
+    ASSERT_EQ(lines.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      const std::string image = lines[i]["image"].get<std::string>();
+      EXPECT_EQ(fs::path(image).filename().string(), want[i]) << i;
+      if (i == 0) {
+        EXPECT_TRUE(lines[i].contains("error")) << lines[i].dump();
+        continue;
+      }
+      const Tensor logits = vit_logits(*model, vit_preprocess(read_image(image), 256, 224));
+      const auto got = lines[i]["logits"].get<std::vector<float>>();
+      ASSERT_EQ(got.size(), 10u);
+      for (int c = 0; c < 10; ++c)
+        EXPECT_NEAR(got[c], logits.data<float>()[c], 1e-5 * (1 + std::abs(logits.data<float>()[c]))) << image;
+      EXPECT_EQ(lines[i]["top"].size(), 2u);
+    }
+  }
+  // Without --keep-going the unreadable image stops the run and is named.
+  const CliResult strict = run_cli("classify --checkpoint " + kDir + "/vit_tiny.pth --image " +
+                                   (dir / "photos").string() + " --device cpu -q --out " + (dir / "strict.jsonl").string());
+  EXPECT_EQ(strict.code, 1) << strict.out;
+  EXPECT_NE(strict.out.find("broken.png"), std::string::npos) << strict.out;
+  // A missing input is refused before any work.
+  const CliResult missing = run_cli("classify --checkpoint " + kDir + "/vit_tiny.pth --image " +
+                                    (dir / "nope").string() + " --device cpu");
+  EXPECT_EQ(missing.code, 1) << missing.out;
+  EXPECT_NE(missing.out.find("does not exist"), std::string::npos) << missing.out;
+}
+
 }  // namespace
 }  // namespace vitrt
