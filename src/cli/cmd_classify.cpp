@@ -10,6 +10,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,6 +38,7 @@ struct ClassifyArgs {
   int num_heads = 0;
   int batch = 32;
   int threads = 0;  // 0: default_reader_threads()
+  int workers = 1;
   bool quiet = false, json = false, logits = false, keep_going = false;
 };
 
@@ -55,6 +57,7 @@ void run_classify(const ClassifyArgs& a) {
   VITRT_CHECK(a.topk >= 1, InvalidArgument, "--topk must be at least 1, got ", a.topk);
   VITRT_CHECK(!a.images.empty(), InvalidArgument, "classify: no --image given");
   VITRT_CHECK(a.threads >= 0, InvalidArgument, "--threads must be at least 1, got ", a.threads);
+  VITRT_CHECK(a.workers >= 1 && a.workers <= 8, InvalidArgument, "--workers must be 1 to 8, got ", a.workers);
   VITRT_CHECK(a.batch >= 1, InvalidArgument, "--batch must be at least 1, got ", a.batch);
   StageTimer timer(a.quiet || a.json);
   const std::pair<Device, DType> device_dtype = parse_device(a.device, a.dtype);
@@ -91,6 +94,7 @@ void run_classify(const ClassifyArgs& a) {
   }
   const size_t n = inputs.size(), batch = static_cast<size_t>(a.batch), batches = (n + batch - 1) / batch;
   const int threads = a.threads > 0 ? a.threads : default_reader_threads();
+  const int workers = a.workers;
   std::ofstream lines;
   if (!a.out.empty()) {
     lines.open(a.out, std::ios::trunc);
@@ -152,7 +156,6 @@ void run_classify(const ClassifyArgs& a) {
   std::exception_ptr failure;
   std::mutex mu;
   std::atomic<int64_t> read_us{0};
-  int64_t model_us = 0;
   const auto t0 = std::chrono::steady_clock::now();
   std::thread reader([&] {
     try {
@@ -189,22 +192,58 @@ void run_classify(const ClassifyArgs& a) {
       prepared.abort();
     }
   });
-  try {
-    while (std::optional<Batch> job = prepared.pop()) {
-      Tensor logits;
-      if (job->pixels.size(0) > 0) {
-        const auto m0 = std::chrono::steady_clock::now();
-        logits = vit_logits(*model, job->pixels);
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m0).count();
-        model_us += static_cast<int64_t>(ms * 1e3);
-        if (!a.quiet && !a.json && batches > 1)
-          std::fprintf(stderr, "[vitrt] batch %zu/%zu: %lld image%s in %.1f ms\n", job->first / batch + 1, batches,
-                       static_cast<long long>(job->pixels.size(0)), job->pixels.size(0) > 1 ? "s" : "", ms);
+  // `workers` threads run the model (each on its own CUDA stream, as `embed`'s encoders: one's
+  // uploads overlap the other's forward); this thread writes the results in input order.
+  struct Done {
+    Batch batch;
+    Tensor logits;  // [images read, classes], host float32
+  };
+  BoundedQueue<Done> done(2 + static_cast<size_t>(workers));
+  std::atomic<int> workers_left{workers};
+  std::atomic<int64_t> model_us_total{0};
+  std::vector<std::thread> runners;
+  for (int w = 0; w < workers; ++w)
+    runners.emplace_back([&] {
+      try {
+        while (std::optional<Batch> job = prepared.pop()) {
+          Done d;
+          if (job->pixels.size(0) > 0) {
+            const auto m0 = std::chrono::steady_clock::now();
+            d.logits = vit_logits(*model, job->pixels);
+            const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - m0).count();
+            model_us_total += static_cast<int64_t>(ms * 1e3);
+            if (!a.quiet && !a.json && batches > 1)
+              std::fprintf(stderr, "[vitrt] batch %zu/%zu: %lld image%s in %.1f ms\n", job->first / batch + 1, batches,
+                           static_cast<long long>(job->pixels.size(0)), job->pixels.size(0) > 1 ? "s" : "", ms);
+          }
+          job->pixels = Tensor();
+          d.batch = std::move(*job);
+          if (!done.push(std::move(d))) return;  // aborted
+        }
+      } catch (...) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!failure) failure = std::current_exception();
+        }
+        prepared.abort();
+        done.abort();
       }
-      for (size_t i = 0; i < job->row.size(); ++i) {
-        const std::string& path = inputs[job->first + i];
-        if (job->row[i] < 0) emit(path, nullptr, job->errors[i]);
-        else emit(path, logits.data<float>() + job->row[i] * cfg.num_classes, "");
+      if (--workers_left == 0) done.close();
+    });
+  try {
+    std::map<size_t, Done> early;  // batches finished ahead of one still running, by first input
+    size_t next = 0;
+    while (std::optional<Done> d = done.pop()) {
+      early.emplace(d->batch.first, std::move(*d));
+      for (auto it = early.find(next); it != early.end(); it = early.find(next)) {
+        const Batch& job = it->second.batch;
+        for (size_t i = 0; i < job.row.size(); ++i) {
+          const std::string& path = inputs[job.first + i];
+          if (job.row[i] < 0) emit(path, nullptr, job.errors[i]);
+          else emit(path, it->second.logits.data<float>() + job.row[i] * cfg.num_classes, "");
+        }
+        next = job.first + job.row.size();
+        early.erase(it);
       }
       if (lines.is_open()) {
         lines.flush();
@@ -217,7 +256,10 @@ void run_classify(const ClassifyArgs& a) {
       if (!failure) failure = std::current_exception();
     }
     prepared.abort();
+    done.abort();
   }
+  for (std::thread& t : runners) t.join();
+  const int64_t model_us = model_us_total.load();
   reader.join();
   if (failure) std::rethrow_exception(failure);
   if (a.json && !lines.is_open()) {
@@ -232,10 +274,11 @@ void run_classify(const ClassifyArgs& a) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double per = 1e-3 / std::max<double>(1, static_cast<double>(batches));
     std::printf("classified %zu image%s%s%s in %.2f s: %.1f images/s; per batch: reading %.1f ms (%d thread%s), "
-                "model %.1f ms%s\n",
+                "model %.1f ms (%d worker%s)%s\n",
                 classified, classified == 1 ? "" : "s", lines.is_open() ? " into " : "", a.out.c_str(), s,
                 classified / std::max(s, 1e-9), read_us.load() * per, threads, threads > 1 ? "s" : "",
-                model_us * per, skipped.empty() ? "" : detail::concat("; ", skipped.size(), " unreadable skipped").c_str());
+                model_us * per, workers, workers > 1 ? "s at once" : "",
+                skipped.empty() ? "" : detail::concat("; ", skipped.size(), " unreadable skipped").c_str());
   }
   VITRT_CHECK(skipped.empty(), ImageError, skipped.size(), " of ", n, " images could not be read (first: ",
               skipped.front(), ")");
@@ -276,6 +319,10 @@ void add_classify(CLI::App& app) {
   c->add_flag("--logits", a->logits, "With --json or --out: include each image's logits");
   c->add_option("--out", a->out, "Write one JSON line per image to this file, as results come");
   c->add_option("--threads", a->threads, "Image reader threads (default: hardware threads - 1, at most 32)");
+  c->add_option("--workers", a->workers,
+                "Batches run through the model at once, each on its own thread and CUDA stream (2 lets one "
+                "batch's upload overlap another's forward; not yet measured on a GPU)")
+      ->capture_default_str();
   c->add_flag("--keep-going", a->keep_going,
               "Skip unreadable images (reported on stderr and in the output) and classify the rest; the exit "
               "code is still 1");

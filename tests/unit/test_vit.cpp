@@ -232,12 +232,14 @@ TEST(Vit, CliClassifyStreamsJsonLinesForFoldersAndLists) {
     for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
     return out;
   };
-  for (const char* threads : {"1", "3"}) {
-    SCOPED_TRACE(std::string("--threads ") + threads);
-    const fs::path out = dir / (std::string("labels_") + threads + ".jsonl");
+  // One reader and one model thread in batches of 2; three readers and two model threads in
+  // batches of 1 (batches may finish out of order: the lines must not).
+  for (const char* opts : {"--threads 1 --workers 1 --batch 2", "--threads 3 --workers 2 --batch 1"}) {
+    SCOPED_TRACE(opts);
+    const fs::path out = dir / (std::string("labels_") + opts[10] + ".jsonl");
     const CliResult r = run_cli("classify --checkpoint " + kDir + "/vit_tiny.pth --image " + (dir / "photos").string() +
-                                " --image " + (dir / "list.txt").string() + " --device cpu --topk 2 --logits --batch 2" +
-                                " --keep-going --threads " + threads + " --out " + out.string());
+                                " --image " + (dir / "list.txt").string() + " --device cpu --topk 2 --logits " + opts +
+                                " --keep-going --out " + out.string());
     EXPECT_EQ(r.code, 1) << r.out;  // one image skipped
     EXPECT_NE(r.out.find("skipped"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("classified 6 images into"), std::string::npos) << r.out;
