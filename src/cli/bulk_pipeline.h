@@ -8,6 +8,7 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <omp.h>
 #include <optional>
 #include <string>
 #include <thread>
@@ -59,7 +60,8 @@ class BoundedQueue {
 };
 
 // paths[first .. first + count) read by `read` (path -> T) on `threads` threads (this one included):
-// items[i] holds the result, or errors[i] why there is none.
+// items[i] holds the result, or errors[i] why there is none. Each reader runs `read` with OpenMP
+// teams of one: the pool is the parallelism (a team per reader per image would oversubscribe).
 template <class T>
 struct ReadBatch {
   std::vector<std::optional<T>> items;
@@ -73,6 +75,7 @@ ReadBatch<T> read_batch(const std::vector<std::string>& paths, size_t first, siz
   d.errors.resize(count);
   std::atomic<size_t> next{0};
   auto work = [&] {
+    omp_set_num_threads(1);  // (this thread's setting only)
     for (size_t i; (i = next.fetch_add(1)) < count;) {
       try {
         d.items[i] = read(paths[first + i]);

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "io/overlay.h"
 #include "ops/cpu/resize_antialias.h"
@@ -134,6 +135,45 @@ TEST(ImageResize, BitExactWithPillow) {
       EXPECT_EQ(r.pixels, out);
     }
   }
+}
+
+// A window of the resize (what the ViT's Resize + CenterCrop computes) is exactly that crop of the
+// whole resize, for every Pillow case above (both pass orders, 1 to 4 channels, up- and
+// downscaling, one axis only) and windows at the edges, in the middle and of one pixel.
+TEST(ImageResize, WindowIsTheCropOfTheWholeResize) {
+  std::mt19937 rng(17);
+  int windows = 0;
+  for (const auto& c : manifest()["resize"]) {
+    const int sw = c["src"][0], sh = c["src"][1], dw = c["dst"][0], dh = c["dst"][1];
+    const int ch = c["channels"];
+    const auto src = pattern(sw, sh, ch, c["seed"].get<uint32_t>());
+    std::vector<uint8_t> full(static_cast<size_t>(dw) * dh * ch);
+    cpu::resize_bilinear_antialias_u8(src.data(), sw, sh, ch, full.data(), dw, dh);
+    for (int t = 0; t < 4; ++t) {
+      // t = 0: the whole image; 1: one pixel; 2: a corner; 3: random.
+      int x0 = 0, y0 = 0, w = dw, h = dh;
+      if (t == 1) x0 = static_cast<int>(rng() % dw), y0 = static_cast<int>(rng() % dh), w = h = 1;
+      if (t == 2) w = 1 + static_cast<int>(rng() % dw), h = 1 + static_cast<int>(rng() % dh), x0 = dw - w, y0 = dh - h;
+      if (t == 3) {
+        x0 = static_cast<int>(rng() % dw), y0 = static_cast<int>(rng() % dh);
+        w = 1 + static_cast<int>(rng() % (dw - x0)), h = 1 + static_cast<int>(rng() % (dh - y0));
+      }
+      SCOPED_TRACE(::testing::Message() << sw << "x" << sh << " -> " << dw << "x" << dh << " c" << ch << " window "
+                                        << w << "x" << h << " at " << x0 << "," << y0);
+      std::vector<uint8_t> win(static_cast<size_t>(w) * h * ch);
+      cpu::resize_bilinear_antialias_u8_crop(src.data(), sw, sh, ch, dw, dh, x0, y0, w, h, win.data());
+      for (int y = 0; y < h; ++y)
+        ASSERT_TRUE(std::equal(win.begin() + static_cast<ptrdiff_t>(y) * w * ch,
+                               win.begin() + static_cast<ptrdiff_t>(y + 1) * w * ch,
+                               full.begin() + (static_cast<ptrdiff_t>(y0 + y) * dw + x0) * ch))
+            << "row " << y;
+      ++windows;
+    }
+  }
+  EXPECT_GE(windows, 1200);
+  uint8_t px[12] = {};
+  EXPECT_THROW(cpu::resize_bilinear_antialias_u8_crop(px, 2, 2, 3, 4, 4, 3, 0, 2, 1, px), InvalidArgument);
+  EXPECT_THROW(cpu::resize_bilinear_antialias_u8_crop(px, 2, 2, 3, 4, 4, 0, 0, 0, 1, px), InvalidArgument);
 }
 
 TEST(ImageResize, LongestSideShapeMatchesSegmentAnything) {

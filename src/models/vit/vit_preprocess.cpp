@@ -38,23 +38,15 @@ Image vit_resize_and_crop(const Image& rgb, int resize_size, int crop_size) {
               crop_size, ") <= resize (", resize_size, ")");
   int w = 0, h = 0;
   shorter_side_shape(rgb.width, rgb.height, resize_size, &w, &h);
-  Image resized;
-  if (w == rgb.width && h == rgb.height) {
-    resized = rgb;  // torchvision returns the image unchanged when the size already matches
-  } else {
-    resized.width = w;
-    resized.height = h;
-    resized.pixels.resize(static_cast<size_t>(w) * h * 3);
-    cpu::resize_bilinear_antialias_u8(rgb.pixels.data(), rgb.width, rgb.height, 3, resized.pixels.data(), w, h);
-  }
   // resize_size >= crop_size keeps both sides >= crop_size, so torchvision's padding never applies.
+  // (When the size already matches, torchvision returns the image unchanged: the resize copies.)
   const int top = center_crop_offset(h, crop_size), left = center_crop_offset(w, crop_size);
   Image crop;
   crop.width = crop.height = crop_size;
   crop.pixels.resize(static_cast<size_t>(crop_size) * crop_size * 3);
-  for (int y = 0; y < crop_size; ++y)
-    std::copy_n(resized.row(top + y) + static_cast<size_t>(left) * 3, static_cast<size_t>(crop_size) * 3,
-                crop.row(y));
+  // Only the crop of the resized image is computed: the same bytes, ~40% less work.
+  cpu::resize_bilinear_antialias_u8_crop(rgb.pixels.data(), rgb.width, rgb.height, 3, w, h, left, top, crop_size,
+                                         crop_size, crop.pixels.data());
   return crop;
 }
 

@@ -33,6 +33,13 @@ ResizeCoefficients resize_coefficients(int in_size, int out_size);
 void resize_bilinear_antialias_u8(const uint8_t* src, int src_w, int src_h, int channels,
                                   uint8_t* dst, int dst_w, int dst_h);
 
+// The window [x0, x0 + out_w) x [y0, y0 + out_h) of that dst_w x dst_h resize, into dst (out_h x
+// out_w x channels): the same bytes as the whole resize followed by a crop, with only the window's
+// pixels computed (and only the source rows / columns that feed them). torchvision's Resize then
+// CenterCrop keeps about 60% of the resized pixels.
+void resize_bilinear_antialias_u8_crop(const uint8_t* src, int src_w, int src_h, int channels, int dst_w, int dst_h,
+                                       int x0, int y0, int out_w, int out_h, uint8_t* dst);
+
 }  // namespace vitrt::cpu
 
 namespace vitrt {
