@@ -2,6 +2,7 @@
 // forward through the device-agnostic ops (so the CUDA backend runs it unchanged).
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -374,10 +375,22 @@ Tensor vit_image_logits(const VitModel& model, std::span<const Image> images) {
   const int crop = model.config.image_size, resize = vit_resize_size(crop);
   const int64_t n = static_cast<int64_t>(images.size()), per_image = int64_t{crop} * crop * 3;
   Tensor batch = Tensor::empty({n, crop, crop, 3});
+  // One image per thread (each resize then runs single-threaded: nested regions are inactive). The
+  // failure of the lowest-numbered image is rethrown once every thread is done (nothing may leave
+  // an OpenMP region), so the error does not depend on the threads' timing.
+  std::exception_ptr failure;
+  int64_t failed = n;
+#pragma omp parallel for schedule(dynamic, 1) if (n > 1)
   for (int64_t i = 0; i < n; ++i) {
-    const Tensor x = vit_preprocess(images[i], resize, crop);
-    std::copy(x.data<float>(), x.data<float>() + per_image, batch.data<float>() + i * per_image);
+    try {
+      const Tensor x = vit_preprocess(images[i], resize, crop);
+      std::copy(x.data<float>(), x.data<float>() + per_image, batch.data<float>() + i * per_image);
+    } catch (...) {
+#pragma omp critical(vit_image_logits_failure)
+      if (i < failed) failed = i, failure = std::current_exception();
+    }
   }
+  if (failure) std::rethrow_exception(failure);
   return model.forward(batch);
 }
 
