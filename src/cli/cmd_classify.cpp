@@ -42,17 +42,6 @@ struct ClassifyArgs {
   bool quiet = false, json = false, logits = false, keep_going = false;
 };
 
-// The class list: --classes if given; else Debian's opencv-doc file when that package is
-// installed; else the copy made from the same package by scripts/make_vit_fixtures.py, found next to
-// this source file (a build-tree fallback: installs should have opencv-doc or pass --classes).
-std::string find_class_names_file(const std::string& requested) {
-  if (!requested.empty()) return requested;
-  if (std::filesystem::exists(kOpencvDocImagenetClasses)) return kOpencvDocImagenetClasses;
-  const auto copy = std::filesystem::path(__FILE__).parent_path() / "../../tests/fixtures/vit/imagenet_classes.txt";
-  if (std::filesystem::exists(copy)) return std::filesystem::weakly_canonical(copy).string();
-  return {};
-}
-
 void run_classify(const ClassifyArgs& a) {
   VITRT_CHECK(a.topk >= 1, InvalidArgument, "--topk must be at least 1, got ", a.topk);
   VITRT_CHECK(!a.images.empty(), InvalidArgument, "classify: no --image given");
@@ -67,18 +56,8 @@ void run_classify(const ClassifyArgs& a) {
                          [&] { return load_vit(a.checkpoint, device, dtype, a.num_heads); });
   const VitConfig& cfg = vit_config(*model);
 
-  const std::string names_path = find_class_names_file(a.classes);
-  std::vector<std::string> names;
-  if (!names_path.empty()) {
-    names = read_class_names(names_path);
-    // An explicit list must fit the head; the default ImageNet list is only used for 1000-way heads.
-    VITRT_CHECK(!a.classes.empty() || static_cast<int>(names.size()) == 1000 || cfg.num_classes != 1000, IoError,
-                "class names file '", names_path, "' has ", names.size(), " names, expected 1000");
-    if (a.classes.empty() && cfg.num_classes != 1000) names.clear();
-    VITRT_CHECK(names.empty() || static_cast<int>(names.size()) == cfg.num_classes, InvalidArgument,
-                "class names file '", names_path, "' has ", names.size(), " names but the model has ",
-                cfg.num_classes, " classes");
-  }
+  std::string names_path;
+  const std::vector<std::string> names = vit_class_names(a.classes, cfg.num_classes, &names_path);
   if (!a.quiet && !a.json) {
     note("model " + cfg.name + " (" + std::to_string(cfg.image_size) + "px, patch " + std::to_string(cfg.patch_size) +
          ", " + std::to_string(cfg.num_layers) + " layers of " + std::to_string(cfg.hidden_dim) + ", " +

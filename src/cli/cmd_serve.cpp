@@ -17,6 +17,8 @@ namespace {
 
 struct ServeArgs {
   std::string checkpoint, config, random_model, device = "auto", dtype = "fp32", decoder_dtype;
+  std::string vit_checkpoint, vit_classes;  // POST /v1/classify
+  int vit_num_heads = 0;
   uint64_t seed = 1234;
   server::ServerOptions opt;
   double cache_mb = 1024, logits_cache_mb = 64, max_body_mb = 32;
@@ -59,6 +61,13 @@ void run_serve(ServeArgs a) {
   auto model = timer.run(a.random_model.empty() ? "loading checkpoint " + a.checkpoint
                                                 : "building " + a.random_model + " with random weights",
                          [&] { return serve_model(a, device, dtype); });
+  if (!a.vit_checkpoint.empty()) {
+    a.opt.classifier = timer.run("loading classifier " + a.vit_checkpoint,
+                                 [&] { return load_vit(a.vit_checkpoint, device, dtype, a.vit_num_heads); });
+    std::string names_path;
+    a.opt.class_names = vit_class_names(a.vit_classes, vit_config(*a.opt.classifier).num_classes, &names_path);
+    note(a.opt.class_names.empty() ? std::string("classifier without class names") : "class names from " + names_path);
+  }
   server::SamServer srv(model, a.opt);
   const int port = srv.bind();
   std::thread signal_thread([&] {
@@ -82,10 +91,18 @@ void add_serve(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   CLI::App* c = app.add_subcommand("serve", "Serve SAM over HTTP with a click-to-segment web page.");
   c->footer(
-      "Endpoints: POST /v1/embed, POST /v1/segment, POST /v1/everything, GET /v1/health, GET /metrics,\n"
-      "and the page at /. Request and answer formats: src/server/API.md.\n"
+      "Endpoints: POST /v1/embed, POST /v1/segment, POST /v1/everything, POST /v1/classify (with\n"
+      "--vit-checkpoint), GET /v1/health, GET /metrics, and the page at /. Request and answer formats:\n"
+      "src/server/API.md.\n"
       "Example: vitrt serve --checkpoint sam_vit_b_01ec64.pth --port 8080, then open http://127.0.0.1:8080/");
   add_sam_model_options(c, a->checkpoint, a->config, /*required=*/false);  // or --random-weights
+  c->add_option("--vit-checkpoint", a->vit_checkpoint,
+                "A ViT classifier for POST /v1/classify: torchvision VisionTransformer state_dict or vitrt model "
+                "file (block-sparse, from `vitrt sparsify`)")
+      ->check(CLI::ExistingFile);
+  c->add_option("--vit-classes", a->vit_classes,
+                "Its class names, one per line (default for 1000 classes: the ImageNet list, as `vitrt classify`)");
+  c->add_option("--vit-num-heads", a->vit_num_heads, "Its attention heads (default: as `vitrt classify --num-heads`)");
   c->add_option("--random-weights", a->random_model, "Serve vit_b / vit_l / vit_h with random weights (benchmarks)");
   c->add_option("--seed", a->seed, "Seed of --random-weights")->capture_default_str();
   c->add_option("--device", a->device, "auto (cuda when a GPU is present), cpu or cuda")->capture_default_str();
@@ -105,6 +122,7 @@ void add_serve(CLI::App& app) {
   c->add_option("--decode-threads", a->opt.decode_threads, "OpenMP threads per decode worker (0: default)")
       ->capture_default_str();
   c->add_option("--decode-queue", a->opt.decode_queue, "Decodes waiting before 503")->capture_default_str();
+  c->add_option("--classify-queue", a->opt.classify_queue, "Classifications waiting before 503")->capture_default_str();
   c->add_option("--http-threads", a->opt.http_threads, "Connections served at once")->capture_default_str();
   c->add_option("--max-body-mb", a->max_body_mb, "Largest request body, MiB (413 beyond)")->capture_default_str();
   c->add_option("--max-pixels", a->opt.max_image_pixels, "Largest image, in pixels (400 beyond)")->capture_default_str();

@@ -2,6 +2,7 @@
 #pragma once
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <utility>
@@ -10,6 +11,7 @@
 #include "core/device_memory.h"
 #include "vitrt/error.h"
 #include "vitrt/tensor.h"
+#include "vitrt/vit.h"
 
 namespace vitrt::cli {
 
@@ -82,6 +84,28 @@ inline constexpr const char* kBulkDecoderDtypeHelp =
 inline std::optional<DType> bulk_decoder_dtype(const std::string& s, Device device, DType dtype) {
   const std::optional<DType> d = parse_decoder_dtype(s, device);
   return d ? d : std::optional<DType>(dtype);
+}
+
+// The class names of a num_classes-way ViT head (`vitrt classify`, `vitrt serve`): the file
+// `requested` (--classes) if given, which must have that many lines; else, for a 1000-way head,
+// Debian's opencv-doc ImageNet list when installed, or the copy scripts/make_vit_fixtures.py made
+// from it next to this source tree (a build-tree fallback: installs should have opencv-doc or pass
+// --classes); else none. *used_path: the file read, "" when none.
+inline std::vector<std::string> vit_class_names(const std::string& requested, int num_classes, std::string* used_path) {
+  std::string path = requested;
+  if (path.empty() && num_classes == 1000) {
+    const auto copy = std::filesystem::path(__FILE__).parent_path() / "../../tests/fixtures/vit/imagenet_classes.txt";
+    if (std::filesystem::exists(kOpencvDocImagenetClasses)) path = kOpencvDocImagenetClasses;
+    else if (std::filesystem::exists(copy)) path = std::filesystem::weakly_canonical(copy).string();
+  }
+  *used_path = path;
+  if (path.empty()) return {};
+  std::vector<std::string> names = read_class_names(path);
+  VITRT_CHECK(!requested.empty() || names.size() == 1000, IoError, "class names file '", path, "' has ",
+              names.size(), " names, expected 1000");
+  VITRT_CHECK(static_cast<int>(names.size()) == num_classes, InvalidArgument, "class names file '", path, "' has ",
+              names.size(), " names but the model has ", num_classes, " classes");
+  return names;
 }
 
 inline void note(const std::string& msg) { std::fprintf(stderr, "[vitrt] %s\n", msg.c_str()); }

@@ -82,8 +82,9 @@ bool is_image_type(const std::string& t) {
 // The endpoint label used in metrics: known routes as they are, anything else "other", so that
 // random paths cannot blow up the number of series.
 std::string endpoint_label(const std::string& path) {
-  static const std::set<std::string> known = {"/",        "/app.js",      "/style.css",     "/v1/embed",
-                                              "/v1/segment", "/v1/everything", "/v1/health", "/metrics"};
+  static const std::set<std::string> known = {"/",           "/app.js",        "/style.css",  "/v1/embed",
+                                              "/v1/segment", "/v1/everything", "/v1/classify", "/v1/health",
+                                              "/metrics"};
   return known.count(path) ? path : "other";
 }
 
@@ -135,6 +136,7 @@ struct SamServer::Impl {
   std::unique_ptr<EncodeBatcher> batcher;
   std::unique_ptr<WorkQueue> decoders;
   std::unique_ptr<WorkQueue> everything_queue;
+  std::unique_ptr<WorkQueue> classify_queue;  // when a classifier is loaded
   httplib::Server http;
   std::thread listener;
   std::atomic<int> bound_port{-1};
@@ -172,6 +174,14 @@ struct SamServer::Impl {
       if (decode_threads > 0) omp_set_num_threads(decode_threads);
     });
     everything_queue = std::make_unique<WorkQueue>("the segment-everything", 1, 2);
+    if (opt.classifier) {
+      VITRT_CHECK(opt.classify_queue >= 1, InvalidArgument, "server options: classify_queue must be >= 1");
+      VITRT_CHECK(opt.class_names.empty() ||
+                      static_cast<int>(opt.class_names.size()) == vit_config(*opt.classifier).num_classes,
+                  InvalidArgument, "server options: ", opt.class_names.size(), " class names for a classifier of ",
+                  vit_config(*opt.classifier).num_classes, " classes");
+      classify_queue = std::make_unique<WorkQueue>("the classify", 1, opt.classify_queue);
+    }
     setup_routes();
     if (opt.tune_malloc && opt.trim_idle_ms > 0) trimmer = std::thread([this] { trim_loop(); });
   }
@@ -667,7 +677,73 @@ struct SamServer::Impl {
 #endif
   }
 
+  // ----- POST /v1/classify -----
+
+  void handle_classify(const httplib::Request& req, httplib::Response& res) {
+    const auto t0 = Clock::now();
+    if (!opt.classifier)
+      throw HttpError(404, "no classifier is loaded: start vitrt serve with --vit-checkpoint to use /v1/classify");
+    Body body = parse_body(req, /*raw_image_allowed=*/true);
+    const json& f = body.fields;
+    check_fields(f, {"topk", "logits"}, "a /v1/classify request");
+    if (!body.image) throw HttpError(400, "no image: give it as the body, an 'image' part or a base64 'image' field");
+    const int classes = vit_config(*opt.classifier).num_classes;
+    int topk = std::min(5, classes);
+    if (auto it = f.find("topk"); it != f.end()) {
+      const double k = number(*it, "topk");
+      if (k != std::floor(k) || k < 1 || k > classes)
+        throw HttpError(400, detail::concat("topk must be a whole number from 1 to ", classes, ", got ", it->dump()));
+      topk = static_cast<int>(k);
+    }
+    const bool want_logits = boolean(f, "logits", false);
+    const int W = body.image->width, H = body.image->height;
+    struct Classified {
+      Tensor logits;  // [1, classes]
+      double ms = 0;
+    };
+    const auto queued = Clock::now();
+    std::future<Classified> fut;
+    try {
+      fut = classify_queue->submit([this, image = std::move(*body.image)] {
+        Classified c;
+        const auto c0 = Clock::now();
+        c.logits = vit_image_logits(*opt.classifier, std::span<const Image>(&image, 1));
+        c.ms = ms_since(c0);
+        return c;
+      });
+    } catch (const Overloaded&) {
+      metrics.count_rejection("classify");
+      throw;
+    }
+    if (fut.wait_for(std::chrono::seconds(opt.decode_timeout_s)) != std::future_status::ready)
+      throw HttpError(503, detail::concat("classifying did not finish within ", opt.decode_timeout_s, " s; retry later"));
+    const Classified c = fut.get();
+    const float* row = c.logits.data<float>();
+    json top = json::array();
+    for (const auto& [cls, p] : top_k_softmax(row, classes, topk)) {
+      json t = {{"class", cls}, {"prob", p}};
+      if (!opt.class_names.empty()) t["name"] = opt.class_names[cls];
+      top.push_back(std::move(t));
+    }
+    json out = {{"width", W}, {"height", H}, {"top", std::move(top)}, {"model", vit_config(*opt.classifier).name},
+                {"num_classes", classes}};
+    if (want_logits) out["logits"] = std::vector<float>(row, row + classes);
+    out["timings_ms"] = {{"queue", ms_since(queued) - c.ms}, {"classify", c.ms}, {"total", ms_since(t0)}};
+    send_json(res, out);
+  }
+
   // ----- GET /v1/health, /metrics -----
+
+  json classifier_health() const {
+    if (!opt.classifier) return nullptr;
+    const VitConfig& v = vit_config(*opt.classifier);
+    return {{"model", v.name},
+            {"image_size", v.image_size},
+            {"num_classes", v.num_classes},
+            {"block_sparse_linears", vit_num_bsr_linears(*opt.classifier)},
+            {"class_names", !opt.class_names.empty()},
+            {"queue", {{"waiting", classify_queue->queue_depth()}, {"limit", opt.classify_queue}}}};
+  }
 
   json health() const {
     const SamConfig& c = model->config;
@@ -680,6 +756,7 @@ struct SamServer::Impl {
             {"embedding_shape", {1, c.out_chans, c.grid_size(), c.grid_size()}},
             {"low_res_size", c.low_res_size()},
             {"everything", everything_available()},
+            {"classifier", classifier_health()},
             {"uptime_s", std::chrono::duration<double>(Clock::now() - started).count()},
             {"cache", {{"entries", es.entries}, {"bytes", es.bytes}, {"capacity_bytes", es.capacity}, {"hits", es.hits},
                        {"misses", es.misses}}},
@@ -705,6 +782,8 @@ struct SamServer::Impl {
     g.push_back({"vitrt_queue_depth", "queue=\"encode\"", double(batcher->queue_depth()), "Requests waiting in a bounded queue."});
     g.push_back({"vitrt_queue_depth", "queue=\"decode\"", double(decoders->queue_depth()), ""});
     g.push_back({"vitrt_queue_depth", "queue=\"everything\"", double(everything_queue->queue_depth()), ""});
+    if (classify_queue)
+      g.push_back({"vitrt_queue_depth", "queue=\"classify\"", double(classify_queue->queue_depth()), ""});
     g.push_back({"vitrt_queue_limit", "queue=\"encode\"", double(opt.encode.max_queue), "Bound of each queue (beyond: 503)."});
     g.push_back({"vitrt_queue_limit", "queue=\"decode\"", double(opt.decode_queue), ""});
     g.push_back({"vitrt_in_progress", "stage=\"encode\"", double(batcher->encoding()), "Images or requests being computed now."});
@@ -797,6 +876,7 @@ struct SamServer::Impl {
     http.Post("/v1/embed", guarded(&Impl::handle_embed));
     http.Post("/v1/segment", guarded(&Impl::handle_segment));
     http.Post("/v1/everything", guarded(&Impl::handle_everything));
+    http.Post("/v1/classify", guarded(&Impl::handle_classify));
     http.Get("/v1/health", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(dump_lenient(health()) + "\n", "application/json");
     });
@@ -814,7 +894,7 @@ struct SamServer::Impl {
     asset("/app.js", web::kAppJs, "text/javascript; charset=utf-8");
     asset("/style.css", web::kStyleCss, "text/css; charset=utf-8");
     // A method the endpoint does not take: 405 rather than httplib's 404.
-    for (const char* path : {"/v1/embed", "/v1/segment", "/v1/everything"})
+    for (const char* path : {"/v1/embed", "/v1/segment", "/v1/everything", "/v1/classify"})
       http.Get(path, [](const httplib::Request& req, httplib::Response& res) {
         res.set_header("Allow", "POST");
         send_error(res, 405, req.path + " takes POST");

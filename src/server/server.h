@@ -6,9 +6,11 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "server/encode_batcher.h"
 #include "vitrt/sam.h"
+#include "vitrt/vit.h"
 
 namespace vitrt::server {
 
@@ -34,6 +36,13 @@ struct ServerOptions {
   // Caches (bytes).
   size_t embedding_cache_bytes = size_t(1) << 30;  // ~256 vit_b embeddings (4 MiB each)
   size_t logits_cache_bytes = size_t(64) << 20;    // low-res logits kept for mask_input_id (~85 clicks)
+
+  // The ViT classifier behind POST /v1/classify (vitrt serve --vit-checkpoint), and its class names
+  // (empty: classes by index only). Null: that endpoint answers 404. Requests run one at a time on
+  // their own worker (classify_queue waiting beyond: 503) within decode_timeout_s.
+  std::shared_ptr<const VitModel> classifier;
+  std::vector<std::string> class_names;
+  int classify_queue = 256;
 
   bool access_log = false;  // one line per request on stderr
   // Keep freed heap memory for reuse while requests come (glibc's default returns it to the

@@ -469,6 +469,77 @@ TEST_F(ServerTest, EverythingIsServedOr501) {
                "unknown field");
 }
 
+// POST /v1/classify with a ViT next to SAM (the torchvision fixture, 10 classes in 3 heads): the
+// answer is the library's own top-k, by raw bytes, base64 JSON and multipart; bad options are 400,
+// GET 405; health names the classifier. A server without one answers 404.
+TEST(ServerClassify, TopKIsTheLibrarysAndBadRequestsAre4xx) {
+  server::ServerOptions o;
+  o.port = 0;
+  o.http_threads = 8;
+  const std::string vit_dir = std::string(VITRT_FIXTURES) + "/vit";
+  o.classifier = load_vit(vit_dir + "/vit_tiny.pth");
+  for (int i = 0; i < 10; ++i) o.class_names.push_back("class " + std::to_string(i));
+  server::SamServer srv(test::small_model(), o);
+  const int port = srv.start();
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(60, 0);
+  const Image im = read_image(vit_dir + "/images/landscape_512x384.png");
+  const std::string png = png_bytes(im);
+  const auto want = vit_classify(*o.classifier, im, 3);
+  auto check = [&](const httplib::Result& r) -> json {
+    if (!r || r->status != 200) {
+      ADD_FAILURE() << (r ? r->body : std::string("no answer"));
+      return json::object();
+    }
+    const json j = json::parse(r->body);
+    EXPECT_EQ(j["width"], 512);
+    EXPECT_EQ(j["num_classes"], 10);
+    EXPECT_EQ(j["top"].size(), 3u);
+    for (int k = 0; k < 3 && k < static_cast<int>(j["top"].size()); ++k) {
+      EXPECT_EQ(j["top"][k]["class"], want[k].first);
+      EXPECT_NEAR(j["top"][k]["prob"].get<double>(), want[k].second, 1e-6);
+      EXPECT_EQ(j["top"][k]["name"], "class " + std::to_string(want[k].first));
+    }
+    return j;
+  };
+  check(c.Post("/v1/classify?topk=3", png, "image/png"));
+  const json with_logits =
+      check(c.Post("/v1/classify", json{{"image", server::base64_encode(png.data(), png.size())}, {"topk", 3},
+                                        {"logits", true}}.dump(),
+                   "application/json"));
+  EXPECT_EQ(with_logits["logits"].size(), 10u);
+  httplib::MultipartFormDataItems items = {{"image", png, "x.png", "image/png"},
+                                           {"request", json{{"topk", 3}}.dump(), "", "application/json"}};
+  check(c.Post("/v1/classify", items));
+
+  auto expect_status = [&](const httplib::Result& r, int status, const std::string& needle) {
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, status) << r->body;
+    EXPECT_NE(r->body.find(needle), std::string::npos) << r->body;
+  };
+  expect_status(c.Post("/v1/classify?topk=11", png, "image/png"), 400, "topk must be a whole number from 1 to 10");
+  expect_status(c.Post("/v1/classify?topk=1.5", png, "image/png"), 400, "topk");
+  expect_status(c.Post("/v1/classify?top=3", png, "image/png"), 400, "unknown field 'top'");
+  expect_status(c.Post("/v1/classify", "not an image", "image/png"), 400, "cannot decode");
+  expect_status(c.Post("/v1/classify", json{{"topk", 3}}.dump(), "application/json"), 400, "no image");
+  expect_status(c.Get("/v1/classify"), 405, "takes POST");
+  const json h = json::parse(c.Get("/v1/health")->body);
+  EXPECT_EQ(h["classifier"]["num_classes"], 10);
+  EXPECT_EQ(h["classifier"]["class_names"], true);
+  srv.stop();
+
+  // Class names that do not fit the head are refused at start.
+  o.class_names.pop_back();
+  EXPECT_THROW(server::SamServer(test::small_model(), o), InvalidArgument);
+  // No classifier: 404, and health says so.
+  server::ServerOptions plain;
+  plain.port = 0;
+  server::SamServer bare(test::small_model(), plain);
+  httplib::Client b("127.0.0.1", bare.start());
+  expect_status(b.Post("/v1/classify", png, "image/png"), 404, "--vit-checkpoint");
+  EXPECT_TRUE(json::parse(b.Get("/v1/health")->body)["classifier"].is_null());
+}
+
 TEST(ServerCache, EvictedEmbeddingsAre404AndReEmbedded) {
   server::ServerOptions o;
   o.port = 0;
