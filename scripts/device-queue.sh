@@ -29,7 +29,8 @@ L (run on an H100, 2026-12-05 ~19:32 UTC): the kernels whose stores became whole
    ctest, CudaPredictor and the fixture fidelity; then F and ViT-B/16 bs256 block 64 (~480 s bare).
 M (run after L, warm, the same day): ViT-B/16 bs256 at blocks 16 / 32, SAM vit_b / vit_h bs32 encoders,
    the fp32 sweep at block 64 (~200 s warm).
-Y1 (not yet run): the y-resident kernel (bsr_gemm_yres.cu, VITRT_BSR_YRES=1|cluster; blocks 16 /
+Y1 (not yet run): first the Supermask model on CUDA (CudaBsr.Supermask*, default kernels); then the
+   y-resident kernel (bsr_gemm_yres.cu, VITRT_BSR_YRES=1|cluster; blocks 16 /
    32, any K): its direct test in both forms, the fc1 / fc2 A/B at blocks 16 / 32 in both forms, then
    within Y1_BUDGET seconds (default 330) ViT-B/16 bs256 block 16 both ways and every CudaBsr test
    through the kernel (~300 s bare).
@@ -101,6 +102,9 @@ case "$step" in
     budget=${Y1_BUDGET:-330}
     BUILD_TARGETS="bsr_gemm_bench test_cuda_bsr vitrt_cli" OUT="$O/y" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
     echo "SUMMARY: built at ${SECONDS} s"
+    timeout 60 build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.Supermask*' > "$O/sm.log" 2>&1
+    echo "SUMMARY: SupermaskModelMatchesSuperBlockOnCuda (default kernels): rc=$? $(grep -c Failure "$O/sm.log") failures"
+    grep -B3 -A12 -m2 'Failure' "$O/sm.log" | head -30
     for mode in 1 cluster; do
       timeout 120 env VITRT_BSR_YRES=$mode build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.YResident*' > "$O/yt.log" 2>&1
       echo "SUMMARY: YResidentKernelMatchesCpu, VITRT_BSR_YRES=$mode: rc=$? $(grep -c Failure "$O/yt.log") failures (${SECONDS} s)"
