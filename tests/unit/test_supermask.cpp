@@ -96,7 +96,12 @@ TEST(Supermask, TileSizeIsInferredFromEveryLayerTogether) {
   sd["mlp.3.scores"] = t({2, 4});  // tile 32 here: no single size fits
   expect_error<CheckpointError>([&] { infer_supermask_tile(sd); }, {"no single tile size"});
   expect_error<CheckpointError>([&] { infer_supermask_tile({{"w.weight", t({4, 4})}}); }, {"no Supermask layers"});
-  // Hostile shapes: a dim of 2^40 with an empty other dim (no data to hold) is answered at once.
+  // Hostile shapes: scores with an empty dim; a dim of 2^40 with an empty other dim (no data to
+  // hold) answered at once.
+  expect_error<CheckpointError>([&] { infer_supermask_tile({{"e.weight", t({8, 8})}, {"e.scores", t({0, 2})}}); },
+                                {"at least one per dim"});
+  expect_error<CheckpointError>([&] { fold_supermasks({{"e.weight", t({8, 8})}, {"e.scores", t({2, 0})}}, 0.5, 4); },
+                                {"at least one per dim"});
   expect_error<CheckpointError>([&] { infer_supermask_tile({{"z.weight", t({int64_t{1} << 40, 0})}, {"z.scores", t({3, 1})}}); },
                                 {"give the tile size"});
   // One element of scores per layer: any tile covers it, the same mask either way.

@@ -72,8 +72,9 @@ std::vector<LayerKeys> supermask_layers(const StateDict& sd) {
 }
 
 void check_scores_shape(const Tensor& w, const Tensor& s, const std::string& prefix) {
-  VITRT_CHECK(w.dim() == s.dim() && w.dim() >= 1, CheckpointError, "Supermask layer '", prefix, "': scores ",
-              shape_str(s.shape()), " do not match weight ", shape_str(w.shape()), " (one score per tile and dim)");
+  VITRT_CHECK(w.dim() == s.dim() && w.dim() >= 1 && s.numel() > 0, CheckpointError, "Supermask layer '", prefix,
+              "': scores ", shape_str(s.shape()), " do not match weight ", shape_str(w.shape()),
+              " (one score per tile and dim, at least one per dim)");
 }
 
 // nn.MultiheadAttention computes with out_proj.weight itself; SupermaskLinear.forward never runs.
