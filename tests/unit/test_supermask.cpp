@@ -104,6 +104,7 @@ TEST(Supermask, TileSizeIsInferredFromEveryLayerTogether) {
                                 {"at least one per dim"});
   expect_error<CheckpointError>([&] { infer_supermask_tile({{"z.weight", t({int64_t{1} << 40, 0})}, {"z.scores", t({3, 1})}}); },
                                 {"give the tile size"});
+
   // One element of scores per layer: any tile covers it, the same mask either way.
   EXPECT_EQ(infer_supermask_tile({{"a.weight", t({8, 8})}, {"a.scores", t({1, 1})}}), 8);
 }

@@ -29,6 +29,9 @@ std::vector<float> values_f32(const Tensor& t, const std::string& what) {
 
 float round_to(DType dtype, float v) { return dtype == DType::BF16 ? bf16_to_f32(f32_to_bf16(v)) : v; }
 
+// ceil(a / b) for a >= 0, b >= 1, without the overflow of a + b - 1 (dims come from the file).
+int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
+
 // The one element of `<layer>.scale` / `.shift`, or `fallback` when the layer has none.
 float transform_value(const StateDict& sd, const std::string& key, float fallback) {
   auto it = sd.find(key);
@@ -50,7 +53,7 @@ void narrow(TileRange& r, int64_t k, int64_t s) {
     return;
   }
   // s - 1 < k / t <= s  <=>  ceil(k / s) <= t <= floor((k - 1) / (s - 1))
-  r.lo = std::max(r.lo, (k + s - 1) / s);
+  r.lo = std::max(r.lo, ceil_div(k, s));
   r.hi = std::min(r.hi, k >= 1 ? (k - 1) / (s - 1) : 0);
   r.cut = true;
 }
@@ -154,7 +157,7 @@ Tensor supermask_fold(const Tensor& weight, const Tensor& tile_mask, int tile, f
   VITRT_CHECK(tile >= 1 && tile_mask.dim() == weight.dim() && tile_mask.dtype() == DType::U8, InvalidArgument,
               "supermask_fold: a U8 mask of the weight's rank and a tile >= 1 are needed");
   for (int64_t d = 0; d < weight.dim(); ++d)
-    VITRT_CHECK((weight.size(d) + tile - 1) / tile == tile_mask.size(d) ||
+    VITRT_CHECK(ceil_div(weight.size(d), tile) == tile_mask.size(d) ||
                     (weight.size(d) == 0 && tile_mask.size(d) == 1),
                 CheckpointError, "Supermask scores ", shape_str(tile_mask.shape()), " do not tile weight ",
                 shape_str(weight.shape()), " in tiles of ", tile);
