@@ -122,7 +122,13 @@ void add_serve(CLI::App& app) {
   c->add_option("--decode-threads", a->opt.decode_threads, "OpenMP threads per decode worker (0: default)")
       ->capture_default_str();
   c->add_option("--decode-queue", a->opt.decode_queue, "Decodes waiting before 503")->capture_default_str();
-  c->add_option("--classify-queue", a->opt.classify_queue, "Classifications waiting before 503")->capture_default_str();
+  c->add_option("--classify-batch", a->opt.classify.max_batch, "Images per classifier forward (concurrent requests)")
+      ->capture_default_str();
+  c->add_option("--classify-wait-ms", a->opt.classify.max_wait_ms,
+                "How long a classification waits for others to batch with")
+      ->capture_default_str();
+  c->add_option("--classify-queue", a->opt.classify.max_queue, "Classifications waiting before 503")
+      ->capture_default_str();
   c->add_option("--http-threads", a->opt.http_threads, "Connections served at once")->capture_default_str();
   c->add_option("--max-body-mb", a->max_body_mb, "Largest request body, MiB (413 beyond)")->capture_default_str();
   c->add_option("--max-pixels", a->opt.max_image_pixels, "Largest image, in pixels (400 beyond)")->capture_default_str();

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "server/classify_batcher.h"
 #include "server/encode_batcher.h"
 #include "vitrt/sam.h"
 #include "vitrt/vit.h"
@@ -38,11 +39,12 @@ struct ServerOptions {
   size_t logits_cache_bytes = size_t(64) << 20;    // low-res logits kept for mask_input_id (~85 clicks)
 
   // The ViT classifier behind POST /v1/classify (vitrt serve --vit-checkpoint), and its class names
-  // (empty: classes by index only). Null: that endpoint answers 404. Requests run one at a time on
-  // their own worker (classify_queue waiting beyond: 503) within decode_timeout_s.
+  // (empty: classes by index only). Null: that endpoint answers 404. Images of concurrent requests
+  // run as one batch (ClassifyBatcher: up to classify.max_batch, waiting classify.max_wait_ms for
+  // companions; more than classify.max_queue waiting: 503), each within decode_timeout_s.
   std::shared_ptr<const VitModel> classifier;
   std::vector<std::string> class_names;
-  int classify_queue = 256;
+  ClassifyOptions classify;
 
   bool access_log = false;  // one line per request on stderr
   // Keep freed heap memory for reuse while requests come (glibc's default returns it to the
@@ -73,6 +75,8 @@ class SamServer {
 
   // The encode queue (tests pause it to fill the queue deterministically).
   EncodeBatcher& encoder();
+  // The classify queue; throws InvalidArgument when no classifier is loaded.
+  ClassifyBatcher& classifier_queue();
   // Prometheus text, as served at /metrics.
   std::string metrics_text() const;
 

@@ -540,6 +540,52 @@ TEST(ServerClassify, TopKIsTheLibrarysAndBadRequestsAre4xx) {
   EXPECT_TRUE(json::parse(b.Get("/v1/health")->body)["classifier"].is_null());
 }
 
+// Concurrent /v1/classify requests run as one forward: with the queue held, six requests wait,
+// then go as one batch whose answers are each image's own (to the GEMMs' summation order); a
+// seventh beyond the queue's limit is 503.
+TEST(ServerClassify, ConcurrentRequestsRunAsOneBatch) {
+  server::ServerOptions o;
+  o.port = 0;
+  o.http_threads = 16;
+  o.classify.max_batch = 8;
+  o.classify.max_queue = 6;
+  const std::string vit_dir = std::string(VITRT_FIXTURES) + "/vit";
+  o.classifier = load_vit(vit_dir + "/vit_tiny.pth");
+  server::SamServer srv(test::small_model(), o);
+  const int port = srv.start();
+  const std::vector<std::string> names = {"landscape_512x384.png", "portrait_300x517.png", "square_224.png",
+                                          "short256_256x341.png", "small_150x97.png", "wide_800x241.png"};
+  srv.classifier_queue().set_paused(true);
+  std::vector<std::thread> clients;
+  std::vector<json> answers(names.size());
+  for (size_t i = 0; i < names.size(); ++i)
+    clients.emplace_back([&, i] {
+      httplib::Client c("127.0.0.1", port);
+      c.set_read_timeout(60, 0);
+      auto r = c.Post("/v1/classify?topk=10&logits=true", png_bytes(read_image(vit_dir + "/images/" + names[i])),
+                      "image/png");
+      if (r && r->status == 200) answers[i] = json::parse(r->body);
+    });
+  for (int t = 0; t < 2000 && srv.classifier_queue().queue_depth() < names.size(); ++t)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(srv.classifier_queue().queue_depth(), names.size());
+  httplib::Client extra("127.0.0.1", port);
+  auto full = extra.Post("/v1/classify", png_bytes(read_image(vit_dir + "/images/" + names[0])), "image/png");
+  ASSERT_TRUE(full);
+  EXPECT_EQ(full->status, 503) << full->body;
+  srv.classifier_queue().set_paused(false);
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(srv.classifier_queue().batches(), 1);
+  for (size_t i = 0; i < names.size(); ++i) {
+    SCOPED_TRACE(names[i]);
+    ASSERT_TRUE(answers[i].contains("logits")) << answers[i].dump();
+    const Tensor want = vit_image_logits(*o.classifier, std::vector<Image>{read_image(vit_dir + "/images/" + names[i])});
+    const auto got = answers[i]["logits"].get<std::vector<float>>();
+    ASSERT_EQ(got.size(), 10u);
+    for (int k = 0; k < 10; ++k) EXPECT_NEAR(got[k], want.data<float>()[k], 1e-5 * (1 + std::abs(want.data<float>()[k])));
+  }
+}
+
 TEST(ServerCache, EvictedEmbeddingsAre404AndReEmbedded) {
   server::ServerOptions o;
   o.port = 0;
