@@ -33,7 +33,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from fidelity_vit import compare, make_image, perturbed_vit_b_16, run_vitrt  # noqa: E402
+from fidelity_vit import compare, make_images, perturbed_vit_b_16, run_vitrt  # noqa: E402
 
 
 def main() -> int:
@@ -73,15 +73,7 @@ def main() -> int:
             m.sparsify_offline()  # (out_proj: nn.MultiheadAttention never runs the module's forward)
     ref_model = ref_model.float().eval()
 
-    rng = np.random.default_rng(1)
-    sizes = [(640, 480), (480, 640), (224, 224), (256, 341), (150, 97), (800, 241), (1024, 768), (333, 500)]
-    paths = []
-    for i in range(a.images):
-        w, h = sizes[i % len(sizes)]
-        w, h = int(w * rng.uniform(0.8, 1.25)), int(h * rng.uniform(0.8, 1.25))
-        p = os.path.join(a.out, "images", f"img{i:03d}_{w}x{h}.png")
-        make_image(w, h, 2000 + i).save(p)
-        paths.append(p)
+    paths = make_images(os.path.join(a.out, "images"), a.images, 2000)
 
     from PIL import Image
 

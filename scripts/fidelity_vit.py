@@ -53,6 +53,21 @@ def make_image(w: int, h: int, seed: int):
     return im
 
 
+def make_images(folder: str, n: int, seed_base: int) -> list[str]:
+    """n PNG files of make_image in `folder`, eight base sizes (portrait, landscape, small, wide,
+    large) each scaled by 0.8-1.25; returns their paths."""
+    rng = np.random.default_rng(1)
+    sizes = [(640, 480), (480, 640), (224, 224), (256, 341), (150, 97), (800, 241), (1024, 768), (333, 500)]
+    paths = []
+    for i in range(n):
+        w, h = sizes[i % len(sizes)]
+        w, h = int(w * rng.uniform(0.8, 1.25)), int(h * rng.uniform(0.8, 1.25))
+        p = os.path.join(folder, f"img{i:03d}_{w}x{h}.png")
+        make_image(w, h, seed_base + i).save(p)
+        paths.append(p)
+    return paths
+
+
 def perturbed_vit_b_16(seed: int):
     import torch
     from torchvision.models import vit_b_16
@@ -124,15 +139,7 @@ def main() -> int:
     with open(ckpt + ".json", "w") as f:
         json.dump({"num_heads": 12}, f)
 
-    rng = np.random.default_rng(1)
-    sizes = [(640, 480), (480, 640), (224, 224), (256, 341), (150, 97), (800, 241), (1024, 768), (333, 500)]
-    paths = []
-    for i in range(a.images):
-        w, h = sizes[i % len(sizes)]
-        w, h = int(w * rng.uniform(0.8, 1.25)), int(h * rng.uniform(0.8, 1.25))
-        p = os.path.join(a.out, "images", f"img{i:03d}_{w}x{h}.png")
-        make_image(w, h, 1000 + i).save(p)
-        paths.append(p)
+    paths = make_images(os.path.join(a.out, "images"), a.images, 1000)
 
     from PIL import Image
 

@@ -5,6 +5,7 @@
 #include <exception>
 #include <vector>
 
+#include "server/batch_gather.h"
 #include "vitrt/error.h"
 
 namespace vitrt::server {
@@ -76,16 +77,8 @@ void ClassifyBatcher::run() {
     std::vector<Job> batch;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || (!paused_ && !queue_.empty()); });
-      if (stop_) return;
-      // Bounded wait for companions, counted from the first image's arrival (as the encode queue).
-      const auto deadline = queue_.front().enqueued + std::chrono::milliseconds(options_.max_wait_ms);
-      cv_.wait_until(lock, deadline, [&] { return stop_ || queue_.size() >= max_batch; });
-      if (stop_) return;
-      while (!queue_.empty() && batch.size() < max_batch) {
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
+      batch = gather_batch(lock, cv_, queue_, stop_, paused_, max_batch, options_.max_wait_ms);
+      if (batch.empty()) return;  // stopped
       running_ = batch.size();
     }
     std::vector<Tensor> rows;

@@ -2,6 +2,7 @@
 
 #include "models/sam/sam_model.h"
 #include "ops/ops.h"
+#include "server/batch_gather.h"
 
 namespace vitrt::server {
 
@@ -77,17 +78,8 @@ void EncodeBatcher::run() {
     std::vector<Job> batch;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || (!paused_ && !queue_.empty()); });
-      if (stop_) return;
-      // Bounded wait for companions, counted from the first image's arrival: under load the
-      // front image has usually waited through the previous batch already and goes at once.
-      const auto deadline = queue_.front().enqueued + std::chrono::milliseconds(options_.max_wait_ms);
-      cv_.wait_until(lock, deadline, [&] { return stop_ || queue_.size() >= max_batch; });
-      if (stop_) return;
-      while (!queue_.empty() && batch.size() < max_batch) {
-        batch.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
+      batch = gather_batch(lock, cv_, queue_, stop_, paused_, max_batch, options_.max_wait_ms);
+      if (batch.empty()) return;  // stopped
       encoding_ = batch.size();
     }
 
