@@ -60,4 +60,26 @@ StateDict fold_supermasks(const StateDict& sd, double sparsity, int tile = 0,
 // True when sd holds any `<layer>.scores` tensor next to a `<layer>.weight`.
 bool has_supermasks(const StateDict& sd);
 
+// A SuperBlock checkpoint, folded.
+struct SupermaskCheckpoint {
+  StateDict state_dict;            // folded: every layer's scores / scale / shift gone
+  double sparsity = 0;             // the sparsity folded at
+  double trained_sparsity = -1;    // the checkpoint's args.sparsity_linear; -1 when not recorded
+  int tile = 0;                    // the tile size folded with
+  std::string model;               // the checkpoint's args.model ("vit_b_16"); "" when not recorded
+  std::vector<SupermaskLayer> layers;
+};
+
+// Loads a SuperBlock Supermask checkpoint (a .pth as its train.py saves it, or a bare state_dict)
+// and folds it (fold_supermasks). ema: the "model_ema" entry's weights instead ("module." prefix
+// dropped). sparsity < 0: the checkpoint's args.sparsity_linear (InvalidArgument asking for it
+// when not recorded); tile <= 0: its args.sp_linear_tile_size, else infer_supermask_tile.
+// InvalidArgument when the file holds no Supermask layers.
+SupermaskCheckpoint load_supermask_checkpoint(const std::string& path, double sparsity = -1, int tile = 0,
+                                              bool ema = false);
+
+// The BSR block that stores exactly a Supermask's kept tiles: the largest of 64 / 32 / 16 dividing
+// the tile, 0 when none does.
+int supermask_bsr_block(int tile);
+
 }  // namespace vitrt

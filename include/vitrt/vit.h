@@ -53,6 +53,9 @@ class VitModel;
 // on CUDA in float32 or bfloat16 (the BSR arrays uploaded once). Its head count, when neither
 // num_heads nor a sidecar gives one: the file's "vit.num_heads" metadata, which `vitrt sparsify`
 // records from its --num-heads, the source's sidecar or a Supermask checkpoint's args.model.
+// A SuperBlock Supermask checkpoint (vitrt/supermask.h) that records the sparsity it was trained at
+// loads as it is too: its masks folded, its MLP weights packed to BSR as `vitrt sparsify
+// --supermask` would store them (heads: num_heads, the sidecar, else its args.model's preset).
 std::shared_ptr<const VitModel> load_vit(const std::string& checkpoint_path, Device device = Device::CPU,
                                          DType dtype = DType::F32, int num_heads = 0);
 const VitConfig& vit_config(const VitModel& model);

@@ -80,6 +80,9 @@ json supermask_info(const std::string& path, const TorchCheckpoint& ck) {
     out["sparsity_note"] = "not recorded in the file (no args.sparsity_linear): give it to vitrt sparsify --sparsity";
   }
   out["layers"] = layers;
+  // load_vit (vitrt classify, Python's load_vit) folds it at load when it records its sparsity; a
+  // model file from sparsify loads without folding.
+  out["loads_as_is"] = sparsity >= 0;
   out["next"] = "vitrt sparsify --supermask --checkpoint " + path + " --out <model file>";
   return out;
 }

@@ -3,14 +3,11 @@
 // block-magnitude pruning (training-free), or --supermask: the masks SuperBlock learned, folded
 // into the weights exactly as its model applies them (vitrt/supermask.h), read from its training
 // checkpoint as saved (weights, optimizer state and the argparse "args" that hold the sparsity).
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <regex>
 
 #include "cli/commands.h"
@@ -58,58 +55,21 @@ int heads_to_record(const SparsifyArgs& a, const std::map<std::string, std::stri
   return 0;
 }
 
-// A number from the checkpoint's settings ("args.sparsity_linear"), if present and numeric.
-std::optional<double> setting_number(const std::map<std::string, std::string>& settings, const std::string& key) {
-  auto it = settings.find(key);
-  if (it == settings.end() || it->second.empty()) return std::nullopt;
-  char* end = nullptr;
-  const double v = std::strtod(it->second.c_str(), &end);
-  if (*end != '\0') return std::nullopt;
-  return v;
-}
-
-// The block for a Supermask tile: the largest supported block dividing it, so that the stored
-// blocks are exactly the kept tiles; 0 when none divides it.
-int block_for_tile(int tile) {
-  for (int b : {64, 32, 16})
-    if (tile % b == 0) return b;
-  return 0;
-}
-
 // --supermask: SuperBlock's checkpoint with its masks folded in (scores / scale / shift dropped).
 // Sets the block, sparsity and method lines of the file's metadata.
 StateDict load_supermask_folded(SparsifyArgs& a, std::map<std::string, std::string>& meta, StageTimer& timer) {
-  TorchCheckpoint ck = timer.run("loading checkpoint " + a.checkpoint, [&] {
-    return load_torch_checkpoint_with_settings(a.checkpoint, a.ema ? "model_ema" : "");
+  SupermaskCheckpoint ck = timer.run("loading and folding " + a.checkpoint, [&] {
+    return load_supermask_checkpoint(a.checkpoint, a.sparsity_given ? a.sparsity : -1.0, a.tile, a.ema);
   });
-  a.num_heads = heads_to_record(a, ck.settings);
-  StateDict sd;
-  if (a.ema) {  // torch.optim.swa_utils.AveragedModel: "module."-prefixed weights and a step count
-    for (auto& [k, t] : ck.state_dict)
-      if (k.rfind("module.", 0) == 0) sd.emplace(k.substr(7), t);
-  } else {
-    sd = std::move(ck.state_dict);
-  }
-  VITRT_CHECK(has_supermasks(sd), InvalidArgument, "checkpoint '", a.checkpoint,
-              "' has no Supermask layers ('<layer>.scores' next to '<layer>.weight'): without --supermask, "
-              "`vitrt sparsify` prunes by block magnitude");
-  const std::optional<double> trained = setting_number(ck.settings, "args.sparsity_linear");
-  if (!a.sparsity_given) {
-    VITRT_CHECK(trained.has_value(), InvalidArgument, "checkpoint '", a.checkpoint,
-                "' does not record the sparsity it was trained at (no args.sparsity_linear): give --sparsity");
-    a.sparsity = *trained;
-  } else if (trained && *trained != a.sparsity) {
-    std::printf("note: --sparsity %g overrides the %g the checkpoint was trained at\n", a.sparsity, *trained);
-  }
-  VITRT_CHECK(a.sparsity >= 0.0 && a.sparsity < 1.0, InvalidArgument, "Supermask sparsity ", a.sparsity,
-              " must lie in [0, 1)");
-  if (a.tile <= 0) {
-    const std::optional<double> t = setting_number(ck.settings, "args.sp_linear_tile_size");
-    a.tile = t && *t >= 1 && *t <= 1 << 20 && *t == std::floor(*t) ? static_cast<int>(*t) : infer_supermask_tile(sd);
-  }
-  std::vector<SupermaskLayer> layers;
-  StateDict folded = fold_supermasks(sd, a.sparsity, a.tile, &layers);
-  for (const SupermaskLayer& l : layers) {
+  if (a.sparsity_given && ck.trained_sparsity >= 0 && ck.trained_sparsity != a.sparsity)
+    std::printf("note: --sparsity %g overrides the %g the checkpoint was trained at\n", a.sparsity,
+                ck.trained_sparsity);
+  a.sparsity = ck.sparsity;
+  a.tile = ck.tile;
+  std::map<std::string, std::string> settings;
+  if (!ck.model.empty()) settings["args.model"] = ck.model;
+  a.num_heads = heads_to_record(a, settings);
+  for (const SupermaskLayer& l : ck.layers) {
     if (l.applied)
       std::printf("%-48s Supermask tile %d, sparsity %.4g: kept %lld / %lld tiles, folded\n", l.name.c_str(), l.tile,
                   l.sparsity, static_cast<long long>(l.kept_tiles), static_cast<long long>(l.tiles));
@@ -118,7 +78,7 @@ StateDict load_supermask_folded(SparsifyArgs& a, std::map<std::string, std::stri
                   "model never applied its mask\n", l.name.c_str());
   }
   if (!a.block_given) {
-    a.block = block_for_tile(a.tile);
+    a.block = supermask_bsr_block(a.tile);
     VITRT_CHECK(a.block != 0, InvalidArgument, "Supermask tile ", a.tile,
                 " is not a multiple of 16: give --block (16, 32 or 64; the stored blocks then cover the kept "
                 "tiles and whatever else they touch)");
@@ -130,7 +90,7 @@ StateDict load_supermask_folded(SparsifyArgs& a, std::map<std::string, std::stri
   meta["supermask.tile"] = std::to_string(a.tile);
   meta["supermask.sparsity"] = std::to_string(a.sparsity);
   meta["supermask.weights"] = a.ema ? "model_ema" : "model";
-  return folded;
+  return std::move(ck.state_dict);
 }
 
 void run_sparsify(SparsifyArgs a) {

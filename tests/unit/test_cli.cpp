@@ -235,9 +235,11 @@ TEST(Cli, InfoSaysWhatACheckpointIs) {
   ASSERT_EQ(sm["layers"].size(), 7u);  // 2 x (mlp.0, mlp.3, out_proj) + the head
   EXPECT_EQ(sm["layers"][0]["kept_tiles"], 15);  // 14 of 128, and one tie
   EXPECT_NE(sm["next"].get<std::string>().find("vitrt sparsify --supermask"), std::string::npos);
+  EXPECT_EQ(sm["loads_as_is"], true);
   const nlohmann::json bare = info(fixtures + "/supermask/state_dict_f32.pth");
   EXPECT_EQ(bare["tile"], 32);  // from the scores' shapes
   EXPECT_TRUE(bare["sparsity"].is_null());
+  EXPECT_EQ(bare["loads_as_is"], false);
   const std::string model = tmp("info_model.vitrt");
   ASSERT_EQ(run("sparsify -q --supermask --checkpoint " + fixtures + "/supermask/train_bf16.pth --out " + model).code, 0);
   const nlohmann::json sparse = info(model);

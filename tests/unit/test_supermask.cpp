@@ -176,9 +176,10 @@ TEST(SupermaskGolden, TrainingCheckpointArgsAreReadAsData) {
                                 {"'optimizer'", "without tensors"});
   expect_error<CheckpointError>([] { load_torch_checkpoint_with_settings(kDir + "/train_bf16.pth", "ema"); },
                                 {"no entry 'ema'", "'model_ema'", "'model'"});
-  // A dense ViT load says what the scores are rather than calling them unused tensors.
-  expect_error<CheckpointError>([] { load_vit(kDir + "/state_dict_f32.pth", Device::CPU, DType::F32, kHeads); },
-                                {"Supermask", "vitrt sparsify --supermask"});
+  // The state_dict API says what the scores are rather than calling them unused tensors.
+  expect_error<CheckpointError>(
+      [] { vit_from_state_dict(load_state_dict(kDir + "/state_dict_f32.pth"), Device::CPU, DType::F32, kHeads); },
+      {"Supermask", "vitrt sparsify --supermask"});
 }
 
 std::string sparsify(const std::string& name, const std::string& args, std::string* text, int expect_code = 0) {
@@ -247,7 +248,7 @@ TEST(SupermaskGolden, SparsifiedStateDictMatchesAtEveryBlockDividingTheTile) {
   std::string text;
   // A bare state_dict does not record its sparsity.
   sparsify("f32_nosparsity", "--checkpoint " + kDir + "/state_dict_f32.pth", &text, 1);
-  EXPECT_NE(text.find("give --sparsity"), std::string::npos) << text;
+  EXPECT_NE(text.find("does not record the sparsity"), std::string::npos) << text;
   for (int block : {0, 16}) {  // 0: the default, the tile (32)
     SCOPED_TRACE(block);
     const std::string args = "--checkpoint " + kDir + "/state_dict_f32.pth --sparsity 0.5" +
@@ -265,6 +266,19 @@ TEST(SupermaskGolden, SparsifiedStateDictMatchesAtEveryBlockDividingTheTile) {
   // A tile the checkpoint's shapes refute.
   sparsify("f32_badtile", "--checkpoint " + kDir + "/state_dict_f32.pth --sparsity 0.5 --tile 16", &text, 1);
   EXPECT_NE(text.find("do not tile"), std::string::npos) << text;
+}
+
+// load_vit takes SuperBlock's training checkpoint as it is: folded at its recorded sparsity, the MLPs
+// block-sparse, SuperBlock's logits; `vitrt classify` on it too. A bare state_dict does not record
+// its sparsity: that load asks for it.
+TEST(SupermaskGolden, TrainingCheckpointLoadsAsItIs) {
+  const nlohmann::json g = golden()["train_bf16"];
+  auto model = load_vit(kDir + "/train_bf16.pth");
+  EXPECT_EQ(vit_num_bsr_linears(*model), 4);
+  EXPECT_EQ(vit_config(*model).num_heads, kHeads);  // (hidden 128 / 64: its args.model is no preset)
+  EXPECT_LT(max_rel(vit_logits(*model, golden_inputs(g)), g["logits"].get<std::vector<float>>()), 1e-5);
+  expect_error<InvalidArgument>([] { load_vit(kDir + "/state_dict_f32.pth"); },
+                                {"does not record the sparsity", "vitrt sparsify --supermask --sparsity"});
 }
 
 // `vitrt bench --checkpoint`: a model file's own BSR weights against their dense twin.

@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <map>
+#include <optional>
 
 #include "vitrt/error.h"
 
@@ -197,6 +200,52 @@ Tensor supermask_fold(const Tensor& weight, const Tensor& tile_mask, int tile, f
 }
 
 bool has_supermasks(const StateDict& sd) { return !supermask_layers(sd).empty(); }
+
+namespace {
+// A number among a checkpoint's settings ("args.sparsity_linear"), if present and numeric.
+std::optional<double> setting_number(const std::map<std::string, std::string>& settings, const std::string& key) {
+  auto it = settings.find(key);
+  if (it == settings.end() || it->second.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(it->second.c_str(), &end);
+  if (*end != '\0') return std::nullopt;
+  return v;
+}
+}  // namespace
+
+SupermaskCheckpoint load_supermask_checkpoint(const std::string& path, double sparsity, int tile, bool ema) {
+  TorchCheckpoint ck = load_torch_checkpoint_with_settings(path, ema ? "model_ema" : "");
+  SupermaskCheckpoint out;
+  StateDict sd;
+  if (ema) {  // torch.optim.swa_utils.AveragedModel: "module."-prefixed weights and a step count
+    for (auto& [k, t] : ck.state_dict)
+      if (k.rfind("module.", 0) == 0) sd.emplace(k.substr(7), t);
+  } else {
+    sd = std::move(ck.state_dict);
+  }
+  VITRT_CHECK(has_supermasks(sd), InvalidArgument, "checkpoint '", path,
+              "' has no Supermask layers ('<layer>.scores' next to '<layer>.weight')");
+  if (auto t = setting_number(ck.settings, "args.sparsity_linear")) out.trained_sparsity = *t;
+  if (auto it = ck.settings.find("args.model"); it != ck.settings.end()) out.model = it->second;
+  out.sparsity = sparsity >= 0 ? sparsity : out.trained_sparsity;
+  VITRT_CHECK(out.sparsity >= 0, InvalidArgument, "Supermask checkpoint '", path,
+              "' does not record the sparsity it was trained at (no args.sparsity_linear): give it, e.g. "
+              "vitrt sparsify --supermask --sparsity S");
+  VITRT_CHECK(out.sparsity < 1.0, InvalidArgument, "Supermask sparsity ", out.sparsity, " must lie in [0, 1)");
+  if (tile <= 0) {
+    const std::optional<double> t = setting_number(ck.settings, "args.sp_linear_tile_size");
+    tile = t && *t >= 1 && *t <= 1 << 20 && *t == std::floor(*t) ? static_cast<int>(*t) : infer_supermask_tile(sd);
+  }
+  out.tile = tile;
+  out.state_dict = fold_supermasks(sd, out.sparsity, tile, &out.layers);
+  return out;
+}
+
+int supermask_bsr_block(int tile) {
+  for (int b : {64, 32, 16})
+    if (tile % b == 0) return b;
+  return 0;
+}
 
 StateDict fold_supermasks(const StateDict& sd, double sparsity, int tile, std::vector<SupermaskLayer>* report) {
   VITRT_CHECK(sparsity >= 0.0 && sparsity < 1.0, InvalidArgument, "Supermask sparsity ", sparsity,

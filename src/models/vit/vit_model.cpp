@@ -326,6 +326,35 @@ std::shared_ptr<const VitModel> vit_from_state_dict(const StateDict& sd, Device 
   return model->to(device, dtype);
 }
 
+namespace {
+// A SuperBlock Supermask checkpoint loaded as it is: folded at the sparsity it records, its MLP
+// weights packed to BSR in the block that stores exactly the kept tiles (as `vitrt sparsify
+// --supermask` would write them), the rest dense. Heads: the caller's, else the preset of its
+// args.model, else hidden / 64.
+std::shared_ptr<const VitModel> vit_from_supermask_checkpoint(const std::string& path, Device device, DType dtype,
+                                                              int num_heads) {
+  SupermaskCheckpoint ck = load_supermask_checkpoint(path);
+  if (num_heads <= 0) {
+    try {
+      num_heads = VitConfig::preset(ck.model).num_heads;
+    } catch (const InvalidArgument&) {
+    }
+  }
+  const int block = supermask_bsr_block(ck.tile);
+  if (block == 0) return vit_from_state_dict(ck.state_dict, device, dtype, num_heads);  // (masked, dense)
+  static const std::regex mlp_weight(R"(encoder\.layers\.encoder_layer_\d+\.mlp\.(0|3)\.weight)");
+  StateDict dense;
+  std::map<std::string, BsrMatrix> sparse;
+  for (const auto& [name, t] : ck.state_dict) {
+    if (std::regex_match(name, mlp_weight) && t.dim() == 2 && t.size(0) % block == 0 && t.size(1) % block == 0)
+      sparse.emplace(name, bsr_from_dense(t, block));
+    else
+      dense.emplace(name, t);
+  }
+  return vit_from_sparse_state_dict(dense, sparse, device, dtype, num_heads);
+}
+}  // namespace
+
 std::shared_ptr<const VitModel> load_vit(const std::string& checkpoint_path, Device device, DType dtype,
                                          int num_heads) {
   // A vitrt model file (safetensors with BSR weights, from `vitrt sparsify`)? Plain safetensors and
@@ -352,6 +381,7 @@ std::shared_ptr<const VitModel> load_vit(const std::string& checkpoint_path, Dev
     }
     VITRT_CHECK(num_heads > 0, InvalidArgument, "model config '", json_path, "': num_heads must be positive");
   }
+  if (!model_file && has_supermasks(sd)) return vit_from_supermask_checkpoint(checkpoint_path, device, dtype, num_heads);
   if (model_file) {
     // The head count `vitrt sparsify` recorded, when neither the caller nor a sidecar gave one.
     if (auto it = model_file->metadata.find("vit.num_heads"); num_heads <= 0 && it != model_file->metadata.end()) {
