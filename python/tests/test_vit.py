@@ -109,3 +109,21 @@ def test_bad_arguments():
         vitrt.load_vit(os.path.join(ROOT, "tests", "fixtures", "sam", "tiny1024.pth"), device="cpu")
     with pytest.raises(OSError):
         vitrt.load_vit(os.path.join(VIT, "does_not_exist.pth"), device="cpu")
+
+
+
+@needs_cli
+def test_supermask_training_checkpoint_loads_as_it_is():
+    """SuperBlock's training checkpoint (tests/fixtures/supermask, made with its own supermask.py)
+    loads as it is: folded at load, its MLPs block-sparse, the logits `vitrt classify` gives for it
+    (whose C++ tests check them against SuperBlock's model)."""
+    ckpt = os.path.join(ROOT, "tests", "fixtures", "supermask", "train_bf16.pth")
+    vit = vitrt.load_vit(ckpt, device="cpu")
+    assert vit.num_bsr_linears == 4
+    assert vit.num_classes == 10
+    path = os.path.join(VIT, "images", IMAGES[0] + ".png")
+    out = subprocess.run([CLI, "classify", "--checkpoint", ckpt, "--device", "cpu", "--json", "--logits", "-q",
+                          "--image", path], capture_output=True, text=True, check=True).stdout
+    want = np.array(json.loads(out[out.index("{"):])["results"][0]["logits"], dtype=np.float32)
+    got = vit.logits(vitrt.read_image(path))[0]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
