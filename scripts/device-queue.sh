@@ -29,11 +29,13 @@ L (run on an H100, 2026-12-05 ~19:32 UTC): the kernels whose stores became whole
    ctest, CudaPredictor and the fixture fidelity; then F and ViT-B/16 bs256 block 64 (~480 s bare).
 M (run after L, warm, the same day): ViT-B/16 bs256 at blocks 16 / 32, SAM vit_b / vit_h bs32 encoders,
    the fp32 sweep at block 64 (~200 s warm).
-Y1 (not yet run): first the Supermask model on CUDA (CudaBsr.Supermask*, default kernels); then the
+Y1 (run on an H100, 2026-12-05 ~22:41 UTC): first the Supermask model on CUDA (CudaBsr.Supermask*, default kernels); then the
    y-resident kernel (bsr_gemm_yres.cu, VITRT_BSR_YRES=1|cluster; blocks 16 /
    32, any K): its direct test in both forms, the fc1 / fc2 A/B at blocks 16 / 32 in both forms, then
    within Y1_BUDGET seconds (default 330) ViT-B/16 bs256 block 16 both ways and every CudaBsr test
    through the kernel (~300 s bare).
+Y2: block 16's new default (y-resident for K > 768): the CudaBsr suite, the block-16 A/B against
+   VITRT_BSR_YRES=0, ViT-B/16 bs256 block 16 both ways with operator profiles (~330 s bare).
 DESC
 }
 
@@ -127,6 +129,29 @@ case "$step" in
       echo "SUMMARY: every CudaBsr test through the y-resident kernel rc=$? ($left s allowed): $(grep -E '^\[  (PASSED|FAILED) ' "$O/yall.log" | tr '\n' ' ') $(grep -c Failure "$O/yall.log") failures"
       grep -B3 -A10 -m2 'Failure' "$O/yall.log" | head -30
     fi
+    ;;
+  Y2)  # (see describe)
+    BUILD_TARGETS="bsr_gemm_bench test_cuda_bsr vitrt_cli" OUT="$O/y" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
+    echo "SUMMARY: built at ${SECONDS} s"
+    (cd build-dev/tests && timeout 120 ./test_cuda_bsr --gtest_filter='CudaBsr.*') > "$O/bsr.log" 2>&1
+    echo "SUMMARY: CudaBsr (new defaults) rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$O/bsr.log" | tr '\n' ' ') $(grep -c Failure "$O/bsr.log") failures"
+    grep -B3 -A10 -m2 'Failure' "$O/bsr.log" | head -30
+    for e in "VITRT_BSR_YRES=0" ""; do
+      timeout 60 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16 --sparsities 0.8,0.86,0.9 \
+        --tokens 50432 --json "$O/y.json" > "$O/y.txt" 2>&1
+      echo "SUMMARY: '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%s b%d s%.2f %.4f (%.2fx) %s'%('fc1' if r['N']==3072 else 'fc2',r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:12]) for r in d['rows']))" "$O/y.json" 2>&1 | tail -c 900)"
+    done
+    for e in "VITRT_BSR_YRES=0" ""; do
+      timeout 100 env $e build-dev/bin/vitrt bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block 16 \
+        --dtype bf16 --iters 5 --profile --json > "$O/vit16p.json" 2> "$O/vit16p.err"
+      echo "SUMMARY: ViT bs256 b16 '${e:-default}' rc=$?: $(python3 -c "
+import json,sys,collections
+d=json.load(open(sys.argv[1]))
+print('dense %.2f sparse %.2f (%.2fx; eager %.2f / %.2f)'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup'],d['dense_eager_ms_per_batch'],d['sparse_eager_ms_per_batch']))
+p=d.get('profile_sparse') or {}
+print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],r['ms']) for r in sorted(p.get('ops',[]),key=lambda r:-r['ms'])[:8]))
+" "$O/vit16p.json" 2>&1 | tail -c 1200)"
+    done
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac

@@ -38,8 +38,9 @@
 // it: a slot is filled, waited for by every consumer warp, handed back by each, refilled);
 // tests/protocol/test_bsr_yres_layout.py models what a slot holds against what the consumers take it
 // to be (masks, parts, row cursors; both forms). Keep both in step.
-// Status (2026-12-05): written and compiled (168 registers, no spills, every wgmma
-// asynchronous), never run on a GPU; VITRT_BSR_YRES=1|cluster only (BENCHMARKS.md).
+// Status (2026-12-05, H100): correct in both forms (every CudaBsr test through it); the plain form
+// is block 16's default for K > 768 (fc2 at 0.8-0.9: 0.54-0.72x of dense, from 0.36-0.62x), the
+// cluster form measured 1.5-2x slower than the plain one (VITRT_BSR_YRES=cluster only).
 // Scope: sm_90, bf16 in and out, block 16 or 32, N and K multiples of 64, the mask table small
 // enough for shared memory (groups x slabs <= kMaxMaskWords), the view's core-matrix copy present.
 // bsr_linear_bf16 takes it per bsr_yres_selected (bsr_gemm.h).
@@ -443,10 +444,13 @@ bool bsr_yres_selected(int64_t M, const BsrDeviceView& w, DType out_dtype) {
   const YresMode mode = yres_mode();
   if (mode == YresMode::Off || !bsr_yres_supported(w, out_dtype)) return false;
   if (mode == YresMode::On || mode == YresMode::Cluster) return true;
-  // Auto: not yet (prepared without a GPU; BENCHMARKS.md says what was measured). M keeps the
-  // signature of the other kernels' rules.
+  // Auto: block 16 where the x-resident kernel does not take it (K > 768: the MLP's second linear),
+  // measured 16-33% faster there than the mma.sync kernel it replaces (H100, 2026-12-05 22:41 UTC,
+  // BENCHMARKS.md). Block 32 stays on the streamed kernel (a tie at 0.86-0.9, slower at 0.8); the
+  // cluster form was 1.5-2x slower than the plain one and is never chosen. M keeps the signature
+  // of the other kernels' rules.
   (void)M;
-  return false;
+  return w.block == 16;
 }
 
 void bsr_linear_bf16_yres(const void* x, int64_t M, const BsrDeviceView& w, const void* bias, bool gelu,
