@@ -34,7 +34,7 @@ Y1 (run on an H100, 2026-12-05 ~22:41 UTC): first the Supermask model on CUDA (C
    32, any K): its direct test in both forms, the fc1 / fc2 A/B at blocks 16 / 32 in both forms, then
    within Y1_BUDGET seconds (default 330) ViT-B/16 bs256 block 16 both ways and every CudaBsr test
    through the kernel (~300 s bare).
-Y2: block 16's new default (y-resident for K > 768): the CudaBsr suite, the block-16 A/B against
+Y2 (run on an H100, 2026-12-05 ~22:54 UTC): block 16's new default (y-resident for K > 768): the CudaBsr suite, the block-16 A/B against
    VITRT_BSR_YRES=0, ViT-B/16 bs256 block 16 both ways with operator profiles (~330 s bare).
 DESC
 }
