@@ -123,20 +123,23 @@ bool holds_tensor(const PickleValue& dict) {
                      [](const auto& kv) { return kv.second->kind == Kind::Tensor; });
 }
 
+// The value of the top-level string key `name` (the last such key: later keys win, as in Python),
+// or null.
+const PickleValue* top_level_entry(const PickleValue& root, const std::string& name) {
+  for (auto it = root.entries.rbegin(); it != root.entries.rend(); ++it)
+    if (it->first->kind == Kind::String && it->first->text == name) return it->second.get();
+  return nullptr;
+}
+
+bool is_weights(const PickleValue& v) { return v.kind == Kind::Dict && holds_tensor(v); }
+
 // Applies the policy described at the top of this file.
 const PickleValue& select_state_dict(const PickleValue& root, const std::string& path) {
   VITRT_CHECK(root.kind == Kind::Dict, CheckpointError, "checkpoint '", path, "': top level is a ",
               pickle_kind_name(root.kind), ", expected a dict of tensors (a state_dict)");
   if (holds_tensor(root)) return root;
-  for (const char* wrapper : {"model", "state_dict"}) {
-    for (auto it = root.entries.rbegin(); it != root.entries.rend(); ++it) {  // later keys win, as in Python
-      const PickleValue& key = *it->first;
-      if (key.kind == Kind::String && key.text == wrapper) {
-        if (it->second->kind == Kind::Dict && holds_tensor(*it->second)) return *it->second;
-        break;
-      }
-    }
-  }
+  for (const char* wrapper : {"model", "state_dict"})
+    if (const PickleValue* v = top_level_entry(root, wrapper); v && is_weights(*v)) return *v;
   throw CheckpointError(detail::concat("checkpoint '", path,
                                        "': no tensors at the top level nor under \"model\" or \"state_dict\""));
 }
@@ -145,18 +148,15 @@ const PickleValue& select_state_dict(const PickleValue& root, const std::string&
 const PickleValue& select_entry(const PickleValue& root, const std::string& path, const std::string& entry) {
   VITRT_CHECK(root.kind == Kind::Dict, CheckpointError, "checkpoint '", path, "': top level is a ",
               pickle_kind_name(root.kind), ", expected a dict with an entry '", entry, "'");
-  std::string candidates;
-  for (auto it = root.entries.rbegin(); it != root.entries.rend(); ++it) {  // later keys win, as in Python
-    const PickleValue& key = *it->first;
-    if (key.kind != Kind::String) continue;
-    const bool weights = it->second->kind == Kind::Dict && holds_tensor(*it->second);
-    if (key.text == entry) {
-      VITRT_CHECK(weights, CheckpointError, "checkpoint '", path, "': entry '", entry, "' is a ",
-                  pickle_kind_name(it->second->kind), " without tensors, not a state_dict");
-      return *it->second;
-    }
-    if (weights) candidates += (candidates.empty() ? "" : ", ") + ("'" + key.text + "'");
+  if (const PickleValue* v = top_level_entry(root, entry)) {
+    VITRT_CHECK(is_weights(*v), CheckpointError, "checkpoint '", path, "': entry '", entry, "' is a ",
+                pickle_kind_name(v->kind), " without tensors, not a state_dict");
+    return *v;
   }
+  std::string candidates;  // (for the message: the entries that would do)
+  for (auto it = root.entries.rbegin(); it != root.entries.rend(); ++it)
+    if (it->first->kind == Kind::String && is_weights(*it->second))
+      candidates += (candidates.empty() ? "" : ", ") + ("'" + it->first->text + "'");
   throw CheckpointError(detail::concat("checkpoint '", path, "' has no entry '", entry, "'",
                                        candidates.empty() ? std::string(" (and no dict of tensors at all)")
                                                           : " (entries holding tensors: " + candidates + ")"));
