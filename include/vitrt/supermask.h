@@ -6,6 +6,7 @@
 // expanded to the weight's shape. Folding makes that product the weight, once, so that the model
 // is an ordinary (block-sparse) one: `vitrt sparsify --supermask` then packs it to BSR.
 #pragma once
+#include <map>
 #include <string>
 #include <vector>
 
@@ -60,21 +61,34 @@ StateDict fold_supermasks(const StateDict& sd, double sparsity, int tile = 0,
 // True when sd holds any `<layer>.scores` tensor next to a `<layer>.weight`.
 bool has_supermasks(const StateDict& sd);
 
+// What a SuperBlock training checkpoint records of its Supermask, in the argparse "args" its
+// train.py saves (TorchCheckpoint::settings).
+struct SupermaskSettings {
+  double sparsity = -1;  // args.sparsity_linear; -1 when not recorded or not a number
+  int tile = 0;          // args.sp_linear_tile_size; 0 when not recorded or not a whole number in [1, 2^20]
+  std::string model;     // args.model ("vit_b_16"); "" when not recorded
+  int num_heads = 0;     // the heads of the torchvision preset args.model names; 0 when it names none
+};
+SupermaskSettings supermask_settings(const std::map<std::string, std::string>& settings);
+
 // A SuperBlock checkpoint, folded.
 struct SupermaskCheckpoint {
-  StateDict state_dict;            // folded: every layer's scores / scale / shift gone
-  double sparsity = 0;             // the sparsity folded at
-  double trained_sparsity = -1;    // the checkpoint's args.sparsity_linear; -1 when not recorded
-  int tile = 0;                    // the tile size folded with
-  std::string model;               // the checkpoint's args.model ("vit_b_16"); "" when not recorded
+  StateDict state_dict;         // folded: every layer's scores / scale / shift gone
+  double sparsity = 0;          // the sparsity folded at
+  int tile = 0;                 // the tile size folded with
+  SupermaskSettings recorded;   // what the checkpoint says of itself
   std::vector<SupermaskLayer> layers;
 };
 
+// Folds a SuperBlock Supermask checkpoint already loaded (`path` names it in messages).
+// sparsity < 0: the checkpoint's recorded one (InvalidArgument asking for it when not recorded);
+// tile <= 0: its recorded one, else infer_supermask_tile. InvalidArgument when it holds no
+// Supermask layers.
+SupermaskCheckpoint fold_supermask_checkpoint(TorchCheckpoint ck, const std::string& path, double sparsity = -1,
+                                              int tile = 0);
+
 // Loads a SuperBlock Supermask checkpoint (a .pth as its train.py saves it, or a bare state_dict)
-// and folds it (fold_supermasks). ema: the "model_ema" entry's weights instead ("module." prefix
-// dropped). sparsity < 0: the checkpoint's args.sparsity_linear (InvalidArgument asking for it
-// when not recorded); tile <= 0: its args.sp_linear_tile_size, else infer_supermask_tile.
-// InvalidArgument when the file holds no Supermask layers.
+// and folds it as above. ema: the "model_ema" entry's weights instead ("module." prefix dropped).
 SupermaskCheckpoint load_supermask_checkpoint(const std::string& path, double sparsity = -1, int tile = 0,
                                               bool ema = false);
 

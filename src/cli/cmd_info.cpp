@@ -43,18 +43,10 @@ json supermask_info(const std::string& path, const TorchCheckpoint& ck) {
   json args = json::object();
   for (const auto& [k, v] : ck.settings)
     if (k.rfind("args.", 0) == 0 || k == "epoch") args[k] = v;
-  double sparsity = -1;
-  if (auto it = ck.settings.find("args.sparsity_linear"); it != ck.settings.end()) {
-    char* end = nullptr;
-    const double v = std::strtod(it->second.c_str(), &end);
-    if (*end == '\0' && v >= 0 && v < 1) sparsity = v;
-  }
-  int tile = 0;
-  std::string tile_source = "the scores' shapes";
-  if (auto it = ck.settings.find("args.sp_linear_tile_size"); it != ck.settings.end()) {
-    tile = std::atoi(it->second.c_str());
-    tile_source = "args.sp_linear_tile_size";
-  }
+  const SupermaskSettings recorded = supermask_settings(ck.settings);
+  const double sparsity = recorded.sparsity < 1 ? recorded.sparsity : -1;
+  int tile = recorded.tile;
+  const std::string tile_source = tile > 0 ? "args.sp_linear_tile_size" : "the scores' shapes";
   json out = {{"kind", "supermask"}, {"settings", args}};
   try {
     if (tile <= 0) tile = infer_supermask_tile(sd);

@@ -33,9 +33,9 @@ struct SparsifyArgs {
   int num_heads = 0;  // recorded in the file (vit.num_heads); 0: from <checkpoint>.json or the args' preset
 };
 
-// The head count to record: --num-heads, else <checkpoint>.json's num_heads, else that of the
-// torchvision preset a Supermask checkpoint's args name (args.model); 0 when none says.
-int heads_to_record(const SparsifyArgs& a, const std::map<std::string, std::string>& settings) {
+// The head count to record: --num-heads, else <checkpoint>.json's num_heads, else `recorded` (a
+// Supermask checkpoint's, from its args.model; 0 when none says).
+int heads_to_record(const SparsifyArgs& a, int recorded) {
   if (a.num_heads > 0) return a.num_heads;
   std::ifstream in(a.checkpoint + ".json");
   if (in.good()) {
@@ -46,13 +46,7 @@ int heads_to_record(const SparsifyArgs& a, const std::map<std::string, std::stri
     } catch (const nlohmann::json::exception&) {
     }
   }
-  if (auto it = settings.find("args.model"); it != settings.end()) {
-    try {
-      return VitConfig::preset(it->second).num_heads;
-    } catch (const InvalidArgument&) {
-    }
-  }
-  return 0;
+  return recorded;
 }
 
 // --supermask: SuperBlock's checkpoint with its masks folded in (scores / scale / shift dropped).
@@ -61,14 +55,12 @@ StateDict load_supermask_folded(SparsifyArgs& a, std::map<std::string, std::stri
   SupermaskCheckpoint ck = timer.run("loading and folding " + a.checkpoint, [&] {
     return load_supermask_checkpoint(a.checkpoint, a.sparsity_given ? a.sparsity : -1.0, a.tile, a.ema);
   });
-  if (a.sparsity_given && ck.trained_sparsity >= 0 && ck.trained_sparsity != a.sparsity)
+  if (a.sparsity_given && ck.recorded.sparsity >= 0 && ck.recorded.sparsity != a.sparsity)
     std::printf("note: --sparsity %g overrides the %g the checkpoint was trained at\n", a.sparsity,
-                ck.trained_sparsity);
+                ck.recorded.sparsity);
   a.sparsity = ck.sparsity;
   a.tile = ck.tile;
-  std::map<std::string, std::string> settings;
-  if (!ck.model.empty()) settings["args.model"] = ck.model;
-  a.num_heads = heads_to_record(a, settings);
+  a.num_heads = heads_to_record(a, ck.recorded.num_heads);
   for (const SupermaskLayer& l : ck.layers) {
     if (l.applied)
       std::printf("%-48s Supermask tile %d, sparsity %.4g: kept %lld / %lld tiles, folded\n", l.name.c_str(), l.tile,
@@ -106,7 +98,7 @@ void run_sparsify(SparsifyArgs a) {
               " must lie in [0, 1)");
   if (!a.supermask) {
     sd = timer.run("loading checkpoint " + a.checkpoint, [&] { return load_state_dict(a.checkpoint); });
-    a.num_heads = heads_to_record(a, {});
+    a.num_heads = heads_to_record(a, 0);
     VITRT_CHECK(!has_supermasks(sd), InvalidArgument, "checkpoint '", a.checkpoint,
                 "' holds SuperBlock Supermask scores: add --supermask to use the masks it learned");
   }

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "vitrt/error.h"
+#include "vitrt/vit.h"
 
 namespace vitrt {
 namespace {
@@ -201,44 +202,52 @@ Tensor supermask_fold(const Tensor& weight, const Tensor& tile_mask, int tile, f
 
 bool has_supermasks(const StateDict& sd) { return !supermask_layers(sd).empty(); }
 
-namespace {
-// A number among a checkpoint's settings ("args.sparsity_linear"), if present and numeric.
-std::optional<double> setting_number(const std::map<std::string, std::string>& settings, const std::string& key) {
-  auto it = settings.find(key);
-  if (it == settings.end() || it->second.empty()) return std::nullopt;
-  char* end = nullptr;
-  const double v = std::strtod(it->second.c_str(), &end);
-  if (*end != '\0') return std::nullopt;
-  return v;
-}
-}  // namespace
-
-SupermaskCheckpoint load_supermask_checkpoint(const std::string& path, double sparsity, int tile, bool ema) {
-  TorchCheckpoint ck = load_torch_checkpoint_with_settings(path, ema ? "model_ema" : "");
-  SupermaskCheckpoint out;
-  StateDict sd;
-  if (ema) {  // torch.optim.swa_utils.AveragedModel: "module."-prefixed weights and a step count
-    for (auto& [k, t] : ck.state_dict)
-      if (k.rfind("module.", 0) == 0) sd.emplace(k.substr(7), t);
-  } else {
-    sd = std::move(ck.state_dict);
+SupermaskSettings supermask_settings(const std::map<std::string, std::string>& settings) {
+  // A number among the settings, if present and numeric.
+  auto number = [&](const char* key) -> std::optional<double> {
+    auto it = settings.find(key);
+    if (it == settings.end() || it->second.empty()) return std::nullopt;
+    char* end = nullptr;
+    const double v = std::strtod(it->second.c_str(), &end);
+    if (*end != '\0') return std::nullopt;
+    return v;
+  };
+  SupermaskSettings out;
+  if (auto v = number("args.sparsity_linear")) out.sparsity = *v;
+  if (auto t = number("args.sp_linear_tile_size"); t && *t >= 1 && *t <= 1 << 20 && *t == std::floor(*t))
+    out.tile = static_cast<int>(*t);
+  if (auto it = settings.find("args.model"); it != settings.end()) out.model = it->second;
+  try {
+    if (!out.model.empty()) out.num_heads = VitConfig::preset(out.model).num_heads;
+  } catch (const InvalidArgument&) {  // not a torchvision preset: the heads are not recorded
   }
-  VITRT_CHECK(has_supermasks(sd), InvalidArgument, "checkpoint '", path,
+  return out;
+}
+
+SupermaskCheckpoint fold_supermask_checkpoint(TorchCheckpoint ck, const std::string& path, double sparsity, int tile) {
+  VITRT_CHECK(has_supermasks(ck.state_dict), InvalidArgument, "checkpoint '", path,
               "' has no Supermask layers ('<layer>.scores' next to '<layer>.weight')");
-  if (auto t = setting_number(ck.settings, "args.sparsity_linear")) out.trained_sparsity = *t;
-  if (auto it = ck.settings.find("args.model"); it != ck.settings.end()) out.model = it->second;
-  out.sparsity = sparsity >= 0 ? sparsity : out.trained_sparsity;
+  SupermaskCheckpoint out;
+  out.recorded = supermask_settings(ck.settings);
+  out.sparsity = sparsity >= 0 ? sparsity : out.recorded.sparsity;
   VITRT_CHECK(out.sparsity >= 0, InvalidArgument, "Supermask checkpoint '", path,
               "' does not record the sparsity it was trained at (no args.sparsity_linear): give it, e.g. "
               "vitrt sparsify --supermask --sparsity S");
   VITRT_CHECK(out.sparsity < 1.0, InvalidArgument, "Supermask sparsity ", out.sparsity, " must lie in [0, 1)");
-  if (tile <= 0) {
-    const std::optional<double> t = setting_number(ck.settings, "args.sp_linear_tile_size");
-    tile = t && *t >= 1 && *t <= 1 << 20 && *t == std::floor(*t) ? static_cast<int>(*t) : infer_supermask_tile(sd);
-  }
-  out.tile = tile;
-  out.state_dict = fold_supermasks(sd, out.sparsity, tile, &out.layers);
+  out.tile = tile > 0 ? tile : out.recorded.tile > 0 ? out.recorded.tile : infer_supermask_tile(ck.state_dict);
+  out.state_dict = fold_supermasks(ck.state_dict, out.sparsity, out.tile, &out.layers);
   return out;
+}
+
+SupermaskCheckpoint load_supermask_checkpoint(const std::string& path, double sparsity, int tile, bool ema) {
+  TorchCheckpoint ck = load_torch_checkpoint_with_settings(path, ema ? "model_ema" : "");
+  if (ema) {  // torch.optim.swa_utils.AveragedModel: "module."-prefixed weights and a step count
+    StateDict sd;
+    for (auto& [k, t] : ck.state_dict)
+      if (k.rfind("module.", 0) == 0) sd.emplace(k.substr(7), t);
+    ck.state_dict = std::move(sd);
+  }
+  return fold_supermask_checkpoint(std::move(ck), path, sparsity, tile);
 }
 
 int supermask_bsr_block(int tile) {

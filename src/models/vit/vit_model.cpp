@@ -327,19 +327,14 @@ std::shared_ptr<const VitModel> vit_from_state_dict(const StateDict& sd, Device 
 }
 
 namespace {
-// A SuperBlock Supermask checkpoint loaded as it is: folded at the sparsity it records, its MLP
+// A SuperBlock Supermask checkpoint, loaded, taken as it is: folded at the sparsity it records, its MLP
 // weights packed to BSR in the block that stores exactly the kept tiles (as `vitrt sparsify
 // --supermask` would write them), the rest dense. Heads: the caller's, else the preset of its
 // args.model, else hidden / 64.
-std::shared_ptr<const VitModel> vit_from_supermask_checkpoint(const std::string& path, Device device, DType dtype,
-                                                              int num_heads) {
-  SupermaskCheckpoint ck = load_supermask_checkpoint(path);
-  if (num_heads <= 0) {
-    try {
-      num_heads = VitConfig::preset(ck.model).num_heads;
-    } catch (const InvalidArgument&) {
-    }
-  }
+std::shared_ptr<const VitModel> vit_from_supermask_checkpoint(TorchCheckpoint loaded, const std::string& path,
+                                                              Device device, DType dtype, int num_heads) {
+  const SupermaskCheckpoint ck = fold_supermask_checkpoint(std::move(loaded), path);
+  if (num_heads <= 0) num_heads = ck.recorded.num_heads;
   const int block = supermask_bsr_block(ck.tile);
   if (block == 0) return vit_from_state_dict(ck.state_dict, device, dtype, num_heads);  // (masked, dense)
   static const std::regex mlp_weight(R"(encoder\.layers\.encoder_layer_\d+\.mlp\.(0|3)\.weight)");
@@ -360,15 +355,22 @@ std::shared_ptr<const VitModel> load_vit(const std::string& checkpoint_path, Dev
   // A vitrt model file (safetensors with BSR weights, from `vitrt sparsify`)? Plain safetensors and
   // .pth files take the dense path below as before.
   std::optional<io::ModelFile> model_file;
+  bool torch_zip = false;
   {
     std::ifstream probe(checkpoint_path, std::ios::binary);
     char head[9] = {};
-    if (probe.read(head, 9) && head[8] == '{') {
+    probe.read(head, 9);
+    torch_zip = probe.gcount() >= 2 && head[0] == 'P' && head[1] == 'K';
+    if (probe.gcount() == 9 && head[8] == '{') {
       io::ModelFile f = io::load_model_file(checkpoint_path);
       if (!f.sparse.empty()) model_file = std::move(f);
     }
   }
-  StateDict sd = model_file ? StateDict() : load_state_dict(checkpoint_path);
+  // A torch.save archive with what its training script saved beside the weights (a Supermask
+  // checkpoint's args), so that such a checkpoint is read once.
+  TorchCheckpoint ck;
+  if (torch_zip) ck = load_torch_checkpoint_with_settings(checkpoint_path);
+  else if (!model_file) ck.state_dict = load_state_dict(checkpoint_path);
   if (num_heads <= 0 && std::filesystem::exists(checkpoint_path + ".json")) {
     const std::string json_path = checkpoint_path + ".json";
     std::ifstream in(json_path);
@@ -381,7 +383,8 @@ std::shared_ptr<const VitModel> load_vit(const std::string& checkpoint_path, Dev
     }
     VITRT_CHECK(num_heads > 0, InvalidArgument, "model config '", json_path, "': num_heads must be positive");
   }
-  if (!model_file && has_supermasks(sd)) return vit_from_supermask_checkpoint(checkpoint_path, device, dtype, num_heads);
+  if (has_supermasks(ck.state_dict))
+    return vit_from_supermask_checkpoint(std::move(ck), checkpoint_path, device, dtype, num_heads);
   if (model_file) {
     // The head count `vitrt sparsify` recorded, when neither the caller nor a sidecar gave one.
     if (auto it = model_file->metadata.find("vit.num_heads"); num_heads <= 0 && it != model_file->metadata.end()) {
@@ -393,7 +396,7 @@ std::shared_ptr<const VitModel> load_vit(const std::string& checkpoint_path, Dev
     }
     return vit_from_sparse_state_dict(model_file->dense, model_file->sparse, device, dtype, num_heads);
   }
-  return vit_from_state_dict(sd, device, dtype, num_heads);
+  return vit_from_state_dict(ck.state_dict, device, dtype, num_heads);
 }
 
 const VitConfig& vit_config(const VitModel& model) { return model.config; }
