@@ -59,6 +59,9 @@ class VitModel;
 std::shared_ptr<const VitModel> load_vit(const std::string& checkpoint_path, Device device = Device::CPU,
                                          DType dtype = DType::F32, int num_heads = 0);
 const VitConfig& vit_config(const VitModel& model);
+// The head count a checkpoint's sidecar `<checkpoint_path>.json` ({"num_heads": N}) gives, 0 when
+// there is no sidecar. InvalidArgument for a malformed one or one without a positive num_heads.
+int vit_sidecar_num_heads(const std::string& checkpoint_path);
 
 // torchvision's ImageNet eval preprocessing on a PIL image, reproduced exactly:
 // Resize(resize_size) of the shorter side (long side = int(resize_size * long / short), Pillow's

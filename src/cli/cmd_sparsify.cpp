@@ -4,10 +4,8 @@
 // into the weights exactly as its model applies them (vitrt/supermask.h), read from its training
 // checkpoint as saved (weights, optimizer state and the argparse "args" that hold the sparsity).
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "cli/commands.h"
@@ -37,16 +35,8 @@ struct SparsifyArgs {
 // Supermask checkpoint's, from its args.model; 0 when none says).
 int heads_to_record(const SparsifyArgs& a, int recorded) {
   if (a.num_heads > 0) return a.num_heads;
-  std::ifstream in(a.checkpoint + ".json");
-  if (in.good()) {
-    try {
-      const nlohmann::json j = nlohmann::json::parse(in);
-      if (j.contains("num_heads") && j["num_heads"].is_number_integer() && j["num_heads"].get<int>() > 0)
-        return j["num_heads"].get<int>();
-    } catch (const nlohmann::json::exception&) {
-    }
-  }
-  return recorded;
+  const int sidecar = vit_sidecar_num_heads(a.checkpoint);
+  return sidecar > 0 ? sidecar : recorded;
 }
 
 // --supermask: SuperBlock's checkpoint with its masks folded in (scores / scale / shift dropped).

@@ -350,6 +350,22 @@ std::shared_ptr<const VitModel> vit_from_supermask_checkpoint(TorchCheckpoint lo
 }
 }  // namespace
 
+int vit_sidecar_num_heads(const std::string& checkpoint_path) {
+  const std::string json_path = checkpoint_path + ".json";
+  if (!std::filesystem::exists(json_path)) return 0;
+  std::ifstream in(json_path);
+  VITRT_CHECK(in.good(), IoError, "cannot open model config '", json_path, "'");
+  int num_heads = 0;
+  try {
+    nlohmann::json j = nlohmann::json::parse(in);
+    if (j.contains("num_heads")) num_heads = j.at("num_heads").get<int>();
+  } catch (const nlohmann::json::exception& e) {
+    throw InvalidArgument(detail::concat("model config '", json_path, "': ", e.what()));
+  }
+  VITRT_CHECK(num_heads > 0, InvalidArgument, "model config '", json_path, "': num_heads must be positive");
+  return num_heads;
+}
+
 std::shared_ptr<const VitModel> load_vit(const std::string& checkpoint_path, Device device, DType dtype,
                                          int num_heads) {
   // A vitrt model file (safetensors with BSR weights, from `vitrt sparsify`)? Plain safetensors and
@@ -371,18 +387,7 @@ std::shared_ptr<const VitModel> load_vit(const std::string& checkpoint_path, Dev
   TorchCheckpoint ck;
   if (torch_zip) ck = load_torch_checkpoint_with_settings(checkpoint_path);
   else if (!model_file) ck.state_dict = load_state_dict(checkpoint_path);
-  if (num_heads <= 0 && std::filesystem::exists(checkpoint_path + ".json")) {
-    const std::string json_path = checkpoint_path + ".json";
-    std::ifstream in(json_path);
-    VITRT_CHECK(in.good(), IoError, "cannot open model config '", json_path, "'");
-    try {
-      nlohmann::json j = nlohmann::json::parse(in);
-      if (j.contains("num_heads")) num_heads = j.at("num_heads").get<int>();
-    } catch (const nlohmann::json::exception& e) {
-      throw InvalidArgument(detail::concat("model config '", json_path, "': ", e.what()));
-    }
-    VITRT_CHECK(num_heads > 0, InvalidArgument, "model config '", json_path, "': num_heads must be positive");
-  }
+  if (num_heads <= 0) num_heads = vit_sidecar_num_heads(checkpoint_path);
   if (has_supermasks(ck.state_dict))
     return vit_from_supermask_checkpoint(std::move(ck), checkpoint_path, device, dtype, num_heads);
   if (model_file) {
