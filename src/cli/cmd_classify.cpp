@@ -121,9 +121,10 @@ void run_classify(const ClassifyArgs& a) {
     }
   };
 
-  // Two stages joined by a short queue: a reader thread decodes and preprocesses each batch on
+  // Three stages joined by short queues: a reader thread decodes and preprocesses each batch on
   // `threads` threads (the Pillow-exact resize of a photo costs more than its share of a forward),
-  // this thread runs the model and writes the results. The first error stops both and is reported.
+  // `workers` threads run the model (below), this thread writes the results in input order. The
+  // first error anywhere stops every stage and is reported.
   const int crop = cfg.image_size, resize = vit_resize_size(crop);
   struct Batch {
     size_t first = 0;
