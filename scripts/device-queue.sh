@@ -34,6 +34,9 @@ Y1 (run on an H100, 2026-12-05 ~22:41 UTC): first the Supermask model on CUDA (C
    32, any K): its direct test in both forms, the fc1 / fc2 A/B at blocks 16 / 32 in both forms, then
    within Y1_BUDGET seconds (default 330) ViT-B/16 bs256 block 16 both ways and every CudaBsr test
    through the kernel (~300 s bare).
+P (not yet run): block 64 with two pairs of consumer warpgroups in the x-resident kernel
+   (VITRT_BSR_XRES_PAIRS=2; 2 W slots per pair): its tests (direct and every CudaBsr test through it),
+   the fc1 A/B against one pair (alternating), ViT-B/16 bs256 block 64 both ways (~260 s bare).
 Y2 (run on an H100, 2026-12-05 ~22:54 UTC): block 16's new default (y-resident for K > 768): the CudaBsr suite, the block-16 A/B against
    VITRT_BSR_YRES=0, ViT-B/16 bs256 block 16 both ways with operator profiles (~330 s bare).
 DESC
@@ -151,6 +154,22 @@ print('dense %.2f sparse %.2f (%.2fx; eager %.2f / %.2f)'%(d['dense_ms_per_batch
 p=d.get('profile_sparse') or {}
 print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],r['ms']) for r in sorted(p.get('ops',[]),key=lambda r:-r['ms'])[:8]))
 " "$O/vit16p.json" 2>&1 | tail -c 1200)"
+    done
+    ;;
+  P)  # (see describe)
+    BUILD_TARGETS="$targets" OUT="$O/p" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
+    echo "SUMMARY: built at ${SECONDS} s"
+    timeout 60 env VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2 build-dev/tests/test_cuda_bsr \
+      --gtest_filter='CudaBsr.XResident*' > "$O/p1.log" 2>&1
+    echo "SUMMARY: XResidentKernelMatchesCpu, two pairs everywhere: rc=$? $(grep -c Failure "$O/p1.log") failures"
+    grep -B3 -A12 -m3 'Failure' "$O/p1.log" | head -40
+    (cd build-dev/tests && timeout 150 env VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2 ./test_cuda_bsr --gtest_filter='CudaBsr.*') > "$O/p2.log" 2>&1
+    echo "SUMMARY: every CudaBsr test, x-resident with two pairs: rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$O/p2.log" | tr '\n' ' ') $(grep -c Failure "$O/p2.log") failures"
+    grep -B3 -A10 -m2 'Failure' "$O/p2.log" | head -30
+    fc_ab 64 "" "VITRT_BSR_XRES_PAIRS=2" "" "VITRT_BSR_XRES_PAIRS=2"
+    for e in "" "VITRT_BSR_XRES_PAIRS=2"; do
+      echo "(ViT with '$e':)"
+      (for kv in $e; do export "$kv"; done; vit_bs256 64)
     done
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
