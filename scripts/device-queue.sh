@@ -36,7 +36,8 @@ Y1 (run on an H100, 2026-12-05 ~22:41 UTC): first the Supermask model on CUDA (C
    through the kernel (~300 s bare).
 P (not yet run): block 64 with two pairs of consumer warpgroups in the x-resident kernel
    (VITRT_BSR_XRES_PAIRS=2; 2 W slots per pair): its tests (direct and every CudaBsr test through it),
-   the fc1 A/B against one pair and the streamed kernel (alternating; ~200 s bare).
+   the fc1 A/B against one pair and the streamed kernel (alternating), ViT-B/16 bs256 block 64 with
+   the fused MLP (default) and with two linears, fc1 on two pairs (~270 s bare).
 Y2 (run on an H100, 2026-12-05 ~22:54 UTC): block 16's new default (y-resident for K > 768): the CudaBsr suite, the block-16 A/B against
    VITRT_BSR_YRES=0, ViT-B/16 bs256 block 16 both ways with operator profiles (~330 s bare).
 DESC
@@ -168,6 +169,11 @@ print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],
     grep -B3 -A10 -m2 'Failure' "$O/p2.log" | head -30
     fc_ab 64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2" "VITRT_BSR_XRES=0" \
       "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2"
+    # The ViT at block 64 runs the fused MLP kernel; the two linears with the two-pair fc1 instead:
+    for e in "" "VITRT_BSR_MLP_FUSED=0 VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2"; do
+      echo "(ViT with '$e':)"
+      (for kv in $e; do export "$kv"; done; vit_bs256 64)
+    done
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac
