@@ -38,6 +38,9 @@ P (not yet run): block 64 with two pairs of consumer warpgroups in the x-residen
    (VITRT_BSR_XRES_PAIRS=2; 2 W slots per pair): its tests (direct and every CudaBsr test through it),
    the fc1 A/B against one pair and the streamed kernel (alternating), ViT-B/16 bs256 block 64 with
    the fused MLP (default) and with two linears, fc1 on two pairs (~270 s bare).
+T (not yet run): the standing table's measurements alone (after P on a warm machine): the defaults'
+   bf16 sweep with break-even (F without its tests) and ViT-B/16 bs256 at 90% in blocks 16 / 32 / 64
+   (~250 s warm).
 Y2 (run on an H100, 2026-12-05 ~22:54 UTC): block 16's new default (y-resident for K > 768): the CudaBsr suite, the block-16 A/B against
    VITRT_BSR_YRES=0, ViT-B/16 bs256 block 16 both ways with operator profiles (~330 s bare).
 DESC
@@ -174,6 +177,15 @@ print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],
       echo "(ViT with '$e':)"
       (for kv in $e; do export "$kv"; done; vit_bs256 64)
     done
+    ;;
+  T)  # (see describe)
+    BUILD_TARGETS="$targets" OUT="$O/t" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
+    echo "SUMMARY: built at ${SECONDS} s"
+    timeout 100 build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32,64 --sparsities 0.8,0.82,0.84,0.86,0.88,0.9 \
+      --tokens 50432 --json "$O/bsr_bf16.json" > "$O/bsr_bf16.txt" 2>&1
+    echo "SUMMARY: bf16 sweep (defaults) rc=$?"; sed -n '/break-even/,$p' "$O/bsr_bf16.txt"
+    python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('\n'.join('%dx%d b%d s%.2f %.4f / %.4f ms (%.2fx) %s'%(r['N'],r['K'],r['block'],r['sparsity'],r['bsr_ms'],r['dense_ms'],r['speedup'],r['variant']) for r in d['rows']))" "$O/bsr_bf16.json"
+    vit_bs256 64 32 16
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
 esac
