@@ -38,6 +38,7 @@ P (not yet run): block 64 with two pairs of consumer warpgroups in the x-residen
    (VITRT_BSR_XRES_PAIRS=2; 2 W slots per pair): its tests (direct and every CudaBsr test through it),
    the fc1 A/B against one pair and the streamed kernel (alternating), ViT-B/16 bs256 block 64 with
    the fused MLP (default) and with two linears, fc1 on two pairs (~270 s bare).
+PT (not yet run): P, then T's sweep and ViT blocks 32 / 16 while PT_BUDGET (480) seconds allow.
 T (not yet run): the standing table's measurements alone (after P on a warm machine): the defaults'
    bf16 sweep with break-even (F without its tests) and ViT-B/16 bs256 at 90% in blocks 16 / 32 / 64
    (~250 s warm).
@@ -176,6 +177,19 @@ print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],
     for e in "" "VITRT_BSR_MLP_FUSED=0 VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2"; do
       echo "(ViT with '$e':)"
       (for kv in $e; do export "$kv"; done; vit_bs256 64)
+    done
+    ;;
+  PT)  # P, then as much of T as PT_BUDGET seconds (default 480) allow: one call when starts are scarce
+    "$0" P
+    budget=${PT_BUDGET:-480}
+    if [ "$SECONDS" -lt $((budget - 100)) ]; then
+      timeout $((budget - SECONDS)) build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32,64 \
+        --sparsities 0.8,0.82,0.84,0.86,0.88,0.9 --tokens 50432 --json "$O/bsr_bf16.json" > "$O/bsr_bf16.txt" 2>&1
+      echo "SUMMARY: bf16 sweep (defaults) rc=$? (${SECONDS} s)"; sed -n '/break-even/,$p' "$O/bsr_bf16.txt"
+      python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('\n'.join('%dx%d b%d s%.2f %.4f / %.4f ms (%.2fx) %s'%(r['N'],r['K'],r['block'],r['sparsity'],r['bsr_ms'],r['dense_ms'],r['speedup'],r['variant']) for r in d['rows']))" "$O/bsr_bf16.json"
+    fi
+    for b in 32 16; do
+      if [ "$SECONDS" -lt $((budget - 45)) ]; then vit_bs256 $b; fi
     done
     ;;
   T)  # (see describe)
