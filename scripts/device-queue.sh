@@ -38,6 +38,7 @@ P (not yet run): block 64 with two pairs of consumer warpgroups in the x-residen
    (VITRT_BSR_XRES_PAIRS=2; 2 W slots per pair): its tests (direct and every CudaBsr test through it),
    the fc1 A/B against one pair and the streamed kernel (alternating), ViT-B/16 bs256 block 64 with
    the fused MLP (default) and with two linears, fc1 on two pairs (~270 s bare).
+P0 (not yet run): P's direct test and the fc1 A/B only (~300 s bare).
 PT (not yet run): P, then T's sweep and ViT blocks 32 / 16 while PT_BUDGET (480) seconds allow.
 T (not yet run): the standing table's measurements alone (after P on a warm machine): the defaults'
    bf16 sweep with break-even (F without its tests) and ViT-B/16 bs256 at 90% in blocks 16 / 32 / 64
@@ -178,6 +179,15 @@ print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],
       echo "(ViT with '$e':)"
       (for kv in $e; do export "$kv"; done; vit_bs256 64)
     done
+    ;;
+  P0)  # P's least: its direct test and the fc1 A/B (one pair / two pairs, alternating), for a short budget
+    BUILD_TARGETS="bsr_gemm_bench test_cuda_bsr" OUT="$O/p" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
+    echo "SUMMARY: built at ${SECONDS} s"
+    timeout 60 env VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2 build-dev/tests/test_cuda_bsr \
+      --gtest_filter='CudaBsr.XResident*' > "$O/p1.log" 2>&1
+    echo "SUMMARY: XResidentKernelMatchesCpu, two pairs everywhere: rc=$? $(grep -c Failure "$O/p1.log") failures; $(grep -o 'x-resident kernel: [^;]*' "$O/p1.log")"
+    grep -B3 -A12 -m3 'Failure' "$O/p1.log" | head -40
+    fc_ab 64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2"
     ;;
   PT)  # P, then as much of T as PT_BUDGET seconds (default 480) allow: one call when starts are scarce
     "$0" P
