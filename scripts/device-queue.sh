@@ -38,6 +38,7 @@ P (not yet run): block 64 with two pairs of consumer warpgroups in the x-residen
    (VITRT_BSR_XRES_PAIRS=2; 2 W slots per pair): its tests (direct and every CudaBsr test through it),
    the fc1 A/B against one pair and the streamed kernel (alternating), ViT-B/16 bs256 block 64 with
    the fused MLP (default) and with two linears, fc1 on two pairs (~270 s bare).
+P00 (not yet run): the block-64 fc1 A/B alone, one / two / one pair (~270 s bare).
 P0 (not yet run): P's direct test and the fc1 A/B only (~300 s bare).
 PT (not yet run): P, then T's sweep and ViT blocks 32 / 16 while PT_BUDGET (480) seconds allow.
 T (not yet run): the standing table's measurements alone (after P on a warm machine): the defaults'
@@ -188,6 +189,15 @@ print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],
     echo "SUMMARY: XResidentKernelMatchesCpu, two pairs everywhere: rc=$? $(grep -c Failure "$O/p1.log") failures; $(grep -o 'x-resident kernel: [^;]*' "$O/p1.log")"
     grep -B3 -A12 -m3 'Failure' "$O/p1.log" | head -40
     fc_ab 64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2"
+    ;;
+  P00)  # the least of all: the block-64 fc1 A/B, one pair / two pairs / one pair (the bench checks each result)
+    BUILD_TARGETS="bsr_gemm_bench" OUT="$O/p" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
+    echo "SUMMARY: built at ${SECONDS} s"
+    for e in "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2" "VITRT_BSR_XRES=1"; do
+      timeout 40 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 64 --sparsities 0.8,0.86,0.9 \
+        --tokens 50432 --json "$O/ab.json" > "$O/ab.txt" 2>&1
+      echo "SUMMARY: '$e' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%s s%.2f %.4f (%.2fx) %s ok=%s'%('fc1' if r['N']==3072 else 'fc2',r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:13],r.get('check_ok')) for r in d['rows'] if r['N']==3072))" "$O/ab.json" 2>&1 | tail -c 900)"
+    done
     ;;
   PT)  # P, then as much of T as PT_BUDGET seconds (default 480) allow: one call when starts are scarce
     "$0" P
