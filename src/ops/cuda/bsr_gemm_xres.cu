@@ -709,17 +709,18 @@ XresRing xres_pair_ring(int block) {
 }
 
 // VITRT_BSR_XRES_PAIRS: "2" runs blocks 16 / 32 (in groups) and 64 with two pairs of consumer
-// warpgroups, each pair on alternate groups (block 64: block-rows) from its own W ring and producer,
-// retired chunk by chunk, y stored from registers as whole lines (rows_to_lines), where that fits
-// in shared memory; "1" one pair; unset: two at blocks 16 and 32, one at block 64 (two there not
-// yet measured). Why: block 16's time goes to each warp's chain of dependent instructions per
-// block (ncu, 2026-12-05: stalls on fixed-latency dependencies, two warps per scheduler), not to the
-// tensor cores; a second pair gives each scheduler four warps to switch between. Measured on the
-// H100 (2026-12-05 ~16:33 UTC, fc1 shape, M = 50432): block 16 0.590 / 0.468 / 0.386 ms at 0.8 / 0.86 / 0.9 against 0.755 / 0.569 / 0.445
-// with one pair; block 32 then slower with two (0.370 / 0.309 / 0.286 against 0.372 / 0.297 / 0.247
-// ms with one pair, 2-block chunks), while two pairs stored 4-byte pairs from registers; with
-// whole-line stores (2026-12-05 evening) block 32 with two pairs takes 0.276 / 0.225 / 0.200 ms
-// against one pair's 0.317-0.323 / 0.256-0.260 / 0.216-0.225 (see the note above XresCfg).
+// warpgroups, each pair on alternate groups (block 64: block-rows) from its own W ring and
+// producer, retired chunk by chunk, y stored from registers as whole lines (rows_to_lines), where
+// that fits in shared memory; "1" one pair; unset: two at blocks 16 and 32, one at block 64 (two
+// there not yet measured). Why: block 16's time goes to each warp's chain of dependent instructions
+// per block (ncu, 2026-12-05: stalls on fixed-latency dependencies, two warps per scheduler), not
+// to the tensor cores; a second pair gives each scheduler four warps to switch between. Measured on
+// the H100 (2026-12-05 ~16:33 UTC, fc1 shape, M = 50432): block 16 0.590 / 0.468 / 0.386 ms at 0.8
+// / 0.86 / 0.9 against 0.755 / 0.569 / 0.445 with one pair; block 32 then slower with two (0.370 /
+// 0.309 / 0.286 against 0.372 / 0.297 / 0.247 ms with one pair, 2-block chunks), while two pairs
+// stored 4-byte pairs from registers; with whole-line stores (2026-12-05 evening) block 32 with two
+// pairs takes 0.276 / 0.225 / 0.200 ms against one pair's 0.317-0.323 / 0.256-0.260 / 0.216-0.225
+// (see the note above XresCfg).
 int xres_pairs_env() {
   static const int v = int_from_env("VITRT_BSR_XRES_PAIRS");
   return v;
