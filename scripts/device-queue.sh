@@ -56,8 +56,25 @@ fc_ab() {
   for e in "$@"; do
     timeout 40 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks "$blocks" --sparsities 0.8,0.86,0.9 \
       --tokens 50432 --json "$O/ab.json" > "$O/ab.txt" 2>&1
-    echo "SUMMARY: '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%s b%d s%.2f %.4f (%.2fx) %s'%('fc1' if r['N']==3072 else 'fc2',r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:13]) for r in d['rows'] if r['N']==3072))" "$O/ab.json" 2>&1 | tail -c 900)"
+    echo "SUMMARY: '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%s b%d s%.2f %.4f (%.2fx) %s ok=%s'%('fc1' if r['N']==3072 else 'fc2',r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:13],r.get('check_ok')) for r in d['rows'] if r['N']==3072))" "$O/ab.json" 2>&1 | tail -c 900)"
   done
+}
+
+# The defaults' bf16 sweep (blocks 16 / 32 / 64, 0.8-0.9, both MLP shapes) with break-even and the
+# issue's targets, within $1 seconds.
+bf16_sweep() {
+  timeout "$1" build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32,64 --sparsities 0.8,0.82,0.84,0.86,0.88,0.9 \
+    --tokens 50432 --json "$O/bsr_bf16.json" > "$O/bsr_bf16.txt" 2>&1
+  echo "SUMMARY: bf16 sweep (defaults) rc=$? (${SECONDS} s)"; sed -n '/break-even/,$p' "$O/bsr_bf16.txt"
+  python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('\n'.join('%dx%d b%d s%.2f %.4f / %.4f ms (%.2fx) %s'%(r['N'],r['K'],r['block'],r['sparsity'],r['bsr_ms'],r['dense_ms'],r['speedup'],r['variant']) for r in d['rows']))" "$O/bsr_bf16.json"
+}
+
+# The x-resident kernel's direct test with two pairs of consumer warpgroups wherever they fit.
+xres_pairs_test() {
+  timeout 60 env VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2 build-dev/tests/test_cuda_bsr \
+    --gtest_filter='CudaBsr.XResident*' > "$O/p1.log" 2>&1
+  echo "SUMMARY: XResidentKernelMatchesCpu, two pairs everywhere: rc=$? $(grep -c Failure "$O/p1.log") failures; $(grep -o 'x-resident kernel: [^;]*' "$O/p1.log")"
+  grep -B3 -A12 -m3 'Failure' "$O/p1.log" | head -40
 }
 
 vit_bs256() {
@@ -74,10 +91,7 @@ case "$step" in
     BUILD_TARGETS="$targets" OUT="$O" scripts/device-check.sh build
     timeout 60 build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.XResident*:CudaBsr.VitMlp*:CudaBsr.Ragged*' > "$O/xres.log" 2>&1
     echo "SUMMARY: XResident / VitMlp / Ragged tests, defaults: rc=$? $(grep -c Failure "$O/xres.log") failures; $(grep -o 'x-resident kernel: [^;]*' "$O/xres.log")"
-    timeout 100 build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32,64 --sparsities 0.8,0.82,0.84,0.86,0.88,0.9 \
-      --tokens 50432 --json "$O/bsr_bf16.json" > "$O/bsr_bf16.txt" 2>&1
-    echo "SUMMARY: bf16 sweep (defaults) rc=$?"; sed -n '/break-even/,$p' "$O/bsr_bf16.txt"
-    python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('\n'.join('%dx%d b%d s%.2f %.4f / %.4f ms (%.2fx) %s'%(r['N'],r['K'],r['block'],r['sparsity'],r['bsr_ms'],r['dense_ms'],r['speedup'],r['variant']) for r in d['rows']))" "$O/bsr_bf16.json"
+    bf16_sweep 100
     ;;
   J | K)
     BUILD_TARGETS="$targets" OUT="$O/bsr" TEST_INCLUDE='CudaBsr\.|cuda_bsr' TEST_TIMEOUT=150 scripts/device-check.sh build tests
@@ -166,10 +180,7 @@ print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],
   P)  # (see describe)
     BUILD_TARGETS="$targets" OUT="$O/p" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
     echo "SUMMARY: built at ${SECONDS} s"
-    timeout 60 env VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2 build-dev/tests/test_cuda_bsr \
-      --gtest_filter='CudaBsr.XResident*' > "$O/p1.log" 2>&1
-    echo "SUMMARY: XResidentKernelMatchesCpu, two pairs everywhere: rc=$? $(grep -c Failure "$O/p1.log") failures"
-    grep -B3 -A12 -m3 'Failure' "$O/p1.log" | head -40
+    xres_pairs_test
     (cd build-dev/tests && timeout 150 env VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2 ./test_cuda_bsr --gtest_filter='CudaBsr.*') > "$O/p2.log" 2>&1
     echo "SUMMARY: every CudaBsr test, x-resident with two pairs: rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$O/p2.log" | tr '\n' ' ') $(grep -c Failure "$O/p2.log") failures"
     grep -B3 -A10 -m2 'Failure' "$O/p2.log" | head -30
@@ -184,30 +195,18 @@ print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],
   P0)  # P's least: its direct test and the fc1 A/B (one pair / two pairs, alternating), for a short budget
     BUILD_TARGETS="bsr_gemm_bench test_cuda_bsr" OUT="$O/p" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
     echo "SUMMARY: built at ${SECONDS} s"
-    timeout 60 env VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2 build-dev/tests/test_cuda_bsr \
-      --gtest_filter='CudaBsr.XResident*' > "$O/p1.log" 2>&1
-    echo "SUMMARY: XResidentKernelMatchesCpu, two pairs everywhere: rc=$? $(grep -c Failure "$O/p1.log") failures; $(grep -o 'x-resident kernel: [^;]*' "$O/p1.log")"
-    grep -B3 -A12 -m3 'Failure' "$O/p1.log" | head -40
+    xres_pairs_test
     fc_ab 64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2"
     ;;
   P00)  # the least of all: the block-64 fc1 A/B, one pair / two pairs / one pair (the bench checks each result)
     BUILD_TARGETS="bsr_gemm_bench" OUT="$O/p" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
     echo "SUMMARY: built at ${SECONDS} s"
-    for e in "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2" "VITRT_BSR_XRES=1"; do
-      timeout 40 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 64 --sparsities 0.8,0.86,0.9 \
-        --tokens 50432 --json "$O/ab.json" > "$O/ab.txt" 2>&1
-      echo "SUMMARY: '$e' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%s s%.2f %.4f (%.2fx) %s ok=%s'%('fc1' if r['N']==3072 else 'fc2',r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:13],r.get('check_ok')) for r in d['rows'] if r['N']==3072))" "$O/ab.json" 2>&1 | tail -c 900)"
-    done
+    fc_ab 64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2" "VITRT_BSR_XRES=1"
     ;;
   PT)  # P, then as much of T as PT_BUDGET seconds (default 480) allow: one call when starts are scarce
     "$0" P
     budget=${PT_BUDGET:-480}
-    if [ "$SECONDS" -lt $((budget - 100)) ]; then
-      timeout $((budget - SECONDS)) build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32,64 \
-        --sparsities 0.8,0.82,0.84,0.86,0.88,0.9 --tokens 50432 --json "$O/bsr_bf16.json" > "$O/bsr_bf16.txt" 2>&1
-      echo "SUMMARY: bf16 sweep (defaults) rc=$? (${SECONDS} s)"; sed -n '/break-even/,$p' "$O/bsr_bf16.txt"
-      python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('\n'.join('%dx%d b%d s%.2f %.4f / %.4f ms (%.2fx) %s'%(r['N'],r['K'],r['block'],r['sparsity'],r['bsr_ms'],r['dense_ms'],r['speedup'],r['variant']) for r in d['rows']))" "$O/bsr_bf16.json"
-    fi
+    if [ "$SECONDS" -lt $((budget - 100)) ]; then bf16_sweep $((budget - SECONDS)); fi
     for b in 32 16; do
       if [ "$SECONDS" -lt $((budget - 45)) ]; then vit_bs256 $b; fi
     done
@@ -215,10 +214,7 @@ print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],
   T)  # (see describe)
     BUILD_TARGETS="$targets" OUT="$O/t" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
     echo "SUMMARY: built at ${SECONDS} s"
-    timeout 100 build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32,64 --sparsities 0.8,0.82,0.84,0.86,0.88,0.9 \
-      --tokens 50432 --json "$O/bsr_bf16.json" > "$O/bsr_bf16.txt" 2>&1
-    echo "SUMMARY: bf16 sweep (defaults) rc=$?"; sed -n '/break-even/,$p' "$O/bsr_bf16.txt"
-    python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('\n'.join('%dx%d b%d s%.2f %.4f / %.4f ms (%.2fx) %s'%(r['N'],r['K'],r['block'],r['sparsity'],r['bsr_ms'],r['dense_ms'],r['speedup'],r['variant']) for r in d['rows']))" "$O/bsr_bf16.json"
+    bf16_sweep 100
     vit_bs256 64 32 16
     ;;
   *) echo "unknown step '$step'"; describe; exit 2 ;;
