@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "core/rounding.h"
+#include "ops/cpu/interpolate.h"
 #include "vitrt/error.h"
 
 namespace vitrt::amg {
@@ -330,20 +331,12 @@ bool remove_small_regions(std::vector<uint8_t>& mask, int h, int w, double area_
 
 // ---- mask upscaling --------------------------------------------------------------------------
 
-// PyTorch's upsample_bilinear2d source indices (align_corners=False, output size given), as
-// ops/cpu/interpolate.cpp: scale = float(in) / out; src = scale * (dst + 0.5f) - 0.5f clamped
-// at 0; i1 = i0 + (i0 < in - 1); w1 = clamp(src - i0, 0, 1), w0 = 1 - w1. All float.
+// PyTorch's upsample_bilinear2d source taps (ops/cpu/interpolate.h), narrowed to 32-bit indices.
 std::vector<LogitUpscaler::Tap> LogitUpscaler::taps(int64_t in, int64_t out) {
-  std::vector<Tap> t(out);
-  const float scale = static_cast<float>(in) / static_cast<float>(out);
-  for (int64_t d = 0; d < out; ++d) {
-    float src = rounded(scale * (static_cast<float>(d) + 0.5f)) - 0.5f;
-    if (src < 0.f) src = 0.f;
-    const int64_t i0 = static_cast<int64_t>(src);
-    const int64_t i1 = i0 + (i0 < in - 1 ? 1 : 0);
-    const float w1 = std::clamp(src - static_cast<float>(i0), 0.f, 1.f);
-    t[d] = Tap{static_cast<int32_t>(i0), static_cast<int32_t>(i1), 1.f - w1, w1};
-  }
+  std::vector<Tap> t;
+  t.reserve(out);
+  for (const cpu::LinearTaps& l : cpu::linear_taps(in, out))
+    t.push_back(Tap{static_cast<int32_t>(l.i0), static_cast<int32_t>(l.i1), l.w0, l.w1});
   return t;
 }
 

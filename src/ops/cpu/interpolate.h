@@ -6,8 +6,19 @@
 // (differences of an ulp or so).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 namespace vitrt::cpu {
+
+// The source taps of one output coordinate, as PyTorch's compute_source_index_and_lambda:
+// out[d] = w0 * in[i0] + w1 * in[i1].
+struct LinearTaps {
+  int64_t i0, i1;
+  float w0, w1;
+};
+// The taps of every output coordinate of an in -> out linear resize (align_corners=False, output
+// size given), in PyTorch's float arithmetic bit for bit. Also what SAM's mask upscaler builds on.
+std::vector<LinearTaps> linear_taps(int64_t in, int64_t out);
 
 // F.interpolate(mode="linear") along the rows of x [L, C] -> out [new_len, C] (what SAM's
 // get_rel_pos does to a relative-position table through a [1, C, L] view).
