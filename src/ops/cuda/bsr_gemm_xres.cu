@@ -770,9 +770,17 @@ bool xres_auto_selected(int64_t M, const BsrDeviceView& w) {
   // 0.176-0.181 / 0.168-0.169 ms against 0.228-0.230 / 0.190-0.192 / 0.171-0.172 (two calls,
   // 2026-12-05 16:20 UTC). The rule keys on memory bandwidth (3.35 against 4.8 TB/s), the main
   // difference between the two cards; why the streamed kernel wins on the H100 is not profiled.
+  // And only at 85% sparsity or more: below it the streamed kernel is faster on the H200 too
+  // (2026-12-06, fc1 shape, M = 50432, two alternating runs each, ms at 0.8 / 0.82 / 0.84 / 0.86 /
+  // 0.88 / 0.9: streamed 0.196-0.208 / 0.190-0.200 / 0.185-0.189 / 0.174-0.186 / 0.166-0.173 /
+  // 0.160-0.164, this kernel 0.210-0.211 / 0.204 / 0.188-0.189 / 0.176 / 0.164 / 0.154-0.155): with
+  // ~2.4 blocks per block-row at 0.8 the streamed kernel's CTA per (tile, block-row) amortises its
+  // set-up, and this kernel's single 8 KB-slot ring (three slots next to the x) waits on W fills.
   const bool fast_memory = peak_memory_gbps() >= 4000.0;
+  const int64_t block_count = (w.rows / w.block) * (w.cols / w.block);
+  const bool sparse_enough = w.nnz < 0 || w.nnz * 20 <= block_count * 3;  // density <= 0.15
   const bool grouped = (w.block == 16 || w.block == 32) && xres_runs_grouped(w.block, w.rows / w.block);
-  const bool block_ok = (w.block == 64 && fast_memory) || grouped;
+  const bool block_ok = (w.block == 64 && fast_memory && sparse_enough) || grouped;
   return block_ok && (M + kTileM - 1) / kTileM >= sm_count();
 }
 
