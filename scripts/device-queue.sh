@@ -34,14 +34,9 @@ Y1 (run on an H100, 2026-12-05 ~22:41 UTC): first the Supermask model on CUDA (C
    32, any K): its direct test in both forms, the fc1 / fc2 A/B at blocks 16 / 32 in both forms, then
    within Y1_BUDGET seconds (default 330) ViT-B/16 bs256 block 16 both ways and every CudaBsr test
    through the kernel (~300 s bare).
-P (not yet run): block 64 with two pairs of consumer warpgroups in the x-resident kernel
-   (VITRT_BSR_XRES_PAIRS=2; 2 W slots per pair): its tests (direct and every CudaBsr test through it),
-   the fc1 A/B against one pair and the streamed kernel (alternating), ViT-B/16 bs256 block 64 with
-   the fused MLP (default) and with two linears, fc1 on two pairs (~270 s bare).
-P00 (not yet run): the block-64 fc1 A/B alone, one / two / one pair (~270 s bare).
-P0 (not yet run): P's direct test and the fc1 A/B only (~300 s bare).
-PT (not yet run): P, then T's sweep and ViT blocks 32 / 16 while PT_BUDGET (480) seconds allow.
-T (not yet run): the standing table's measurements alone (after P on a warm machine): the defaults'
+P, P0, P00, PT (run on the H200, 2026-12-06 ~03:54 UTC; commands in `git show 1c60d89:scripts/device-queue.sh`):
+   block 64 with two pairs of consumer warpgroups, correct and slower; taken out of the kernel.
+T (run within PT on 2026-12-06): the standing table's measurements alone: the defaults'
    bf16 sweep with break-even (F without its tests) and ViT-B/16 bs256 at 90% in blocks 16 / 32 / 64
    (~250 s warm).
 Y2 (run on an H100, 2026-12-05 ~22:54 UTC): block 16's new default (y-resident for K > 768): the CudaBsr suite, the block-16 A/B against
@@ -67,14 +62,6 @@ bf16_sweep() {
     --tokens 50432 --json "$O/bsr_bf16.json" > "$O/bsr_bf16.txt" 2>&1
   echo "SUMMARY: bf16 sweep (defaults) rc=$? (${SECONDS} s)"; sed -n '/break-even/,$p' "$O/bsr_bf16.txt"
   python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('\n'.join('%dx%d b%d s%.2f %.4f / %.4f ms (%.2fx) %s'%(r['N'],r['K'],r['block'],r['sparsity'],r['bsr_ms'],r['dense_ms'],r['speedup'],r['variant']) for r in d['rows']))" "$O/bsr_bf16.json"
-}
-
-# The x-resident kernel's direct test with two pairs of consumer warpgroups wherever they fit.
-xres_pairs_test() {
-  timeout 60 env VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2 build-dev/tests/test_cuda_bsr \
-    --gtest_filter='CudaBsr.XResident*' > "$O/p1.log" 2>&1
-  echo "SUMMARY: XResidentKernelMatchesCpu, two pairs everywhere: rc=$? $(grep -c Failure "$O/p1.log") failures; $(grep -o 'x-resident kernel: [^;]*' "$O/p1.log")"
-  grep -B3 -A12 -m3 'Failure' "$O/p1.log" | head -40
 }
 
 vit_bs256() {
@@ -175,40 +162,6 @@ print('dense %.2f sparse %.2f (%.2fx; eager %.2f / %.2f)'%(d['dense_ms_per_batch
 p=d.get('profile_sparse') or {}
 print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],r['ms']) for r in sorted(p.get('ops',[]),key=lambda r:-r['ms'])[:8]))
 " "$O/vit16p.json" 2>&1 | tail -c 1200)"
-    done
-    ;;
-  P)  # (see describe)
-    BUILD_TARGETS="$targets" OUT="$O/p" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
-    echo "SUMMARY: built at ${SECONDS} s"
-    xres_pairs_test
-    (cd build-dev/tests && timeout 150 env VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2 ./test_cuda_bsr --gtest_filter='CudaBsr.*') > "$O/p2.log" 2>&1
-    echo "SUMMARY: every CudaBsr test, x-resident with two pairs: rc=$? $(grep -E '^\[  (PASSED|FAILED) ' "$O/p2.log" | tr '\n' ' ') $(grep -c Failure "$O/p2.log") failures"
-    grep -B3 -A10 -m2 'Failure' "$O/p2.log" | head -30
-    fc_ab 64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2" "VITRT_BSR_XRES=0" \
-      "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2"
-    # The ViT at block 64 runs the fused MLP kernel; the two linears with the two-pair fc1 instead:
-    for e in "" "VITRT_BSR_MLP_FUSED=0 VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2"; do
-      echo "(ViT with '$e':)"
-      (for kv in $e; do export "$kv"; done; vit_bs256 64)
-    done
-    ;;
-  P0)  # P's least: its direct test and the fc1 A/B (one pair / two pairs, alternating), for a short budget
-    BUILD_TARGETS="bsr_gemm_bench test_cuda_bsr" OUT="$O/p" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
-    echo "SUMMARY: built at ${SECONDS} s"
-    xres_pairs_test
-    fc_ab 64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2"
-    ;;
-  P00)  # the least of all: the block-64 fc1 A/B, one pair / two pairs / one pair (the bench checks each result)
-    BUILD_TARGETS="bsr_gemm_bench" OUT="$O/p" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
-    echo "SUMMARY: built at ${SECONDS} s"
-    fc_ab 64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_PAIRS=2" "VITRT_BSR_XRES=1"
-    ;;
-  PT)  # P, then as much of T as PT_BUDGET seconds (default 480) allow: one call when starts are scarce
-    "$0" P
-    budget=${PT_BUDGET:-480}
-    if [ "$SECONDS" -lt $((budget - 100)) ]; then bf16_sweep $((budget - SECONDS)); fi
-    for b in 32 16; do
-      if [ "$SECONDS" -lt $((budget - 45)) ]; then vit_bs256 $b; fi
     done
     ;;
   T)  # (see describe)

@@ -123,8 +123,7 @@ void bsr_linear_bf16(const void* x, int64_t M, const BsrDeviceView& w, const voi
 bool bsr_xres_supported(const BsrDeviceView& w, const void* residual, DType out_dtype);
 bool bsr_xres_selected(int64_t M, const BsrDeviceView& w, const void* residual, DType out_dtype);
 // bsr_xres_pairs: the pairs of consumer warpgroups its launch for w takes: 2 where asked for
-// (VITRT_BSR_XRES_PAIRS=2, or unset at blocks 16 / 32) and they fit (blocks 16 / 32 in groups, or block
-// 64), else 1.
+// (VITRT_BSR_XRES_PAIRS=2, or unset at blocks 16 / 32) and they fit (blocks 16 / 32 in groups), else 1.
 int bsr_xres_pairs(const BsrDeviceView& w);
 // y[M, N] = act(x W^T + bias), bf16; max_ctas > 0 caps the persistent grid (tests: several tiles
 // per CTA). Throws InvalidArgument where not supported.

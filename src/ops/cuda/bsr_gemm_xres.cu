@@ -48,6 +48,10 @@
 // calls (the same call's staged runs were lost; its other figures ran ~10% slow), and with 64-byte
 // half lines 0.315 / 0.289 / 0.264 against 0.233 / 0.197 / 0.177 in one call: one pair keeps its
 // staging.
+// (2026-12-06, H200, commit 23a6248) block 64 with two pairs, each on alternate block-rows from its
+// own ring of two 8 KB W slots (all that fits next to the x): correct, and 8-15% slower than one
+// pair on three slots (fc1 at 0.8 / 0.86 / 0.9: 0.224-0.225 / 0.200-0.201 / 0.178-0.181 ms against
+// 0.215-0.217 / 0.179 / 0.155-0.156): each pair waits on its W fills more often.
 // Added on 2026-12-05 (measured on the H200 the same day, BENCHMARKS.md): a group's next block
 // issued before the current one retires (Pipe, VITRT_BSR_XRES_PIPE; at 80% sparsity a block-row has
 // ~2.4 blocks, each retired alone otherwise); blocks 32 and 16 in groups of 2 / 4 block-rows, so that
@@ -168,13 +172,11 @@ enum class Retire;
 Retire xres_retire(int block);
 bool xres_chunked(int block);
 // The chunk-by-chunk loop's tables (aoff, masks) are reserved where it may run: blocks 16 / 32
-// (their default, and the only loop of two pairs) and block 64 when asked for or with two pairs.
-// (Reserving them at block 64 with one pair would not fit at K = 768: its 24 KB ring leaves ~576
-// bytes for tables.)
-size_t xres_table_bytes(const BsrDeviceView& w, int pairs) {
+// (their default, and the only loop of two pairs) and block 64 when asked for. (Reserving them
+// at block 64 would not fit at K = 768: its 24 KB ring leaves ~576 bytes for tables.)
+size_t xres_table_bytes(const BsrDeviceView& w) {
   const int64_t cap = xres_col_capacity(w), block_rows = w.rows / w.block;
-  const bool chunked = w.block != 64 || xres_chunked(64) || pairs == 2;
-  const size_t chunk_tables = chunked ? xres_aoff_bytes(cap) + 2 * xres_mask_bytes(block_rows) : 0;
+  const size_t chunk_tables = w.block != 64 || xres_chunked(64) ? xres_aoff_bytes(cap) + 2 * xres_mask_bytes(block_rows) : 0;
   return xres_row_ptr_bytes(block_rows) + xres_col_bytes(cap) + chunk_tables;
 }
 int xres_slabs(int64_t K) { return static_cast<int>((K + kSlabCols - 1) / kSlabCols); }
@@ -244,12 +246,12 @@ bool xres_chunked(int block) { return xres_retire(block) == Retire::kAtChunk; }
 // bf16x2 arithmetic (one MUFU op per pair of values; dev::gelu_tanh_approx_bf16x2).
 enum class XresAct { kNone, kGelu, kGeluBf16x2 };
 
-// P: pairs of consumer warpgroups (1, or 2 for XresPairs' form: chunk by chunk, in groups or at block 64).
+// P: pairs of consumer warpgroups (1, or 2 for XresPairs' form: chunk by chunk and in groups only).
 template <int B, XresAct A, Retire Mode, int RG, int P>
 __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __grid_constant__ XresArgs p) {
 #if VITRT_WGMMA_ENABLED
   constexpr bool Batched = Mode == Retire::kAtChunk;  // fenced once per group; table-driven
-  static_assert(P == 1 || (P == 2 && Batched && RG * B == 64), "two pairs run 64-column groups, chunk by chunk");
+  static_assert(P == 1 || (P == 2 && Batched && RG > 1), "two pairs run groups, chunk by chunk");
   constexpr int CW = consumer_warps(P), kThreads = xres_threads(P);
   using C = XresCfg<B>;
   const int S = p.ring_slots;
@@ -644,7 +646,7 @@ bool xres_runs_grouped(int block, int64_t block_rows) {
 template <int B, XresAct Gelu, int RG>
 void launch_xres_rg(const XresArgs& a, int grid, size_t smem, int pairs) {
   constexpr int kT = xres_threads(1);
-  if constexpr (RG * B == 64) {
+  if constexpr (RG > 1) {
     if (pairs == 2)
       return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kAtChunk, RG, 2>>(a, grid, xres_threads(2), smem, kMaxSmem);
   }
@@ -660,7 +662,7 @@ void launch_xres(const XresArgs& a, int grid, size_t smem, int pairs) {
   if constexpr (kGroup > 1) {
     if (xres_runs_grouped(B, a.block_rows)) return launch_xres_rg<B, Gelu, kGroup>(a, grid, smem, pairs);
   }
-  launch_xres_rg<B, Gelu, 1>(a, grid, smem, B == 64 ? pairs : 1);
+  launch_xres_rg<B, Gelu, 1>(a, grid, smem, 1);
 }
 
 template <int B>
@@ -697,30 +699,27 @@ XresRing xres_ring(int block) {
                        : xres_ring_for<16>(chunk, ring_env);
 }
 
-// Two pairs' rings (XresPairs): the ring of xres_ring, cut to 12 KB per pair (three slots at least);
-// at block 64 two slots of 8 KB per pair, all that fits next to 192 KB of x at K = 768 (a block
-// read while the next one lands).
+// Two pairs' rings (XresPairs): the ring of xres_ring, cut to 12 KB per pair (three slots at least).
 constexpr int kPairRingBytes = 12 * 1024;
 XresRing xres_pair_ring(int block) {
   XresRing ring = xres_ring(block);
   const int chunk_bytes = (block * block * 2) << ring.chunk_log2;
-  ring.slots = block == 64 ? 2 : std::max(3, std::min(ring.slots, kPairRingBytes / chunk_bytes));
+  ring.slots = std::max(3, std::min(ring.slots, kPairRingBytes / chunk_bytes));
   return ring;
 }
 
-// VITRT_BSR_XRES_PAIRS: "2" runs blocks 16 / 32 (in groups) and 64 with two pairs of consumer
-// warpgroups, each pair on alternate groups (block 64: block-rows) from its own W ring and
-// producer, retired chunk by chunk, y stored from registers as whole lines (rows_to_lines), where
-// that fits in shared memory; "1" one pair; unset: two at blocks 16 and 32, one at block 64 (two
-// there not yet measured). Why: block 16's time goes to each warp's chain of dependent instructions
-// per block (ncu, 2026-12-05: stalls on fixed-latency dependencies, two warps per scheduler), not
-// to the tensor cores; a second pair gives each scheduler four warps to switch between. Measured on
-// the H100 (2026-12-05 ~16:33 UTC, fc1 shape, M = 50432): block 16 0.590 / 0.468 / 0.386 ms at 0.8
-// / 0.86 / 0.9 against 0.755 / 0.569 / 0.445 with one pair; block 32 then slower with two (0.370 /
-// 0.309 / 0.286 against 0.372 / 0.297 / 0.247 ms with one pair, 2-block chunks), while two pairs
-// stored 4-byte pairs from registers; with whole-line stores (2026-12-05 evening) block 32 with two
-// pairs takes 0.276 / 0.225 / 0.200 ms against one pair's 0.317-0.323 / 0.256-0.260 / 0.216-0.225
-// (see the note above XresCfg).
+// VITRT_BSR_XRES_PAIRS: "2" runs blocks 16 / 32 (in groups) with two pairs of consumer warpgroups,
+// each pair on alternate groups from its own W ring and producer, retired chunk by chunk, y stored
+// from registers as whole lines (rows_to_lines), where that fits in shared memory; "1"
+// one pair; unset: two at blocks 16 and 32, one at block 64. Why: block 16's time goes to each
+// warp's chain of dependent instructions per block (ncu, 2026-12-05: stalls on fixed-latency
+// dependencies, two warps per scheduler), not to the tensor cores; a second pair gives each
+// scheduler four warps to switch between. Measured on the H100 (2026-12-05 ~16:33 UTC, fc1 shape,
+// M = 50432): block 16 0.590 / 0.468 / 0.386 ms at 0.8 / 0.86 / 0.9 against 0.755 / 0.569 / 0.445
+// with one pair; block 32 then slower with two (0.370 / 0.309 / 0.286 against 0.372 / 0.297 / 0.247
+// ms with one pair, 2-block chunks), while two pairs stored 4-byte pairs from registers; with
+// whole-line stores (2026-12-05 evening) block 32 with two pairs takes 0.276 / 0.225 / 0.200 ms
+// against one pair's 0.317-0.323 / 0.256-0.260 / 0.216-0.225 (see the note above XresCfg).
 int xres_pairs_env() {
   static const int v = int_from_env("VITRT_BSR_XRES_PAIRS");
   return v;
@@ -732,17 +731,19 @@ size_t xres_smem_for(const BsrDeviceView& w);
 
 // Shared memory for w's launch with `pairs` pairs and `ring` (its shape already checked).
 size_t xres_smem_bytes_for(const BsrDeviceView& w, XresRing ring, int pairs) {
-  const size_t tables = xres_table_bytes(w, pairs);
+  const size_t tables = xres_table_bytes(w);
   return w.block == 64   ? xres_smem_bytes<64>(w.cols, tables, ring, pairs)
          : w.block == 32 ? xres_smem_bytes<32>(w.cols, tables, ring, pairs)
                          : xres_smem_bytes<16>(w.cols, tables, ring, pairs);
 }
 
 // 2 where VITRT_BSR_XRES_PAIRS asks for two pairs and w's launch can take them (blocks 16 / 32 in
-// groups, or block 64; both rings next to the x slabs and the tables), else 1.
+// groups, both rings next to the x slabs and the tables), else 1.
 int xres_pairs_for(const BsrDeviceView& w) {
   const int want = xres_pairs_env() > 0 ? xres_pairs_env() : w.block == 16 || w.block == 32 ? 2 : 1;
-  if (want != 2 || xres_smem_for(w) == 0 || (w.block != 64 && !xres_runs_grouped(w.block, w.rows / w.block))) return 1;
+  if (want != 2 || (w.block != 16 && w.block != 32) || xres_smem_for(w) == 0 ||
+      !xres_runs_grouped(w.block, w.rows / w.block))
+    return 1;
   return xres_smem_bytes_for(w, xres_pair_ring(w.block), 2) <= kMaxSmem ? 2 : 1;
 }
 
@@ -832,7 +833,7 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
   const size_t smem = pairs == 1 ? xres_smem_for(w) : xres_smem_bytes_for(w, ring, 2);
   const XresAct act = !gelu ? XresAct::kNone : xres_gelu_bf16x2() ? XresAct::kGeluBf16x2 : XresAct::kGelu;
-  if (w.block == 64) launch_xres_act<64>(act, a, grid, smem, pairs);
+  if (w.block == 64) launch_xres_act<64>(act, a, grid, smem, 1);
   else if (w.block == 32) launch_xres_act<32>(act, a, grid, smem, pairs);
   else launch_xres_act<16>(act, a, grid, smem, pairs);
 }
