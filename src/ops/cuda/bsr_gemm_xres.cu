@@ -78,7 +78,8 @@
 // pairs: block 16 at 0.9 0.265 ms (1.15x of cuBLASLt), and block 32 with two pairs 0.200 ms (1.5x).
 // Status: the default for blocks 16 and 32 in groups (chunk by chunk, table-driven, two pairs of
 // consumer warpgroups) and, on cards of 4 TB/s or more (the H200; on the H100 the
-// streamed kernel measured faster), for block 64, given one 128-token tile per SM at least
+// streamed kernel measured faster), for block 64 at 85% sparsity or more (below it the streamed
+// kernel wins on the H200 too, 2026-12-06), given one 128-token tile per SM at least
 // (xres_auto_selected, below).
 // Scope: bf16 in and out, block 16, 32 or 64, K <= 768, no residual (the 768 -> 3072 layer's epilogue
 // is bias + GELU), the view's core-matrix copy present; everything else runs bsr_gemm.cu's
