@@ -230,6 +230,12 @@ struct XresArgs {
   const bf16* bias;
   bf16* y;
   int tiles;
+  // Cache-policy switches (VITRT_BSR_XRES_STCS / _WKEEP, off until measured): y written with
+  // streaming (evict-first) stores; W's bulk copies marked evict-last in L2. Why: every CTA reads
+  // all of W once per tile from L2 while 310 MB of y stream through it at M = 50432, and the
+  // consumers' waits for W slots are the kernel's largest stall (ncu, H200, 2026-12-06).
+  int stream_stores;
+  int keep_w_in_l2;
 };
 
 // When a block's wgmmas are retired (wgmma.wait_group), which hands back its W chunk (if it ends
@@ -246,6 +252,12 @@ bool xres_chunked(int block) { return xres_retire(block) == Retire::kAtChunk; }
 // The epilogue's activation: none, GELU (tanh form) in fp32 with tanh.approx.f32, or the same in
 // bf16x2 arithmetic (one MUFU op per pair of values; dev::gelu_tanh_approx_bf16x2).
 enum class XresAct { kNone, kGelu, kGeluBf16x2 };
+
+// One 16-byte piece of a y line: a plain store, or a streaming (evict-first) one.
+__device__ __forceinline__ void store_y_line(bf16* dst, uint4 v, int streaming) {
+  if (streaming) __stcs(reinterpret_cast<uint4*>(dst), v);
+  else *reinterpret_cast<uint4*>(dst) = v;
+}
 
 // P: pairs of consumer warpgroups (1, or 2 for XresPairs' form: chunk by chunk and in groups only).
 template <int B, XresAct A, Retire Mode, int RG, int P>
@@ -370,6 +382,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
     uint64_t* pempty = wempty + pq * S;
     unsigned char* pring = ws + pq * S * chunk_bytes;
     const int seg_rows = P == 1 ? p.block_rows : RG;  // block-rows of a segment of chunks
+    const uint64_t w_policy = mbar::make_l2_evict_last_policy();
     for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tc) {
       try_x(true);
       pending = used_mask, pend_tc = tc, pend_m0 = static_cast<int64_t>(tile) * kTileM;
@@ -389,8 +402,12 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
           }
           const unsigned bytes = static_cast<unsigned>(min(cb_mask + 1, kend - k0) * C::kBlockBytes);
           mbar::arrive_expect_tx(&pfull[slot], bytes);
-          mbar::bulk_copy_to_smem(pring + slot * chunk_bytes, p.values_cm + static_cast<int64_t>(k0) * B * B, bytes,
-                                  &pfull[slot]);
+          if (p.keep_w_in_l2)
+            mbar::bulk_copy_to_smem_hint(pring + slot * chunk_bytes, p.values_cm + static_cast<int64_t>(k0) * B * B,
+                                         bytes, &pfull[slot], w_policy);
+          else
+            mbar::bulk_copy_to_smem(pring + slot * chunk_bytes, p.values_cm + static_cast<int64_t>(k0) * B * B, bytes,
+                                    &pfull[slot]);
           if (++slot == S) slot = 0, round ^= 1;
         }
       }
@@ -572,8 +589,8 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
           rows_to_lines(v, lane, a4, b4);
           const int64_t row_a = row0 + pass * 8 + 2 * (lane / 8);  // a4: this row's 16 bytes; b4: the next row's
           bf16* ya = p.y + row_a * p.N + static_cast<int64_t>(r) * B + 8 * (lane % 8);
-          if (full_tile || row_a < p.M) *reinterpret_cast<uint4*>(ya) = make_uint4(a4[0], a4[1], a4[2], a4[3]);
-          if (full_tile || row_a + 1 < p.M) *reinterpret_cast<uint4*>(ya + p.N) = make_uint4(b4[0], b4[1], b4[2], b4[3]);
+          if (full_tile || row_a < p.M) store_y_line(ya, make_uint4(a4[0], a4[1], a4[2], a4[3]), p.stream_stores);
+          if (full_tile || row_a + 1 < p.M) store_y_line(ya + p.N, make_uint4(b4[0], b4[1], b4[2], b4[3]), p.stream_stores);
           continue;
         }
         out.stage(v);
@@ -583,7 +600,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
           const int row = pass * 8 + st_row + i * kRowsPerStore;  // of the warp's 16
           const uint4 val = *reinterpret_cast<const uint4*>(st_load + i * kRowsPerStore * Out::kStageRow);
           if (full_tile || row0 + row < p.M)
-            *reinterpret_cast<uint4*>(yr + static_cast<int64_t>(pass * 8 + i * kRowsPerStore) * p.N) = val;
+            store_y_line(yr + static_cast<int64_t>(pass * 8 + i * kRowsPerStore) * p.N, val, p.stream_stores);
         }
         __syncwarp();
       }
@@ -830,6 +847,9 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   a.bias = static_cast<const bf16*>(bias);
   a.y = static_cast<bf16*>(y);
   a.tiles = static_cast<int>(tiles);
+  static const int stream_stores = int_from_env("VITRT_BSR_XRES_STCS") == 1, keep_w = int_from_env("VITRT_BSR_XRES_WKEEP") == 1;
+  a.stream_stores = stream_stores;
+  a.keep_w_in_l2 = keep_w;
   int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
   const size_t smem = pairs == 1 ? xres_smem_for(w) : xres_smem_bytes_for(w, ring, 2);

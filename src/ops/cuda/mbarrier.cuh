@@ -51,6 +51,23 @@ __device__ __forceinline__ void bulk_copy_to_smem(void* dst, const void* src, un
                : "memory");
 }
 
+// bulk_copy_to_smem with an L2 cache policy (make_l2_evict_last_policy): for data that many CTAs
+// read again, kept in L2 against a stream of other traffic.
+__device__ __forceinline__ void bulk_copy_to_smem_hint(void* dst, const void* src, unsigned bytes, uint64_t* bar,
+                                                       uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
+          ptx::smem_u32(dst)),
+      "l"(src), "r"(bytes), "r"(ptx::smem_u32(bar)), "l"(policy)
+      : "memory");
+}
+// An L2 policy marking every line it covers evict-last.
+__device__ __forceinline__ uint64_t make_l2_evict_last_policy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
+  return policy;
+}
+
 // TMA load of one box of a 2-D tensor map (tensor_map: the address of a __grid_constant__ kernel
 // parameter) at element coordinates (c0 along the contiguous dimension, c1 along the other),
 // counted against `bar`'s transaction bytes (the whole box, out-of-bounds parts zero-filled).
