@@ -41,8 +41,8 @@ T (run within PT on 2026-12-06): the standing table's measurements alone: the de
    (~250 s warm).
 C (not yet run): the x-resident kernel's cache-policy switches (VITRT_BSR_XRES_STCS=1: y by streaming
    stores; VITRT_BSR_XRES_WKEEP=1: W's bulk copies evict-last in L2): every CudaBsr test with both on,
-   the fc1 A/B at blocks 16 / 32 / 64 (x-resident forced) alternating, then ncu of the streamed kernel
-   at block 64, fc1 @ 0.8 (now its default there) (~330 s bare).
+   the fc1 A/B at blocks 32 / 64 (x-resident forced) alternating, then, if under C_BUDGET (300) s,
+   ncu of the streamed kernel at block 64, fc1 @ 0.8 (now its default there) (~280 s bare, ~340 with ncu).
 Y2 (run on an H100, 2026-12-05 ~22:54 UTC): block 16's new default (y-resident for K > 768): the CudaBsr suite, the block-16 A/B against
    VITRT_BSR_YRES=0, ViT-B/16 bs256 block 16 both ways with operator profiles (~330 s bare).
 DESC
@@ -174,8 +174,9 @@ print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],
     (cd build-dev/tests && timeout 120 env VITRT_BSR_XRES_STCS=1 VITRT_BSR_XRES_WKEEP=1 ./test_cuda_bsr --gtest_filter='CudaBsr.*') > "$O/c.log" 2>&1
     echo "SUMMARY: CudaBsr with STCS=1 WKEEP=1 rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$O/c.log" | tr '\n' ' ') $(grep -c Failure "$O/c.log") failures"
     grep -B3 -A10 -m2 'Failure' "$O/c.log" | head -30
-    fc_ab 16,32,64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_STCS=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_WKEEP=1" \
+    fc_ab 32,64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_STCS=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_WKEEP=1" \
       "VITRT_BSR_XRES=1 VITRT_BSR_XRES_STCS=1 VITRT_BSR_XRES_WKEEP=1" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_STCS=1 VITRT_BSR_XRES_WKEEP=1"
+    [ "$SECONDS" -lt "${C_BUDGET:-300}" ] || exit 0  # the profile only while the budget allows
     timeout 150 ncu --clock-control none -k "regex:bsr_stream_kernel" --launch-skip 3 --launch-count 1 --section SourceCounters \
       --section WarpStateStats --section SpeedOfLight --section Occupancy --section SchedulerStats --section MemoryWorkloadAnalysis \
       -f -o "$O/ncu_s64" build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 64 --sparsities 0.8 --tokens 50432 > "$O/ncu_s64.log" 2>&1
