@@ -230,10 +230,17 @@ struct XresArgs {
   const bf16* bias;
   bf16* y;
   int tiles;
-  // Cache-policy switches (VITRT_BSR_XRES_STCS / _WKEEP, off until measured): y written with
-  // streaming (evict-first) stores; W's bulk copies marked evict-last in L2. Why: every CTA reads
-  // all of W once per tile from L2 while 310 MB of y stream through it at M = 50432, and the
-  // consumers' waits for W slots are the kernel's largest stall (ncu, H200, 2026-12-06).
+  // Cache policies: y written with streaming (evict-first) stores (VITRT_BSR_XRES_STCS: "1" on, "0"
+  // off, unset: on at blocks 16 / 32, off at block 64); W's bulk copies marked evict-last in L2
+  // (VITRT_BSR_XRES_WKEEP=1; off). Why: every CTA reads all of W once per tile from L2 while 310 MB
+  // of y stream through it at M = 50432, and the consumers' waits for W slots are the kernel's
+  // largest stall (ncu, H200, 2026-12-06). Measured on an H100 (2026-12-06, fc1 shape, M = 50432, ms
+  // at 0.8 / 0.86 / 0.9, alternating runs): streaming stores take block 16 from 0.401 /
+  // 0.325 / 0.271-0.274 to 0.386-0.391 / 0.307-0.308 / 0.254-0.257 (1.20-1.23x of cuBLASLt at 0.9)
+  // and block 32 from 0.286-0.290 / 0.236-0.239 / 0.208-0.213 to 0.269-0.278 / 0.216-0.220 /
+  // 0.189-0.192 (1.60-1.69x); block 64 (x-resident forced) 0.239 / 0.198 / 0.177 against 0.235-0.236
+  // / 0.196-0.197 / 0.173-0.176, no better. Evict-last W: within 1-2% either way at blocks 32 / 64
+  // except block 64 at 0.8 (0.223 against 0.235), which the streamed kernel takes anyway.
   int stream_stores;
   int keep_w_in_l2;
 };
@@ -847,8 +854,9 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   a.bias = static_cast<const bf16*>(bias);
   a.y = static_cast<bf16*>(y);
   a.tiles = static_cast<int>(tiles);
-  static const int stream_stores = int_from_env("VITRT_BSR_XRES_STCS") == 1, keep_w = int_from_env("VITRT_BSR_XRES_WKEEP") == 1;
-  a.stream_stores = stream_stores;
+  static const KernelMode stcs = kernel_mode_from_env("VITRT_BSR_XRES_STCS");
+  static const int keep_w = int_from_env("VITRT_BSR_XRES_WKEEP") == 1;
+  a.stream_stores = stcs == KernelMode::On || (stcs == KernelMode::Auto && w.block != 64);
   a.keep_w_in_l2 = keep_w;
   int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
