@@ -39,7 +39,7 @@ P, P0, P00, PT (run on the H200, 2026-12-06 ~03:54 UTC; commands in `git show 1c
 T (run within PT on 2026-12-06): the standing table's measurements alone: the defaults'
    bf16 sweep with break-even (F without its tests) and ViT-B/16 bs256 at 90% in blocks 16 / 32 / 64
    (~250 s warm).
-C (not yet run): the x-resident kernel's cache-policy switches (VITRT_BSR_XRES_STCS=1: y by streaming
+C (run on an H100, 2026-12-06 ~04:24 UTC; streaming stores then made blocks 16 / 32's default): the x-resident kernel's cache-policy switches (VITRT_BSR_XRES_STCS=1: y by streaming
    stores; VITRT_BSR_XRES_WKEEP=1: W's bulk copies evict-last in L2): every CudaBsr test with both on,
    the fc1 A/B at blocks 32 / 64 (x-resident forced) alternating, then, if under C_BUDGET (300) s,
    ncu of the streamed kernel at block 64, fc1 @ 0.8 (now its default there) (~280 s bare, ~340 with ncu).

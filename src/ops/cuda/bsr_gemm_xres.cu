@@ -235,9 +235,9 @@ struct XresArgs {
   // (VITRT_BSR_XRES_WKEEP=1; off). Why: every CTA reads all of W once per tile from L2 while 310 MB
   // of y stream through it at M = 50432, and the consumers' waits for W slots are the kernel's
   // largest stall (ncu, H200, 2026-12-06). Measured on an H100 (2026-12-06, fc1 shape, M = 50432, ms
-  // at 0.8 / 0.86 / 0.9, alternating runs): streaming stores take block 16 from 0.401 /
-  // 0.325 / 0.271-0.274 to 0.386-0.391 / 0.307-0.308 / 0.254-0.257 (1.20-1.23x of cuBLASLt at 0.9)
-  // and block 32 from 0.286-0.290 / 0.236-0.239 / 0.208-0.213 to 0.269-0.278 / 0.216-0.220 /
+  // at 0.8 / 0.86 / 0.9, alternating runs): streaming stores take block 16 from 0.397-0.401
+  // / 0.325-0.326 / 0.271-0.274 to 0.381-0.391 / 0.306-0.308 / 0.253-0.258 (1.19-1.23x of cuBLASLt
+  // at 0.9) and block 32 from 0.286-0.290 / 0.236-0.239 / 0.208-0.213 to 0.268-0.278 / 0.216-0.221 /
   // 0.189-0.192 (1.60-1.69x); block 64 (x-resident forced) 0.239 / 0.198 / 0.177 against 0.235-0.236
   // / 0.196-0.197 / 0.173-0.176, no better. Evict-last W: within 1-2% either way at blocks 32 / 64
   // except block 64 at 0.8 (0.223 against 0.235), which the streamed kernel takes anyway.
