@@ -260,12 +260,6 @@ bool xres_chunked(int block) { return xres_retire(block) == Retire::kAtChunk; }
 // bf16x2 arithmetic (one MUFU op per pair of values; dev::gelu_tanh_approx_bf16x2).
 enum class XresAct { kNone, kGelu, kGeluBf16x2 };
 
-// One 16-byte piece of a y line: a plain store, or a streaming (evict-first) one.
-__device__ __forceinline__ void store_y_line(bf16* dst, uint4 v, int streaming) {
-  if (streaming) __stcs(reinterpret_cast<uint4*>(dst), v);
-  else *reinterpret_cast<uint4*>(dst) = v;
-}
-
 // P: pairs of consumer warpgroups (1, or 2 for XresPairs' form: chunk by chunk and in groups only).
 template <int B, XresAct A, Retire Mode, int RG, int P>
 __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __grid_constant__ XresArgs p) {
@@ -596,8 +590,8 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
           rows_to_lines(v, lane, a4, b4);
           const int64_t row_a = row0 + pass * 8 + 2 * (lane / 8);  // a4: this row's 16 bytes; b4: the next row's
           bf16* ya = p.y + row_a * p.N + static_cast<int64_t>(r) * B + 8 * (lane % 8);
-          if (full_tile || row_a < p.M) store_y_line(ya, make_uint4(a4[0], a4[1], a4[2], a4[3]), p.stream_stores);
-          if (full_tile || row_a + 1 < p.M) store_y_line(ya + p.N, make_uint4(b4[0], b4[1], b4[2], b4[3]), p.stream_stores);
+          if (full_tile || row_a < p.M) bsr_wgmma::store_line(ya, make_uint4(a4[0], a4[1], a4[2], a4[3]), p.stream_stores);
+          if (full_tile || row_a + 1 < p.M) bsr_wgmma::store_line(ya + p.N, make_uint4(b4[0], b4[1], b4[2], b4[3]), p.stream_stores);
           continue;
         }
         out.stage(v);
@@ -607,7 +601,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
           const int row = pass * 8 + st_row + i * kRowsPerStore;  // of the warp's 16
           const uint4 val = *reinterpret_cast<const uint4*>(st_load + i * kRowsPerStore * Out::kStageRow);
           if (full_tile || row0 + row < p.M)
-            store_y_line(yr + static_cast<int64_t>(pass * 8 + i * kRowsPerStore) * p.N, val, p.stream_stores);
+            bsr_wgmma::store_line(yr + static_cast<int64_t>(pass * 8 + i * kRowsPerStore) * p.N, val, p.stream_stores);
         }
         __syncwarp();
       }

@@ -16,6 +16,13 @@
 
 namespace vitrt::cuda::bsr_wgmma {
 
+// One 16-byte piece of an output line: a plain store, or a streaming (evict-first) one, which keeps
+// a kernel's large output from pushing what other CTAs read again (the weights) out of L2.
+__device__ __forceinline__ void store_line(void* dst, uint4 v, int streaming) {
+  if (streaming) __stcs(reinterpret_cast<uint4*>(dst), v);
+  else *reinterpret_cast<uint4*>(dst) = v;
+}
+
 #if VITRT_WGMMA_ENABLED
 // acc[64 x B] += x tile (64 x 16, descriptor da) * W block rows (16 x B, descriptor db).
 template <int B>
