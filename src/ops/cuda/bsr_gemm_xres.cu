@@ -403,12 +403,10 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
           }
           const unsigned bytes = static_cast<unsigned>(min(cb_mask + 1, kend - k0) * C::kBlockBytes);
           mbar::arrive_expect_tx(&pfull[slot], bytes);
-          if (p.keep_w_in_l2)
-            mbar::bulk_copy_to_smem_hint(pring + slot * chunk_bytes, p.values_cm + static_cast<int64_t>(k0) * B * B,
-                                         bytes, &pfull[slot], w_policy);
-          else
-            mbar::bulk_copy_to_smem(pring + slot * chunk_bytes, p.values_cm + static_cast<int64_t>(k0) * B * B, bytes,
-                                    &pfull[slot]);
+          unsigned char* dst = pring + slot * chunk_bytes;
+          const bf16* src = p.values_cm + static_cast<int64_t>(k0) * B * B;
+          if (p.keep_w_in_l2) mbar::bulk_copy_to_smem_hint(dst, src, bytes, &pfull[slot], w_policy);
+          else mbar::bulk_copy_to_smem(dst, src, bytes, &pfull[slot]);
           if (++slot == S) slot = 0, round ^= 1;
         }
       }
