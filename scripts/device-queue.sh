@@ -47,6 +47,10 @@ S (not yet run): on the H200, first the defaults since a9d4576 (streaming y stor
    in the standing table's sweep; then the fused MLP's streaming stores (VITRT_BSR_MLP_STCS=1, off):
    every CudaBsr test and the fused-MLP bench (--mlp, 0.9) with them, the ViT-B/16 bs256 block 64
    A/B (alternating), and the block-64 x-resident fc1 A/B with VITRT_BSR_XRES_STCS=1 (~420 s bare).
+E (not yet run): the epilogue's terms as template parameters (the streamed kernel: bias / GELU /
+   residual; the x-resident kernel: bias) and the x-resident block loop's 32-bit descriptor words:
+   every CudaBsr test (defaults, then forced through the streamed kernel), block 64 fc1 x-resident
+   against streamed alternating twice, the standing table's sweep, ViT-B/16 bs256 block 64 (~330 s bare).
 Y2 (run on an H100, 2026-12-05 ~22:54 UTC): block 16's new default (y-resident for K > 768): the CudaBsr suite, the block-16 A/B against
    VITRT_BSR_YRES=0, ViT-B/16 bs256 block 16 both ways with operator profiles (~330 s bare).
 DESC
@@ -190,6 +194,18 @@ print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],
     python3 scripts/ncu_source_top.py "$O/src_s64.csv" --top 25 > "$O/top_s64.txt" 2>&1
     grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit|No Eligible|Active Warps Per" "$O/det_s64.txt" | head -8; head -30 "$O/top_s64.txt"
     rm -f "$O"/*.ncu-rep
+    ;;
+  E)  # (see describe)
+    BUILD_TARGETS="$targets" OUT="$O/e" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
+    echo "SUMMARY: built at ${SECONDS} s"
+    for e in "" "VITRT_BSR_STREAM=1 VITRT_BSR_XRES=0"; do
+      (cd build-dev/tests && timeout 120 env $e ./test_cuda_bsr --gtest_filter='CudaBsr.*') > "$O/e.log" 2>&1
+      echo "SUMMARY: CudaBsr '${e:-default}' rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$O/e.log" | tr '\n' ' ') $(grep -c Failure "$O/e.log") failures"
+      grep -B3 -A10 -m2 'Failure' "$O/e.log" | head -30
+    done
+    fc_ab 64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=0" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=0"
+    bf16_sweep 100
+    vit_bs256 64
     ;;
   S)  # (see describe)
     BUILD_TARGETS="$targets" OUT="$O/s" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'

@@ -389,16 +389,16 @@ TEST_F(CudaBsr, XResidentKernelMatchesCpu) {
       for (int64_t M : {1, 63, 128, 129, 197, 1000}) {
         const Tensor x = random_tensor({M, host.cols}, DType::BF16, static_cast<uint32_t>(700 + M));
         const Tensor x_dev = x.to(Device::CUDA);
-        for (int flags = 0; flags < 3; ++flags) {  // none, bias, bias + GELU
-          const Tensor want = reference(x, host, flags >= 1 ? &bias : nullptr,
-                                        flags == 2 ? ops::Activation::GELU : ops::Activation::None, nullptr);
+        for (int flags = 0; flags < 4; ++flags) {  // bit 0 bias, bit 1 GELU (each combination its own instance)
+          const bool with_bias = flags & 1, gelu = flags & 2;
+          const Tensor want = reference(x, host, with_bias ? &bias : nullptr,
+                                        gelu ? ops::Activation::GELU : ops::Activation::None, nullptr);
           for (int max_ctas : {0, 1, 3}) {
             SCOPED_TRACE(::testing::Message() << name << " block " << b << " M " << M << " flags " << flags
                                               << " max_ctas " << max_ctas);
             Tensor y = Tensor::empty({M, host.rows}, DType::BF16, Device::CUDA);
             VITRT_CUDA_CHECK(cudaMemset(y.raw(), 0xff, y.nbytes()));
-            cuda::bsr_linear_bf16_xres(x_dev.raw(), M, view, flags >= 1 ? bias_dev.raw() : nullptr, flags == 2, y.raw(),
-                                       max_ctas);
+            cuda::bsr_linear_bf16_xres(x_dev.raw(), M, view, with_bias ? bias_dev.raw() : nullptr, gelu, y.raw(), max_ctas);
             EXPECT_LE(rel_frobenius(y.to(Device::CPU), want), kTolBF16);
           }
         }
@@ -468,8 +468,9 @@ void expect_linear_with_residual_matches_cpu(const std::string& name, int b, con
     const Tensor x_dev = x.to(Device::CUDA);
     const Tensor res = random_tensor({M, host.rows}, DType::BF16, static_cast<uint32_t>(seed + 50 + M));
     const Tensor res_dev = res.to(Device::CUDA);
-    // flags: bit 0 bias, bit 1 GELU, bit 2 residual, bit 3 the residual in place (y holds it)
-    for (int flags : {0, 1, 3, 4, 7, 15}) {
+    // flags: bit 0 bias, bit 1 GELU, bit 2 residual, bit 3 the residual in place (y holds it); all
+    // eight combinations of the first three (the streamed kernel has an instance for each)
+    for (int flags : {0, 1, 2, 3, 4, 5, 6, 7, 15}) {
       const bool with_bias = flags & 1, gelu = flags & 2, with_res = flags & 4, in_place = flags & 8;
       const Tensor want = reference(x, host, with_bias ? &bias : nullptr,
                                     gelu ? ops::Activation::GELU : ops::Activation::None, with_res ? &res : nullptr);

@@ -261,7 +261,10 @@ bool xres_chunked(int block) { return xres_retire(block) == Retire::kAtChunk; }
 enum class XresAct { kNone, kGelu, kGeluBf16x2 };
 
 // P: pairs of consumer warpgroups (1, or 2 for XresPairs' form: chunk by chunk and in groups only).
-template <int B, XresAct A, Retire Mode, int RG, int P>
+// HasBias: whether p.bias is set, a template parameter so that the plain linear starts its
+// accumulators from zero instead of loading, unpacking and copying zeros per block-row (~60 SASS
+// instructions of ~370 per block-row at block 64, 0.9).
+template <int B, XresAct A, Retire Mode, int RG, int P, bool HasBias>
 __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __grid_constant__ XresArgs p) {
 #if VITRT_WGMMA_ENABLED
   constexpr bool Batched = Mode == Retire::kAtChunk;  // fenced once per group; table-driven
@@ -425,6 +428,13 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
   unsigned char* st = stage + (P == 1 ? warp * C::kStageBytes : 0);
   const uint64_t xdesc = wgmma::make_smem_desc_sw128(xs + h * ns * kSlabBytes, 1024);
   const uint64_t wdesc = wgmma::make_smem_desc(ws + pq * S * chunk_bytes, 128, C::kChunks * 128);
+  // The descriptors' start addresses move in their low 14 bits only (shared memory is below 256 KB:
+  // no carry), so blocks add to 32-bit low words and the invariant high words are kept apart; the
+  // low words are opaque to the compiler so that it keeps them in registers instead of rebuilding
+  // them from the shared-memory base per block (as bsr_gemm_stream.cu).
+  uint32_t xlo = static_cast<uint32_t>(xdesc), wlo = static_cast<uint32_t>(wdesc);
+  const uint32_t xhi = static_cast<uint32_t>(xdesc >> 32), whi = static_cast<uint32_t>(wdesc >> 32);
+  asm volatile("" : "+r"(xlo), "+r"(wlo));
   if constexpr (P == 2) wfull += pq * S, wempty += pq * S;  // this pair's ring
   // Epilogue: lane writes chunk (lane % kChunks) of rows (lane / kChunks) + i * kRowsPerStore.
   using Out = bsr_wgmma::WarpTileStore<W>;
@@ -438,7 +448,9 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
   int tc = 0;
   for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tc) {
     const int64_t row0 = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4;  // this warp's first row
-    const bool full_tile = static_cast<int64_t>(tile + 1) * kTileM <= p.M;
+    // This warp's rows inside the matrix (16 but in the last tile), compared in 32 bits per store.
+    const int64_t rows_left = p.M - row0;
+    const int rows_in = rows_left >= 16 ? 16 : rows_left > 0 ? static_cast<int>(rows_left) : 0;
     bf16* yrow = p.y + (row0 + st_row) * p.N + st_chunk * 8;
     const unsigned xparity = tc & 1;
     unsigned xseen = 0;  // bit s: this warp has seen slab s of this tile land (its xfull waited for)
@@ -448,14 +460,16 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
     // group ahead.
     __nv_bfloat162 bias_next[RG][B / 8];
     auto load_bias = [&](int r) {
+      if constexpr (HasBias) {
 #pragma unroll
-      for (int q = 0; q < RG; ++q)
+        for (int q = 0; q < RG; ++q)
 #pragma unroll
-        for (int j = 0; j < B / 8; ++j)
-          bias_next[q][j] = p.bias && r + q < p.block_rows
-                                ? *reinterpret_cast<const __nv_bfloat162*>(p.bias + static_cast<int64_t>(r + q) * B +
-                                                                           8 * j + 2 * t)
-                                : __floats2bfloat162_rn(0.f, 0.f);
+          for (int j = 0; j < B / 8; ++j)
+            bias_next[q][j] = r + q < p.block_rows
+                                  ? *reinterpret_cast<const __nv_bfloat162*>(p.bias + static_cast<int64_t>(r + q) * B +
+                                                                             8 * j + 2 * t)
+                                  : __floats2bfloat162_rn(0.f, 0.f);
+      }
     };
     load_bias(pq * RG);
     for (int r = pq * RG; r < p.block_rows; r += P * RG) {
@@ -467,7 +481,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
       for (int q = 0; q < RG; ++q)
 #pragma unroll
         for (int j = 0; j < B / 8; ++j) {
-          const float2 b2 = __bfloat1622float2(bias_next[q][j]);
+          const float2 b2 = HasBias ? __bfloat1622float2(bias_next[q][j]) : make_float2(0.f, 0.f);
           acc[q][4 * j] = acc[q][4 * j + 2] = b2.x;  // rows g and g + 8 start from the bias
           acc[q][4 * j + 1] = acc[q][4 * j + 3] = b2.y;
         }
@@ -492,8 +506,6 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
         // low 14 bits only, no carry: shared memory is below 256 KB). (One wgmma.fence per group
         // instead of per block made ptxas serialise every wgmma, C7520: it wants the fence in the
         // loop.)
-        const uint32_t xlo = static_cast<uint32_t>(xdesc), xhi = static_cast<uint32_t>(xdesc >> 32);
-        const uint32_t whi = static_cast<uint32_t>(wdesc >> 32);
         const int seg_end = P == 1 ? nnz : rb[RG];  // chunks end there (the producer's segments)
         const unsigned gneed = gneed_s[r / RG];
         for (unsigned m = gneed & ~xseen; m != 0; m &= m - 1) mbar::wait(&xfull[h * kMaxSlabs + __ffs(m) - 1], xparity);
@@ -508,7 +520,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
             if (chunk_left == 0) {  // a chunk starts: it lands whole
               mbar::wait(&wfull[slot], round);
               chunk_left = min(cb_mask + 1, seg_end - k);
-              wcur = static_cast<uint32_t>(wdesc) + static_cast<uint32_t>((slot * chunk_bytes) >> 4);
+              wcur = wlo + static_cast<uint32_t>((slot * chunk_bytes) >> 4);
             }
             const uint32_t alo = xlo + a;
             wgmma::fence();
@@ -541,10 +553,12 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
             }
             wgmma::fence_operands(acc[q]);
             wgmma::fence();
-            const uint64_t da = xdesc + xres_x_offset<B>(c);
-            const uint64_t db = wdesc + ((slot * chunk_bytes + in_chunk * C::kBlockBytes) >> 4);
+            const uint32_t alo = xlo + xres_x_offset<B>(c);
+            const uint32_t blo = wlo + static_cast<uint32_t>((slot * chunk_bytes + in_chunk * C::kBlockBytes) >> 4);
 #pragma unroll
-            for (int kk = 0; kk < B / 16; ++kk) bsr_wgmma::block_k16<B>(acc[q], da + 2 * kk, db + 16 * kk);
+            for (int kk = 0; kk < B / 16; ++kk)
+              bsr_wgmma::block_k16<B>(acc[q], (static_cast<uint64_t>(xhi) << 32) | (alo + 2 * kk),
+                                      (static_cast<uint64_t>(whi) << 32) | (blo + 16 * kk));
             wgmma::commit();
             wgmma::wait<0>();
             wgmma::fence_operands(acc[q]);
@@ -588,8 +602,9 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
           rows_to_lines(v, lane, a4, b4);
           const int64_t row_a = row0 + pass * 8 + 2 * (lane / 8);  // a4: this row's 16 bytes; b4: the next row's
           bf16* ya = p.y + row_a * p.N + static_cast<int64_t>(r) * B + 8 * (lane % 8);
-          if (full_tile || row_a < p.M) bsr_wgmma::store_line(ya, make_uint4(a4[0], a4[1], a4[2], a4[3]), p.stream_stores);
-          if (full_tile || row_a + 1 < p.M) bsr_wgmma::store_line(ya + p.N, make_uint4(b4[0], b4[1], b4[2], b4[3]), p.stream_stores);
+          const int row_w = pass * 8 + 2 * (lane / 8);  // row_a - row0
+          if (row_w < rows_in) bsr_wgmma::store_line(ya, make_uint4(a4[0], a4[1], a4[2], a4[3]), p.stream_stores);
+          if (row_w + 1 < rows_in) bsr_wgmma::store_line(ya + p.N, make_uint4(b4[0], b4[1], b4[2], b4[3]), p.stream_stores);
           continue;
         }
         out.stage(v);
@@ -598,7 +613,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
           if (!out.has_row()) break;  // (block 16 ungrouped: 16 lanes cover the 8 rows)
           const int row = pass * 8 + st_row + i * kRowsPerStore;  // of the warp's 16
           const uint4 val = *reinterpret_cast<const uint4*>(st_load + i * kRowsPerStore * Out::kStageRow);
-          if (full_tile || row0 + row < p.M)
+          if (row < rows_in)
             bsr_wgmma::store_line(yr + static_cast<int64_t>(pass * 8 + i * kRowsPerStore) * p.N, val, p.stream_stores);
         }
         __syncwarp();
@@ -660,35 +675,42 @@ bool xres_runs_grouped(int block, int64_t block_rows) {
   return group > 1 && xres_group() && block_rows % group == 0;
 }
 
-template <int B, XresAct Gelu, int RG>
+template <int B, XresAct Gelu, int RG, bool HasBias>
 void launch_xres_rg(const XresArgs& a, int grid, size_t smem, int pairs) {
   constexpr int kT = xres_threads(1);
   if constexpr (RG > 1) {
     if (pairs == 2)
-      return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kAtChunk, RG, 2>>(a, grid, xres_threads(2), smem, kMaxSmem);
+      return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kAtChunk, RG, 2, HasBias>>(a, grid, xres_threads(2), smem,
+                                                                                           kMaxSmem);
   }
   switch (xres_retire(B)) {
-    case Retire::kAtChunk: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kAtChunk, RG, 1>>(a, grid, kT, smem, kMaxSmem);
-    default: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kEach, RG, 1>>(a, grid, kT, smem, kMaxSmem);
+    case Retire::kAtChunk:
+      return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kAtChunk, RG, 1, HasBias>>(a, grid, kT, smem, kMaxSmem);
+    default: return bsr_wgmma::launch<bsr_xres_kernel<B, Gelu, Retire::kEach, RG, 1, HasBias>>(a, grid, kT, smem, kMaxSmem);
   }
 }
 
-template <int B, XresAct Gelu>
+template <int B, XresAct Gelu, bool HasBias>
 void launch_xres(const XresArgs& a, int grid, size_t smem, int pairs) {
   constexpr int kGroup = 64 / B;  // rows of a 64-column group
   if constexpr (kGroup > 1) {
-    if (xres_runs_grouped(B, a.block_rows)) return launch_xres_rg<B, Gelu, kGroup>(a, grid, smem, pairs);
+    if (xres_runs_grouped(B, a.block_rows)) return launch_xres_rg<B, Gelu, kGroup, HasBias>(a, grid, smem, pairs);
   }
-  launch_xres_rg<B, Gelu, 1>(a, grid, smem, 1);
+  launch_xres_rg<B, Gelu, 1, HasBias>(a, grid, smem, 1);
 }
 
-template <int B>
+template <int B, bool HasBias>
 void launch_xres_act(XresAct act, const XresArgs& a, int grid, size_t smem, int pairs) {
   switch (act) {
-    case XresAct::kNone: return launch_xres<B, XresAct::kNone>(a, grid, smem, pairs);
-    case XresAct::kGelu: return launch_xres<B, XresAct::kGelu>(a, grid, smem, pairs);
-    case XresAct::kGeluBf16x2: return launch_xres<B, XresAct::kGeluBf16x2>(a, grid, smem, pairs);
+    case XresAct::kNone: return launch_xres<B, XresAct::kNone, HasBias>(a, grid, smem, pairs);
+    case XresAct::kGelu: return launch_xres<B, XresAct::kGelu, HasBias>(a, grid, smem, pairs);
+    case XresAct::kGeluBf16x2: return launch_xres<B, XresAct::kGeluBf16x2, HasBias>(a, grid, smem, pairs);
   }
+}
+template <int B>
+void launch_xres_bias(XresAct act, const XresArgs& a, int grid, size_t smem, int pairs) {
+  if (a.bias) launch_xres_act<B, true>(act, a, grid, smem, pairs);
+  else launch_xres_act<B, false>(act, a, grid, smem, pairs);
 }
 
 // VITRT_BSR_XRES: "0" off, "1" wherever supported; unset / other ("auto"): xres_auto_selected.
@@ -854,9 +876,9 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
   const size_t smem = pairs == 1 ? xres_smem_for(w) : xres_smem_bytes_for(w, ring, 2);
   const XresAct act = !gelu ? XresAct::kNone : xres_gelu_bf16x2() ? XresAct::kGeluBf16x2 : XresAct::kGelu;
-  if (w.block == 64) launch_xres_act<64>(act, a, grid, smem, 1);
-  else if (w.block == 32) launch_xres_act<32>(act, a, grid, smem, pairs);
-  else launch_xres_act<16>(act, a, grid, smem, pairs);
+  if (w.block == 64) launch_xres_bias<64>(act, a, grid, smem, 1);
+  else if (w.block == 32) launch_xres_bias<32>(act, a, grid, smem, pairs);
+  else launch_xres_bias<16>(act, a, grid, smem, pairs);
 }
 
 }  // namespace vitrt::cuda
