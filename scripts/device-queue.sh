@@ -43,14 +43,14 @@ C (run on an H100, 2026-12-06 ~04:24 UTC; streaming stores then made blocks 16 /
    stores; VITRT_BSR_XRES_WKEEP=1: W's bulk copies evict-last in L2): every CudaBsr test with both on,
    the fc1 A/B at blocks 32 / 64 (x-resident forced) alternating, then, if under C_BUDGET (300) s,
    ncu of the streamed kernel at block 64, fc1 @ 0.8 (now its default there) (~280 s bare, ~340 with ncu).
-S (not yet run): on the H200, first the defaults since a9d4576 (streaming y stores at blocks 16 / 32)
-   in the standing table's sweep; then the fused MLP's streaming stores (VITRT_BSR_MLP_STCS=1, off):
-   every CudaBsr test and the fused-MLP bench (--mlp, 0.9) with them, the ViT-B/16 bs256 block 64
-   A/B (alternating), and the block-64 x-resident fc1 A/B with VITRT_BSR_XRES_STCS=1 (~420 s bare).
-E (not yet run): the epilogue's terms as template parameters (the streamed kernel: bias / GELU /
-   residual; the x-resident kernel: bias) and the x-resident block loop's 32-bit descriptor words:
-   every CudaBsr test (defaults, then forced through the streamed kernel), block 64 fc1 x-resident
-   against streamed alternating twice, the standing table's sweep, ViT-B/16 bs256 block 64 (~330 s bare).
+S (run on an H100, 2026-12-06 ~05:25 UTC; commands in `git show bb1f27a:scripts/device-queue.sh`): the
+   standing table's sweep on the defaults of 6e907be, the fused MLP's streaming stores (no change,
+   taken out), block 64's x-resident streaming stores (no change, stay off).
+E (run on an H100, 2026-12-06 ~05:37 UTC): the epilogue's terms as template parameters (the streamed
+   kernel: bias / GELU / residual; the x-resident kernel: bias) and the x-resident block loop's 32-bit
+   descriptor words: every CudaBsr test (defaults, then forced through the streamed kernel), block 64
+   fc1 x-resident against streamed alternating twice, the standing table's sweep, ViT-B/16 bs256
+   block 64 (~330 s bare).
 Y2 (run on an H100, 2026-12-05 ~22:54 UTC): block 16's new default (y-resident for K > 768): the CudaBsr suite, the block-16 A/B against
    VITRT_BSR_YRES=0, ViT-B/16 bs256 block 16 both ways with operator profiles (~330 s bare).
 DESC
@@ -206,22 +206,6 @@ print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],
     fc_ab 64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=0" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=0"
     bf16_sweep 100
     vit_bs256 64
-    ;;
-  S)  # (see describe)
-    BUILD_TARGETS="$targets" OUT="$O/s" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
-    echo "SUMMARY: built at ${SECONDS} s"
-    bf16_sweep 100
-    (cd build-dev/tests && timeout 120 env VITRT_BSR_MLP_STCS=1 ./test_cuda_bsr --gtest_filter='CudaBsr.*') > "$O/s.log" 2>&1
-    echo "SUMMARY: CudaBsr with VITRT_BSR_MLP_STCS=1 rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$O/s.log" | tr '\n' ' ') $(grep -c Failure "$O/s.log") failures"
-    for e in "" "VITRT_BSR_MLP_STCS=1" "" "VITRT_BSR_MLP_STCS=1"; do
-      timeout 60 env $e build-dev/bin/bsr_gemm_bench --mlp --blocks 64 --sparsities 0.9 --tokens 50432 --json "$O/mlp.json" > "$O/mlp.txt" 2>&1
-      echo "SUMMARY: fused MLP '${e:-default}' rc=$?: $(grep -iE 'fused' "$O/mlp.txt" | tail -3 | tr '\n' ' ' | tail -c 400)"
-    done
-    for e in "" "VITRT_BSR_MLP_STCS=1" "" "VITRT_BSR_MLP_STCS=1"; do
-      echo "(ViT with '$e':)"
-      (for kv in $e; do export "$kv"; done; vit_bs256 64)
-    done
-    fc_ab 64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_STCS=1" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_STCS=1"
     ;;
   T)  # (see describe)
     BUILD_TARGETS="$targets" OUT="$O/t" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'

@@ -165,10 +165,8 @@ struct MlpArgs {
   const bf16* residual;        // [M, N] or null (may be y)
   bf16* y;                     // [M, N]
   int gelu_bf16x2;             // the GELUs in bf16x2 arithmetic (VITRT_BSR_MLP_GELU, below)
-  // y by streaming (evict-first) stores (VITRT_BSR_MLP_STCS=1; off until measured): as the
-  // x-resident kernel's first linear, whose fc1 they made 4-10% faster at blocks 16 / 32 (H100,
-  // 2026-12-06), so that y does not push the weights, which every CTA streams again, out of L2.
-  int stream_stores;
+  // (y by streaming stores, as the x-resident kernel writes at blocks 16 / 32, changed nothing here:
+  // ViT-B/16 bs256 1.53-1.55x per round either way, H100, 2026-12-06; taken out.)
 };
 
 // PIPE: the software-pipelined form (VITRT_BSR_MLP_PIPE, below): a warpgroup issues the next hidden
@@ -624,8 +622,8 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
         rows_to_lines(v, lane, a4, b4);
         const int64_t m = row0 - g + 8 * pass + 2 * (lane / 8);  // a4's row; b4's is the next
         bf16* ya = p.y + m * p.N + static_cast<int64_t>(grp) * kB + 8 * (lane % 8);
-        if (m < p.M) bsr_wgmma::store_line(ya, make_uint4(a4[0], a4[1], a4[2], a4[3]), p.stream_stores);
-        if (m + 1 < p.M) bsr_wgmma::store_line(ya + p.N, make_uint4(b4[0], b4[1], b4[2], b4[3]), p.stream_stores);
+        if (m < p.M) bsr_wgmma::store_line(ya, make_uint4(a4[0], a4[1], a4[2], a4[3]), false);
+        if (m + 1 < p.M) bsr_wgmma::store_line(ya + p.N, make_uint4(b4[0], b4[1], b4[2], b4[3]), false);
       }
     }
   }
@@ -783,8 +781,6 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
   a.residual = static_cast<const bf16*>(residual);
   a.y = static_cast<bf16*>(y);
   a.gelu_bf16x2 = gelu_bf16x2_from_env() ? 1 : 0;
-  static const int stream_stores = int_from_env("VITRT_BSR_MLP_STCS") == 1;
-  a.stream_stores = stream_stores;
   const size_t smem = smem_bytes(a.slabs, schedule.words_count + a.groups + 1);
   with_form(form, [&](auto tag) {
     using T = decltype(tag);
