@@ -51,6 +51,10 @@ E (run on an H100, 2026-12-06 ~05:37 UTC): the epilogue's terms as template para
    descriptor words: every CudaBsr test (defaults, then forced through the streamed kernel), block 64
    fc1 x-resident against streamed alternating twice, the standing table's sweep, ViT-B/16 bs256
    block 64 (~330 s bare).
+V (not yet run): the standing table after the epilogue templates and block 64's new rule: every
+   CudaBsr test, the defaults' bf16 sweep, then on an H200 block 64's x-resident / streamed A/B (to
+   re-set its rule there) and ViT-B/16 bs256 at blocks 64 / 32 / 16, on another card ViT at block 64
+   only (~300 s bare on an H100, ~360 on an H200).
 Y2 (run on an H100, 2026-12-05 ~22:54 UTC): block 16's new default (y-resident for K > 768): the CudaBsr suite, the block-16 A/B against
    VITRT_BSR_YRES=0, ViT-B/16 bs256 block 16 both ways with operator profiles (~330 s bare).
 DESC
@@ -206,6 +210,20 @@ print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],
     fc_ab 64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=0" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=0"
     bf16_sweep 100
     vit_bs256 64
+    ;;
+  V)  # (see describe)
+    BUILD_TARGETS="$targets" OUT="$O/v" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
+    echo "SUMMARY: built at ${SECONDS} s"
+    (cd build-dev/tests && timeout 120 ./test_cuda_bsr --gtest_filter='CudaBsr.*') > "$O/v.log" 2>&1
+    echo "SUMMARY: CudaBsr rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$O/v.log" | tr '\n' ' ') $(grep -c Failure "$O/v.log") failures; $(grep -o 'peak memory bandwidth [^)]*' "$O/v.log")"
+    grep -B3 -A10 -m2 'Failure' "$O/v.log" | head -30
+    bf16_sweep 100
+    if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+      fc_ab 64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=0" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=0"
+      vit_bs256 64 32 16
+    else
+      vit_bs256 64
+    fi
     ;;
   T)  # (see describe)
     BUILD_TARGETS="$targets" OUT="$O/t" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
