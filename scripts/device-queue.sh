@@ -39,10 +39,9 @@ P, P0, P00, PT (run on the H200, 2026-12-06 ~03:54 UTC; commands in `git show 1c
 T (run within PT on 2026-12-06): the standing table's measurements alone: the defaults'
    bf16 sweep with break-even (F without its tests) and ViT-B/16 bs256 at 90% in blocks 16 / 32 / 64
    (~250 s warm).
-C (run on an H100, 2026-12-06 ~04:24 UTC; streaming stores then made blocks 16 / 32's default): the x-resident kernel's cache-policy switches (VITRT_BSR_XRES_STCS=1: y by streaming
-   stores; VITRT_BSR_XRES_WKEEP=1: W's bulk copies evict-last in L2): every CudaBsr test with both on,
-   the fc1 A/B at blocks 32 / 64 (x-resident forced) alternating, then, if under C_BUDGET (300) s,
-   ncu of the streamed kernel at block 64, fc1 @ 0.8 (now its default there) (~280 s bare, ~340 with ncu).
+C (run on an H100, 2026-12-06 ~04:24 UTC; commands in `git show bb1f27a:scripts/device-queue.sh`): the
+   x-resident kernel's cache-policy switches (streaming y stores made blocks 16 / 32's default; the
+   switches were later replaced by that fixed choice).
 S (run on an H100, 2026-12-06 ~05:25 UTC; commands in `git show bb1f27a:scripts/device-queue.sh`): the
    standing table's sweep on the defaults of 6e907be, the fused MLP's streaming stores (no change,
    taken out), block 64's x-resident streaming stores (no change, stay off).
@@ -179,25 +178,6 @@ p=d.get('profile_sparse') or {}
 print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],r['ms']) for r in sorted(p.get('ops',[]),key=lambda r:-r['ms'])[:8]))
 " "$O/vit16p.json" 2>&1 | tail -c 1200)"
     done
-    ;;
-  C)  # (see describe)
-    BUILD_TARGETS="$targets" OUT="$O/c" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
-    echo "SUMMARY: built at ${SECONDS} s"
-    (cd build-dev/tests && timeout 120 env VITRT_BSR_XRES_STCS=1 VITRT_BSR_XRES_WKEEP=1 ./test_cuda_bsr --gtest_filter='CudaBsr.*') > "$O/c.log" 2>&1
-    echo "SUMMARY: CudaBsr with STCS=1 WKEEP=1 rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$O/c.log" | tr '\n' ' ') $(grep -c Failure "$O/c.log") failures"
-    grep -B3 -A10 -m2 'Failure' "$O/c.log" | head -30
-    fc_ab 32,64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_STCS=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_WKEEP=1" \
-      "VITRT_BSR_XRES=1 VITRT_BSR_XRES_STCS=1 VITRT_BSR_XRES_WKEEP=1" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=1 VITRT_BSR_XRES_STCS=1 VITRT_BSR_XRES_WKEEP=1"
-    [ "$SECONDS" -lt "${C_BUDGET:-300}" ] || exit 0  # the profile only while the budget allows
-    timeout 150 ncu --clock-control none -k "regex:bsr_stream_kernel" --launch-skip 3 --launch-count 1 --section SourceCounters \
-      --section WarpStateStats --section SpeedOfLight --section Occupancy --section SchedulerStats --section MemoryWorkloadAnalysis \
-      -f -o "$O/ncu_s64" build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 64 --sparsities 0.8 --tokens 50432 > "$O/ncu_s64.log" 2>&1
-    echo "SUMMARY: ncu streamed b64 fc1 0.8 rc=$?"
-    timeout 60 ncu --import "$O/ncu_s64.ncu-rep" --page source --print-source sass --csv > "$O/src_s64.csv" 2>&1
-    timeout 60 ncu --import "$O/ncu_s64.ncu-rep" --page details > "$O/det_s64.txt" 2>&1
-    python3 scripts/ncu_source_top.py "$O/src_s64.csv" --top 25 > "$O/top_s64.txt" 2>&1
-    grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit|No Eligible|Active Warps Per" "$O/det_s64.txt" | head -8; head -30 "$O/top_s64.txt"
-    rm -f "$O"/*.ncu-rep
     ;;
   E)  # (see describe)
     BUILD_TARGETS="$targets" OUT="$O/e" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'

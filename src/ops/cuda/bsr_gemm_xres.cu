@@ -229,20 +229,24 @@ struct XresArgs {
   const bf16* bias;
   bf16* y;
   int tiles;
-  // Cache policies: y written with streaming (evict-first) stores (VITRT_BSR_XRES_STCS: "1" on, "0"
-  // off, unset: on at blocks 16 / 32, off at block 64); W's bulk copies marked evict-last in L2
-  // (VITRT_BSR_XRES_WKEEP=1; off). Why: every CTA reads all of W once per tile from L2 while 310 MB
-  // of y stream through it at M = 50432, and the consumers' waits for W slots are the kernel's
-  // largest stall (ncu, H200, 2026-12-06). Measured on an H100 (2026-12-06, fc1 shape, M = 50432, ms
-  // at 0.8 / 0.86 / 0.9, alternating runs): streaming stores take block 16 from 0.397-0.401
-  // / 0.325-0.326 / 0.271-0.274 to 0.381-0.391 / 0.306-0.308 / 0.253-0.258 (1.19-1.23x of cuBLASLt
-  // at 0.9) and block 32 from 0.286-0.290 / 0.236-0.239 / 0.208-0.213 to 0.268-0.278 / 0.216-0.221 /
-  // 0.189-0.192 (1.60-1.69x); block 64 (x-resident forced) 0.239 / 0.198 / 0.177 against 0.235-0.236
-  // / 0.196-0.197 / 0.173-0.176, no better. Evict-last W: within 1-2% either way at blocks 32 / 64
-  // except block 64 at 0.8 (0.223 against 0.235), which the streamed kernel takes anyway.
-  int stream_stores;
-  int keep_w_in_l2;
 };
+
+// Cache policy of y's stores: streaming (evict-first) at blocks 16 / 32, plain at block 64, fixed at
+// compile time (a run-time choice cost seven issue slots per 16-byte store: both forms predicated).
+// Why streaming: every CTA reads all of W once per tile from L2 while 310 MB of y stream through it
+// at M = 50432, and the consumers' waits for W slots are the kernel's largest stall (ncu, H200,
+// 2026-12-06). Measured on an H100 (2026-12-06, fc1 shape, M = 50432, ms at 0.8 / 0.86 / 0.9,
+// alternating runs): streaming stores take block 16 from 0.397-0.401 / 0.325-0.326 / 0.271-0.274 to
+// 0.381-0.391 / 0.306-0.308 / 0.253-0.258 (1.19-1.23x of cuBLASLt at 0.9) and block 32 from
+// 0.286-0.290 / 0.236-0.239 / 0.208-0.213 to 0.268-0.278 / 0.216-0.221 / 0.189-0.192 (1.60-1.69x);
+// block 64 (x-resident forced) 0.239 / 0.198 / 0.177 against 0.235-0.236 / 0.196-0.197 / 0.173-0.176,
+// no better (again 2026-12-06 ~05:25: 0.237-0.241 / 0.199-0.200 / 0.177-0.179 against 0.243-0.244 /
+// 0.199-0.200 / 0.177-0.179). W's bulk copies marked evict-last in L2 were within 1-2% either way at
+// blocks 32 / 64 and were taken out with the switches (VITRT_BSR_XRES_STCS, _WKEEP).
+template <int B>
+constexpr bool xres_streaming_stores() {
+  return B != 64;
+}
 
 // When a block's wgmmas are retired (wgmma.wait_group), which hands back its W chunk (if it ends
 // one) and its x slab (at its last use in the tile): kEach before the next block is issued; kAtChunk
@@ -385,7 +389,6 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
     uint64_t* pempty = wempty + pq * S;
     unsigned char* pring = ws + pq * S * chunk_bytes;
     const int seg_rows = P == 1 ? p.block_rows : RG;  // block-rows of a segment of chunks
-    const uint64_t w_policy = mbar::make_l2_evict_last_policy();
     for (int tile = blockIdx.x; tile < p.tiles; tile += gridDim.x, ++tc) {
       try_x(true);
       pending = used_mask, pend_tc = tc, pend_m0 = static_cast<int64_t>(tile) * kTileM;
@@ -407,8 +410,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
           mbar::arrive_expect_tx(&pfull[slot], bytes);
           unsigned char* dst = pring + slot * chunk_bytes;
           const bf16* src = p.values_cm + static_cast<int64_t>(k0) * B * B;
-          if (p.keep_w_in_l2) mbar::bulk_copy_to_smem_hint(dst, src, bytes, &pfull[slot], w_policy);
-          else mbar::bulk_copy_to_smem(dst, src, bytes, &pfull[slot]);
+          mbar::bulk_copy_to_smem(dst, src, bytes, &pfull[slot]);
           if (++slot == S) slot = 0, round ^= 1;
         }
       }
@@ -435,6 +437,13 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
   const uint32_t xhi = static_cast<uint32_t>(xdesc >> 32), whi = static_cast<uint32_t>(wdesc >> 32);
   asm volatile("" : "+r"(xlo), "+r"(wlo));
   if constexpr (P == 2) wfull += pq * S, wempty += pq * S;  // this pair's ring
+  // The barriers by shared-memory address (8 bytes each), opaque as the descriptors' low words are,
+  // and whether this lane arrives for its warp: otherwise ptxas rebuilds them from the thread index
+  // at every block (~15 SASS instructions per W chunk at block 32).
+  uint32_t wfull_a = ptx::smem_u32(wfull), wempty_a = ptx::smem_u32(wempty);
+  uint32_t xfull_a = ptx::smem_u32(xfull + h * kMaxSlabs), xempty_a = ptx::smem_u32(xempty + h * kMaxSlabs);
+  unsigned leader = lane == 0;
+  asm volatile("" : "+r"(wfull_a), "+r"(wempty_a), "+r"(xfull_a), "+r"(xempty_a), "+r"(leader));
   // Epilogue: lane writes chunk (lane % kChunks) of rows (lane / kChunks) + i * kRowsPerStore.
   using Out = bsr_wgmma::WarpTileStore<W>;
   static_assert(Out::kStageBytes <= C::kStageBytes, "the staging buffer holds a group's rows");
@@ -507,7 +516,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
         // loop.)
         const int seg_end = P == 1 ? nnz : rb[RG];  // chunks end there (the producer's segments)
         const unsigned gneed = gneed_s[r / RG];
-        for (unsigned m = gneed & ~xseen; m != 0; m &= m - 1) mbar::wait(&xfull[h * kMaxSlabs + __ffs(m) - 1], xparity);
+        for (unsigned m = gneed & ~xseen; m != 0; m &= m - 1) mbar::wait_at(xfull_a + 8 * (__ffs(m) - 1), xparity);
         xseen |= gneed;
 #pragma unroll
         for (int q = 0; q < RG; ++q) {
@@ -517,7 +526,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
           for (; k < kend; ++k) {
             const unsigned a_next = ptx::lds_u16(aoff_s + k + 1);
             if (chunk_left == 0) {  // a chunk starts: it lands whole
-              mbar::wait(&wfull[slot], round);
+              mbar::wait_at(wfull_a + 8 * slot, round);
               chunk_left = min(cb_mask + 1, seg_end - k);
               wcur = wlo + static_cast<uint32_t>((slot * chunk_bytes) >> 4);
             }
@@ -531,7 +540,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
             wcur += C::kBlockBytes >> 4;
             if (--chunk_left == 0) {  // the chunk's blocks retire together and hand back their slot
               wgmma::wait<0>();
-              if (lane == 0) mbar::arrive(&wempty[slot]);
+              if (leader) mbar::arrive_at(wempty_a + 8 * slot);
               if (++slot == S) slot = 0, round ^= 1;
             }
             a = a_next;
@@ -545,9 +554,9 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
             const int slab = static_cast<int>(xres_slab_of<B>(c));
             const int in_chunk = k & cb_mask;
             const bool chunk_ends = in_chunk == cb_mask || k + 1 == nnz;  // the chunk's last block
-            if (in_chunk == 0) mbar::wait(&wfull[slot], round);  // the whole chunk lands at once
+            if (in_chunk == 0) mbar::wait_at(wfull_a + 8 * slot, round);  // the whole chunk lands at once
             if (!((xseen >> slab) & 1)) {  // a slab, once landed, stays until this tile's last use of it
-              mbar::wait(&xfull[h * kMaxSlabs + slab], xparity);
+              mbar::wait_at(xfull_a + 8 * slab, xparity);
               xseen |= 1u << slab;
             }
             wgmma::fence_operands(acc[q]);
@@ -561,9 +570,9 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
             wgmma::commit();
             wgmma::wait<0>();
             wgmma::fence_operands(acc[q]);
-            if (lane == 0) {
-              if (chunk_ends) mbar::arrive(&wempty[slot]);
-              if (c & kLastUse) mbar::arrive(&xempty[h * kMaxSlabs + slab]);
+            if (leader) {
+              if (chunk_ends) mbar::arrive_at(wempty_a + 8 * slot);
+              if (c & kLastUse) mbar::arrive_at(xempty_a + 8 * slab);
             }
             if (chunk_ends) {
               if (++slot == S) slot = 0, round ^= 1;
@@ -575,8 +584,8 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
         wgmma::wait<0>();
 #pragma unroll
         for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
-        if (lane == 0)  // every slab whose last use is in the group
-          for (unsigned m = grel_s[r / RG]; m != 0; m &= m - 1) mbar::arrive(&xempty[h * kMaxSlabs + __ffs(m) - 1]);
+        if (leader)  // every slab whose last use is in the group
+          for (unsigned m = grel_s[r / RG]; m != 0; m &= m - 1) mbar::arrive_at(xempty_a + 8 * (__ffs(m) - 1));
       }
       // Epilogue: rows g (pass 0) and g + 8 (pass 1) -> staging (stmatrix) -> whole-line stores.
       bf16* yr = yrow + static_cast<int64_t>(r) * B;
@@ -602,8 +611,8 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
           const int64_t row_a = row0 + pass * 8 + 2 * (lane / 8);  // a4: this row's 16 bytes; b4: the next row's
           bf16* ya = p.y + row_a * p.N + static_cast<int64_t>(r) * B + 8 * (lane % 8);
           const int row_w = pass * 8 + 2 * (lane / 8);  // row_a - row0
-          if (row_w < rows_in) bsr_wgmma::store_line(ya, make_uint4(a4[0], a4[1], a4[2], a4[3]), p.stream_stores);
-          if (row_w + 1 < rows_in) bsr_wgmma::store_line(ya + p.N, make_uint4(b4[0], b4[1], b4[2], b4[3]), p.stream_stores);
+          if (row_w < rows_in) bsr_wgmma::store_line(ya, make_uint4(a4[0], a4[1], a4[2], a4[3]), xres_streaming_stores<B>());
+          if (row_w + 1 < rows_in) bsr_wgmma::store_line(ya + p.N, make_uint4(b4[0], b4[1], b4[2], b4[3]), xres_streaming_stores<B>());
           continue;
         }
         out.stage(v);
@@ -613,7 +622,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
           const int row = pass * 8 + st_row + i * kRowsPerStore;  // of the warp's 16
           const uint4 val = *reinterpret_cast<const uint4*>(st_load + i * kRowsPerStore * Out::kStageRow);
           if (row < rows_in)
-            bsr_wgmma::store_line(yr + static_cast<int64_t>(pass * 8 + i * kRowsPerStore) * p.N, val, p.stream_stores);
+            bsr_wgmma::store_line(yr + static_cast<int64_t>(pass * 8 + i * kRowsPerStore) * p.N, val, xres_streaming_stores<B>());
         }
         __syncwarp();
       }
@@ -874,10 +883,6 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   a.bias = static_cast<const bf16*>(bias);
   a.y = static_cast<bf16*>(y);
   a.tiles = static_cast<int>(tiles);
-  static const KernelMode stcs = kernel_mode_from_env("VITRT_BSR_XRES_STCS");
-  static const int keep_w = int_from_env("VITRT_BSR_XRES_WKEEP") == 1;
-  a.stream_stores = stcs == KernelMode::On || (stcs == KernelMode::Auto && w.block != 64);
-  a.keep_w_in_l2 = keep_w;
   int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
   const size_t smem = pairs == 1 ? xres_smem_for(w) : xres_smem_bytes_for(w, ring, 2);

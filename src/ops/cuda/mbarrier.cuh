@@ -37,6 +37,23 @@ __device__ __forceinline__ bool test(uint64_t* bar, unsigned parity) {
   return done != 0;
 }
 
+// arrive / wait on a barrier given by its shared-memory address (ptx::smem_u32): for loops that keep
+// a ring's base address in a register and add 8 * slot, where the pointer forms let the compiler
+// rebuild each address from the thread index and the shared-memory base at every use.
+__device__ __forceinline__ void arrive_at(uint32_t bar) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void wait_at(uint32_t bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+
 // Arrives on `bar` and adds `bytes` to the transaction count its phase waits for.
 __device__ __forceinline__ void arrive_expect_tx(uint64_t* bar, unsigned bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(ptx::smem_u32(bar)), "r"(bytes)
@@ -49,23 +66,6 @@ __device__ __forceinline__ void bulk_copy_to_smem(void* dst, const void* src, un
                    ptx::smem_u32(dst)),
                "l"(src), "r"(bytes), "r"(ptx::smem_u32(bar))
                : "memory");
-}
-
-// bulk_copy_to_smem with an L2 cache policy (make_l2_evict_last_policy): for data that many CTAs
-// read again, kept in L2 against a stream of other traffic.
-__device__ __forceinline__ void bulk_copy_to_smem_hint(void* dst, const void* src, unsigned bytes, uint64_t* bar,
-                                                       uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
-          ptx::smem_u32(dst)),
-      "l"(src), "r"(bytes), "r"(ptx::smem_u32(bar)), "l"(policy)
-      : "memory");
-}
-// An L2 policy marking every line it covers evict-last.
-__device__ __forceinline__ uint64_t make_l2_evict_last_policy() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\n" : "=l"(policy));
-  return policy;
 }
 
 // TMA load of one box of a 2-D tensor map (tensor_map: the address of a __grid_constant__ kernel
