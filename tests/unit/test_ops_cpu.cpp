@@ -904,6 +904,27 @@ TEST(OpsCpu, BsrStreamScheduleCoversEveryItemOnceAndRotates) {
   }
 }
 
+// The kernel steps through its items with BsrStreamCursor (no division per item): equal to
+// bsr_stream_item at every step, for grids below, at and above the block-row count, multiples of it
+// and not, and first items in and past the first tile.
+TEST(OpsCpu, BsrStreamCursorMatchesTheSchedule) {
+  for (int block_rows : {1, 2, 7, 12, 24, 48, 96})
+    for (int grid : {1, 3, 11, 12, 13, 24, 100, 132, 264, 300}) {
+      const int items = 394 * block_rows;
+      for (int first : {0, 1, grid / 2, grid - 1}) {
+        if (first >= items) continue;
+        vitrt::cuda::BsrStreamCursor cur(first, grid, block_rows);
+        for (int item = first; item < items; item += grid, cur.step()) {
+          const vitrt::cuda::BsrStreamItem want = vitrt::cuda::bsr_stream_item(item, block_rows);
+          const vitrt::cuda::BsrStreamItem got = cur.current();
+          ASSERT_EQ(cur.item, item);
+          ASSERT_EQ(got.tile, want.tile) << "block_rows " << block_rows << " grid " << grid << " item " << item;
+          ASSERT_EQ(got.position, want.position) << "block_rows " << block_rows << " grid " << grid << " item " << item;
+        }
+      }
+    }
+}
+
 // The fused MLP kernel's division of work (ops/cuda/bsr_mlp_units.h, device code tested here): the
 // CTAs' ranges cover every unit once, in order; in whole-tile mode every range is whole tiles and the
 // ranges differ by at most a tile, else by at most a unit; the whole-tile rule takes ViT-B/16 at

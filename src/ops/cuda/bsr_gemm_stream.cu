@@ -101,10 +101,10 @@ struct ItemRange {
 };
 // The order is bsr_stream_item's (bsr_stream_schedule.h): tile by tile, row_order positions rotated
 // by the tile index (without the rotation, ncu at 768 x 3072 b64 @ 0.8 counted 724 MB read from
-// DRAM where x and y are 387 MB).
-__device__ __forceinline__ ItemRange item_range(const StreamArgs& p, int item) {
-  if (item >= p.items) return {0, 0, 0, 0};
-  const BsrStreamItem it = bsr_stream_item(item, p.block_rows);
+// DRAM where x and y are 387 MB), stepped by a cursor (no division per item).
+__device__ __forceinline__ ItemRange item_range(const StreamArgs& p, const BsrStreamCursor& cursor) {
+  if (cursor.item >= p.items) return {0, 0, 0, 0};
+  const BsrStreamItem it = cursor.current();
   const int row = p.row_order ? __ldg(p.row_order + it.position) : it.position;
   return {it.tile, row, __ldg(p.row_ptr + row), __ldg(p.row_ptr + row + 1)};
 }
@@ -138,10 +138,12 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) bsr_stream_kernel(const 
     if (lane != 0) return;
     int slot = 0, n = 0;
     unsigned round = 0;  // parity of the ring round of `slot`
-    ItemRange next = item_range(p, blockIdx.x);
+    BsrStreamCursor cursor(blockIdx.x, gridDim.x, p.block_rows);
+    ItemRange next = item_range(p, cursor);
     for (int item = blockIdx.x; item < p.items; item += gridDim.x) {
       const ItemRange cur = next;
-      next = item_range(p, item + gridDim.x);  // (its loads complete while this item's blocks go out)
+      cursor.step();
+      next = item_range(p, cursor);  // (its loads complete while this item's blocks go out)
       const int kb = cur.kb, ke = cur.ke;
       const int m0 = cur.tile * kTileM;
       int col = kb < ke ? __ldg(p.col_idx + kb) : 0;
@@ -180,10 +182,12 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) bsr_stream_kernel(const 
   const unsigned char* st_load = out.load;
   int slot = 0;
   unsigned round = 0;
-  ItemRange next = item_range(p, blockIdx.x);
+  BsrStreamCursor cursor(blockIdx.x, gridDim.x, p.block_rows);
+  ItemRange next = item_range(p, cursor);
   for (int item = blockIdx.x; item < p.items; item += gridDim.x) {
     const ItemRange it = next;
-    next = item_range(p, item + gridDim.x);
+    cursor.step();
+    next = item_range(p, cursor);
     const int nblocks = it.ke - it.kb;
     const int64_t row0 = static_cast<int64_t>(it.tile) * kTileM + 64 * h + 16 * w4;  // this warp's first row
     const bool full_tile = static_cast<int64_t>(it.tile + 1) * kTileM <= p.M;

@@ -21,4 +21,32 @@ VITRT_HOST_DEVICE inline BsrStreamItem bsr_stream_item(int item, int block_rows)
   return {tile, position};
 }
 
+// The items c, c + grid, c + 2 grid, ... of one persistent CTA, stepped without dividing: the
+// kernel's roles read the next item at every item, and bsr_stream_item's two divisions by a run-time
+// block-row count were ~45 of the ~260 SASS instructions a consumer warp spends outside its block
+// loop per item (block 64, plain linear). step() adds grid = q block_rows + r as q tiles and r
+// positions, the tile index modulo block_rows carried along. Equal to bsr_stream_item at every step
+// (tested on the host).
+struct BsrStreamCursor {
+  int item, tile, rem, tile_mod;  // rem = item - tile * block_rows; tile_mod = tile % block_rows
+  int block_rows, grid, grid_q_mod, grid_r, grid_q;
+  VITRT_HOST_DEVICE BsrStreamCursor(int first, int grid_, int block_rows_)
+      : item(first), tile(first / block_rows_), rem(first - (first / block_rows_) * block_rows_),
+        tile_mod((first / block_rows_) % block_rows_), block_rows(block_rows_), grid(grid_),
+        grid_q_mod((grid_ / block_rows_) % block_rows_), grid_r(grid_ % block_rows_), grid_q(grid_ / block_rows_) {}
+  VITRT_HOST_DEVICE BsrStreamItem current() const {
+    int position = rem + tile_mod;
+    if (position >= block_rows) position -= block_rows;
+    return {tile, position};
+  }
+  VITRT_HOST_DEVICE void step() {
+    item += grid;
+    tile += grid_q;
+    tile_mod += grid_q_mod;
+    rem += grid_r;
+    if (rem >= block_rows) rem -= block_rows, ++tile, ++tile_mod;
+    if (tile_mod >= block_rows) tile_mod -= block_rows;  // (below 2 block_rows: one subtraction)
+  }
+};
+
 }  // namespace vitrt::cuda
