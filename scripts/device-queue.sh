@@ -54,6 +54,10 @@ V (not yet run): the standing table after the epilogue templates and block 64's 
    CudaBsr test, the defaults' bf16 sweep, then on an H200 block 64's x-resident / streamed A/B (to
    re-set its rule there) and ViT-B/16 bs256 at blocks 64 / 32 / 16, on another card ViT at block 64
    only (~300 s bare on an H100, ~360 on an H200).
+W (not yet run): the x-resident kernel's barriers by address and compile-time store policy
+   (1dd5460), the streamed kernel's item cursor (e9656b8): every CudaBsr test (defaults, then forced
+   through the streamed kernel), the standing table's sweep, block 32 fc1 streamed against
+   x-resident alternating, ViT-B/16 bs256 block 64 (~300 s bare).
 Y2 (run on an H100, 2026-12-05 ~22:54 UTC): block 16's new default (y-resident for K > 768): the CudaBsr suite, the block-16 A/B against
    VITRT_BSR_YRES=0, ViT-B/16 bs256 block 16 both ways with operator profiles (~330 s bare).
 DESC
@@ -189,6 +193,18 @@ print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],
     done
     fc_ab 64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=0" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=0"
     bf16_sweep 100
+    vit_bs256 64
+    ;;
+  W)  # (see describe)
+    BUILD_TARGETS="$targets" OUT="$O/w" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
+    echo "SUMMARY: built at ${SECONDS} s"
+    for e in "" "VITRT_BSR_STREAM=1 VITRT_BSR_XRES=0"; do
+      (cd build-dev/tests && timeout 120 env $e ./test_cuda_bsr --gtest_filter='CudaBsr.*') > "$O/w.log" 2>&1
+      echo "SUMMARY: CudaBsr '${e:-default}' rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$O/w.log" | tr '\n' ' ') $(grep -c Failure "$O/w.log") failures"
+      grep -B3 -A10 -m2 'Failure' "$O/w.log" | head -30
+    done
+    bf16_sweep 100
+    fc_ab 32 "VITRT_BSR_XRES=0" "" "VITRT_BSR_XRES=0" ""
     vit_bs256 64
     ;;
   V)  # (see describe)
