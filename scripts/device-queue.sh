@@ -50,11 +50,11 @@ E (run on an H100, 2026-12-06 ~05:37 UTC): the epilogue's terms as template para
    descriptor words: every CudaBsr test (defaults, then forced through the streamed kernel), block 64
    fc1 x-resident against streamed alternating twice, the standing table's sweep, ViT-B/16 bs256
    block 64 (~330 s bare).
-V (not yet run): the standing table after the epilogue templates and block 64's new rule: every
+V (run on an H100, 2026-12-06 ~05:47 UTC): the standing table after the epilogue templates and block 64's new rule: every
    CudaBsr test, the defaults' bf16 sweep, then on an H200 block 64's x-resident / streamed A/B (to
    re-set its rule there) and ViT-B/16 bs256 at blocks 64 / 32 / 16, on another card ViT at block 64
    only (~300 s bare on an H100, ~360 on an H200).
-W (not yet run): the x-resident kernel's barriers by address and compile-time store policy
+W (run on an H100, 2026-12-06 ~05:53 UTC): the x-resident kernel's barriers by address and compile-time store policy
    (1dd5460), the streamed kernel's item cursor (e9656b8): every CudaBsr test (defaults, then forced
    through the streamed kernel), the standing table's sweep, block 32 fc1 streamed against
    x-resident alternating, ViT-B/16 bs256 block 64 (~300 s bare).
