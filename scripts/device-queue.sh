@@ -58,6 +58,11 @@ W (run on an H100, 2026-12-06 ~05:53 UTC): the x-resident kernel's barriers by a
    (1dd5460), the streamed kernel's item cursor (e9656b8): every CudaBsr test (defaults, then forced
    through the streamed kernel), the standing table's sweep, block 32 fc1 streamed against
    x-resident alternating, ViT-B/16 bs256 block 64 (~300 s bare).
+N (not yet run; for the next session): every CudaBsr test and the standing table's sweep; on an H200
+   block 64's x-resident / streamed A/B (its rule there was set before this session's instruction
+   cuts), ViT-B/16 bs256 at blocks 64 / 32 / 16 and ncu of the x-resident kernel at block 64, fc1 @
+   0.9 (the 2.5x target); on an H100 ncu of block 32 at 0.9 instead (block 64 is at that card's store
+   floor) (~420 s bare on an H200, ~300 on an H100).
 Y2 (run on an H100, 2026-12-05 ~22:54 UTC): block 16's new default (y-resident for K > 768): the CudaBsr suite, the block-16 A/B against
    VITRT_BSR_YRES=0, ViT-B/16 bs256 block 16 both ways with operator profiles (~330 s bare).
 DESC
@@ -194,6 +199,30 @@ print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],
     fc_ab 64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=0" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=0"
     bf16_sweep 100
     vit_bs256 64
+    ;;
+  N)  # (see describe)
+    BUILD_TARGETS="$targets" OUT="$O/n" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
+    echo "SUMMARY: built at ${SECONDS} s"
+    (cd build-dev/tests && timeout 120 ./test_cuda_bsr --gtest_filter='CudaBsr.*') > "$O/n.log" 2>&1
+    echo "SUMMARY: CudaBsr rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$O/n.log" | tr '\n' ' ') $(grep -c Failure "$O/n.log") failures"
+    bf16_sweep 100
+    if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+      fc_ab 64 "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=0" "VITRT_BSR_XRES=1" "VITRT_BSR_XRES=0"
+      vit_bs256 64 32 16
+      prof=64  # the 2.5x target's kernel on the card it is set on
+    else
+      prof=32  # block 64's fc1 sits at this card's store floor; block 32 does not
+    fi
+    [ "$SECONDS" -lt "${N_BUDGET:-420}" ] || exit 0  # the profile only while the budget allows
+    timeout 150 ncu --clock-control none -k "regex:bsr_xres_kernel" --launch-skip 3 --launch-count 1 --section SourceCounters \
+      --section WarpStateStats --section SpeedOfLight --section Occupancy --section SchedulerStats --section MemoryWorkloadAnalysis \
+      -f -o "$O/ncu_x" build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks $prof --sparsities 0.9 --tokens 50432 > "$O/ncu_x.log" 2>&1
+    echo "SUMMARY: ncu x-resident b$prof fc1 0.9 rc=$?"
+    timeout 60 ncu --import "$O/ncu_x.ncu-rep" --page source --print-source sass --csv > "$O/src_x.csv" 2>&1
+    timeout 60 ncu --import "$O/ncu_x.ncu-rep" --page details > "$O/det_x.txt" 2>&1
+    python3 scripts/ncu_source_top.py "$O/src_x.csv" --top 25 > "$O/top_x.txt" 2>&1
+    grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit|No Eligible|Active Warps Per|Issue Slots Busy" "$O/det_x.txt" | head -10; head -30 "$O/top_x.txt"
+    rm -f "$O"/*.ncu-rep
     ;;
   W)  # (see describe)
     BUILD_TARGETS="$targets" OUT="$O/w" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
