@@ -339,7 +339,8 @@ void bsr_linear_bf16_stream(const void* x, int64_t M, const BsrDeviceView& w, co
               ": the bias must be 4-byte aligned (read as bf16 pairs)");
   VITRT_CHECK(M <= INT32_MAX - kTileM, InvalidArgument, kOp, ": too many tokens (", M, ")");
   const int64_t tiles = (M + kTileM - 1) / kTileM, block_rows = w.rows / w.block;
-  VITRT_CHECK(tiles * block_rows <= INT32_MAX, InvalidArgument, kOp, ": too many work items");
+  // (Headroom for the CTAs' item counters, which step one grid past the last item in 32 bits.)
+  VITRT_CHECK(tiles * block_rows <= INT32_MAX - 65536, InvalidArgument, kOp, ": too many work items");
   if (tiles * block_rows == 0) return;
   StreamArgs a{};
   a.x_map = bf16_tensor_map_2d(x, M, w.cols, w.block, kTileM,
