@@ -29,11 +29,9 @@ L (run on an H100, 2026-12-05 ~19:32 UTC): the kernels whose stores became whole
    ctest, CudaPredictor and the fixture fidelity; then F and ViT-B/16 bs256 block 64 (~480 s bare).
 M (run after L, warm, the same day): ViT-B/16 bs256 at blocks 16 / 32, SAM vit_b / vit_h bs32 encoders,
    the fp32 sweep at block 64 (~200 s warm).
-Y1 (run on an H100, 2026-12-05 ~22:41 UTC): first the Supermask model on CUDA (CudaBsr.Supermask*, default kernels); then the
-   y-resident kernel (bsr_gemm_yres.cu, VITRT_BSR_YRES=1|cluster; blocks 16 /
-   32, any K): its direct test in both forms, the fc1 / fc2 A/B at blocks 16 / 32 in both forms, then
-   within Y1_BUDGET seconds (default 330) ViT-B/16 bs256 block 16 both ways and every CudaBsr test
-   through the kernel (~300 s bare).
+Y1 (run on an H100, 2026-12-05 ~22:41 UTC; commands in `git show e554abb:scripts/device-queue.sh`): the
+   Supermask model on CUDA, the y-resident kernel (plain and cluster forms: the cluster form was 1.5-2x
+   slower and was taken out on 2026-12-06).
 P, P0, P00, PT (run on the H200, 2026-12-06 ~03:54 UTC; commands in `git show 1c60d89:scripts/device-queue.sh`):
    block 64 with two pairs of consumer warpgroups, correct and slower; taken out of the kernel.
 T (run within PT on 2026-12-06): the standing table's measurements alone: the defaults'
@@ -134,36 +132,6 @@ case "$step" in
       --tokens 50432 --json "$O/bsr_fp32.json" > "$O/bsr_fp32.txt" 2>&1
     echo "SUMMARY: fp32 b64 rc=$?"
     python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('\n'.join('%dx%d b%d s%.2f %.4f / %.4f ms (%.2fx) %s'%(r['N'],r['K'],r['block'],r['sparsity'],r['bsr_ms'],r['dense_ms'],r['speedup'],r['variant']) for r in d['rows']))" "$O/bsr_fp32.json"
-    ;;
-  Y1)  # (see describe)
-    budget=${Y1_BUDGET:-330}
-    BUILD_TARGETS="bsr_gemm_bench test_cuda_bsr vitrt_cli" OUT="$O/y" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
-    echo "SUMMARY: built at ${SECONDS} s"
-    timeout 60 build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.Supermask*' > "$O/sm.log" 2>&1
-    echo "SUMMARY: SupermaskModelMatchesSuperBlockOnCuda (default kernels): rc=$? $(grep -c Failure "$O/sm.log") failures"
-    grep -B3 -A12 -m2 'Failure' "$O/sm.log" | head -30
-    for mode in 1 cluster; do
-      timeout 120 env VITRT_BSR_YRES=$mode build-dev/tests/test_cuda_bsr --gtest_filter='CudaBsr.YResident*' > "$O/yt.log" 2>&1
-      echo "SUMMARY: YResidentKernelMatchesCpu, VITRT_BSR_YRES=$mode: rc=$? $(grep -c Failure "$O/yt.log") failures (${SECONDS} s)"
-      grep -B3 -A12 -m3 'Failure' "$O/yt.log" | head -50
-    done
-    for e in "" "VITRT_BSR_YRES=1" "VITRT_BSR_YRES=cluster"; do
-      timeout 60 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32 --sparsities 0.8,0.86,0.9 \
-        --tokens 50432 --json "$O/y.json" > "$O/y.txt" 2>&1
-      echo "SUMMARY: '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%s b%d s%.2f %.4f (%.2fx) %s'%('fc1' if r['N']==3072 else 'fc2',r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:12]) for r in d['rows']))" "$O/y.json" 2>&1 | tail -c 1200)"
-    done
-    if [ "$SECONDS" -lt $((budget - 60)) ]; then
-      for e in "" "VITRT_BSR_YRES=1"; do
-        echo "(ViT with '$e':)"
-        (for kv in $e; do export "$kv"; done; vit_bs256 16)
-      done
-    fi
-    left=$((budget - SECONDS - 5))
-    if [ "$left" -gt 30 ]; then
-      (cd build-dev/tests && timeout "$left" env VITRT_BSR_YRES=1 VITRT_BSR_XRES=0 ./test_cuda_bsr --gtest_filter='CudaBsr.*') > "$O/yall.log" 2>&1
-      echo "SUMMARY: every CudaBsr test through the y-resident kernel rc=$? ($left s allowed): $(grep -E '^\[  (PASSED|FAILED) ' "$O/yall.log" | tr '\n' ' ') $(grep -c Failure "$O/yall.log") failures"
-      grep -B3 -A10 -m2 'Failure' "$O/yall.log" | head -30
-    fi
     ;;
   Y2)  # (see describe)
     BUILD_TARGETS="bsr_gemm_bench test_cuda_bsr vitrt_cli" OUT="$O/y" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'

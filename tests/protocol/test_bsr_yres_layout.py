@@ -16,17 +16,10 @@ the contents of a slot, which no barrier checks:
   the next block of the slot as W[group * RG + q, slab * KB + j], multiplies it with x's column block
   slab * KB + j into accumulator set q.
 
-Cluster form (VITRT_BSR_YRES=cluster): the groups of a token tile are the CTAs of a cluster and every
-slot's x slab is multicast into the same slot of each, so all of them must walk the same slot
-sequence: per slab, slab_parts = the most parts any group's mask needs; a group's parts past its own
-are empty (next_part(0) = 0: x only). Checked too: the sequences agree, and each group's blocks
-still go once each into its own sets.
-
 Checked on random weights (ragged, empty, full, ~90% sparse, N not a multiple of 256): every stored
 block is multiplied exactly once, into the set of its row and against its own column of x; parts
 never hold more than CAP blocks. The unsafe variants must be caught, so the model is not vacuous:
-parts cut from the highest bits on one side, a producer that copies rows in reverse order, a cluster
-CTA that walks only its own group's parts.
+parts cut from the highest bits on one side, a producer that copies rows in reverse order.
 Keep this in step with the kernel.
 """
 import random
@@ -54,23 +47,16 @@ def next_part(rest, cap, high_first=False):
     return sum(1 << i for i in chosen)
 
 
-def run(B, row_ptr, col_idx, block_rows, slabs, consumer_high_first=False, producer_reverse_rows=False,
-        cluster=False, cluster_own_parts=False):
+def run(B, row_ptr, col_idx, block_rows, slabs, consumer_high_first=False, producer_reverse_rows=False):
     RG, KB = 256 // B, 64 // B
     cap = 8192 // (B * B * 2)
     masks = masks_of(row_ptr, col_idx, block_rows, slabs, B)
     used = [0] * len(col_idx)  # times each stored block was multiplied
-    # cluster form: per slab, the parts of the group that needs most (every CTA's slot count)
-    slab_parts = [max((bin(m[s]).count("1") + cap - 1) // cap for m in masks) for s in range(slabs)]
-    slots_of = []  # per group: the slots it walked, per slab
     for grp, row_masks in enumerate(masks):
         cur = [row_ptr[grp * RG + q] if grp * RG + q < block_rows else 0 for q in range(RG)]
-        slots_of.append([])
         for s in range(slabs):
             rest_p = rest_c = row_masks[s]
-            i = 0
-            while (i < slab_parts[s]) if cluster and not cluster_own_parts else (rest_p or rest_c):
-                i += 1
+            while rest_p or rest_c:
                 # producer
                 part_p = next_part(rest_p, cap)
                 rest_p ^= part_p
@@ -97,10 +83,7 @@ def run(B, row_ptr, col_idx, block_rows, slabs, consumer_high_first=False, produ
                             assert col_idx[k] == col, f"block {k} is column {col_idx[k]}, taken as {col}"
                             used[k] += 1
                 assert pos == len(slot), "blocks left in the slot"
-            slots_of[grp].append(i)
             assert rest_p == 0 and rest_c == 0, "blocks of the slab left over"
-    if cluster:
-        assert all(sl == slots_of[0] for sl in slots_of), "the cluster's CTAs walk different slot sequences"
     assert used == [1] * len(col_idx), "a stored block multiplied other than once"
 
 
@@ -127,11 +110,10 @@ CASES = [(B, N, K, kind) for B in (16, 32) for (N, K) in ((320, 192), (256, 3072
 
 
 @pytest.mark.parametrize("B,N,K,kind", CASES)
-@pytest.mark.parametrize("cluster", [False, True])
-def test_every_block_once_in_its_place(B, N, K, kind, cluster):
+def test_every_block_once_in_its_place(B, N, K, kind):
     rng = random.Random(B * 1000003 + N * 1009 + K * 7 + ("ragged", "empty", "full", "sparse").index(kind))
     row_ptr, col_idx = random_bsr(rng, N // B, K // B, kind)
-    run(B, row_ptr, col_idx, N // B, K // 64, cluster=cluster)
+    run(B, row_ptr, col_idx, N // B, K // 64)
 
 
 @pytest.mark.parametrize("B", [16, 32])
@@ -143,7 +125,3 @@ def test_unsafe_variants_are_caught(B):
     row_ptr, col_idx = random_bsr(rng, 768 // B, 3072 // B, "ragged")
     with pytest.raises(AssertionError):
         run(B, row_ptr, col_idx, 768 // B, 3072 // 64, producer_reverse_rows=True)
-    # cluster form: a CTA walking only its own group's parts falls out of step with the multicast
-    row_ptr, col_idx = random_bsr(rng, 768 // B, 3072 // B, "ragged")
-    with pytest.raises(AssertionError):
-        run(B, row_ptr, col_idx, 768 // B, 3072 // 64, cluster=True, cluster_own_parts=True)

@@ -27,20 +27,15 @@
 //    bsr_gemm_stream.cu); the epilogue adds bias, GELU (optional) and a bf16 residual in fp32,
 //    rounds once, and writes whole 128-byte lines from registers (rows_to_lines), 64 columns at a
 //    time.
-// Cluster form (CLUSTER, VITRT_BSR_YRES=cluster; groups <= 8): the x above crosses from L2 once per
-// group, three times at N = 768 (~0.9 GB at M = 50432), which may well be this kernel's bound. So the
-// groups' CTAs of one token tile run as a cluster (CTA rank = group) and share each slab: rank 0's
-// producer loads it once and TMA multicasts it into every CTA's slot (x from L2 once per tile). The
-// CTAs then walk the same slot sequence (per slab, as many parts as the group that needs most; a
-// group with fewer gets slots with x only), every consumer warp of the cluster hands a slot's x back
-// on rank 0's xempty (remote arrive), and its W locally on its own CTA's empty.
 // The ring's protocol is the streamed kernel's (tests/protocol/test_bsr_stream_protocol.py models
 // it: a slot is filled, waited for by every consumer warp, handed back by each, refilled);
 // tests/protocol/test_bsr_yres_layout.py models what a slot holds against what the consumers take it
-// to be (masks, parts, row cursors; both forms). Keep both in step.
-// Status (2026-12-05, H100): correct in both forms (every CudaBsr test through it); the plain form
-// is block 16's default for K > 768 (fc2 at 0.8-0.9: 0.54-0.72x of dense, from 0.36-0.62x), the
-// cluster form measured 1.5-2x slower than the plain one (VITRT_BSR_YRES=cluster only).
+// to be (masks, parts, row cursors). Keep both in step.
+// Status (2026-12-05, H100): correct (every CudaBsr test through it); block 16's default for K > 768
+// (fc2 at 0.8-0.9: 0.54-0.72x of dense, from 0.36-0.62x).
+// Tried and taken out: a cluster form (2026-12-05, H100), in which the groups' CTAs of one token tile
+// shared each x slab by TMA multicast (x from L2 once per tile instead of once per group): correct,
+// and 1.5-2x slower than this form; removed on 2026-12-06 (commit e554abb has it).
 // Scope: sm_90, bf16 in and out, block 16 or 32, N and K multiples of 64, the mask table small
 // enough for shared memory (groups x slabs <= kMaxMaskWords), the view's core-matrix copy present.
 // bsr_linear_bf16 takes it per bsr_yres_selected (bsr_gemm.h).
@@ -49,7 +44,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <mutex>
 
 #include "ops/cuda/bsr_gemm.h"
 #include "ops/cuda/bsr_wgmma.cuh"
@@ -99,41 +93,11 @@ struct YresCfg {
   static_assert(RG * kAcc == 128, "128 accumulators per thread");
 };
 
-// [ring][full, empty, xempty barriers][masks][cluster form: the parts of each slab, one byte each]
-constexpr size_t yres_smem_bytes(int mask_words, int slabs) {
-  return kAlignSlack + static_cast<size_t>(kSlots) * kSlotBytes + 3 * kSlots * sizeof(uint64_t) +
-         static_cast<size_t>(mask_words) * sizeof(uint64_t) + static_cast<size_t>(slabs);
+// [ring][full, empty barriers][masks]
+constexpr size_t yres_smem_bytes(int mask_words) {
+  return kAlignSlack + static_cast<size_t>(kSlots) * kSlotBytes + 2 * kSlots * sizeof(uint64_t) +
+         static_cast<size_t>(mask_words) * sizeof(uint64_t);
 }
-constexpr int kMaxClusterGroups = 8;  // the portable cluster size
-
-namespace cluster {
-__device__ __forceinline__ unsigned rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-// Every thread of every CTA of the cluster (barrier.cluster: all of them must arrive; not .aligned,
-// so that a warp whose lanes took different paths before it may call it).
-__device__ __forceinline__ void sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-// Arrives on the mbarrier at `bar`'s offset in CTA `cta` of the cluster.
-__device__ __forceinline__ void arrive_remote(uint64_t* bar, unsigned cta) {
-  unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(ptx::smem_u32(bar)), "r"(cta));
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
-}
-// TMA load of one box into the same offset of every CTA in cta_mask, each counted against the
-// mbarrier at `bar`'s offset in that CTA.
-__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const void* tensor_map, int c0, int c1, uint64_t* bar,
-                                                      uint16_t cta_mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
-      " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(ptx::smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(tensor_map)), "r"(c0), "r"(c1), "r"(ptx::smem_u32(bar)), "h"(cta_mask)
-      : "memory");
-}
-}  // namespace cluster
 
 struct YresArgs {
   CUtensorMap x_map;  // x [M, K] bf16, boxes of 64 columns x 128 rows, 128-byte swizzle
@@ -162,7 +126,7 @@ __device__ __forceinline__ uint64_t next_part(uint64_t rest) {
   return rest ^ r;
 }
 
-template <int B, bool Gelu, bool Cluster>
+template <int B, bool Gelu>
 __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_constant__ YresArgs p) {
 #if VITRT_WGMMA_ENABLED
   using C = YresCfg<B>;
@@ -172,21 +136,16 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
   unsigned char* ring = smem;                                                       // [kSlots][x slab | W blocks]
   uint64_t* full = reinterpret_cast<uint64_t*>(ring + kSlots * kSlotBytes);         // [kSlots] slab + blocks landed
   uint64_t* empty = full + kSlots;                                                  // [kSlots] every consumer warp is done
-  uint64_t* xempty = empty + kSlots;  // cluster form, rank 0: [kSlots] every consumer warp of the cluster is done with x
-  unsigned long long* masks = reinterpret_cast<unsigned long long*>(xempty + kSlots);  // [groups][slabs]
-  uint8_t* slab_parts = reinterpret_cast<uint8_t*>(masks + p.groups * p.slabs);       // cluster form: [slabs]
+  unsigned long long* masks = reinterpret_cast<unsigned long long*>(empty + kSlots);  // [groups][slabs]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int ns = p.slabs, nmask = p.groups * p.slabs;
-  // The units u = tile * groups + group go to the CTAs u = blockIdx.x, + gridDim.x, ... In the cluster
-  // form a cluster's CTAs are consecutive blocks (rank = blockIdx.x % groups = its group), so they
-  // take the same tiles, rank r group r of each.
-  const unsigned crank = Cluster ? cluster::rank() : 0;
+  // The units u = tile * groups + group go to the CTAs u = blockIdx.x, + gridDim.x, ...
 
   // The masks of every (group, slab), from the CSR structure (a block-row's threads OR their bits in).
   for (int i = threadIdx.x; i < nmask; i += kThreads) masks[i] = 0;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kSlots; ++s)
-      mbar::init(&full[s], 1), mbar::init(&empty[s], kConsumerWarps), mbar::init(&xempty[s], kConsumerWarps * p.groups);
+      mbar::init(&full[s], 1), mbar::init(&empty[s], kConsumerWarps);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -199,23 +158,10 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
     }
   }
   __syncthreads();
-  if constexpr (Cluster) {  // the cluster's slot sequence: per slab, the most parts any group needs
-    for (int s = threadIdx.x; s < ns; s += kThreads) {
-      int most = 0;
-      for (int grp = 0; grp < p.groups; ++grp) most = max(most, (__popcll(masks[grp * ns + s]) + C::kCap - 1) / C::kCap);
-      slab_parts[s] = static_cast<uint8_t>(most);
-    }
-    cluster::sync();  // (also: every CTA's barriers initialised before any remote arrive or multicast)
-  }
-  // A slab's parts: plain, until the group's mask is used up; cluster form, slab_parts[s] of them (the
-  // ones past the group's own hold no blocks: next_part(0) is 0).
-  auto more_parts = [&](int s, int i, uint64_t rest) { return Cluster ? i < static_cast<int>(slab_parts[s]) : rest != 0; };
 
   if (warp == kConsumerWarps) {
     // ---- producer: one thread. Per unit, per (group, slab) with blocks, per part: the slab and the
     // part's blocks, row by row (a row's blocks of one slab are consecutive in storage: cur[q]).
-    // Cluster form: the slab by rank 0 only, multicast to every CTA of the cluster once every
-    // consumer warp of the cluster has handed the slot's x back.
     if (lane == 0) {
       int slot = 0, n = 0;
       unsigned round = 0;  // parity of the ring round of `slot`
@@ -229,22 +175,13 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
         }
         for (int s = 0; s < ns; ++s) {
           uint64_t rest = masks[grp * ns + s];
-          for (int i = 0; more_parts(s, i, rest); ++i) {
+          while (rest != 0) {  // the slab's parts, until the group's mask is used up
             const uint64_t part = next_part<C::kCap>(rest);
             rest ^= part;
-            if (n >= kSlots) {  // its previous part retired by every consumer warp (of the cluster, for x)
-              mbar::wait(&empty[slot], round ^ 1);
-              if (Cluster && crank == 0) mbar::wait(&xempty[slot], round ^ 1);
-            }
+            if (n >= kSlots) mbar::wait(&empty[slot], round ^ 1);  // its previous part retired by every consumer warp
             unsigned char* dst = ring + slot * kSlotBytes;
             mbar::arrive_expect_tx(&full[slot], kXBytes + __popcll(part) * C::kBlockBytes);
-            if constexpr (Cluster) {
-              if (crank == 0)
-                cluster::tma_load_2d_multicast(dst, &p.x_map, s * kSlabCols, tile * kTileM, &full[slot],
-                                               static_cast<uint16_t>((1u << p.groups) - 1));
-            } else {
-              mbar::tma_load_2d(dst, &p.x_map, s * kSlabCols, tile * kTileM, &full[slot]);
-            }
+            mbar::tma_load_2d(dst, &p.x_map, s * kSlabCols, tile * kTileM, &full[slot]);
             dst += kXBytes;
 #pragma unroll
             for (int q = 0; q < RG; ++q) {
@@ -273,11 +210,9 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
     const uint64_t wdesc = wgmma::make_smem_desc(ring + kXBytes, 128, C::kChunks * 128);
     const uint32_t xlo0 = static_cast<uint32_t>(xdesc), xhi = static_cast<uint32_t>(xdesc >> 32);
     const uint32_t wlo0 = static_cast<uint32_t>(wdesc), whi = static_cast<uint32_t>(wdesc >> 32);
-    // A retired slot back to its producer (cluster form: its x to rank 0's too).
+    // A retired slot back to its producer.
     auto release = [&](int s) {
-      if (lane != 0) return;
-      mbar::arrive(&empty[s]);
-      if constexpr (Cluster) cluster::arrive_remote(&xempty[s], 0);
+      if (lane == 0) mbar::arrive(&empty[s]);
     };
     int slot = 0;
     unsigned round = 0;
@@ -302,7 +237,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
       int prev_slot = -1;
       for (int s = 0; s < ns; ++s) {
         uint64_t rest = masks[grp * ns + s];
-        for (int i = 0; more_parts(s, i, rest); ++i) {
+        while (rest != 0) {
           const uint64_t part = next_part<C::kCap>(rest);
           rest ^= part;
           mbar::wait(&full[slot], round);
@@ -377,9 +312,6 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
       }
     }
   }
-  // Cluster form: no CTA leaves while the others may still arrive on its barriers or multicast into
-  // it (barrier.cluster counts every thread: none returned early).
-  if constexpr (Cluster) cluster::sync();
 #else
   using C = YresCfg<B>;  // (referenced so that the sm_80 pass does not warn about unused members)
   static_assert(C::RG > 0 && C::kCap > 0, "");
@@ -388,12 +320,11 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
 #endif
 }
 
-// VITRT_BSR_YRES: "1" wherever supported, "cluster" the same in the cluster form where the groups
-// fit one cluster (else the plain form), "0" never; unset / other ("auto"): see bsr_yres_selected.
-enum class YresMode { Off, On, Cluster, Auto };
+// VITRT_BSR_YRES: "1" wherever supported, "0" never; unset / other ("auto"): see bsr_yres_selected.
+enum class YresMode { Off, On, Auto };
 YresMode yres_mode() {
   static const YresMode v = env_choice<YresMode>(
-      "VITRT_BSR_YRES", {{"0", YresMode::Off}, {"1", YresMode::On}, {"cluster", YresMode::Cluster}}, YresMode::Auto);
+      "VITRT_BSR_YRES", {{"0", YresMode::Off}, {"1", YresMode::On}}, YresMode::Auto);
   return v;
 }
 
@@ -401,34 +332,7 @@ YresMode yres_mode() {
 int yres_mask_words(const BsrDeviceView& w) {
   const int64_t groups = (w.rows + kGroupCols - 1) / kGroupCols, slabs = w.cols / kSlabCols;
   if (groups * slabs > kMaxMaskWords) return -1;
-  return yres_smem_bytes(static_cast<int>(groups * slabs), static_cast<int>(slabs)) <= kMaxSmem ? static_cast<int>(groups * slabs)
-                                                                                                : -1;
-}
-
-// The cluster form's launch: `clusters` clusters of a.groups CTAs (fewer if fewer fit at once: a
-// persistent grid larger than the GPU holds would wait for the first clusters to finish).
-template <auto Kernel>
-void launch_cluster(const YresArgs& a, int clusters, size_t smem) {
-  static std::once_flag flag;
-  bsr_wgmma::allow_dynamic_smem_once(Kernel, kMaxSmem, flag);
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(clusters * a.groups));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = current_stream();
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned>(a.groups);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  int fit = 0;
-  VITRT_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&fit, Kernel, &cfg));
-  VITRT_CHECK(fit > 0, InvalidArgument, "cuda bsr_linear_bf16 (y-resident)", ": no cluster of ", a.groups,
-              " CTAs fits this GPU");
-  cfg.gridDim = dim3(static_cast<unsigned>(std::min(clusters, fit) * a.groups));
-  VITRT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, Kernel, a));
+  return yres_smem_bytes(static_cast<int>(groups * slabs)) <= kMaxSmem ? static_cast<int>(groups * slabs) : -1;
 }
 
 }  // namespace
@@ -443,12 +347,11 @@ bool bsr_yres_supported(const BsrDeviceView& w, DType out_dtype) {
 bool bsr_yres_selected(int64_t M, const BsrDeviceView& w, DType out_dtype) {
   const YresMode mode = yres_mode();
   if (mode == YresMode::Off || !bsr_yres_supported(w, out_dtype)) return false;
-  if (mode == YresMode::On || mode == YresMode::Cluster) return true;
+  if (mode == YresMode::On) return true;
   // Auto: block 16 where the x-resident kernel does not take it (K > 768: the MLP's second linear),
   // measured 16-33% faster there than the mma.sync kernel it replaces (H100, 2026-12-05 22:41 UTC,
-  // BENCHMARKS.md). Block 32 stays on the streamed kernel (a tie at 0.86-0.9, slower at 0.8); the
-  // cluster form was 1.5-2x slower than the plain one and is never chosen. M keeps the signature
-  // of the other kernels' rules.
+  // BENCHMARKS.md). Block 32 stays on the streamed kernel (a tie at 0.86-0.9, slower at 0.8). M keeps
+  // the signature of the other kernels' rules.
   (void)M;
   return w.block == 16;
 }
@@ -481,25 +384,15 @@ void bsr_linear_bf16_yres(const void* x, int64_t M, const BsrDeviceView& w, cons
   a.bias = static_cast<const bf16*>(bias);
   a.residual = static_cast<const bf16*>(residual);
   a.y = static_cast<bf16*>(y);
-  const size_t smem = yres_smem_bytes(a.groups * a.slabs, a.slabs);
-  if (yres_mode() == YresMode::Cluster && a.groups > 1 && a.groups <= kMaxClusterGroups) {
-    // One cluster per token tile in flight: as many as fit (the occupancy query), at most one per tile.
-    int clusters = static_cast<int>(std::min<int64_t>(tiles, sm_count() / a.groups));
-    if (max_ctas > 0) clusters = std::max(1, std::min(clusters, max_ctas / a.groups));
-    if (w.block == 16)
-      gelu ? launch_cluster<bsr_yres_kernel<16, true, true>>(a, clusters, smem) : launch_cluster<bsr_yres_kernel<16, false, true>>(a, clusters, smem);
-    else
-      gelu ? launch_cluster<bsr_yres_kernel<32, true, true>>(a, clusters, smem) : launch_cluster<bsr_yres_kernel<32, false, true>>(a, clusters, smem);
-    return;
-  }
+  const size_t smem = yres_smem_bytes(a.groups * a.slabs);
   int grid = static_cast<int>(std::min<int64_t>(a.units, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
   if (w.block == 16) {
-    if (gelu) bsr_wgmma::launch<bsr_yres_kernel<16, true, false>>(a, grid, kThreads, smem, kMaxSmem);
-    else bsr_wgmma::launch<bsr_yres_kernel<16, false, false>>(a, grid, kThreads, smem, kMaxSmem);
+    if (gelu) bsr_wgmma::launch<bsr_yres_kernel<16, true>>(a, grid, kThreads, smem, kMaxSmem);
+    else bsr_wgmma::launch<bsr_yres_kernel<16, false>>(a, grid, kThreads, smem, kMaxSmem);
   } else {
-    if (gelu) bsr_wgmma::launch<bsr_yres_kernel<32, true, false>>(a, grid, kThreads, smem, kMaxSmem);
-    else bsr_wgmma::launch<bsr_yres_kernel<32, false, false>>(a, grid, kThreads, smem, kMaxSmem);
+    if (gelu) bsr_wgmma::launch<bsr_yres_kernel<32, true>>(a, grid, kThreads, smem, kMaxSmem);
+    else bsr_wgmma::launch<bsr_yres_kernel<32, false>>(a, grid, kThreads, smem, kMaxSmem);
   }
 }
 
