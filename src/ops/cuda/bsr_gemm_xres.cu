@@ -68,7 +68,7 @@
 // blocks, and faster than the mma.sync kernel (0.63x of cuBLASLt at 0.9 against 0.52x for its best
 // variant). Block 32: chunks changed nothing measurable (8 KB chunks did not fit, see xres_ring).
 // The GELU in bf16x2 arithmetic (VITRT_BSR_XRES_GELU=bf16x2) gained 0-3% on the --epilogue shapes
-// and stays off (it costs half a bf16 step of accuracy). Later the same day (H100): the chunk loop
+// and stayed off (it costs half a bf16 step of accuracy; taken out 2026-12-06). Later the same day (H100): the chunk loop
 // made table-driven (per-block x descriptor offsets and per-group slab masks precomputed: ~22 SASS
 // instructions per block at block 16 against ~59) and block 16 given two pairs of consumer
 // warpgroups (VITRT_BSR_XRES_PAIRS; 4 warps per scheduler instead of 2): block 16 at 0.9 from 0.508
@@ -259,9 +259,9 @@ constexpr bool xres_streaming_stores() {
 enum class Retire { kEach, kAtChunk };
 bool xres_chunked(int block) { return xres_retire(block) == Retire::kAtChunk; }
 
-// The epilogue's activation: none, GELU (tanh form) in fp32 with tanh.approx.f32, or the same in
-// bf16x2 arithmetic (one MUFU op per pair of values; dev::gelu_tanh_approx_bf16x2).
-enum class XresAct { kNone, kGelu, kGeluBf16x2 };
+// The epilogue's activation: none, or GELU (tanh form) in fp32 with tanh.approx.f32. (The same in
+// bf16x2 arithmetic gained 0-3% and cost half a bf16 step of accuracy; taken out on 2026-12-06.)
+enum class XresAct { kNone, kGelu };
 
 // P: pairs of consumer warpgroups (1, or 2 for XresPairs' form: chunk by chunk and in groups only).
 // HasBias: whether p.bias is set, a template parameter so that the plain linear starts its
@@ -597,12 +597,8 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
           const float* a = acc[j / (B / 8)];
           const int jj = j % (B / 8);
           float v0 = a[4 * jj + 2 * pass], v1 = a[4 * jj + 2 * pass + 1];
-          if constexpr (A == XresAct::kGeluBf16x2) {
-            v[j] = dev::gelu_tanh_approx_bf16x2(v0, v1);
-          } else {
-            if constexpr (A == XresAct::kGelu) v0 = dev::gelu_tanh_approx(v0), v1 = dev::gelu_tanh_approx(v1);
-            v[j] = bsr_wgmma::pack_bf16x2(v0, v1);
-          }
+          if constexpr (A == XresAct::kGelu) v0 = dev::gelu_tanh_approx(v0), v1 = dev::gelu_tanh_approx(v1);
+          v[j] = bsr_wgmma::pack_bf16x2(v0, v1);
         }
         if constexpr (P == 2) {  // no staging (it does not fit next to two rings): whole lines from registers
           static_assert(W == 64, "two pairs run 64-column groups");
@@ -658,14 +654,6 @@ Retire xres_retire(int block) {
   }
 }
 
-// VITRT_BSR_XRES_GELU: "bf16x2" computes the GELU in bf16x2 arithmetic (XresAct::kGeluBf16x2: half the
-// MUFU ops and about half the epilogue's instructions, ~1 bf16 step of error instead of half of one;
-// the fused MLP kernel's arithmetic); otherwise fp32 with tanh.approx.f32, as bsr_gemm.cu's kernels.
-bool xres_gelu_bf16x2() {
-  static const bool v = env_choice<bool>("VITRT_BSR_XRES_GELU", {{"bf16x2", true}}, false);
-  return v;
-}
-
 // VITRT_BSR_XRES_GROUP: "0" runs the block-rows one at a time; otherwise blocks 32 and 16 run them
 // in groups of 64 columns (RG = 2 / 4) where the block-row count allows: one epilogue per group,
 // block 64's store pattern, and the group's blocks issued back to back. Block 32's ungrouped form
@@ -712,7 +700,6 @@ void launch_xres_act(XresAct act, const XresArgs& a, int grid, size_t smem, int 
   switch (act) {
     case XresAct::kNone: return launch_xres<B, XresAct::kNone, HasBias>(a, grid, smem, pairs);
     case XresAct::kGelu: return launch_xres<B, XresAct::kGelu, HasBias>(a, grid, smem, pairs);
-    case XresAct::kGeluBf16x2: return launch_xres<B, XresAct::kGeluBf16x2, HasBias>(a, grid, smem, pairs);
   }
 }
 template <int B>
@@ -886,7 +873,7 @@ void bsr_linear_bf16_xres(const void* x, int64_t M, const BsrDeviceView& w, cons
   int grid = static_cast<int>(std::min<int64_t>(tiles, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
   const size_t smem = pairs == 1 ? xres_smem_for(w) : xres_smem_bytes_for(w, ring, 2);
-  const XresAct act = !gelu ? XresAct::kNone : xres_gelu_bf16x2() ? XresAct::kGeluBf16x2 : XresAct::kGelu;
+  const XresAct act = gelu ? XresAct::kGelu : XresAct::kNone;
   if (w.block == 64) launch_xres_bias<64>(act, a, grid, smem, 1);
   else if (w.block == 32) launch_xres_bias<32>(act, a, grid, smem, pairs);
   else launch_xres_bias<16>(act, a, grid, smem, pairs);
