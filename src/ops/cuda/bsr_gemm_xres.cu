@@ -455,6 +455,10 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
   constexpr int kRowsPerStore = Out::kRowsPerStore;
   const int st_row = out.row, st_chunk = lane % Out::kChunks;
   const unsigned char* st_load = out.load;
+  // The staging addresses as shared-memory addresses, opaque as the barriers' are (else ptxas
+  // rebuilds them from the thread index at every block-row: ~20 SASS instructions at block 64).
+  uint32_t st_matrix_a = ptx::smem_u32(out.matrix), st_load_a = ptx::smem_u32(st_load);
+  asm volatile("" : "+r"(st_matrix_a), "+r"(st_load_a));
   int slot = 0;
   unsigned round = 0;
   int tc = 0;
@@ -615,12 +619,14 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
           if (row_w + 1 < rows_in) bsr_wgmma::store_line(ya + p.N, make_uint4(b4[0], b4[1], b4[2], b4[3]), xres_streaming_stores<B>());
           continue;
         }
-        out.stage(v);
+        if constexpr (W % 32 == 0) Out::stage_at(st_matrix_a, v);
+        else out.stage(v);  // (block 16 ungrouped: two matrices per row)
 #pragma unroll
         for (int i = 0; i < Out::kStoresPerPass; ++i) {
           if (!out.has_row()) break;  // (block 16 ungrouped: 16 lanes cover the 8 rows)
           const int row = pass * 8 + st_row + i * kRowsPerStore;  // of the warp's 16
-          const uint4 val = *reinterpret_cast<const uint4*>(st_load + i * kRowsPerStore * Out::kStageRow);
+          const uint4 val = W % 32 == 0 ? ptx::lds_v4_at(st_load_a + i * kRowsPerStore * Out::kStageRow)
+                                        : *reinterpret_cast<const uint4*>(st_load + i * kRowsPerStore * Out::kStageRow);
           if (row < rows_in)
             bsr_wgmma::store_line(yr + static_cast<int64_t>(pass * 8 + i * kRowsPerStore) * p.N, val, xres_streaming_stores<B>());
         }

@@ -18,9 +18,13 @@ namespace vitrt::cuda::bsr_wgmma {
 
 // One 16-byte piece of an output line: a plain store, or a streaming (evict-first) one, which keeps
 // a kernel's large output from pushing what other CTAs read again (the weights) out of L2.
+// (The plain store in PTX too: from C++, ptxas split it into four 4-byte stores where the value came
+// from inline-assembly loads.)
 __device__ __forceinline__ void store_line(void* dst, uint4 v, int streaming) {
   if (streaming) __stcs(reinterpret_cast<uint4*>(dst), v);
-  else *reinterpret_cast<uint4*>(dst) = v;
+  else
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
+                 : "memory");
 }
 
 #if VITRT_WGMMA_ENABLED
@@ -74,6 +78,14 @@ struct WarpTileStore {
 #pragma unroll
       for (int q = 0; q < B / 32; ++q) ptx::stsm_x4(matrix + q * 64, v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
     }
+    __syncwarp();
+  }
+  // stage() at this lane's stmatrix address given as a shared-memory address (ptx::smem_u32 of
+  // `matrix`), for a kernel that keeps it in a register across its loop.
+  __device__ __forceinline__ static void stage_at(unsigned matrix_addr, const unsigned (&v)[B / 8]) {
+    static_assert(B % 32 == 0, "whole groups of four 8x8 matrices per row");
+#pragma unroll
+    for (int q = 0; q < B / 32; ++q) ptx::stsm_x4_at(matrix_addr + q * 64, v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
     __syncwarp();
   }
 };

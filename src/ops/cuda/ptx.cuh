@@ -2,6 +2,7 @@
 // the m16n8k16 bf16 mma.sync (sm_80+). Device code only; include from .cu files.
 #pragma once
 #include <cuda_bf16.h>
+#include <vector_types.h>
 
 namespace vitrt::cuda::ptx {
 
@@ -46,6 +47,18 @@ __device__ __forceinline__ void stsm_x4(void* p, unsigned r0, unsigned r1, unsig
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(smem_u32(p)), "r"(r0), "r"(r1),
                "r"(r2), "r"(r3)
                : "memory");
+}
+// stsm_x4 at a shared-memory address (smem_u32), for loops that keep the address in a register.
+__device__ __forceinline__ void stsm_x4_at(unsigned addr, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1), "r"(r2),
+               "r"(r3)
+               : "memory");
+}
+// 16 bytes from a shared-memory address (smem_u32).
+__device__ __forceinline__ uint4 lds_v4_at(unsigned addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
+  return v;
 }
 // Two matrices (lanes 0-15 give the row addresses); as stsm_x4 otherwise.
 __device__ __forceinline__ void stsm_x2(void* p, unsigned r0, unsigned r1) {
