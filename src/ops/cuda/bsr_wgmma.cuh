@@ -74,11 +74,10 @@ struct WarpTileStore {
     static_assert(B == 16 || B % 32 == 0, "a row of the tile is whole 8x8 matrices, two or a multiple of four");
     if constexpr (B == 16) {
       ptx::stsm_x2(matrix, v[0], v[1]);  // (B / 32 = 0 x4 stores would leave the staging unwritten)
+      __syncwarp();
     } else {
-#pragma unroll
-      for (int q = 0; q < B / 32; ++q) ptx::stsm_x4(matrix + q * 64, v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+      stage_at(ptx::smem_u32(matrix), v);
     }
-    __syncwarp();
   }
   // stage() at this lane's stmatrix address given as a shared-memory address (ptx::smem_u32 of
   // `matrix`), for a kernel that keeps it in a register across its loop.

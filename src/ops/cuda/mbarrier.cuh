@@ -11,38 +11,13 @@ namespace vitrt::cuda::mbar {
 __device__ __forceinline__ void init(uint64_t* bar, unsigned count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(ptx::smem_u32(bar)), "r"(count) : "memory");
 }
-__device__ __forceinline__ void arrive(uint64_t* bar) {
-  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(ptx::smem_u32(bar))
-               : "memory");
-}
-// Blocks until the phase of parity `parity` has completed.
-__device__ __forceinline__ void wait(uint64_t* bar, unsigned parity) {
-  unsigned done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(ptx::smem_u32(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-// Whether the phase of parity `parity` has completed, without waiting.
-__device__ __forceinline__ bool test(uint64_t* bar, unsigned parity) {
-  unsigned done = 0;
-  asm volatile(
-      "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(ptx::smem_u32(bar)), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-
 // arrive / wait on a barrier given by its shared-memory address (ptx::smem_u32): for loops that keep
-// a ring's base address in a register and add 8 * slot, where the pointer forms let the compiler
-// rebuild each address from the thread index and the shared-memory base at every use.
+// a ring's base address in a register and add 8 * slot, where the pointer forms below let the
+// compiler rebuild each address from the thread index and the shared-memory base at every use.
 __device__ __forceinline__ void arrive_at(uint32_t bar) {
   asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar) : "memory");
 }
+// Blocks until the phase of parity `parity` has completed.
 __device__ __forceinline__ void wait_at(uint32_t bar, unsigned parity) {
   unsigned done = 0;
   do {
@@ -52,6 +27,18 @@ __device__ __forceinline__ void wait_at(uint32_t bar, unsigned parity) {
         : "r"(bar), "r"(parity)
         : "memory");
   } while (!done);
+}
+__device__ __forceinline__ void arrive(uint64_t* bar) { arrive_at(ptx::smem_u32(bar)); }
+__device__ __forceinline__ void wait(uint64_t* bar, unsigned parity) { wait_at(ptx::smem_u32(bar), parity); }
+// Whether the phase of parity `parity` has completed, without waiting.
+__device__ __forceinline__ bool test(uint64_t* bar, unsigned parity) {
+  unsigned done = 0;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(ptx::smem_u32(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
 }
 
 // Arrives on `bar` and adds `bytes` to the transaction count its phase waits for.
