@@ -39,7 +39,7 @@ The protocol, for one CTA and its tiles of 128 tokens (tc: the CTA's local tile 
 
 A hang or a wrong parity costs a GPU call, so the protocol is run here under random interleavings
 (a seeded RNG picks the next agent, with per-run speed weights), random copy latencies and random
-sparsity patterns (block 32 / 64, K up to 768, S in {3, 8}, 1-4 tiles, empty rows, rows longer
+sparsity patterns (blocks 16 / 32 / 64, K up to 768, S in {3, 8, 16}, 1-4 tiles, empty rows, rows longer
 than the ring, unused slabs, nnz = 0). Buffer contents are tags, ("w", tile, k) and
 ("x", tile, h, slab), so a read of garbage or of another tile's data is caught. Checked: no
 deadlock; every MMA reads the W block and the x slab it expects; no buffer is refilled while a warp
