@@ -169,11 +169,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) bsr_stream_kernel(const 
   const uint64_t xdesc = B == 64 ? wgmma::make_smem_desc_sw128(xs + h * C::kXHalfBytes, C::kSbo)
                                  : wgmma::make_smem_desc_sw64(xs + h * C::kXHalfBytes, C::kSbo);
   const uint64_t wdesc = wgmma::make_smem_desc(ws, 128, C::kChunks * 128);
-  uint32_t xlo = static_cast<uint32_t>(xdesc), wlo = static_cast<uint32_t>(wdesc);
-  const uint32_t xhi = static_cast<uint32_t>(xdesc >> 32), whi = static_cast<uint32_t>(wdesc >> 32);
-  // (Opaque to the compiler, so that it keeps them in registers instead of rebuilding them from the
-  // shared-memory base inside the block loop.)
-  asm volatile("" : "+r"(xlo), "+r"(wlo));
+  const bsr_wgmma::DescWords xd(xdesc), wd(wdesc);  // (offsets added to the low words: see DescWords)
   // Epilogue: lane writes chunk (lane % kChunks) of rows (lane / kChunks) + i * kRowsPerStore.
   const bsr_wgmma::WarpTileStore<B> out(st, lane);
   using Out = bsr_wgmma::WarpTileStore<B>;
@@ -219,17 +215,10 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) bsr_stream_kernel(const 
       mbar::wait(&full[slot], round);
       wgmma::fence_operands(acc);
       wgmma::fence();
-      // The descriptors' start addresses move in their low 14 bits only (shared memory is below
-      // 256 KB: no carry), so the invariant high words are kept apart and only 32-bit low words are
-      // added (as bsr_gemm_xres.cu does): the 64-bit adds with carries, and the descriptors
-      // rebuilt from the shared-memory base, took ~40 of the ~90 SASS instructions per block (ncu,
-      // H100, 2026-12-06: this kernel close to issue-bound at block 64, fc1 @ 0.8).
-      const uint32_t alo = xlo + static_cast<uint32_t>((slot * C::kXBytes) >> 4);
-      const uint32_t blo = wlo + static_cast<uint32_t>((slot * C::kWBytes) >> 4);
+      const uint32_t alo = xd.lo + static_cast<uint32_t>((slot * C::kXBytes) >> 4);
+      const uint32_t blo = wd.lo + static_cast<uint32_t>((slot * C::kWBytes) >> 4);
 #pragma unroll
-      for (int kk = 0; kk < B / 16; ++kk)
-        bsr_wgmma::block_k16<B>(acc, (static_cast<uint64_t>(xhi) << 32) | (alo + 2 * kk),
-                                (static_cast<uint64_t>(whi) << 32) | (blo + 16 * kk));
+      for (int kk = 0; kk < B / 16; ++kk) bsr_wgmma::block_k16<B>(acc, xd.with_low(alo + 2 * kk), wd.with_low(blo + 16 * kk));
       wgmma::commit();
       if (prev_slot >= 0) {  // the block before this one has retired: hand its slot back
         wgmma::wait<1>();

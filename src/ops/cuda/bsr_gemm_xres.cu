@@ -433,13 +433,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
   unsigned char* st = stage + (P == 1 ? warp * C::kStageBytes : 0);
   const uint64_t xdesc = wgmma::make_smem_desc_sw128(xs + h * ns * kSlabBytes, 1024);
   const uint64_t wdesc = wgmma::make_smem_desc(ws + pq * S * chunk_bytes, 128, C::kChunks * 128);
-  // The descriptors' start addresses move in their low 14 bits only (shared memory is below 256 KB:
-  // no carry), so blocks add to 32-bit low words and the invariant high words are kept apart; the
-  // low words are opaque to the compiler so that it keeps them in registers instead of rebuilding
-  // them from the shared-memory base per block (as bsr_gemm_stream.cu).
-  uint32_t xlo = static_cast<uint32_t>(xdesc), wlo = static_cast<uint32_t>(wdesc);
-  const uint32_t xhi = static_cast<uint32_t>(xdesc >> 32), whi = static_cast<uint32_t>(wdesc >> 32);
-  asm volatile("" : "+r"(xlo), "+r"(wlo));
+  const bsr_wgmma::DescWords xd(xdesc), wd(wdesc);  // (offsets added to the low words: see DescWords)
   if constexpr (P == 2) wfull += pq * S, wempty += pq * S;  // this pair's ring
   // The barriers by shared-memory address (8 bytes each), opaque as the descriptors' low words are,
   // and whether this lane arrives for its warp: otherwise ptxas rebuilds them from the thread index
@@ -518,8 +512,7 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
         // block ahead), one add for the x descriptor, the W descriptor advanced, the chunk counted
         // down (~22 SASS instructions per block at block 16, against ~43 for the loop it replaced,
         // which read the column and derived slab, offset and release per block, and ~59 before
-        // that). The descriptors' invariant high words are kept apart (start addresses move in the
-        // low 14 bits only, no carry: shared memory is below 256 KB). (One wgmma.fence per group
+        // that); the descriptors move in their low words only (DescWords). (One wgmma.fence per group
         // instead of per block made ptxas serialise every wgmma, C7520: it wants the fence in the
         // loop.)
         const int seg_end = P == 1 ? nnz : rb[RG];  // chunks end there (the producer's segments)
@@ -536,14 +529,13 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
             if (chunk_left == 0) {  // a chunk starts: it lands whole
               mbar::wait_at(wfull_a + 8 * slot, round);
               chunk_left = min(cb_mask + 1, seg_end - k);
-              wcur = wlo + static_cast<uint32_t>((slot * chunk_bytes) >> 4);
+              wcur = wd.lo + static_cast<uint32_t>((slot * chunk_bytes) >> 4);
             }
-            const uint32_t alo = xlo + a;
+            const uint32_t alo = xd.lo + a;
             wgmma::fence();
 #pragma unroll
             for (int kk = 0; kk < B / 16; ++kk)
-              bsr_wgmma::block_k16<B>(acc[q], (static_cast<uint64_t>(xhi) << 32) | (alo + 2 * kk),
-                                      (static_cast<uint64_t>(whi) << 32) | (wcur + 16 * kk));
+              bsr_wgmma::block_k16<B>(acc[q], xd.with_low(alo + 2 * kk), wd.with_low(wcur + 16 * kk));
             wgmma::commit();
             wcur += C::kBlockBytes >> 4;
             if (--chunk_left == 0) {  // the chunk's blocks retire together and hand back their slot
@@ -569,12 +561,11 @@ __global__ void __launch_bounds__(xres_threads(P), 1) bsr_xres_kernel(const __gr
             }
             wgmma::fence_operands(acc[q]);
             wgmma::fence();
-            const uint32_t alo = xlo + xres_x_offset<B>(c);
-            const uint32_t blo = wlo + static_cast<uint32_t>((slot * chunk_bytes + in_chunk * C::kBlockBytes) >> 4);
+            const uint32_t alo = xd.lo + xres_x_offset<B>(c);
+            const uint32_t blo = wd.lo + static_cast<uint32_t>((slot * chunk_bytes + in_chunk * C::kBlockBytes) >> 4);
 #pragma unroll
             for (int kk = 0; kk < B / 16; ++kk)
-              bsr_wgmma::block_k16<B>(acc[q], (static_cast<uint64_t>(xhi) << 32) | (alo + 2 * kk),
-                                      (static_cast<uint64_t>(whi) << 32) | (blo + 16 * kk));
+              bsr_wgmma::block_k16<B>(acc[q], xd.with_low(alo + 2 * kk), wd.with_low(blo + 16 * kk));
             wgmma::commit();
             wgmma::wait<0>();
             wgmma::fence_operands(acc[q]);

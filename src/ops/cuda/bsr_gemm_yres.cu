@@ -204,12 +204,9 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
     // rows 16 w4 .. 16 w4 + 15 of those; a thread holds rows g and g + 8 of its warp's 16, and of
     // each of the group's block-rows q the columns 8 j + 2 t and + 1 (acc[q]).
     const int h = __shfl_sync(0xffffffffu, warp / 4, 0), w4 = warp % 4, g = lane / 4, t = lane % 4;
-    // The descriptors' invariant high words apart: start addresses move in the low 14 bits only (no
-    // carry, shared memory is below 256 KB).
-    const uint64_t xdesc = wgmma::make_smem_desc_sw128(ring + h * kXHalfBytes, 1024);
-    const uint64_t wdesc = wgmma::make_smem_desc(ring + kXBytes, 128, C::kChunks * 128);
-    const uint32_t xlo0 = static_cast<uint32_t>(xdesc), xhi = static_cast<uint32_t>(xdesc >> 32);
-    const uint32_t wlo0 = static_cast<uint32_t>(wdesc), whi = static_cast<uint32_t>(wdesc >> 32);
+    // (Offsets added to the descriptors' low words: see DescWords.)
+    const bsr_wgmma::DescWords xd(wgmma::make_smem_desc_sw128(ring + h * kXHalfBytes, 1024), false);
+    const bsr_wgmma::DescWords wd(wgmma::make_smem_desc(ring + kXBytes, 128, C::kChunks * 128), false);
     // A retired slot back to its producer.
     auto release = [&](int s) {
       if (lane == 0) mbar::arrive(&empty[s]);
@@ -241,8 +238,8 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
           const uint64_t part = next_part<C::kCap>(rest);
           rest ^= part;
           mbar::wait(&full[slot], round);
-          const uint32_t xlo = xlo0 + static_cast<uint32_t>((slot * kSlotBytes) >> 4);
-          uint32_t wlo = wlo0 + static_cast<uint32_t>((slot * kSlotBytes) >> 4);
+          const uint32_t xlo = xd.lo + static_cast<uint32_t>((slot * kSlotBytes) >> 4);
+          uint32_t wlo = wd.lo + static_cast<uint32_t>((slot * kSlotBytes) >> 4);
 #pragma unroll
           for (int q = 0; q < RG; ++q) {
             for (unsigned bits = static_cast<unsigned>(part >> (q * KB)) & C::kKbMask; bits != 0; bits &= bits - 1) {
@@ -250,8 +247,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
               wgmma::fence();
 #pragma unroll
               for (int kk = 0; kk < B / 16; ++kk)
-                bsr_wgmma::block_k16<B>(acc[q], (static_cast<uint64_t>(xhi) << 32) | (a + 2 * kk),
-                                        (static_cast<uint64_t>(whi) << 32) | (wlo + 16 * kk));
+                bsr_wgmma::block_k16<B>(acc[q], xd.with_low(a + 2 * kk), wd.with_low(wlo + 16 * kk));
               wlo += C::kBlockBytes >> 4;
             }
           }

@@ -35,6 +35,22 @@ __device__ __forceinline__ void block_k16(float (&acc)[B / 2], uint64_t da, uint
   else if constexpr (B == 32) wgmma::wgmma_m64n32k16_ss(acc, da, db);
   else wgmma::wgmma_m64n16k16_ss(acc, da, db);
 }
+// A shared-memory wgmma descriptor as its two 32-bit words. The kernels move only its start address
+// (the low 14 bits, 16-byte units), and shared memory below 256 KB keeps that from carrying into the
+// other fields, so they add offsets to the low word alone and keep the high word apart. The low word
+// is opaque to the compiler: otherwise it rebuilt the descriptor from the shared-memory base with
+// 64-bit adds at every block (~40 of ~90 SASS instructions per block in the streamed kernel; ncu,
+// H100, 2026-12-06). (bsr_gemm_yres.cu passes opaque = false: ptxas kept its words in registers
+// without the barrier, and adding it would change that kernel's measured schedule.)
+struct DescWords {
+  uint32_t lo, hi;
+  __device__ __forceinline__ explicit DescWords(uint64_t desc, bool opaque = true)
+      : lo(static_cast<uint32_t>(desc)), hi(static_cast<uint32_t>(desc >> 32)) {
+    if (opaque) asm volatile("" : "+r"(lo));
+  }
+  // The descriptor whose low word is `low` (lo plus an offset).
+  __device__ __forceinline__ uint64_t with_low(uint32_t low) const { return (static_cast<uint64_t>(hi) << 32) | low; }
+};
 __device__ __forceinline__ unsigned pack_bf16x2(float a, float b) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
   return *reinterpret_cast<const unsigned*>(&v);
