@@ -179,6 +179,7 @@ print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],
       vit_bs256 64 32 16
       prof=64  # the 2.5x target's kernel on the card it is set on
     else
+      vit_bs256 64  # the fused MLP's whole-line stores (f8317c1) against the morning's 1.50-1.55x
       prof=32  # block 64's fc1 sits at this card's store floor; block 32 does not
     fi
     [ "$SECONDS" -lt "${N_BUDGET:-420}" ] || exit 0  # the profile only while the budget allows
