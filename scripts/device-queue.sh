@@ -61,6 +61,10 @@ N (not yet run; for the next session): every CudaBsr test and the standing table
    cuts), ViT-B/16 bs256 at blocks 64 / 32 / 16 and ncu of the x-resident kernel at block 64, fc1 @
    0.9 (the 2.5x target); on an H100 ncu of block 32 at 0.9 instead (block 64 is at that card's store
    floor) (~420 s bare on an H200, ~300 on an H100).
+Q (profiles, for the next decisions): ncu source / memory profiles of the y-resident kernel at
+   block 16 (fc2 @ 0.9, the break-even miss) and, forced, at block 32 (same structure, 1.8x faster:
+   what differs), and of the fused MLP's default form (ViT-B @ 0.9: the 1.8x end-to-end lever),
+   with L2 / DRAM throughput and stall reasons (~250 s bare, ~80 s warm).
 Y2 (run on an H100, 2026-12-05 ~22:54 UTC): block 16's new default (y-resident for K > 768): the CudaBsr suite, the block-16 A/B against
    VITRT_BSR_YRES=0, ViT-B/16 bs256 block 16 both ways with operator profiles (~330 s bare).
 DESC
@@ -192,6 +196,27 @@ print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],
     python3 scripts/ncu_source_top.py "$O/src_x.csv" --top 25 > "$O/top_x.txt" 2>&1
     grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit|No Eligible|Active Warps Per|Issue Slots Busy" "$O/det_x.txt" | head -10; head -30 "$O/top_x.txt"
     rm -f "$O"/*.ncu-rep
+    ;;
+  Q)  # (see describe)
+    BUILD_TARGETS="bsr_gemm_bench" OUT="$O/q" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
+    echo "SUMMARY: built at ${SECONDS} s"
+    prof() {  # name, kernel regex, env, bench args
+      local name=$1 kre=$2 e=$3
+      shift 3
+      timeout 150 env $e ncu --clock-control none -k "regex:$kre" --launch-skip 2 --launch-count 1 --section SourceCounters \
+        --section WarpStateStats --section SpeedOfLight --section Occupancy --section SchedulerStats --section MemoryWorkloadAnalysis \
+        --section MemoryWorkloadAnalysis_Tables --section ComputeWorkloadAnalysis -f -o "$O/ncu_$name" build-dev/bin/bsr_gemm_bench "$@" > "$O/ncu_$name.log" 2>&1
+      echo "SUMMARY: ncu $name rc=$? (${SECONDS} s)"
+      timeout 60 ncu --import "$O/ncu_$name.ncu-rep" --page source --print-source sass --csv > "$O/src_$name.csv" 2>&1
+      timeout 60 ncu --import "$O/ncu_$name.ncu-rep" --page details > "$O/det_$name.txt" 2>&1
+      python3 scripts/ncu_source_top.py "$O/src_$name.csv" --top 20 > "$O/top_$name.txt" 2>&1
+      grep -E "Duration|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|L2 Hit|Compute \(SM\) Throughput|No Eligible|Active Warps Per|Eligible Warps|Issue Slots Busy|Registers Per|Executed Ipc A" "$O/det_$name.txt" | head -14
+      head -26 "$O/top_$name.txt"
+      rm -f "$O/ncu_$name.ncu-rep"
+    }
+    prof yres16 bsr_yres_kernel "" --quick --dtypes bf16 --blocks 16 --sparsities 0.9 --tokens 50432
+    prof yres32 bsr_yres_kernel "VITRT_BSR_YRES=1" --quick --dtypes bf16 --blocks 32 --sparsities 0.9 --tokens 50432
+    prof mlp bsr_mlp_fused_kernel "" --mlp --blocks 64 --sparsities 0.9 --tokens 50432 --iters 3 --warmup 1
     ;;
   W)  # (see describe)
     BUILD_TARGETS="$targets" OUT="$O/w" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
