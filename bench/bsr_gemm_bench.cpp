@@ -388,7 +388,8 @@ int run_mlp(const Options& o, const std::string& gpu) {
           if (plan) {
             // (the kernel itself: ops::mlp_bsr takes it only where VITRT_BSR_MLP_FUSED's default says)
             const cuda::BsrMlpDeviceSchedule sched{plan->words.data<int32_t>(), plan->group_begin.data<int32_t>(),
-                                                   plan->groups, plan->k_mask, plan->words_count};
+                                                   plan->groups, plan->k_mask, plan->words_count,
+                                                   plan->group_begin_host.data()};
             yf = Tensor::empty({M, D}, dt, Device::CUDA);
             fused_ms = time_ms(
                 [&] {

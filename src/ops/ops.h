@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "vitrt/tensor.h"
 
@@ -186,6 +187,7 @@ struct BsrMlpPlan {
   int groups = 0;
   uint32_t k_mask = 0;
   int64_t words_count = 0;
+  std::vector<int32_t> group_begin_host;  // the same on the host
 };
 // A plan when the fused CUDA kernel covers the pair fc1, fc2 (both uploaded with bsr_to_cuda as
 // `dtype`): bf16, 64-blocks, fc1.cols <= 1024 (768 in the resident form), an sm_90 device; null

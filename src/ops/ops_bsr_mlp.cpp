@@ -60,6 +60,7 @@ std::shared_ptr<const BsrMlpPlan> plan_bsr_mlp(const BsrMatrix& fc1, const BsrMa
   auto plan = std::make_shared<BsrMlpPlan>();
   plan->words = i32_on_cuda(s.words.empty() ? std::vector<int32_t>{0} : s.words);
   plan->group_begin = i32_on_cuda(s.group_begin);
+  plan->group_begin_host = s.group_begin;
   plan->groups = s.groups;
   plan->k_mask = s.k_mask;
   plan->words_count = static_cast<int64_t>(s.words.size());
@@ -99,7 +100,7 @@ Tensor mlp_bsr(const Tensor& x, const BsrMatrix& fc1, const Tensor& b1, const Bs
     VITRT_PROFILE_OP("mlp_bsr_fused ", M, "x", fc1.rows, "x", fc1.cols, " b", fc1.block);
     Tensor y = Tensor::empty(out_shape, DType::BF16, Device::CUDA);
     const cuda::BsrMlpDeviceSchedule s{plan->words.data<int32_t>(), plan->group_begin.data<int32_t>(), plan->groups,
-                                       plan->k_mask, plan->words_count};
+                                       plan->k_mask, plan->words_count, plan->group_begin_host.data()};
     cuda::bsr_mlp_bf16_fused(x.raw(), M, cuda::device_view(fc1), b1.raw(), cuda::device_view(fc2), b2.raw(), s,
                              residual.raw(), y.raw());
     return y;

@@ -29,6 +29,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gpu_test_util.h"
@@ -601,7 +602,8 @@ TEST_F(CudaBsr, FusedMlpMatchesCpu) {
     const auto plan = ops::plan_bsr_mlp(fc1_dev, fc2_dev, DType::BF16);
     ASSERT_NE(plan, nullptr) << c.name;
     const cuda::BsrMlpDeviceSchedule sched{plan->words.data<int32_t>(), plan->group_begin.data<int32_t>(),
-                                           plan->groups, plan->k_mask, plan->words_count};
+                                           plan->groups, plan->k_mask, plan->words_count,
+                                           plan->group_begin_host.data()};
     const Tensor b1 = random_tensor({c.H}, DType::BF16, seed++, 0.5f), b2 = random_tensor({c.D}, DType::BF16, seed++, 0.5f);
     const Tensor b1_dev = b1.to(Device::CUDA), b2_dev = b2.to(Device::CUDA);
     for (int64_t M : {1, 63, 128, 197, 1000}) {
@@ -610,14 +612,19 @@ TEST_F(CudaBsr, FusedMlpMatchesCpu) {
       const Tensor x_dev = x.to(Device::CUDA), res_dev = res.to(Device::CUDA);
       const Tensor h = reference(x, fc1, &b1, ops::Activation::GELU, nullptr);
       const Tensor want = reference(h, fc2, &b2, ops::Activation::None, &res);
-      for (int max_ctas : {0, 1, 3, 7})  // (ranges of units starting inside a tile)
+      // (max_ctas, tile_ctas): ranges of units starting inside a tile; tiles shared by 2-6 CTAs (where
+      // the block-rows allow: else ranges), several tiles per group of CTAs, groups left idle.
+      const std::vector<std::pair<int, int>> grids = {{0, -1}, {1, -1}, {3, -1}, {7, -1}, {0, 0},
+                                                      {4, 2}, {6, 3}, {8, 4}, {12, 6}, {5, 2}};
+      for (const auto& [max_ctas, tile_ctas] : grids)
         for (bool in_place : {false, true}) {
-          SCOPED_TRACE(::testing::Message() << c.name << " M " << M << " max_ctas " << max_ctas << " in place " << in_place);
+          SCOPED_TRACE(::testing::Message() << c.name << " M " << M << " max_ctas " << max_ctas << " tile_ctas "
+                                            << tile_ctas << " in place " << in_place);
           Tensor y = Tensor::empty({M, c.D}, DType::BF16, Device::CUDA);
           if (in_place) VITRT_CUDA_CHECK(cudaMemcpy(y.raw(), res_dev.raw(), y.nbytes(), cudaMemcpyDeviceToDevice));
           else VITRT_CUDA_CHECK(cudaMemset(y.raw(), 0xff, y.nbytes()));
           cuda::bsr_mlp_bf16_fused(x_dev.raw(), M, v1, b1_dev.raw(), v2, b2_dev.raw(), sched,
-                                   in_place ? y.raw() : res_dev.raw(), y.raw(), max_ctas);
+                                   in_place ? y.raw() : res_dev.raw(), y.raw(), max_ctas, tile_ctas);
           EXPECT_LE(rel_frobenius(y.to(Device::CPU), want), kTolBF16);
         }
       // The op, with the plan (fused) and without (two linears).

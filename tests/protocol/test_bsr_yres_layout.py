@@ -9,9 +9,9 @@ the contents of a slot, which no barrier checks:
   structure (row_ptr, col_idx; columns sorted within a row);
 - both roles cut each nonzero mask into parts of at most CAP set bits (the lowest first; CAP = 8 KB of
   blocks: 16 at block 16, 4 at block 32);
-- the producer, per part, copies for q = 0 .. RG - 1 the part's popcount(bits of row q) blocks of that
-  row starting at its cursor cur[q] (row_ptr[row] at the unit's start), one run per row, in q order,
-  and advances cur[q];
+- the producer warp, per part: lane q (q < RG, all at once) copies the part's popcount(bits of row
+  q) blocks of that row starting at its cursor cur[q] (row_ptr[row] at the unit's start) to slot
+  position popcount(the part's bits below row q's), and advances cur[q];
 - a consumer, per part, for q = 0 .. RG - 1 and each set bit j of row q's bits, in increasing j, takes
   the next block of the slot as W[group * RG + q, slab * KB + j], multiplies it with x's column block
   slab * KB + j into accumulator set q.
@@ -19,7 +19,8 @@ the contents of a slot, which no barrier checks:
 Checked on random weights (ragged, empty, full, ~90% sparse, N not a multiple of 256): every stored
 block is multiplied exactly once, into the set of its row and against its own column of x; parts
 never hold more than CAP blocks. The unsafe variants must be caught, so the model is not vacuous:
-parts cut from the highest bits on one side, a producer that copies rows in reverse order.
+parts cut from the highest bits on one side, a producer that places each row's run after the rows above
+it instead of below.
 Keep this in step with the kernel.
 """
 import random
@@ -47,7 +48,7 @@ def next_part(rest, cap, high_first=False):
     return sum(1 << i for i in chosen)
 
 
-def run(B, row_ptr, col_idx, block_rows, slabs, consumer_high_first=False, producer_reverse_rows=False):
+def run(B, row_ptr, col_idx, block_rows, slabs, consumer_high_first=False, producer_offset_from_high=False):
     RG, KB = 256 // B, 64 // B
     cap = 8192 // (B * B * 2)
     masks = masks_of(row_ptr, col_idx, block_rows, slabs, B)
@@ -60,12 +61,17 @@ def run(B, row_ptr, col_idx, block_rows, slabs, consumer_high_first=False, produ
                 # producer
                 part_p = next_part(rest_p, cap)
                 rest_p ^= part_p
-                slot = []  # the stored-block indices copied, in slot order
-                order = reversed(range(RG)) if producer_reverse_rows else range(RG)
-                for q in order:
+                slot = [None] * bin(part_p).count("1")  # the stored-block indices copied, in slot order
+                for q in reversed(range(RG)):  # (the lanes copy at once: any order gives the same slot)
                     cnt = bin((part_p >> (q * KB)) & ((1 << KB) - 1)).count("1")
-                    slot.extend(range(cur[q], cur[q] + cnt))
+                    if producer_offset_from_high:
+                        before = bin(part_p >> ((q + 1) * KB)).count("1")
+                    else:
+                        before = bin(part_p & ((1 << (q * KB)) - 1)).count("1")
+                    assert all(v is None for v in slot[before:before + cnt]), "two rows' runs overlap"
+                    slot[before:before + cnt] = range(cur[q], cur[q] + cnt)
                     cur[q] += cnt
+                assert None not in slot, "a place of the slot left unfilled"
                 assert len(slot) <= cap
                 # consumers
                 part_c = next_part(rest_c, cap, high_first=consumer_high_first)
@@ -124,4 +130,4 @@ def test_unsafe_variants_are_caught(B):
         run(B, row_ptr, col_idx, 768 // B, 3072 // 64, consumer_high_first=True)
     row_ptr, col_idx = random_bsr(rng, 768 // B, 3072 // B, "ragged")
     with pytest.raises(AssertionError):
-        run(B, row_ptr, col_idx, 768 // B, 3072 // 64, producer_reverse_rows=True)
+        run(B, row_ptr, col_idx, 768 // B, 3072 // 64, producer_offset_from_high=True)

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <numeric>
+#include <random>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -959,4 +961,77 @@ TEST(OpsCpu, BsrMlpUnitRangesCoverEveryUnitOnce) {
   EXPECT_FALSE(vitrt::cuda::bsr_mlp_whole_tiles(33, 132));
   EXPECT_FALSE(vitrt::cuda::bsr_mlp_whole_tiles(6, 7));
   EXPECT_TRUE(vitrt::cuda::bsr_mlp_whole_tiles(125, 132));  // (7 CTAs idle: the busiest still has 1 tile)
+}
+
+// Tiles shared by P CTAs (bsr_mlp_units.h): the parts hold every block-row once, within the LPT bound
+// (the busiest part at most the average plus the costliest row); the CTAs' cursors visit every (tile,
+// block-row) unit exactly once, each CTA its part's rows of tiles in ascending order; the choice
+// shares ViT-B/16's 197 tiles on 132 SMs and declines a batch with fewer than two tiles per group.
+TEST(OpsCpu, BsrMlpSharedTilesCoverEveryUnitOnce) {
+  std::mt19937 rng(7);
+  for (int groups : {1, 2, 3, 12, 16, 20, 32, 33})
+    for (int P = 1; P <= 9; ++P) {
+      std::vector<int64_t> cost(groups);
+      for (auto& c : cost) c = 1 + static_cast<int64_t>(rng() % 60);
+      const vitrt::cuda::BsrMlpTileParts t = vitrt::cuda::bsr_mlp_tile_parts(cost, P);
+      SCOPED_TRACE(::testing::Message() << groups << " block-rows in " << P << " parts");
+      if (P > vitrt::cuda::kMaxTileParts || groups < P || groups > vitrt::cuda::kMaxPartRows) {
+        EXPECT_EQ(t.ctas, 0);
+        continue;
+      }
+      ASSERT_EQ(t.ctas, P);
+      ASSERT_EQ(t.begin[0], 0);
+      ASSERT_EQ(t.begin[P], groups);
+      std::vector<int> seen(groups, 0);
+      const int64_t total = std::accumulate(cost.begin(), cost.end(), int64_t{0});
+      const int64_t costliest = *std::max_element(cost.begin(), cost.end());
+      for (int i = 0; i < P; ++i) {
+        ASSERT_LT(t.begin[i], t.begin[i + 1]) << "an empty part";
+        int64_t load = 0;
+        for (int k = t.begin[i]; k < t.begin[i + 1]; ++k) {
+          ++seen[t.rows[k]];
+          load += cost[t.rows[k]];
+          if (k > t.begin[i]) EXPECT_LT(t.rows[k - 1], t.rows[k]);
+        }
+        EXPECT_LE(load * P, total + costliest * P);
+      }
+      EXPECT_EQ(seen, std::vector<int>(groups, 1));
+      for (int tiles : {1, 5, 33, 197})
+        for (int grid : {P, P + 1, 3 * P, 132}) {
+          SCOPED_TRACE(::testing::Message() << tiles << " tiles on " << grid << " CTAs");
+          std::vector<int> units(static_cast<size_t>(tiles) * groups, 0);
+          for (int cta = 0; cta < grid; ++cta) {
+            vitrt::cuda::BsrMlpUnitCursor cur(tiles, groups, false, t, cta, grid);
+            int tile = -1, grp = -1, last_tile = -1;
+            while (cur.next(t, tile, grp)) {
+              ASSERT_TRUE(tile >= 0 && tile < tiles && grp >= 0 && grp < groups);
+              ASSERT_GE(tile, last_tile);
+              EXPECT_EQ(tile % (grid / P), cta / P);
+              ++units[static_cast<size_t>(tile) * groups + grp];
+              last_tile = tile;
+            }
+          }
+          EXPECT_EQ(units, std::vector<int>(units.size(), 1));
+        }
+    }
+  // Contiguous ranges through the same cursor (ctas = 0).
+  const vitrt::cuda::BsrMlpTileParts none;
+  std::vector<int> units(200 * 12, 0);
+  for (int cta = 0; cta < 132; ++cta) {
+    vitrt::cuda::BsrMlpUnitCursor cur(200, 12, false, none, cta, 132);
+    int tile = 0, grp = 0;
+    while (cur.next(none, tile, grp)) ++units[static_cast<size_t>(tile) * 12 + grp];
+  }
+  EXPECT_EQ(units, std::vector<int>(units.size(), 1));
+  // The choice: ViT-B's 12 block-rows at similar costs, 197 tiles on 132 SMs: shared; 25 tiles: not.
+  std::vector<int64_t> vit(12);
+  for (auto& c : vit) c = 30 + static_cast<int64_t>(rng() % 20);
+  EXPECT_GT(vitrt::cuda::bsr_mlp_choose_tile_parts(vit, 197, 132).ctas, 0);
+  EXPECT_EQ(vitrt::cuda::bsr_mlp_choose_tile_parts(vit, 25, 132).ctas, 0);
+  EXPECT_EQ(vitrt::cuda::bsr_mlp_choose_tile_parts(vit, 1, 8, 4).ctas, 4);   // asked for: wherever it fits
+  EXPECT_EQ(vitrt::cuda::bsr_mlp_choose_tile_parts(vit, 1, 3, 4).ctas, 0);   // (fewer CTAs than parts)
+  // One costly row among cheap ones: no P splits it evenly, so none is taken.
+  std::vector<int64_t> lopsided(12, 1);
+  lopsided[3] = 100;
+  EXPECT_EQ(vitrt::cuda::bsr_mlp_choose_tile_parts(lopsided, 197, 132).ctas, 0);
 }

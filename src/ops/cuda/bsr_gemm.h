@@ -173,6 +173,9 @@ struct BsrMlpDeviceSchedule {
   int groups = 0;
   unsigned k_mask = 0;
   int64_t words_count = 0;  // group_begin[groups]
+  // group_begin on the host (null: not known); the block-rows' costs for sharing tiles among CTAs
+  // (bsr_mlp_units.h), else each CTA takes a contiguous range of units.
+  const int32_t* group_begin_host = nullptr;
 };
 // schedule_words: the schedule's length; the kernel keeps it in shared memory next to its ring (the
 // streamed form, the default: ~8.6K words fit) or next to 192 KB of resident x (VITRT_BSR_MLP_STREAM=0:
@@ -186,10 +189,12 @@ bool bsr_mlp_fused_fills_gpu(int64_t M, int groups);
 // consecutive fc1 blocks read: its schedules are best built in BsrMlpOrder::XReuse.
 bool bsr_mlp_fused_split_rings();
 // x, residual, y bf16 [M, D], [M, N], [M, N] (residual may be y or null); b1, b2 bf16 or null.
-// max_ctas > 0 caps the persistent grid (tests). Throws InvalidArgument where not supported.
+// max_ctas > 0 caps the persistent grid (tests). tile_ctas: -1 the default division of work
+// (VITRT_BSR_MLP_TILE_CTAS, or the model's choice: bsr_mlp_units.h), 0 contiguous ranges of units, P
+// tiles shared by P CTAs where that fits (tests, A/B). Throws InvalidArgument where not supported.
 void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, const void* b1, const BsrDeviceView& fc2,
                         const void* b2, const BsrMlpDeviceSchedule& schedule, const void* residual, void* y,
-                        int max_ctas = 0);
+                        int max_ctas = 0, int tile_ctas = -1);
 
 // fp32 CUDA-core kernel: x fp32 [M, K], w.values fp32, bias fp32 [N] or null, residual fp32 [M, N]
 // or null, y fp32 [M, N]; pointers 16-byte aligned.

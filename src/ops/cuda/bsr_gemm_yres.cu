@@ -18,9 +18,9 @@
 //    group, block-column j of the slab), built per CTA in shared memory from row_ptr / col_idx;
 //    the accumulator set of block-row q is then picked by an unrolled loop over q (registers
 //    cannot be indexed at run time), each q testing its bits;
-//  - one producer thread streams, per (group, slab) and in the same order, the x slab and the
+//  - the producer warp streams, per (group, slab) and in the same order, the x slab (lane 0) and the
 //    stored blocks (from the core-matrix copy: a row's blocks in one slab are consecutive there, so
-//    one bulk copy per row) into one slot of an 8-slot ring of [x slab 16 KB][W 8 KB]; a (group,
+//    one bulk copy per row, each row's by its own lane) into one slot of an 8-slot ring of [x slab 16 KB][W 8 KB]; a (group,
 //    slab) with more blocks than 8 KB holds (dense-ish weights) takes several slots, each with the
 //    slab again (from L2);
 //  - each slot's blocks are one commit group, retired after the next slot's are issued (as
@@ -74,7 +74,7 @@ constexpr int kWBytes = 8 * 1024;                 // a slot's W blocks
 constexpr int kSlotBytes = kXBytes + kWBytes;
 constexpr int kSlots = 8;
 constexpr int kConsumerWarps = 8;
-constexpr int kThreads = 32 * kConsumerWarps + 32;  // + the producer warp (one thread of it works)
+constexpr int kThreads = 32 * kConsumerWarps + 32;  // + the producer warp
 constexpr size_t kAlignSlack = 1024;                // the x slabs start 1024-byte aligned (128-byte swizzle)
 constexpr size_t kMaxSmem = 227 * 1024;
 constexpr int kMaxMaskWords = 4096;                 // groups x slabs (32 KB of masks; with the slab bytes, see yres_mask_words)
@@ -160,42 +160,44 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
   __syncthreads();
 
   if (warp == kConsumerWarps) {
-    // ---- producer: one thread. Per unit, per (group, slab) with blocks, per part: the slab and the
-    // part's blocks, row by row (a row's blocks of one slab are consecutive in storage: cur[q]).
-    if (lane == 0) {
-      int slot = 0, n = 0;
-      unsigned round = 0;  // parity of the ring round of `slot`
-      for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
-        const int tile = u / p.groups, grp = u % p.groups;
-        int cur[RG];
-#pragma unroll
-        for (int q = 0; q < RG; ++q) {
-          const int r = grp * RG + q;
-          cur[q] = r < p.block_rows ? __ldg(p.row_ptr + r) : 0;
-        }
-        for (int s = 0; s < ns; ++s) {
-          uint64_t rest = masks[grp * ns + s];
-          while (rest != 0) {  // the slab's parts, until the group's mask is used up
-            const uint64_t part = next_part<C::kCap>(rest);
-            rest ^= part;
-            if (n >= kSlots) mbar::wait(&empty[slot], round ^ 1);  // its previous part retired by every consumer warp
-            unsigned char* dst = ring + slot * kSlotBytes;
+    // ---- producer warp. Per unit, per (group, slab) with blocks, per part: lane 0 the slab, and lane q
+    // (q < RG) block-row q's run of the part's blocks (a row's blocks of one slab are consecutive in
+    // storage: its cursor cur), at its place in the slot: after the part's blocks of rows 0 .. q - 1,
+    // whose count is the popcount of the part's bits below row q's. Why a warp: one thread walking the
+    // RG rows per part (16 at block 16, with a branch and a copy per row holding blocks) was the
+    // kernel's bottleneck at block 16: ncu (H100, 2026-12-06, fc2 @ 0.9) found the consumers waiting
+    // for full slots in 29% of their samples, with L2 at 33% of its throughput (block 32, half the
+    // rows per part: 23%, L2 67%).
+    int slot = 0, n = 0;
+    unsigned round = 0;  // parity of the ring round of `slot`
+    const uint64_t below = lane < RG ? (uint64_t{1} << (lane * KB)) - 1 : 0;  // the bits of rows 0 .. lane - 1
+    for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
+      const int tile = u / p.groups, grp = u % p.groups;
+      const int row = grp * RG + lane;
+      int cur = lane < RG && row < p.block_rows ? __ldg(p.row_ptr + row) : 0;
+      for (int s = 0; s < ns; ++s) {
+        uint64_t rest = masks[grp * ns + s];
+        while (rest != 0) {  // the slab's parts, until the group's mask is used up
+          const uint64_t part = next_part<C::kCap>(rest);
+          rest ^= part;
+          if (n >= kSlots) mbar::wait(&empty[slot], round ^ 1);  // its previous part retired by every consumer warp
+          unsigned char* dst = ring + slot * kSlotBytes;
+          if (lane == 0) {
             mbar::arrive_expect_tx(&full[slot], kXBytes + __popcll(part) * C::kBlockBytes);
             mbar::tma_load_2d(dst, &p.x_map, s * kSlabCols, tile * kTileM, &full[slot]);
-            dst += kXBytes;
-#pragma unroll
-            for (int q = 0; q < RG; ++q) {
-              const int cnt = __popc(static_cast<unsigned>(part >> (q * KB)) & C::kKbMask);
-              if (cnt > 0) {
-                mbar::bulk_copy_to_smem(dst, p.values_cm + static_cast<int64_t>(cur[q]) * B * B, cnt * C::kBlockBytes,
-                                        &full[slot]);
-                dst += cnt * C::kBlockBytes;
-                cur[q] += cnt;
-              }
-            }
-            if (++slot == kSlots) slot = 0, round ^= 1;
-            ++n;
           }
+          __syncwarp();  // (the rows' copies after the expected byte count)
+          if (lane < RG) {
+            const int cnt = __popc(static_cast<unsigned>(part >> (lane * KB)) & C::kKbMask);
+            if (cnt > 0) {
+              const int before = __popcll(part & below);
+              mbar::bulk_copy_to_smem(dst + kXBytes + before * C::kBlockBytes,
+                                      p.values_cm + static_cast<int64_t>(cur) * B * B, cnt * C::kBlockBytes, &full[slot]);
+              cur += cnt;
+            }
+          }
+          if (++slot == kSlots) slot = 0, round ^= 1;
+          ++n;
         }
       }
     }

@@ -52,6 +52,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "ops/cuda/bsr_gemm.h"
 #include "ops/cuda/bsr_mlp_units.h"
@@ -155,6 +156,7 @@ struct MlpArgs {
   int tiles;
   int groups;
   int whole_tiles;  // streamed forms: every CTA's range of units is whole tiles (host: bsr_mlp_bf16_fused)
+  BsrMlpTileParts parts;  // streamed forms: tiles shared by parts.ctas CTAs (bsr_mlp_units.h); 0: ranges
   const int32_t* words;        // the schedule (bsr_mlp_schedule.h)
   const int32_t* group_begin;  // [groups + 1]
   int nwords;                  // group_begin[groups]
@@ -202,11 +204,11 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
   for (int i = threadIdx.x; i <= p.groups; i += kThreads) gb_s[i] = __ldg(p.group_begin + i);
   for (int i = threadIdx.x; i < p.nwords; i += kThreads) words_s[i] = __ldg(p.words + i);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  // This CTA's units (MlpForm::units): a contiguous range (bsr_mlp_units.h).
+  // This CTA's units (MlpForm::units): a contiguous range, or its part of shared tiles (bsr_mlp_units.h).
   const int unit_groups = STREAM ? 1 : p.groups;     // block-rows per unit
   const int tile_units = STREAM ? p.groups : 1;      // units per tile
-  const BsrMlpUnitRange range = bsr_mlp_unit_range(p.tiles, tile_units, p.whole_tiles != 0, blockIdx.x, gridDim.x);
-  const int unit_begin = range.begin, unit_end = range.end;
+  // (tiles shared by P CTAs: p.parts, the streamed forms only, where the host chose it)
+  const BsrMlpUnitCursor units0(p.tiles, tile_units, p.whole_tiles != 0, p.parts, blockIdx.x, gridDim.x);
   if (threadIdx.x == 0) {
     for (int i = 0; i < 2 * kMaxSlabs; ++i) mbar::init(&xfull[i], 1);
     for (int i = 0; i < 2; ++i) mbar::init(&xempty[i], 4);
@@ -262,9 +264,9 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
     auto emit_fc2 = [&](int w, int n2) {
       for (int q = 0; q < n2; ++q) emit(p.w2_cm + static_cast<int64_t>(words_s[w + q] >> 1) * (kB * kB), -1);
     };
-    for (int u = unit_begin; u < unit_end; ++u) {
-      tile = u / tile_units;
-      const int grp0 = u % tile_units, tc = u - unit_begin;
+    BsrMlpUnitCursor units = units0;
+    int grp0 = 0;
+    for (int tc = 0; units.next(p.parts, tile, grp0); ++tc) {
       if (!STREAM && p.k_mask != 0)
         for (int h = 0; h < 2; ++h) {
           if (tc > 0) mbar::wait(&xempty[h], (tc - 1) & 1);
@@ -516,12 +518,13 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
       }
   };
 
-  for (int u = unit_begin; u < unit_end; ++u) {
-    const int tile = u / tile_units;
-    const int grp0 = u % tile_units;  // (its first block-row)
+  BsrMlpUnitCursor units = units0;
+  int unit_tile = 0, grp0 = 0;  // (grp0: the unit's first block-row)
+  for (int tc = 0; units.next(p.parts, unit_tile, grp0); ++tc) {
+    const int tile = unit_tile;
     cur_tile = tile;
     const int64_t row0 = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4 + g;  // this thread's first row
-    xparity = (u - unit_begin) & 1;  // (resident form: a unit per tile)
+    xparity = tc & 1;  // (resident form: a unit per tile)
     for (int grp = grp0; grp < grp0 + unit_groups; ++grp) {
       const int64_t col0 = static_cast<int64_t>(grp) * kB + 2 * t;
       // y starts from 2 b2 (the GELUs' factor 2; its loads arrive before the group's first fc2 wgmma,
@@ -664,6 +667,19 @@ struct FormTag {
 //    Measured (2026-12-05, 03:33 session, call 2, M = 50432, ms bf16x2 / f32): ViT-B @ 0.9 0.2188 /
 //    0.2275, @ 0.95 0.1503 / 0.1529; ViT-S @ 0.9 0.0802 / 0.0821. The price: 1.2e-3 relative against the
 //    two linears instead of 4e-5 (a bf16 step of y is 4e-3).
+// VITRT_BSR_MLP_TILE_CTAS: "0" each CTA a contiguous range of units; N (2-8) N CTAs per tile where it
+// fits (bsr_mlp_units.h); unset / other: shared tiles where bsr_mlp_choose_tile_parts models them
+// within 10% of an even split. Not yet measured (2026-12-06): the ncu profile that motivated it is
+// in bsr_mlp_units.h.
+int tile_ctas_from_env() {
+  static const int v = [] {
+    const char* e = std::getenv("VITRT_BSR_MLP_TILE_CTAS");
+    if (e == nullptr || *e == 0) return -1;
+    const int n = std::atoi(e);
+    return e[0] == '0' ? 0 : n >= 2 && n <= kMaxTileParts ? n : -1;
+  }();
+  return v;
+}
 bool gelu_bf16x2_from_env() {
   enum class Gelu { F32, Bf16x2 };
   static const Gelu g = env_choice<Gelu>("VITRT_BSR_MLP_GELU", {{"f32", Gelu::F32}, {"bf16x2", Gelu::Bf16x2}}, Gelu::Bf16x2);
@@ -743,7 +759,7 @@ bool bsr_mlp_fused_fills_gpu(int64_t M, int groups) {
 
 void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, const void* b1, const BsrDeviceView& fc2,
                         const void* b2, const BsrMlpDeviceSchedule& schedule, const void* residual, void* y,
-                        int max_ctas) {
+                        int max_ctas, int tile_ctas) {
   constexpr const char* kOp = "cuda bsr_mlp_bf16_fused";
   check_bsr_linear_args(kOp, x, M, fc1, nullptr, y);
   check_bsr_linear_args(kOp, y, M, fc2, residual, y);
@@ -789,6 +805,13 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
     int grid = static_cast<int>(std::min<int64_t>(units, sm_count()));
     if (max_ctas > 0) grid = std::min(grid, max_ctas);
     a.whole_tiles = T::kStream && bsr_mlp_whole_tiles(tiles, grid) ? 1 : 0;
+    const int want = tile_ctas >= 0 ? tile_ctas : tile_ctas_from_env();
+    if (T::kStream && want != 0 && schedule.group_begin_host != nullptr) {
+      std::vector<int64_t> cost(a.groups);  // a block-row's words (steps, fc1 and fc2 blocks) and its epilogue
+      for (int g = 0; g < a.groups; ++g) cost[g] = schedule.group_begin_host[g + 1] - schedule.group_begin_host[g] + 1;
+      a.parts = bsr_mlp_choose_tile_parts(cost, tiles, grid, want > 0 ? want : 0);
+      if (a.parts.ctas > 0) grid = grid / a.parts.ctas * a.parts.ctas;
+    }
     constexpr auto kernel = bsr_mlp_fused_kernel<T::kPipe, T::kStream, T::kWarpgroups, T::kSplit>;
     if constexpr (T::kStream) check_launch_registers<kernel>(T::F::kLaunchRegs, kOp);
     bsr_wgmma::launch<kernel>(a, grid, T::F::kThreads, smem, kMaxSmem);

@@ -9,8 +9,18 @@
 // from memory by both, at the end of one's range and the start of the other's, far apart in time.
 // (A stride of the grid would give every CTA the same block-row whenever the SM count is a multiple of
 // the block-rows, 132 and ViT-B's 12, and the block-rows' work differs.)
+//
+// Tiles shared (BsrMlpTileParts, the streamed forms' default where it fits): P CTAs work on one tile at a
+// time, each on a fixed part of its block-rows (parts balanced by the schedule's words), and the grid's
+// grid / P groups of CTAs take the tiles in turn. Why: with contiguous ranges 132 tiles are in flight
+// at once, and each tile's x slabs are read from L2 again at every block-row that needs them (~5 times
+// at ViT-B @ 0.9): 132 x 384 KB of x is the whole of the L2, so most re-reads went to DRAM (ncu, H100,
+// 2026-12-06: L2 hit rate 49%, 530 MB of DRAM traffic against the 231 MB of x, residual and y). Shared,
+// 33 tiles are in flight (13 MB at P = 4), each tile's slabs read by its P CTAs at about the same time.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "ops/cuda/host_device.h"
 
@@ -34,5 +44,108 @@ inline bool bsr_mlp_whole_tiles(int64_t tiles, int grid) {
   const int64_t most = (tiles + grid - 1) / grid;
   return most * grid * 16 <= tiles * 17;
 }
+
+// The parts of a tile's block-rows, P CTAs per tile (ctas = 0: contiguous ranges instead).
+constexpr int kMaxTileParts = 8;
+constexpr int kMaxPartRows = 32;
+struct BsrMlpTileParts {
+  int ctas = 0;                              // P
+  int8_t begin[kMaxTileParts + 1] = {};      // part i: rows[begin[i] .. begin[i + 1])
+  int8_t rows[kMaxPartRows] = {};            // block-rows, each once, ascending within a part
+};
+
+// The block-rows (cost[g]: the schedule's words of block-row g) in P parts, longest processing time
+// first (each row to the part with the least cost so far), or ctas = 0 where they do not fit the table.
+inline BsrMlpTileParts bsr_mlp_tile_parts(const std::vector<int64_t>& cost, int P) {
+  BsrMlpTileParts t;
+  const int groups = static_cast<int>(cost.size());
+  if (P < 1 || P > kMaxTileParts || groups < P || groups > kMaxPartRows) return t;
+  std::vector<int> order(groups);
+  for (int g = 0; g < groups; ++g) order[g] = g;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return cost[a] > cost[b]; });
+  std::vector<int64_t> load(P, 0);
+  std::vector<std::vector<int>> part(P);
+  for (int g : order) {
+    const int i = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[i] += cost[g];
+    part[i].push_back(g);
+  }
+  int k = 0;
+  for (int i = 0; i < P; ++i) {
+    std::sort(part[i].begin(), part[i].end());
+    t.begin[i] = static_cast<int8_t>(k);
+    for (int g : part[i]) t.rows[k++] = static_cast<int8_t>(g);
+  }
+  t.begin[P] = static_cast<int8_t>(k);
+  t.ctas = P;
+  return t;
+}
+
+// The tile-sharing choice for `tiles` tiles on at most `grid` CTAs: the P of {6, 4, 3, 2} whose modelled
+// time (the busiest group's tiles x its busiest part) is least, if within 10% of the perfectly even
+// split (tiles x total cost / grid) and every group gets two tiles at least; else ctas = 0. (Larger P
+// first among equals: fewer tiles in flight.) `want` > 0 asks for that P alone, wherever its parts fit
+// (P <= block-rows <= kMaxPartRows, P <= grid).
+inline BsrMlpTileParts bsr_mlp_choose_tile_parts(const std::vector<int64_t>& cost, int64_t tiles, int grid,
+                                                int want = 0) {
+  int64_t total = 0;
+  for (int64_t c : cost) total += c;
+  BsrMlpTileParts best;
+  double best_time = 0;
+  for (int P : {6, 4, 3, 2}) {
+    if (want > 0 && P != want) continue;
+    const int groups = grid / P;
+    if (groups < 1 || (want == 0 && tiles < 2 * static_cast<int64_t>(groups))) continue;
+    const BsrMlpTileParts t = bsr_mlp_tile_parts(cost, P);
+    if (t.ctas == 0) continue;
+    int64_t most = 0;
+    for (int i = 0; i < P; ++i) {
+      int64_t c = 0;
+      for (int k = t.begin[i]; k < t.begin[i + 1]; ++k) c += cost[t.rows[k]];
+      most = std::max(most, c);
+    }
+    const double time = static_cast<double>((tiles + groups - 1) / groups) * static_cast<double>(most);
+    if (best.ctas == 0 || time < best_time) best = t, best_time = time;
+  }
+  const double even = static_cast<double>(tiles) * static_cast<double>(total) / grid;
+  if (best.ctas != 0 && want == 0 && best_time > 1.1 * even) return BsrMlpTileParts{};
+  return best;
+}
+
+// A CTA's units in order, for both schedules: (tile, first block-row) pairs. Contiguous: the range of
+// bsr_mlp_unit_range; shared tiles: tiles group, group + groups, ... (group = cta / P, groups = grid /
+// P; a CTA beyond groups x P has none), and per tile the block-rows of part cta % P.
+struct BsrMlpUnitCursor {
+  int u = 0, end = 0, tile_units = 1;  // contiguous
+  int tile = 0, tiles = 0, step = 1, k = 0, k_begin = 0, k_end = 0;  // shared
+  bool shared = false;
+  VITRT_HOST_DEVICE BsrMlpUnitCursor(int tiles_, int tile_units_, bool whole_tiles, const BsrMlpTileParts& parts, int cta,
+                                     int grid) {
+    if (parts.ctas > 0) {
+      shared = true;
+      const int P = parts.ctas, groups = grid / P;
+      tiles = cta < groups * P ? tiles_ : 0;
+      tile = cta / P, step = groups;
+      k = k_begin = parts.begin[cta % P], k_end = parts.begin[cta % P + 1];
+      if (k_begin == k_end) tiles = 0;
+    } else {
+      const BsrMlpUnitRange r = bsr_mlp_unit_range(tiles_, tile_units_, whole_tiles, cta, grid);
+      u = r.begin, end = r.end, tile_units = tile_units_;
+    }
+  }
+  // The next unit's tile and block-row; false when there is none.
+  VITRT_HOST_DEVICE bool next(const BsrMlpTileParts& parts, int& tile_out, int& grp_out) {
+    if (!shared) {
+      if (u >= end) return false;
+      tile_out = u / tile_units, grp_out = u % tile_units;
+      ++u;
+      return true;
+    }
+    if (tile >= tiles) return false;
+    tile_out = tile, grp_out = parts.rows[k];
+    if (++k == k_end) k = k_begin, tile += step;
+    return true;
+  }
+};
 
 }  // namespace vitrt::cuda
