@@ -359,8 +359,8 @@ int run_sweep(const Options& o, const std::string& gpu) {
 // --mlp: whole MLPs, dense vs two block-sparse linears vs the fused kernel.
 int run_mlp(const Options& o, const std::string& gpu) {
   std::printf("bsr_gemm_bench --mlp on %s: bf16, warm-up %d, median of %d\n", gpu.c_str(), o.warmup, o.iters);
-  std::printf("%4s %5s %6s %3s %5s %9s %9s %9s %8s %8s %9s\n", "D", "H", "M", "b", "spars", "dense_ms", "2lin_ms",
-              "fused_ms", "2lin_x", "fused_x", "check");
+  std::printf("%4s %5s %6s %3s %5s %9s %9s %9s %8s %8s %9s %6s\n", "D", "H", "M", "b", "spars", "dense_ms", "2lin_ms",
+              "fused_ms", "2lin_x", "fused_x", "check", "tile_P");
   nlohmann::json rows = nlohmann::json::array();
   bool all_ok = true;
   const DType dt = DType::BF16;
@@ -385,11 +385,13 @@ int run_mlp(const Options& o, const std::string& gpu) {
           Tensor y2, yf;
           const double two_ms = time_ms([&] { y2 = ops::mlp_bsr(x, fc1, b1, fc2, b2, res, nullptr); }, o);
           double fused_ms = 0, err = 0;
+          int tile_ctas = 0;
           if (plan) {
             // (the kernel itself: ops::mlp_bsr takes it only where VITRT_BSR_MLP_FUSED's default says)
             const cuda::BsrMlpDeviceSchedule sched{plan->words.data<int32_t>(), plan->group_begin.data<int32_t>(),
                                                    plan->groups, plan->k_mask, plan->words_count,
                                                    plan->group_begin_host.data()};
+            tile_ctas = cuda::bsr_mlp_fused_tile_ctas(M, sched);
             yf = Tensor::empty({M, D}, dt, Device::CUDA);
             fused_ms = time_ms(
                 [&] {
@@ -403,13 +405,14 @@ int run_mlp(const Options& o, const std::string& gpu) {
           all_ok = all_ok && ok;
           // (no plan: the fused kernel does not cover the configuration; its columns print nan)
           const double f_ms = plan ? fused_ms : std::nan("");
-          std::printf("%4lld %5lld %6lld %3d %5.2f %9.4f %9.4f %9.4f %7.2fx %7.2fx %9s\n", static_cast<long long>(D),
+          std::printf("%4lld %5lld %6lld %3d %5.2f %9.4f %9.4f %9.4f %7.2fx %7.2fx %9s %6d\n", static_cast<long long>(D),
                       static_cast<long long>(H), static_cast<long long>(M), b, s, dense_ms, two_ms, f_ms,
-                      dense_ms / two_ms, dense_ms / f_ms, !plan ? "-" : ok ? "ok" : "FAILED");
+                      dense_ms / two_ms, dense_ms / f_ms, !plan ? "-" : ok ? "ok" : "FAILED", tile_ctas);
           std::fflush(stdout);
           rows.push_back({{"D", D}, {"H", H}, {"M", M}, {"block", b}, {"sparsity", s}, {"dense_ms", dense_ms},
                           {"two_linears_ms", two_ms}, {"fused_ms", plan ? nlohmann::json(fused_ms) : nlohmann::json()},
-                          {"fused_vs_two_linears_rel_err", err}, {"check_ok", ok}});
+                          {"fused_vs_two_linears_rel_err", err}, {"check_ok", ok},
+                          {"fused_tile_ctas", tile_ctas}});
         }
     }
   const nlohmann::json out = {{"gpu", gpu}, {"mode", "mlp"}, {"warmup", o.warmup}, {"iters", o.iters}, {"rows", rows},

@@ -65,11 +65,16 @@ Q (profiles, for the next decisions): ncu source / memory profiles of the y-resi
    block 16 (fc2 @ 0.9, the break-even miss) and, forced, at block 32 (same structure, 1.8x faster:
    what differs), and of the fused MLP's default form (ViT-B @ 0.9: the 1.8x end-to-end lever),
    with L2 / DRAM throughput and stall reasons (~250 s bare, ~80 s warm).
-R (not yet run): the y-resident kernel's producer warp (a lane per block-row) and the fused MLP's shared
+R (run on an H100, 2026-12-06 ~08:15 UTC): the y-resident kernel's producer warp (a lane per block-row) and the fused MLP's shared
    tiles (bsr_mlp_units.h): every CudaBsr test, the fused MLP under VITRT_BSR_MLP_TILE_CTAS = 0 (ranges,
    as before) / auto / 2 / 4 / 6, alternating, ViT-B/16 bs256 block 64 with ranges and with the default,
    blocks 16 / 32 both linears (fc2 on the y-resident kernel; block 32 also forced onto it), ncu of the
    fused MLP's default (~400 s bare).
+U (not yet run): after R: the tile-sharing rule preferring the largest P within 5% (ViT-B: 4), the
+   residual's L2 prefetch in the four-warpgroup fused MLP: every CudaBsr test, the fused MLP (default /
+   no prefetch / ranges, alternating), ViT-B/16 bs256 block 64 both ways, fc2 block 32 y-resident
+   against streamed (alternating, for its rule), ncu source profile of the y-resident kernel at block 16
+   (~400 s bare).
 Y2 (run on an H100, 2026-12-05 ~22:54 UTC): block 16's new default (y-resident for K > 768): the CudaBsr suite, the block-16 A/B against
    VITRT_BSR_YRES=0, ViT-B/16 bs256 block 16 both ways with operator profiles (~330 s bare).
 DESC
@@ -200,6 +205,40 @@ print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],
     timeout 60 ncu --import "$O/ncu_x.ncu-rep" --page details > "$O/det_x.txt" 2>&1
     python3 scripts/ncu_source_top.py "$O/src_x.csv" --top 25 > "$O/top_x.txt" 2>&1
     grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit|No Eligible|Active Warps Per|Issue Slots Busy" "$O/det_x.txt" | head -10; head -30 "$O/top_x.txt"
+    rm -f "$O"/*.ncu-rep
+    ;;
+  U)  # (see describe)
+    BUILD_TARGETS="$targets" OUT="$O/u" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
+    echo "SUMMARY: built at ${SECONDS} s"
+    (cd build-dev/tests && timeout 150 ./test_cuda_bsr --gtest_filter='CudaBsr.*') > "$O/u.log" 2>&1
+    echo "SUMMARY: CudaBsr rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$O/u.log" | tr '\n' ' ') $(grep -c Failure "$O/u.log") failures (${SECONDS} s)"
+    grep -B3 -A12 -m2 'Failure' "$O/u.log" | head -40
+    mlp_u() {  # env setting, tag
+      timeout 60 env $1 build-dev/bin/bsr_gemm_bench --mlp --blocks 64 --sparsities 0.8,0.9,0.95 --tokens 50432 \
+        --json "$O/mlp_$2.json" > "$O/mlp_$2.txt" 2>&1
+      echo "SUMMARY: mlp '${1:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('D%d s%.2f fused %.4f (P%d) two %.4f dense %.4f'%(r['D'],r['sparsity'],r['fused_ms'] or 0,r.get('fused_tile_ctas',-1),r['two_linears_ms'],r['dense_ms']) for r in d['rows']))" "$O/mlp_$2.json" 2>&1 | tail -c 700)"
+    }
+    mlp_u "" a; mlp_u "VITRT_BSR_MLP_PREFETCH=0" b; mlp_u "VITRT_BSR_MLP_TILE_CTAS=0" c
+    mlp_u "" a2; mlp_u "VITRT_BSR_MLP_PREFETCH=0" b2; mlp_u "VITRT_BSR_MLP_TILE_CTAS=0" c2
+    for e in "" "VITRT_BSR_MLP_PREFETCH=0" "VITRT_BSR_MLP_TILE_CTAS=0"; do
+      timeout 100 env $e build-dev/bin/vitrt bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block 64 \
+        --dtype bf16 --iters 5 --json > "$O/vit.json" 2> "$O/vit.err"
+      echo "SUMMARY: vit_b_16 bs256 b64 '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.2f ms sparse %.2f ms speedup %.2fx (per round %.2fx)'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup'],d.get('speedup_median_of_rounds',0)))" "$O/vit.json" 2>&1 | tail -c 300)"
+    done
+    for e in "" "VITRT_BSR_YRES=1" "" "VITRT_BSR_YRES=1"; do
+      timeout 60 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 32 --sparsities 0.8,0.82,0.84,0.86,0.88,0.9 \
+        --tokens 50432 --json "$O/b32.json" > "$O/b32.txt" 2>&1
+      echo "SUMMARY: fc2 block 32 '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('s%.2f %.4f (%.2fx) %s'%(r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:10]) for r in d['rows'] if r['N']==768))" "$O/b32.json" 2>&1 | tail -c 700)"
+    done
+    [ "$SECONDS" -lt "${U_BUDGET:-470}" ] || exit 0
+    timeout 120 ncu --clock-control none -k "regex:bsr_yres_kernel" --launch-skip 2 --launch-count 1 --section SourceCounters \
+      --section WarpStateStats --section SpeedOfLight --section MemoryWorkloadAnalysis --section SchedulerStats -f -o "$O/ncu_y" \
+      build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16 --sparsities 0.9 --tokens 50432 > "$O/ncu_y.log" 2>&1
+    echo "SUMMARY: ncu y-resident b16 rc=$?"
+    timeout 60 ncu --import "$O/ncu_y.ncu-rep" --page source --print-source sass --csv > "$O/src_y.csv" 2>&1
+    timeout 60 ncu --import "$O/ncu_y.ncu-rep" --page details > "$O/det_y.txt" 2>&1
+    python3 scripts/ncu_source_top.py "$O/src_y.csv" --top 22 > "$O/top_y.txt" 2>&1
+    grep -E "Duration|DRAM Throughput|L2 Cache Throughput|L2 Hit|No Eligible|Eligible Warps|Issue Slots" "$O/det_y.txt" | head -8; head -28 "$O/top_y.txt"
     rm -f "$O"/*.ncu-rep
     ;;
   R)  # (see describe)

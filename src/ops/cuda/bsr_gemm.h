@@ -195,6 +195,9 @@ bool bsr_mlp_fused_split_rings();
 void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, const void* b1, const BsrDeviceView& fc2,
                         const void* b2, const BsrMlpDeviceSchedule& schedule, const void* residual, void* y,
                         int max_ctas = 0, int tile_ctas = -1);
+// The CTAs per shared tile that bsr_mlp_bf16_fused takes for M tokens (0: contiguous ranges), as reported by
+// benchmarks.
+int bsr_mlp_fused_tile_ctas(int64_t M, const BsrMlpDeviceSchedule& schedule, int max_ctas = 0, int tile_ctas = -1);
 
 // fp32 CUDA-core kernel: x fp32 [M, K], w.values fp32, bias fp32 [N] or null, residual fp32 [M, N]
 // or null, y fp32 [M, N]; pointers 16-byte aligned.

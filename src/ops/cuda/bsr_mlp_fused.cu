@@ -167,6 +167,7 @@ struct MlpArgs {
   const bf16* residual;        // [M, N] or null (may be y)
   bf16* y;                     // [M, N]
   int gelu_bf16x2;             // the GELUs in bf16x2 arithmetic (VITRT_BSR_MLP_GELU, below)
+  int prefetch_residual;       // the four-warpgroup form: the residual's lines into L2 at each block-row's start
   // (y by streaming stores, as the x-resident kernel writes at blocks 16 / 32, changed nothing here:
   // ViT-B/16 bs256 1.53-1.55x per round either way, H100, 2026-12-06; taken out.)
 };
@@ -545,6 +546,14 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
       constexpr bool kPreloadResidual = WG < 4;
       unsigned res[2][8];
       if constexpr (kPreloadResidual) load_residual(row0, col0, res);
+      // Else its lines into L2 now (lane i: row i of the warp's 16, the block-row's 128 bytes), so that
+      // the epilogue's loads wait for L2, not DRAM: no registers held. (ncu, H100, 2026-12-06: the
+      // epilogue's residual loads held ~15% of the consumers' stall samples; p.prefetch_residual, from
+      // VITRT_BSR_MLP_PREFETCH, for A/B.)
+      if (!kPreloadResidual && p.prefetch_residual && p.residual && lane < 16) {
+        const int64_t m = row0 - g + lane;
+        if (m < p.M) ptx::prefetch_l2(p.residual + m * p.N + static_cast<int64_t>(grp) * kB);
+      }
       const int we = __shfl_sync(0xffffffffu, gb_s[grp + 1], 0);
       int w = __shfl_sync(0xffffffffu, gb_s[grp], 0);
       unsigned hf[4][4];
@@ -680,6 +689,16 @@ int tile_ctas_from_env() {
   }();
   return v;
 }
+// The streamed forms' division of work for `tiles` tiles on a grid of at most `grid` CTAs (tile_ctas
+// as bsr_mlp_bf16_fused's).
+BsrMlpTileParts tile_parts_for(const BsrMlpDeviceSchedule& schedule, int64_t tiles, int grid, int tile_ctas) {
+  const int want = tile_ctas >= 0 ? tile_ctas : tile_ctas_from_env();
+  if (want == 0 || schedule.group_begin_host == nullptr) return {};
+  std::vector<int64_t> cost(schedule.groups);  // a block-row's words (steps, fc1 and fc2 blocks) and its epilogue
+  for (int g = 0; g < schedule.groups; ++g)
+    cost[g] = schedule.group_begin_host[g + 1] - schedule.group_begin_host[g] + 1;
+  return bsr_mlp_choose_tile_parts(cost, tiles, grid, want > 0 ? want : 0);
+}
 bool gelu_bf16x2_from_env() {
   enum class Gelu { F32, Bf16x2 };
   static const Gelu g = env_choice<Gelu>("VITRT_BSR_MLP_GELU", {{"f32", Gelu::F32}, {"bf16x2", Gelu::Bf16x2}}, Gelu::Bf16x2);
@@ -757,6 +776,20 @@ bool bsr_mlp_fused_fills_gpu(int64_t M, int groups) {
   return with_form(form_from_env(), [&](auto tag) { return decltype(tag)::F::units(tiles, groups); }) >= sm_count();
 }
 
+int bsr_mlp_fused_tile_ctas(int64_t M, const BsrMlpDeviceSchedule& schedule, int max_ctas, int tile_ctas) {
+  return with_form(form_from_env(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!T::kStream) {
+      return 0;
+    } else {
+      const int64_t tiles = (M + T::F::kTileM - 1) / T::F::kTileM;
+      int grid = static_cast<int>(std::min<int64_t>(T::F::units(tiles, schedule.groups), sm_count()));
+      if (max_ctas > 0) grid = std::min(grid, max_ctas);
+      return tiles > 0 ? tile_parts_for(schedule, tiles, grid, tile_ctas).ctas : 0;
+    }
+  });
+}
+
 void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, const void* b1, const BsrDeviceView& fc2,
                         const void* b2, const BsrMlpDeviceSchedule& schedule, const void* residual, void* y,
                         int max_ctas, int tile_ctas) {
@@ -797,6 +830,8 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
   a.residual = static_cast<const bf16*>(residual);
   a.y = static_cast<bf16*>(y);
   a.gelu_bf16x2 = gelu_bf16x2_from_env() ? 1 : 0;
+  static const bool prefetch = kernel_mode_from_env("VITRT_BSR_MLP_PREFETCH") != KernelMode::Off;
+  a.prefetch_residual = prefetch ? 1 : 0;
   const size_t smem = smem_bytes(a.slabs, schedule.words_count + a.groups + 1);
   with_form(form, [&](auto tag) {
     using T = decltype(tag);
@@ -805,13 +840,8 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
     int grid = static_cast<int>(std::min<int64_t>(units, sm_count()));
     if (max_ctas > 0) grid = std::min(grid, max_ctas);
     a.whole_tiles = T::kStream && bsr_mlp_whole_tiles(tiles, grid) ? 1 : 0;
-    const int want = tile_ctas >= 0 ? tile_ctas : tile_ctas_from_env();
-    if (T::kStream && want != 0 && schedule.group_begin_host != nullptr) {
-      std::vector<int64_t> cost(a.groups);  // a block-row's words (steps, fc1 and fc2 blocks) and its epilogue
-      for (int g = 0; g < a.groups; ++g) cost[g] = schedule.group_begin_host[g + 1] - schedule.group_begin_host[g] + 1;
-      a.parts = bsr_mlp_choose_tile_parts(cost, tiles, grid, want > 0 ? want : 0);
-      if (a.parts.ctas > 0) grid = grid / a.parts.ctas * a.parts.ctas;
-    }
+    if constexpr (T::kStream) a.parts = tile_parts_for(schedule, tiles, grid, tile_ctas);
+    if (a.parts.ctas > 0) grid = grid / a.parts.ctas * a.parts.ctas;
     constexpr auto kernel = bsr_mlp_fused_kernel<T::kPipe, T::kStream, T::kWarpgroups, T::kSplit>;
     if constexpr (T::kStream) check_launch_registers<kernel>(T::F::kLaunchRegs, kOp);
     bsr_wgmma::launch<kernel>(a, grid, T::F::kThreads, smem, kMaxSmem);

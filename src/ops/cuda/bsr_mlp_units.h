@@ -81,35 +81,47 @@ inline BsrMlpTileParts bsr_mlp_tile_parts(const std::vector<int64_t>& cost, int 
   return t;
 }
 
-// The tile-sharing choice for `tiles` tiles on at most `grid` CTAs: the P of {6, 4, 3, 2} whose modelled
-// time (the busiest group's tiles x its busiest part) is least, if within 10% of the perfectly even
-// split (tiles x total cost / grid) and every group gets two tiles at least; else ctas = 0. (Larger P
-// first among equals: fewer tiles in flight.) `want` > 0 asks for that P alone, wherever its parts fit
-// (P <= block-rows <= kMaxPartRows, P <= grid).
+// The tile-sharing choice for `tiles` tiles on at most `grid` CTAs: among P of {6, 4, 3, 2} whose
+// groups get two tiles at least, the largest whose modelled time (the busiest group's tiles x its
+// busiest part) is within 5% of the least, if that is within 10% of the perfectly even split (tiles x
+// total cost / grid); else ctas = 0. Why the largest: fewer tiles in flight, and the model does not
+// see L2. Measured (H100, 2026-12-06, fused MLP, M = 50432, ms at 0.8 / 0.9 / 0.95): ViT-B P = 4
+// 0.367 / 0.194 / 0.125, P = 2 0.394 / 0.196 / 0.129, P = 6 0.387 / 0.195 / 0.146, contiguous ranges
+// 0.412-0.425 / 0.227-0.229 / 0.133-0.134; ViT-S (6 block-rows) P = 2 0.104 / 0.071 / 0.059, P = 4
+// 0.115 / 0.077 / 0.065, ranges 0.102 / 0.072-0.073 / 0.059. `want` > 0 asks for that P alone,
+// wherever its parts fit (P <= block-rows <= kMaxPartRows, P <= grid).
 inline BsrMlpTileParts bsr_mlp_choose_tile_parts(const std::vector<int64_t>& cost, int64_t tiles, int grid,
                                                 int want = 0) {
   int64_t total = 0;
   for (int64_t c : cost) total += c;
-  BsrMlpTileParts best;
-  double best_time = 0;
-  for (int P : {6, 4, 3, 2}) {
-    if (want > 0 && P != want) continue;
-    const int groups = grid / P;
-    if (groups < 1 || (want == 0 && tiles < 2 * static_cast<int64_t>(groups))) continue;
-    const BsrMlpTileParts t = bsr_mlp_tile_parts(cost, P);
-    if (t.ctas == 0) continue;
+  BsrMlpTileParts part[4];
+  double time[4] = {};
+  const int Ps[4] = {6, 4, 3, 2};
+  double least = 0;
+  for (int i = 0; i < 4; ++i) {
+    const int P = Ps[i], groups = grid / P;
+    if ((want > 0 && P != want) || groups < 1 || (want == 0 && tiles < 2 * static_cast<int64_t>(groups))) continue;
+    part[i] = bsr_mlp_tile_parts(cost, P);
+    if (part[i].ctas == 0) continue;
     int64_t most = 0;
-    for (int i = 0; i < P; ++i) {
+    for (int j = 0; j < P; ++j) {
       int64_t c = 0;
-      for (int k = t.begin[i]; k < t.begin[i + 1]; ++k) c += cost[t.rows[k]];
+      for (int k = part[i].begin[j]; k < part[i].begin[j + 1]; ++k) c += cost[part[i].rows[k]];
       most = std::max(most, c);
     }
-    const double time = static_cast<double>((tiles + groups - 1) / groups) * static_cast<double>(most);
-    if (best.ctas == 0 || time < best_time) best = t, best_time = time;
+    time[i] = static_cast<double>((tiles + groups - 1) / groups) * static_cast<double>(most);
+    if (least == 0 || time[i] < least) least = time[i];
+  }
+  if (least == 0) return BsrMlpTileParts{};
+  if (want > 0) {
+    for (int i = 0; i < 4; ++i)
+      if (part[i].ctas != 0) return part[i];
   }
   const double even = static_cast<double>(tiles) * static_cast<double>(total) / grid;
-  if (best.ctas != 0 && want == 0 && best_time > 1.1 * even) return BsrMlpTileParts{};
-  return best;
+  if (least > 1.1 * even) return BsrMlpTileParts{};
+  for (int i = 0; i < 4; ++i)  // (largest P first)
+    if (part[i].ctas != 0 && time[i] <= 1.05 * least) return part[i];
+  return BsrMlpTileParts{};
 }
 
 // A CTA's units in order, for both schedules: (tile, first block-row) pairs. Contiguous: the range of
