@@ -70,11 +70,15 @@ R (run on an H100, 2026-12-06 ~08:15 UTC): the y-resident kernel's producer warp
    as before) / auto / 2 / 4 / 6, alternating, ViT-B/16 bs256 block 64 with ranges and with the default,
    blocks 16 / 32 both linears (fc2 on the y-resident kernel; block 32 also forced onto it), ncu of the
    fused MLP's default (~400 s bare).
-U (not yet run): after R: the tile-sharing rule preferring the largest P within 5% (ViT-B: 4), the
+U (run on an H100, 2026-12-06 ~08:25 UTC): after R: the tile-sharing rule preferring the largest P within 5% (ViT-B: 4), the
    residual's L2 prefetch in the four-warpgroup fused MLP: every CudaBsr test, the fused MLP (default /
    no prefetch / ranges, alternating), ViT-B/16 bs256 block 64 both ways, fc2 block 32 y-resident
    against streamed (alternating, for its rule), ncu source profile of the y-resident kernel at block 16
    (~400 s bare).
+X (not yet run): the y-resident kernel's wide form at block 32 (384 output columns per unit, x from L2
+   twice instead of three times at N = 768; setmaxnreg): every CudaBsr test (defaults, then with
+   VITRT_BSR_YRES=1), fc2 block 32 y-resident against streamed alternating twice, blocks 16 / 32
+   sweep, ViT-B/16 bs256 at blocks 32 (both ways) and 16, ncu summary of the wide form (~420 s bare).
 Y2 (run on an H100, 2026-12-05 ~22:54 UTC): block 16's new default (y-resident for K > 768): the CudaBsr suite, the block-16 A/B against
    VITRT_BSR_YRES=0, ViT-B/16 bs256 block 16 both ways with operator profiles (~330 s bare).
 DESC
@@ -205,6 +209,38 @@ print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],
     timeout 60 ncu --import "$O/ncu_x.ncu-rep" --page details > "$O/det_x.txt" 2>&1
     python3 scripts/ncu_source_top.py "$O/src_x.csv" --top 25 > "$O/top_x.txt" 2>&1
     grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit|No Eligible|Active Warps Per|Issue Slots Busy" "$O/det_x.txt" | head -10; head -30 "$O/top_x.txt"
+    rm -f "$O"/*.ncu-rep
+    ;;
+  X)  # (see describe)
+    BUILD_TARGETS="$targets" OUT="$O/x" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
+    echo "SUMMARY: built at ${SECONDS} s"
+    for e in "" "VITRT_BSR_YRES=1"; do
+      (cd build-dev/tests && timeout 150 env $e ./test_cuda_bsr --gtest_filter='CudaBsr.*') > "$O/x.log" 2>&1
+      echo "SUMMARY: CudaBsr '${e:-default}' rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$O/x.log" | tr '\n' ' ') $(grep -c Failure "$O/x.log") failures (${SECONDS} s)"
+      grep -B3 -A12 -m2 'Failure' "$O/x.log" | head -40
+    done
+    for e in "VITRT_BSR_YRES=1" "" "VITRT_BSR_YRES=1" ""; do
+      timeout 60 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 32 --sparsities 0.8,0.82,0.84,0.86,0.88,0.9 \
+        --tokens 50432 --json "$O/b32.json" > "$O/b32.txt" 2>&1
+      echo "SUMMARY: fc2 block 32 '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('s%.2f %.4f (%.2fx) %s'%(r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:10]) for r in d['rows'] if r['N']==768))" "$O/b32.json" 2>&1 | tail -c 700)"
+    done
+    timeout 60 build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16 --sparsities 0.8,0.84,0.86,0.88,0.9 \
+      --tokens 50432 --json "$O/b16.json" > "$O/b16.txt" 2>&1
+    echo "SUMMARY: block 16 rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%s s%.2f %.4f (%.2fx)'%('fc1' if r['N']==3072 else 'fc2',r['sparsity'],r['bsr_ms'],r['speedup']) for r in d['rows']))" "$O/b16.json" 2>&1 | tail -c 700)"
+    for cfg in "32 VITRT_BSR_YRES=1" "32 " "16 "; do
+      set -- $cfg
+      b=$1; e=${2:-}
+      timeout 100 env $e build-dev/bin/vitrt bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block "$b" \
+        --dtype bf16 --iters 5 --json > "$O/vit.json" 2> "$O/vit.err"
+      echo "SUMMARY: vit_b_16 bs256 b$b '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('dense %.2f ms sparse %.2f ms speedup %.2fx (per round %.2fx)'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup'],d.get('speedup_median_of_rounds',0)))" "$O/vit.json" 2>&1 | tail -c 300)"
+    done
+    [ "$SECONDS" -lt "${X_BUDGET:-480}" ] || exit 0
+    timeout 100 env VITRT_BSR_YRES=1 ncu --clock-control none -k "regex:bsr_yres_kernel" --launch-skip 2 --launch-count 1 --section SpeedOfLight \
+      --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats -f -o "$O/ncu_w" \
+      build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 32 --sparsities 0.9 --tokens 50432 > "$O/ncu_w.log" 2>&1
+    echo "SUMMARY: ncu y-resident wide b32 rc=$?"
+    timeout 60 ncu --import "$O/ncu_w.ncu-rep" --page details > "$O/det_w.txt" 2>&1
+    grep -E "Duration|DRAM Throughput|L2 Cache Throughput|L2 Hit|No Eligible|Eligible Warps|Issue Slots" "$O/det_w.txt" | head -8
     rm -f "$O"/*.ncu-rep
     ;;
   U)  # (see describe)

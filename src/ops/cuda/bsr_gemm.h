@@ -146,15 +146,15 @@ void bsr_linear_bf16_stream(const void* x, int64_t M, const BsrDeviceView& w, co
                             const void* residual, void* y, int max_ctas = 0);
 
 // ---- Hopper kernel for blocks 16 / 32 and any K (bsr_gemm_yres.cu) ----
-// A unit is one 128-token tile and 256 output columns, whose fp32 accumulators stay in registers
-// while x's 64-column slabs stream past (TMA, only the slabs the group's blocks read) with the
-// group's stored blocks of each slab (bulk copies of `values_core_matrix`): x crosses from L2 once
-// per 256 output columns at any density. bias, GELU and a bf16 residual in the epilogue.
+// A unit is one 128-token tile and 256 output columns (384 at block 32), whose fp32 accumulators stay
+// in registers while x's 64-column slabs stream past (TMA, only the slabs the group's blocks read)
+// with the group's stored blocks of each slab (bulk copies of `values_core_matrix`): x crosses from
+// L2 once per group at any density. bias, GELU and a bf16 residual in the epilogue.
 // bsr_yres_supported: sm_90, block 16 or 32, bf16 output, N and K multiples of 64, the
 // (group, slab) mask table within shared memory, and `values_core_matrix` (or no blocks).
 // bsr_yres_selected: whether bsr_linear_bf16 takes it when the x-resident kernel does not:
-// VITRT_BSR_YRES=1 whenever supported (=cluster: in the cluster form, the token tile's groups sharing
-// each x slab by TMA multicast), =0 never; unset ("auto"): not yet (not measured).
+// VITRT_BSR_YRES=1 whenever supported, =0 never; unset ("auto"): block 16 where the x-resident kernel
+// does not take it (K > 768).
 bool bsr_yres_supported(const BsrDeviceView& w, DType out_dtype);
 bool bsr_yres_selected(int64_t M, const BsrDeviceView& w, DType out_dtype);
 // y[M, N] = act(x W^T + bias) + residual, bf16 (residual may be y itself); max_ctas > 0 caps the

@@ -1,5 +1,5 @@
-// Hopper block-sparse x dense linear for small blocks and long reductions: a 128 x 256 tile of y
-// resident in registers, x streamed past it in 64-column slabs, wgmma (sm_90a).
+// Hopper block-sparse x dense linear for small blocks and long reductions: a 128 x 256 (block 16) or
+// 128 x 384 (block 32) tile of y resident in registers, x streamed past it in 64-column slabs, wgmma (sm_90a).
 //
 // Why a fourth kernel: the MLP's second linear (3072 -> 768 in ViT-B) at block 16 ran on
 // bsr_gemm.cu's mma.sync kernel at 0.36-0.62x of cuBLASLt (0.8-0.9 sparsity, BENCHMARKS.md), and
@@ -8,12 +8,14 @@
 // per stored block of its column (~4.8 times at 90%) in 4 KB pieces, with one barrier round trip
 // per 16 x 16 block. The x-resident kernel, which made block 16 pay on the first linear, keeps all
 // of x's K columns in shared memory: K <= 768. This kernel turns that around. A unit is one
-// 128-token tile and one group of 256 output columns (16 block-rows of 16, 8 of 32):
-//  - the CTA keeps the unit's 128 x 256 fp32 accumulators in registers (two consumer warpgroups of
-//    64 tokens, 128 per thread) and walks x's 64-column slabs in order; a slab is loaded (TMA, one
+// 128-token tile and one group of 256 output columns at block 16 (16 block-rows), 384 at block 32
+// (12; YresCfg says why):
+//  - the CTA keeps the unit's 128 x 256 (384) fp32 accumulators in registers (two consumer warpgroups
+//    of 64 tokens, 128 (192) per thread) and walks x's 64-column slabs in order; a slab is loaded (TMA, one
 //    16 KB box in the 128-byte swizzle) only when some stored block of the group's rows lies in it,
 //    and every such block is multiplied while it is there (m64 x B x 16 wgmmas, operands in shared
-//    memory), so x crosses from L2 once per group (three times at N = 768), whatever the density;
+//    memory), so x crosses from L2 once per group (three times at N = 768 at block 16, twice at
+//    block 32), whatever the density;
 //  - which blocks a (group, slab) holds is one 64-bit mask (bit q * (64 / B) + j: block-row q of the
 //    group, block-column j of the slab), built per CTA in shared memory from row_ptr / col_idx;
 //    the accumulator set of block-row q is then picked by an unrolled loop over q (registers
@@ -66,7 +68,6 @@ namespace {
 using bf16 = __nv_bfloat16;
 
 constexpr int kTileM = 128;                       // tokens per unit: two consumer warpgroups of 64
-constexpr int kGroupCols = 256;                   // output columns per unit
 constexpr int kSlabCols = 64;                     // x slabs: 64 columns (128-byte rows)
 constexpr int kXBytes = kTileM * kSlabCols * 2;   // one slab of the tile: 16 KB
 constexpr int kXHalfBytes = kXBytes / 2;          // a consumer warpgroup's 64 rows
@@ -74,7 +75,6 @@ constexpr int kWBytes = 8 * 1024;                 // a slot's W blocks
 constexpr int kSlotBytes = kXBytes + kWBytes;
 constexpr int kSlots = 8;
 constexpr int kConsumerWarps = 8;
-constexpr int kThreads = 32 * kConsumerWarps + 32;  // + the producer warp
 constexpr size_t kAlignSlack = 1024;                // the x slabs start 1024-byte aligned (128-byte swizzle)
 constexpr size_t kMaxSmem = 227 * 1024;
 constexpr int kMaxMaskWords = 4096;                 // groups x slabs (32 KB of masks; with the slab bytes, see yres_mask_words)
@@ -82,6 +82,19 @@ static_assert(kSlotBytes % 1024 == 0, "every slot's x slab starts on a swizzle p
 
 template <int B>
 struct YresCfg {
+  // Output columns per unit: 256 at block 16 (its 16 block-rows x 4 block-columns of a slab fill the
+  // 64-bit (group, slab) mask); 384 at block 32, so that x crosses from L2 twice at N = 768 instead of
+  // three times (806 MB of L2 reads at M = 50432 and 90% sparsity instead of 1116: the kernel was
+  // reading L2 at ~5 TB/s, H100, 2026-12-06). Its 192 accumulators per thread need the producers'
+  // registers: a producer warpgroup (one thread of it works) hands them over (setmaxnreg).
+  static constexpr int kGroupCols = B == 32 ? 384 : 256;
+  static constexpr bool kWide = kGroupCols > 256;
+  static constexpr int kProducerWarps = kWide ? 4 : 1;
+  static constexpr int kThreads = 32 * (kConsumerWarps + kProducerWarps);
+  static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;  // (168 at 384 threads)
+  static constexpr int kConsumerRegs = 232, kProducerRegs = 40;  // (wide form)
+  static_assert(!kWide || 32 * (kConsumerWarps * kConsumerRegs + kProducerWarps * kProducerRegs) <= kThreads * kLaunchRegs,
+                "setmaxnreg must redistribute the launch's registers, not ask for more");
   static constexpr int RG = kGroupCols / B;          // block-rows per group
   static constexpr int KB = kSlabCols / B;           // block-columns per slab
   static constexpr unsigned kKbMask = (1u << KB) - 1;
@@ -90,7 +103,7 @@ struct YresCfg {
   static constexpr int kAcc = B / 2;                  // fp32 accumulators per thread per block-row (m64 x B)
   static constexpr int kChunks = B / 8;               // 16-byte chunks per W row (core-matrix layout)
   static_assert(RG * KB <= 64, "a (group, slab) mask is one 64-bit word");
-  static_assert(RG * kAcc == 128, "128 accumulators per thread");
+  static_assert(RG * kAcc == kGroupCols / 2, "a unit's accumulators: 64 rows x kGroupCols per warpgroup");
 };
 
 // [ring][full, empty barriers][masks]
@@ -127,10 +140,10 @@ __device__ __forceinline__ uint64_t next_part(uint64_t rest) {
 }
 
 template <int B, bool Gelu>
-__global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_constant__ YresArgs p) {
+__global__ void __launch_bounds__(YresCfg<B>::kThreads, 1) bsr_yres_kernel(const __grid_constant__ YresArgs p) {
 #if VITRT_WGMMA_ENABLED
   using C = YresCfg<B>;
-  constexpr int RG = C::RG, KB = C::KB;
+  constexpr int RG = C::RG, KB = C::KB, kThreads = C::kThreads, kGroupCols = C::kGroupCols;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((kAlignSlack - (ptx::smem_u32(smem_raw) & (kAlignSlack - 1))) & (kAlignSlack - 1));
   unsigned char* ring = smem;                                                       // [kSlots][x slab | W blocks]
@@ -159,7 +172,9 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
   }
   __syncthreads();
 
-  if (warp == kConsumerWarps) {
+  if (warp >= kConsumerWarps) {
+    if constexpr (C::kWide) ptx::setmaxnreg_dec<C::kProducerRegs>();
+    if (warp > kConsumerWarps) return;  // (the wide form's other producer warps only hand their registers over)
     // ---- producer warp. Per unit, per (group, slab) with blocks, per part: lane 0 the slab, and lane q
     // (q < RG) block-row q's run of the part's blocks (a row's blocks of one slab are consecutive in
     // storage: its cursor cur), at its place in the slot: after the part's blocks of rows 0 .. q - 1,
@@ -202,6 +217,7 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
       }
     }
   } else {
+    if constexpr (C::kWide) ptx::setmaxnreg_inc<C::kConsumerRegs>();
     // ---- consumer warpgroups: warpgroup h owns rows 64 h .. 64 h + 63 of each unit's tile, warp w4
     // rows 16 w4 .. 16 w4 + 15 of those; a thread holds rows g and g + 8 of its warp's 16, and of
     // each of the group's block-rows q the columns 8 j + 2 t and + 1 (acc[q]).
@@ -219,13 +235,16 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
       const int tile = u / p.groups, grp = u % p.groups;
       const int64_t wrow = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4;  // this warp's first row
       // The unit's residual lines into L2 now, so that the epilogue's loads do not wait for HBM (the
-      // warp's 16 rows x 4 lines of 128 bytes: two per lane).
-      if (p.residual != nullptr && grp * kGroupCols + 64 * (lane % 4) < p.N)
+      // warp's 16 rows x kGroupCols / 64 lines of 128 bytes: two or three per lane).
+      if (p.residual != nullptr) {
+        constexpr int kLines = kGroupCols / 64;
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const int64_t m = wrow + lane / 4 + 8 * i;
-          if (m < p.M) ptx::prefetch_l2(p.residual + m * p.N + grp * kGroupCols + 64 * (lane % 4));
+        for (int i = lane; i < 16 * kLines; i += 32) {
+          const int64_t m = wrow + i / kLines;
+          const int col = grp * kGroupCols + 64 * (i % kLines);
+          if (m < p.M && col < p.N) ptx::prefetch_l2(p.residual + m * p.N + col);
         }
+      }
       float acc[RG][C::kAcc];
 #pragma unroll
       for (int q = 0; q < RG; ++q)
@@ -272,12 +291,12 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
 #pragma unroll
       for (int piece = 0; piece < kGroupCols / 64; ++piece) {
         const int col0 = grp * kGroupCols + 64 * piece;
-        if (col0 >= p.N) break;  // (the last group of an N that is not a multiple of 256)
-        float2 bias[8];
+        if (col0 >= p.N) break;  // (the last group of an N that is not a multiple of kGroupCols)
+        __nv_bfloat162 bias[8];  // (widened at use: 8 registers fewer next to the wide form's 192 accumulators)
 #pragma unroll
         for (int j = 0; j < 8; ++j)
-          bias[j] = p.bias ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p.bias + col0 + 8 * j + 2 * t))
-                           : make_float2(0.f, 0.f);
+          bias[j] = p.bias ? *reinterpret_cast<const __nv_bfloat162*>(p.bias + col0 + 8 * j + 2 * t)
+                           : __floats2bfloat162_rn(0.f, 0.f);
         __nv_bfloat162 res[2][8];
 #pragma unroll
         for (int pass = 0; pass < 2; ++pass) {
@@ -295,7 +314,8 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
           for (int j = 0; j < 8; ++j) {
             const float* a = acc[piece * (64 / B) + j / (B / 8)];
             const int jj = j % (B / 8);
-            float v0 = a[4 * jj + 2 * pass] + bias[j].x, v1 = a[4 * jj + 2 * pass + 1] + bias[j].y;
+            const float2 b = __bfloat1622float2(bias[j]);
+            float v0 = a[4 * jj + 2 * pass] + b.x, v1 = a[4 * jj + 2 * pass + 1] + b.y;
             if constexpr (Gelu) v0 = dev::gelu_tanh_approx(v0), v1 = dev::gelu_tanh_approx(v1);
             const float2 r = __bfloat1622float2(res[pass][j]);
             v[j] = bsr_wgmma::pack_bf16x2(v0 + r.x, v1 + r.y);
@@ -318,6 +338,13 @@ __global__ void __launch_bounds__(kThreads, 1) bsr_yres_kernel(const __grid_cons
 #endif
 }
 
+// A kernel instance and its configuration, as a type (for the launcher).
+template <int B, bool Gelu>
+struct YresKernel {
+  static constexpr auto value = bsr_yres_kernel<B, Gelu>;
+  using Cfg = YresCfg<B>;
+};
+
 // VITRT_BSR_YRES: "1" wherever supported, "0" never; unset / other ("auto"): see bsr_yres_selected.
 enum class YresMode { Off, On, Auto };
 YresMode yres_mode() {
@@ -326,9 +353,13 @@ YresMode yres_mode() {
   return v;
 }
 
+// Output columns per unit at w's block (YresCfg::kGroupCols).
+int yres_group_cols(int block) { return block == 32 ? YresCfg<32>::kGroupCols : YresCfg<16>::kGroupCols; }
+
 // The (group, slab) mask words of w, or -1 when they do not fit shared memory next to the ring.
 int yres_mask_words(const BsrDeviceView& w) {
-  const int64_t groups = (w.rows + kGroupCols - 1) / kGroupCols, slabs = w.cols / kSlabCols;
+  const int gc = yres_group_cols(w.block);
+  const int64_t groups = (w.rows + gc - 1) / gc, slabs = w.cols / kSlabCols;
   if (groups * slabs > kMaxMaskWords) return -1;
   return yres_smem_bytes(static_cast<int>(groups * slabs)) <= kMaxSmem ? static_cast<int>(groups * slabs) : -1;
 }
@@ -360,12 +391,13 @@ void bsr_linear_bf16_yres(const void* x, int64_t M, const BsrDeviceView& w, cons
   check_bsr_linear_args(kOp, x, M, w, residual, y);
   VITRT_CHECK(bsr_yres_supported(w, DType::BF16), InvalidArgument, kOp,
               ": needs sm_90, block 16 or 32, N and K multiples of 64, at most ", kMaxMaskWords,
-              " (256-column group, 64-column slab) pairs and the core-matrix copy of the blocks (block ", w.block,
+              " (output-column group, 64-column slab) pairs and the core-matrix copy of the blocks (block ", w.block,
               ", N ", w.rows, ", K ", w.cols, ")");
   VITRT_CHECK(reinterpret_cast<uintptr_t>(bias) % 4 == 0, InvalidArgument, kOp,
               ": the bias must be 4-byte aligned (read as bf16 pairs)");
   VITRT_CHECK(M <= INT32_MAX - kTileM, InvalidArgument, kOp, ": too many tokens (", M, ")");
-  const int64_t tiles = (M + kTileM - 1) / kTileM, groups = (w.rows + kGroupCols - 1) / kGroupCols;
+  const int gc = yres_group_cols(w.block);
+  const int64_t tiles = (M + kTileM - 1) / kTileM, groups = (w.rows + gc - 1) / gc;
   VITRT_CHECK(tiles * groups <= INT32_MAX, InvalidArgument, kOp, ": too many work items");
   if (tiles * groups == 0) return;
   YresArgs a{};
@@ -385,12 +417,18 @@ void bsr_linear_bf16_yres(const void* x, int64_t M, const BsrDeviceView& w, cons
   const size_t smem = yres_smem_bytes(a.groups * a.slabs);
   int grid = static_cast<int>(std::min<int64_t>(a.units, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
+  auto run = [&](auto kernel_tag) {
+    constexpr auto kernel = decltype(kernel_tag)::value;
+    using C = typename decltype(kernel_tag)::Cfg;
+    if constexpr (C::kWide) bsr_wgmma::check_launch_registers<kernel>(C::kLaunchRegs, kOp, "VITRT_BSR_YRES=0 runs another kernel");
+    bsr_wgmma::launch<kernel>(a, grid, C::kThreads, smem, kMaxSmem);
+  };
   if (w.block == 16) {
-    if (gelu) bsr_wgmma::launch<bsr_yres_kernel<16, true>>(a, grid, kThreads, smem, kMaxSmem);
-    else bsr_wgmma::launch<bsr_yres_kernel<16, false>>(a, grid, kThreads, smem, kMaxSmem);
+    if (gelu) run(YresKernel<16, true>{});
+    else run(YresKernel<16, false>{});
   } else {
-    if (gelu) bsr_wgmma::launch<bsr_yres_kernel<32, true>>(a, grid, kThreads, smem, kMaxSmem);
-    else bsr_wgmma::launch<bsr_yres_kernel<32, false>>(a, grid, kThreads, smem, kMaxSmem);
+    if (gelu) run(YresKernel<32, true>{});
+    else run(YresKernel<32, false>{});
   }
 }
 

@@ -733,21 +733,6 @@ decltype(auto) with_form(const FormChoice& f, Fn&& fn) {
   return f.pipe ? fn(FormTag<false, true, 2, false>{}) : fn(FormTag<false, false, 2, false>{});
 }
 
-// The streamed forms hand registers from the producer warpgroup to the consumers (setmaxnreg),
-// which adds up only when ptxas compiled the kernel at exactly the launch count kLaunchRegs: at fewer,
-// a consumer's setmaxnreg.inc would wait forever for registers nobody released. Checked once per form,
-// so that another toolchain gives a clear error instead of a hang.
-template <auto Kernel>
-void check_launch_registers(int want, const char* op) {
-  static const int regs = [] {
-    cudaFuncAttributes attr{};
-    VITRT_CUDA_CHECK(cudaFuncGetAttributes(&attr, Kernel));
-    return attr.numRegs;
-  }();
-  VITRT_CHECK(regs == want, Error, op, ": compiled at ", regs, " registers per thread, but its register hand-over "
-              "assumes ", want, " (a different ptxas?); VITRT_BSR_MLP_FUSED=0 runs the two linears instead");
-}
-
 size_t smem_bytes(int slabs, int64_t schedule_ints) {
   return with_form(form_from_env(), [&](auto tag) { return decltype(tag)::F::smem_bytes(slabs, schedule_ints); });
 }
@@ -843,7 +828,8 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
     if constexpr (T::kStream) a.parts = tile_parts_for(schedule, tiles, grid, tile_ctas);
     if (a.parts.ctas > 0) grid = grid / a.parts.ctas * a.parts.ctas;
     constexpr auto kernel = bsr_mlp_fused_kernel<T::kPipe, T::kStream, T::kWarpgroups, T::kSplit>;
-    if constexpr (T::kStream) check_launch_registers<kernel>(T::F::kLaunchRegs, kOp);
+    if constexpr (T::kStream)
+      bsr_wgmma::check_launch_registers<kernel>(T::F::kLaunchRegs, kOp, "VITRT_BSR_MLP_FUSED=0 runs the two linears instead");
     bsr_wgmma::launch<kernel>(a, grid, T::F::kThreads, smem, kMaxSmem);
   });
 }

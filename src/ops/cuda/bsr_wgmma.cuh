@@ -13,6 +13,7 @@
 #include "ops/cuda/ptx.cuh"
 #include "ops/cuda/runtime.h"
 #include "ops/cuda/wgmma.cuh"
+#include "vitrt/error.h"
 
 namespace vitrt::cuda::bsr_wgmma {
 
@@ -121,6 +122,22 @@ void launch(const Args& args, int grid, int threads, size_t smem, size_t smem_li
   allow_dynamic_smem_once(Kernel, smem_limit, flag);
   Kernel<<<grid, threads, smem, current_stream()>>>(args);
   VITRT_CUDA_CHECK(cudaGetLastError());
+}
+
+// Kernels that hand registers from a producer warpgroup to their consumers (setmaxnreg) add up only
+// when ptxas compiled them at exactly the launch count `want` (65536 / threads, rounded down to 8):
+// at fewer, a consumer's setmaxnreg.inc would wait forever for registers nobody released. Checked
+// once per kernel, so that another toolchain gives a clear error instead of a hang; `fallback` says
+// what the user can do instead.
+template <auto Kernel>
+void check_launch_registers(int want, const char* op, const char* fallback) {
+  static const int regs = [] {
+    cudaFuncAttributes attr{};
+    VITRT_CUDA_CHECK(cudaFuncGetAttributes(&attr, Kernel));
+    return attr.numRegs;
+  }();
+  VITRT_CHECK(regs == want, Error, op, ": compiled at ", regs, " registers per thread, but its register hand-over "
+              "assumes ", want, " (a different ptxas?); ", fallback);
 }
 
 }  // namespace vitrt::cuda::bsr_wgmma
