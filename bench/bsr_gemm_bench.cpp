@@ -478,7 +478,7 @@ int main(int argc, char** argv) {
                 variant = env && *env ? std::string(env) + " (env)"
                           : cuda::bsr_xres_selected(M, view, epi.residual ? epi.residual->raw() : nullptr, DType::BF16)
                               ? std::string(cuda::bsr_xres_pairs(view) == 2 ? "x-resident x2 (sm_90)" : "x-resident (sm_90)")
-                          : cuda::bsr_yres_selected(M, view, DType::BF16)
+                          : cuda::bsr_yres_selected(M, view, epi.residual ? epi.residual->raw() : nullptr, DType::BF16)
                               ? std::string("y-resident (sm_90)")
                           : cuda::bsr_stream_selected(M, view, DType::BF16)
                               ? std::string("streamed (sm_90)")

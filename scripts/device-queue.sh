@@ -75,10 +75,14 @@ U (run on an H100, 2026-12-06 ~08:25 UTC): after R: the tile-sharing rule prefer
    no prefetch / ranges, alternating), ViT-B/16 bs256 block 64 both ways, fc2 block 32 y-resident
    against streamed (alternating, for its rule), ncu source profile of the y-resident kernel at block 16
    (~400 s bare).
-X (not yet run): the y-resident kernel's wide form at block 32 (384 output columns per unit, x from L2
+X (run on an H100, 2026-12-06 ~08:45 UTC): the y-resident kernel's wide form at block 32 (384 output columns per unit, x from L2
    twice instead of three times at N = 768; setmaxnreg): every CudaBsr test (defaults, then with
    VITRT_BSR_YRES=1), fc2 block 32 y-resident against streamed alternating twice, blocks 16 / 32
    sweep, ViT-B/16 bs256 at blocks 32 (both ways) and 16, ncu summary of the wide form (~420 s bare).
+Z (not yet run): after X: the y-resident epilogue loading the next 64 columns' residual early, block
+   32's rule (y-resident without a residual): every CudaBsr test (defaults, VITRT_BSR_YRES=1), blocks
+   16 / 32 with the epilogues (fc2: bias + residual) both ways, the plain sweep at blocks 16 / 32,
+   ViT-B/16 bs256 at block 16 and at block 32 forced onto the y-resident kernel (~380 s bare).
 Y2 (run on an H100, 2026-12-05 ~22:54 UTC): block 16's new default (y-resident for K > 768): the CudaBsr suite, the block-16 A/B against
    VITRT_BSR_YRES=0, ViT-B/16 bs256 block 16 both ways with operator profiles (~330 s bare).
 DESC
@@ -210,6 +214,33 @@ print('sparse eager profile:', ', '.join('%s x%d %.2f'%(r['op'][:40],r['calls'],
     python3 scripts/ncu_source_top.py "$O/src_x.csv" --top 25 > "$O/top_x.txt" 2>&1
     grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit|No Eligible|Active Warps Per|Issue Slots Busy" "$O/det_x.txt" | head -10; head -30 "$O/top_x.txt"
     rm -f "$O"/*.ncu-rep
+    ;;
+  Z)  # (see describe)
+    BUILD_TARGETS="$targets" OUT="$O/z" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
+    echo "SUMMARY: built at ${SECONDS} s"
+    for e in "" "VITRT_BSR_YRES=1"; do
+      (cd build-dev/tests && timeout 150 env $e ./test_cuda_bsr --gtest_filter='CudaBsr.*') > "$O/z.log" 2>&1
+      echo "SUMMARY: CudaBsr '${e:-default}' rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$O/z.log" | tr '\n' ' ') $(grep -c Failure "$O/z.log") failures (${SECONDS} s)"
+      grep -B3 -A12 -m2 'Failure' "$O/z.log" | head -40
+    done
+    for e in "VITRT_BSR_YRES=1" "VITRT_BSR_YRES=0" "VITRT_BSR_YRES=1"; do
+      timeout 60 env $e build-dev/bin/bsr_gemm_bench --quick --epilogue --dtypes bf16 --blocks 16,32 --sparsities 0.86,0.9 \
+        --tokens 50432 --json "$O/epi.json" > "$O/epi.txt" 2>&1
+      echo "SUMMARY: epilogues '$e' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%s b%d s%.2f %.4f (%.2fx) %s'%('fc1' if r['N']==3072 else 'fc2',r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:10]) for r in d['rows']))" "$O/epi.json" 2>&1 | tail -c 700)"
+    done
+    timeout 60 build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 16,32 --sparsities 0.8,0.84,0.86,0.88,0.9 \
+      --tokens 50432 --json "$O/b1632.json" > "$O/b1632.txt" 2>&1
+    echo "SUMMARY: blocks 16 / 32 rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%s b%d s%.2f %.4f (%.2fx) %s'%('fc1' if r['N']==3072 else 'fc2',r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:10]) for r in d['rows']))" "$O/b1632.json" 2>&1 | tail -c 1300)"
+    sed -n '/break-even/,$p' "$O/b1632.txt" | head -12
+    for cfg in "16 " "32 VITRT_BSR_YRES=1"; do
+      set -- $cfg
+      b=$1; e=${2:-}
+      timeout 100 env $e build-dev/bin/vitrt bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block "$b" \
+        --dtype bf16 --iters 5 --profile --json > "$O/vit.json" 2> "$O/vit.err"
+      echo "SUMMARY: vit_b_16 bs256 b$b '${e:-default}' rc=$?: $(python3 -c "
+import json,sys;d=json.load(open(sys.argv[1]))
+print('dense %.2f ms sparse %.2f ms speedup %.2fx (per round %.2fx); '%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup'],d.get('speedup_median_of_rounds',0))+'; '.join('%s %.3f'%(o['op'],o['ms']) for o in d['profile_sparse']['ops'] if 'bsr' in o['op']))" "$O/vit.json" 2>&1 | tail -c 500)"
+    done
     ;;
   X)  # (see describe)
     BUILD_TARGETS="$targets" OUT="$O/x" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'

@@ -966,7 +966,7 @@ void bsr_linear_bf16(const void* x, int64_t M, const BsrDeviceView& w, const voi
   } else if (bsr_xres_selected(M, w, residual, out_dtype)) {
     bsr_linear_bf16_xres(x, M, w, bias, gelu, y);  // Hopper, short K (bsr_gemm_xres.cu)
     return;
-  } else if (bsr_yres_selected(M, w, out_dtype)) {
+  } else if (bsr_yres_selected(M, w, residual, out_dtype)) {
     bsr_linear_bf16_yres(x, M, w, bias, gelu, residual, y);  // Hopper, blocks 16 / 32, any K (bsr_gemm_yres.cu)
     return;
   } else if (out_dtype == DType::BF16 && bsr_stream_selected(M, w, out_dtype)) {

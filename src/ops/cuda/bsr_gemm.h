@@ -154,9 +154,10 @@ void bsr_linear_bf16_stream(const void* x, int64_t M, const BsrDeviceView& w, co
 // (group, slab) mask table within shared memory, and `values_core_matrix` (or no blocks).
 // bsr_yres_selected: whether bsr_linear_bf16 takes it when the x-resident kernel does not:
 // VITRT_BSR_YRES=1 whenever supported, =0 never; unset ("auto"): block 16 where the x-resident kernel
-// does not take it (K > 768).
+// does not take it (K > 768), block 32 there without a residual (with one the streamed kernel was
+// faster: bsr_gemm_yres.cu).
 bool bsr_yres_supported(const BsrDeviceView& w, DType out_dtype);
-bool bsr_yres_selected(int64_t M, const BsrDeviceView& w, DType out_dtype);
+bool bsr_yres_selected(int64_t M, const BsrDeviceView& w, const void* residual, DType out_dtype);
 // y[M, N] = act(x W^T + bias) + residual, bf16 (residual may be y itself); max_ctas > 0 caps the
 // persistent grid (tests: several units per CTA). Throws InvalidArgument where not supported.
 void bsr_linear_bf16_yres(const void* x, int64_t M, const BsrDeviceView& w, const void* bias, bool gelu,

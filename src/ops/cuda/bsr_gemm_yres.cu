@@ -287,7 +287,25 @@ __global__ void __launch_bounds__(YresCfg<B>::kThreads, 1) bsr_yres_kernel(const
       if (prev_slot >= 0) release(prev_slot);
 
       // Epilogue, 64 columns at a time: bias, GELU and residual in fp32, rounded once, then whole
-      // lines (rows_to_lines: lanes 8 k .. 8 k + 7 hold rows 2 k and 2 k + 1 of each pass's 8).
+      // lines (rows_to_lines: lanes 8 k .. 8 k + 7 hold rows 2 k and 2 k + 1 of each pass's 8). The
+      // residual of a pass's rows for the next 64 columns is loaded right after this piece's pass is
+      // stored (volatile loads, so that they stay there): its latency then hides behind the next pass
+      // instead of opening each piece. In place stays safe: a warp reads and
+      // writes only its own rows, and the loads ahead read other columns than the stores they pass.
+      // (Why: with the residual loaded at each piece's start the wide form's epilogue took ~0.07 ms
+      // of 0.25 at ViT-B's fc2 with its residual, 90% sparse, M = 50432: H100, 2026-12-06.)
+      auto load_residual = [&](int pass, int col0, unsigned(&r)[8]) {
+        const int64_t m = wrow + g + 8 * pass;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          r[j] = 0;
+          if (p.residual != nullptr && m < p.M && col0 < p.N)
+            asm volatile("ld.global.cs.b32 %0, [%1];" : "=r"(r[j]) : "l"(p.residual + m * p.N + col0 + 8 * j + 2 * t));
+        }
+      };
+      unsigned res[2][8];  // bf16 pairs
+      load_residual(0, grp * kGroupCols, res[0]);
+      load_residual(1, grp * kGroupCols, res[1]);
 #pragma unroll
       for (int piece = 0; piece < kGroupCols / 64; ++piece) {
         const int col0 = grp * kGroupCols + 64 * piece;
@@ -297,16 +315,6 @@ __global__ void __launch_bounds__(YresCfg<B>::kThreads, 1) bsr_yres_kernel(const
         for (int j = 0; j < 8; ++j)
           bias[j] = p.bias ? *reinterpret_cast<const __nv_bfloat162*>(p.bias + col0 + 8 * j + 2 * t)
                            : __floats2bfloat162_rn(0.f, 0.f);
-        __nv_bfloat162 res[2][8];
-#pragma unroll
-        for (int pass = 0; pass < 2; ++pass) {
-          const int64_t m = wrow + g + 8 * pass;
-          const bool in = p.residual && m < p.M;
-#pragma unroll
-          for (int j = 0; j < 8; ++j)
-            res[pass][j] = in ? *reinterpret_cast<const __nv_bfloat162*>(p.residual + m * p.N + col0 + 8 * j + 2 * t)
-                              : __floats2bfloat162_rn(0.f, 0.f);
-        }
 #pragma unroll
         for (int pass = 0; pass < 2; ++pass) {
           unsigned v[8];
@@ -317,15 +325,16 @@ __global__ void __launch_bounds__(YresCfg<B>::kThreads, 1) bsr_yres_kernel(const
             const float2 b = __bfloat1622float2(bias[j]);
             float v0 = a[4 * jj + 2 * pass] + b.x, v1 = a[4 * jj + 2 * pass + 1] + b.y;
             if constexpr (Gelu) v0 = dev::gelu_tanh_approx(v0), v1 = dev::gelu_tanh_approx(v1);
-            const float2 r = __bfloat1622float2(res[pass][j]);
+            const float2 r = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&res[pass][j]));
             v[j] = bsr_wgmma::pack_bf16x2(v0 + r.x, v1 + r.y);
           }
           unsigned a4[4], b4[4];
-          rows_to_lines(v, lane, a4, b4);  // (after every lane's residual loads: in place stays safe)
+          rows_to_lines(v, lane, a4, b4);
           const int64_t m = wrow + 8 * pass + 2 * (lane / 8);  // a4's row; b4's is the next
           bf16* ya = p.y + m * p.N + col0 + 8 * (lane % 8);
           if (m < p.M) __stcs(reinterpret_cast<int4*>(ya), make_int4(a4[0], a4[1], a4[2], a4[3]));
           if (m + 1 < p.M) __stcs(reinterpret_cast<int4*>(ya + p.N), make_int4(b4[0], b4[1], b4[2], b4[3]));
+          if (piece + 1 < kGroupCols / 64) load_residual(pass, col0 + 64, res[pass]);  // the next piece's
         }
       }
     }
@@ -373,16 +382,18 @@ bool bsr_yres_supported(const BsrDeviceView& w, DType out_dtype) {
   return w.values_core_matrix != nullptr || w.nnz == 0;  // the blocks go by bulk copies of that copy
 }
 
-bool bsr_yres_selected(int64_t M, const BsrDeviceView& w, DType out_dtype) {
+bool bsr_yres_selected(int64_t M, const BsrDeviceView& w, const void* residual, DType out_dtype) {
   const YresMode mode = yres_mode();
   if (mode == YresMode::Off || !bsr_yres_supported(w, out_dtype)) return false;
   if (mode == YresMode::On) return true;
   // Auto: block 16 where the x-resident kernel does not take it (K > 768: the MLP's second linear),
   // measured 16-33% faster there than the mma.sync kernel it replaces (H100, 2026-12-05 22:41 UTC,
-  // BENCHMARKS.md). Block 32 stays on the streamed kernel (a tie at 0.86-0.9, slower at 0.8). M keeps
-  // the signature of the other kernels' rules.
+  // BENCHMARKS.md). Block 32 in its 384-column units without a residual: 13-22% less time than the
+  // streamed kernel at 0.8-0.9 on the fc2 shape (0.1817-0.1843 against 0.2205-0.2236 ms at 0.9, H100,
+  // 2026-12-06); with one (ViT-B/16's fc2 + residual) the streamed kernel was faster (0.213 against
+  // 0.247 ms per layer in the model), so it keeps those. M keeps the signature of the other kernels' rules.
   (void)M;
-  return w.block == 16;
+  return w.block == 16 || (w.block == 32 && residual == nullptr);
 }
 
 void bsr_linear_bf16_yres(const void* x, int64_t M, const BsrDeviceView& w, const void* bias, bool gelu,
