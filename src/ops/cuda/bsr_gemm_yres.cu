@@ -33,9 +33,14 @@
 // it: a slot is filled, waited for by every consumer warp, handed back by each, refilled);
 // tests/protocol/test_bsr_yres_layout.py models what a slot holds against what the consumers take it
 // to be (masks, parts, row cursors). Keep both in step.
-// Status (2026-12-05, H100): correct (every CudaBsr test through it); block 16's default for K > 768
-// (fc2 at 0.8-0.9: 0.54-0.72x of dense, from 0.36-0.62x).
-// Tried and taken out: a cluster form (2026-12-05, H100), in which the groups' CTAs of one token tile
+// Status (2026-12-06, H100): correct (every CudaBsr test through it, also forced); block 16's default
+// for K > 768 (fc2 at 0.8-0.9: 0.71-1.03x of dense with the producer warp, 0.54-0.72x before it),
+// block 32's there without a residual (fc2 @ 0.9 1.70x, the streamed kernel 1.42x).
+// Tried and taken out: the epilogue loading the next 64 columns' residual right after each pass's
+// stores (2026-12-06, H100, commit e0f699d): ptxas spilled 24-52 bytes per thread at 168 registers,
+// the plain linear ran ~5% slower (block 32 fc2 @ 0.9 0.1925 against 0.1817-0.1843 ms, block 16
+// 0.3154 against 0.2989-0.3021) and bias + residual only ~3% faster (0.243-0.245 against 0.2505).
+// A cluster form (2026-12-05, H100), in which the groups' CTAs of one token tile
 // shared each x slab by TMA multicast (x from L2 once per tile instead of once per group): correct,
 // and 1.5-2x slower than this form; removed on 2026-12-06 (commit e554abb has it).
 // Scope: sm_90, bf16 in and out, block 16 or 32, N and K multiples of 64, the mask table small
@@ -287,25 +292,7 @@ __global__ void __launch_bounds__(YresCfg<B>::kThreads, 1) bsr_yres_kernel(const
       if (prev_slot >= 0) release(prev_slot);
 
       // Epilogue, 64 columns at a time: bias, GELU and residual in fp32, rounded once, then whole
-      // lines (rows_to_lines: lanes 8 k .. 8 k + 7 hold rows 2 k and 2 k + 1 of each pass's 8). The
-      // residual of a pass's rows for the next 64 columns is loaded right after this piece's pass is
-      // stored (volatile loads, so that they stay there): its latency then hides behind the next pass
-      // instead of opening each piece. In place stays safe: a warp reads and
-      // writes only its own rows, and the loads ahead read other columns than the stores they pass.
-      // (Why: with the residual loaded at each piece's start the wide form's epilogue took ~0.07 ms
-      // of 0.25 at ViT-B's fc2 with its residual, 90% sparse, M = 50432: H100, 2026-12-06.)
-      auto load_residual = [&](int pass, int col0, unsigned(&r)[8]) {
-        const int64_t m = wrow + g + 8 * pass;
-#pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          r[j] = 0;
-          if (p.residual != nullptr && m < p.M && col0 < p.N)
-            asm volatile("ld.global.cs.b32 %0, [%1];" : "=r"(r[j]) : "l"(p.residual + m * p.N + col0 + 8 * j + 2 * t));
-        }
-      };
-      unsigned res[2][8];  // bf16 pairs
-      load_residual(0, grp * kGroupCols, res[0]);
-      load_residual(1, grp * kGroupCols, res[1]);
+      // lines (rows_to_lines: lanes 8 k .. 8 k + 7 hold rows 2 k and 2 k + 1 of each pass's 8).
 #pragma unroll
       for (int piece = 0; piece < kGroupCols / 64; ++piece) {
         const int col0 = grp * kGroupCols + 64 * piece;
@@ -315,6 +302,16 @@ __global__ void __launch_bounds__(YresCfg<B>::kThreads, 1) bsr_yres_kernel(const
         for (int j = 0; j < 8; ++j)
           bias[j] = p.bias ? *reinterpret_cast<const __nv_bfloat162*>(p.bias + col0 + 8 * j + 2 * t)
                            : __floats2bfloat162_rn(0.f, 0.f);
+        __nv_bfloat162 res[2][8];
+#pragma unroll
+        for (int pass = 0; pass < 2; ++pass) {
+          const int64_t m = wrow + g + 8 * pass;
+          const bool in = p.residual && m < p.M;
+#pragma unroll
+          for (int j = 0; j < 8; ++j)
+            res[pass][j] = in ? *reinterpret_cast<const __nv_bfloat162*>(p.residual + m * p.N + col0 + 8 * j + 2 * t)
+                              : __floats2bfloat162_rn(0.f, 0.f);
+        }
 #pragma unroll
         for (int pass = 0; pass < 2; ++pass) {
           unsigned v[8];
@@ -325,16 +322,15 @@ __global__ void __launch_bounds__(YresCfg<B>::kThreads, 1) bsr_yres_kernel(const
             const float2 b = __bfloat1622float2(bias[j]);
             float v0 = a[4 * jj + 2 * pass] + b.x, v1 = a[4 * jj + 2 * pass + 1] + b.y;
             if constexpr (Gelu) v0 = dev::gelu_tanh_approx(v0), v1 = dev::gelu_tanh_approx(v1);
-            const float2 r = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&res[pass][j]));
+            const float2 r = __bfloat1622float2(res[pass][j]);
             v[j] = bsr_wgmma::pack_bf16x2(v0 + r.x, v1 + r.y);
           }
           unsigned a4[4], b4[4];
-          rows_to_lines(v, lane, a4, b4);
+          rows_to_lines(v, lane, a4, b4);  // (after every lane's residual loads: in place stays safe)
           const int64_t m = wrow + 8 * pass + 2 * (lane / 8);  // a4's row; b4's is the next
           bf16* ya = p.y + m * p.N + col0 + 8 * (lane % 8);
           if (m < p.M) __stcs(reinterpret_cast<int4*>(ya), make_int4(a4[0], a4[1], a4[2], a4[3]));
           if (m + 1 < p.M) __stcs(reinterpret_cast<int4*>(ya + p.N), make_int4(b4[0], b4[1], b4[2], b4[3]));
-          if (piece + 1 < kGroupCols / 64) load_residual(pass, col0 + 64, res[pass]);  // the next piece's
         }
       }
     }
