@@ -40,6 +40,10 @@
 // stores (2026-12-06, H100, commit e0f699d): ptxas spilled 24-52 bytes per thread at 168 registers,
 // the plain linear ran ~5% slower (block 32 fc2 @ 0.9 0.1925 against 0.1817-0.1843 ms, block 16
 // 0.3154 against 0.2989-0.3021) and bias + residual only ~3% faster (0.243-0.245 against 0.2505).
+// Looked at in the SASS only (2026-12-06): the consumers walking a part's set bits instead of its 16
+// rows, each block's accumulator set picked by a switch: ptxas makes it a 64-bit find-first-set, a
+// three-level compare tree and an indirect branch, ~35 instructions per block against ~25 (the rows'
+// tests shared out) for the row walk at block 16, 90%: not pursued.
 // A cluster form (2026-12-05, H100), in which the groups' CTAs of one token tile
 // shared each x slab by TMA multicast (x from L2 once per tile instead of once per group): correct,
 // and 1.5-2x slower than this form; removed on 2026-12-06 (commit e554abb has it).
