@@ -135,6 +135,7 @@ struct YresArgs {
   const bf16* bias;       // [N] or null
   const bf16* residual;   // [M, N] or null (may be y itself: a warp reads its rows before it writes them)
   bf16* y;
+  int prefetch_slab;      // the residual's lines into L2 when the consumers reach this slab (0: the unit's start)
 };
 
 // A (group, slab)'s blocks in slot-sized parts: the lowest kCap set bits of `rest`, in bit order (the
@@ -243,9 +244,11 @@ __global__ void __launch_bounds__(YresCfg<B>::kThreads, 1) bsr_yres_kernel(const
     for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
       const int tile = u / p.groups, grp = u % p.groups;
       const int64_t wrow = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4;  // this warp's first row
-      // The unit's residual lines into L2 now, so that the epilogue's loads do not wait for HBM (the
-      // warp's 16 rows x kGroupCols / 64 lines of 128 bytes: two or three per lane).
-      if (p.residual != nullptr) {
+      // The unit's residual lines into L2 (the warp's 16 rows x kGroupCols / 64 lines of 128 bytes: two
+      // or three per lane), so that the epilogue's loads do not wait for HBM: at the unit's start, or
+      // when the consumers reach slab p.prefetch_slab (VITRT_BSR_YRES_PREFETCH, below).
+      auto prefetch_residual = [&]() {
+        if (p.residual == nullptr) return;
         constexpr int kLines = kGroupCols / 64;
 #pragma unroll
         for (int i = lane; i < 16 * kLines; i += 32) {
@@ -253,7 +256,8 @@ __global__ void __launch_bounds__(YresCfg<B>::kThreads, 1) bsr_yres_kernel(const
           const int col = grp * kGroupCols + 64 * (i % kLines);
           if (m < p.M && col < p.N) ptx::prefetch_l2(p.residual + m * p.N + col);
         }
-      }
+      };
+      if (p.prefetch_slab == 0) prefetch_residual();
       float acc[RG][C::kAcc];
 #pragma unroll
       for (int q = 0; q < RG; ++q)
@@ -263,6 +267,7 @@ __global__ void __launch_bounds__(YresCfg<B>::kThreads, 1) bsr_yres_kernel(const
       for (int q = 0; q < RG; ++q) wgmma::fence_operands(acc[q]);
       int prev_slot = -1;
       for (int s = 0; s < ns; ++s) {
+        if (s == p.prefetch_slab && s > 0) prefetch_residual();
         uint64_t rest = masks[grp * ns + s];
         while (rest != 0) {
           const uint64_t part = next_part<C::kCap>(rest);
@@ -347,6 +352,16 @@ __global__ void __launch_bounds__(YresCfg<B>::kThreads, 1) bsr_yres_kernel(const
 #endif
 }
 
+// VITRT_BSR_YRES_PREFETCH: "late" prefetches each unit's residual into L2 when its consumers reach the
+// last quarter of its slabs; unset / other: at the unit's start. Why late may pay: a unit takes ~30 us
+// at ViT-B's fc2 (M = 50432, 90%), in which ~150 MB pass through the 50 MB L2, so lines prefetched at
+// its start are likely gone by its epilogue; with bias + residual the kernel took ~0.06 ms more than
+// without at block 32 (H100, 2026-12-06). Not yet measured.
+int yres_prefetch_slab(int slabs) {
+  static const bool late = env_choice<bool>("VITRT_BSR_YRES_PREFETCH", {{"late", true}, {"start", false}}, false);
+  return late ? std::max(0, slabs - std::max(1, slabs / 4)) : 0;
+}
+
 // A kernel instance and its configuration, as a type (for the launcher).
 template <int B, bool Gelu>
 struct YresKernel {
@@ -425,6 +440,7 @@ void bsr_linear_bf16_yres(const void* x, int64_t M, const BsrDeviceView& w, cons
   a.bias = static_cast<const bf16*>(bias);
   a.residual = static_cast<const bf16*>(residual);
   a.y = static_cast<bf16*>(y);
+  a.prefetch_slab = yres_prefetch_slab(a.slabs);
   const size_t smem = yres_smem_bytes(a.groups * a.slabs);
   int grid = static_cast<int>(std::min<int64_t>(a.units, sm_count()));
   if (max_ctas > 0) grid = std::min(grid, max_ctas);
