@@ -677,9 +677,8 @@ struct FormTag {
 //    0.2275, @ 0.95 0.1503 / 0.1529; ViT-S @ 0.9 0.0802 / 0.0821. The price: 1.2e-3 relative against the
 //    two linears instead of 4e-5 (a bf16 step of y is 4e-3).
 // VITRT_BSR_MLP_TILE_CTAS: "0" each CTA a contiguous range of units; N (2-8) N CTAs per tile where it
-// fits (bsr_mlp_units.h); unset / other: shared tiles where bsr_mlp_choose_tile_parts models them
-// within 10% of an even split. Not yet measured (2026-12-06): the ncu profile that motivated it is
-// in bsr_mlp_units.h.
+// fits (bsr_mlp_units.h); unset / other: bsr_mlp_choose_tile_parts' choice (why, and what it measured:
+// bsr_mlp_units.h; ViT-B @ 0.9 on an H100 0.193-0.196 ms against 0.227-0.234 with ranges).
 int tile_ctas_from_env() {
   static const int v = [] {
     const char* e = std::getenv("VITRT_BSR_MLP_TILE_CTAS");

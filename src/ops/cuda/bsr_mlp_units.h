@@ -3,8 +3,9 @@
 //
 // A unit is a token tile and one fc2 block-row in the streamed forms (nothing of a tile stays in
 // shared memory across its block-rows), a whole tile in the resident form; `tile_units` units per
-// tile, tile-major. A CTA takes a contiguous range, so that a tile's block-rows run one after another
-// on one SM while its x rows are in L2, and the ranges differ by at most one unit; or, with
+// tile, tile-major. Contiguous ranges (the resident form; the streamed forms where tiles are not
+// shared, below): a CTA takes a range, meant to run a tile's block-rows one after another on one SM
+// while its x rows are in L2 (they were not: see below), and the ranges differ by at most one unit; or, with
 // `whole_tiles`, by at most one tile, every range whole tiles: a tile split between two CTAs is read
 // from memory by both, at the end of one's range and the start of the other's, far apart in time.
 // (A stride of the grid would give every CTA the same block-row whenever the SM count is a multiple of
