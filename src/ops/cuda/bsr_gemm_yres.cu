@@ -127,7 +127,7 @@ struct YresArgs {
   int N;
   int block_rows;  // N / B
   int slabs;       // K / 64
-  int groups;      // ceil(N / 256)
+  int groups;      // ceil(N / kGroupCols)
   int units;       // token tiles x groups
   const int32_t* row_ptr;
   const int32_t* col_idx;
