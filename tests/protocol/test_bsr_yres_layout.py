@@ -5,7 +5,8 @@ The kernel's ring protocol is bsr_gemm_stream.cu's (test_bsr_stream_protocol.py 
 stand for blocks there). What is particular to this kernel is the agreement between the two roles on
 the contents of a slot, which no barrier checks:
 - masks[group][slab]: bit q * KB + j for each stored block of block-row group * RG + q in block-column
-  slab * KB + j (RG = 256 / B rows per group, KB = 64 / B columns per slab), built from the CSR
+  slab * KB + j (RG = G / B rows per group of G output columns: 256 at block 16, 384 at block 32;
+  KB = 64 / B columns per slab), built from the CSR
   structure (row_ptr, col_idx; columns sorted within a row);
 - both roles cut each nonzero mask into parts of at most CAP set bits (the lowest first; CAP = 8 KB of
   blocks: 16 at block 16, 4 at block 32);
@@ -16,7 +17,7 @@ the contents of a slot, which no barrier checks:
   the next block of the slot as W[group * RG + q, slab * KB + j], multiplies it with x's column block
   slab * KB + j into accumulator set q.
 
-Checked on random weights (ragged, empty, full, ~90% sparse, N not a multiple of 256): every stored
+Checked on random weights (ragged, empty, full, ~90% sparse, N not a multiple of G): every stored
 block is multiplied exactly once, into the set of its row and against its own column of x; parts
 never hold more than CAP blocks. The unsafe variants must be caught, so the model is not vacuous:
 parts cut from the highest bits on one side, a producer that places each row's run after the rows above
@@ -28,9 +29,15 @@ import random
 import pytest
 
 
+def group_cols(B):
+    return 384 if B == 32 else 256  # YresCfg::kGroupCols
+
+
 def masks_of(row_ptr, col_idx, block_rows, slabs, B):
-    RG, KB = 256 // B, 64 // B
-    groups = (block_rows * B + 255) // 256
+    G = group_cols(B)
+    RG, KB = G // B, 64 // B
+    assert RG * KB <= 64, "a (group, slab) mask is one 64-bit word"
+    groups = (block_rows * B + G - 1) // G
     masks = [[0] * slabs for _ in range(groups)]
     for r in range(block_rows):
         grp, q = divmod(r, RG)
@@ -49,7 +56,7 @@ def next_part(rest, cap, high_first=False):
 
 
 def run(B, row_ptr, col_idx, block_rows, slabs, consumer_high_first=False, producer_offset_from_high=False):
-    RG, KB = 256 // B, 64 // B
+    RG, KB = group_cols(B) // B, 64 // B
     cap = 8192 // (B * B * 2)
     masks = masks_of(row_ptr, col_idx, block_rows, slabs, B)
     used = [0] * len(col_idx)  # times each stored block was multiplied
@@ -111,7 +118,8 @@ def random_bsr(rng, block_rows, block_cols, kind):
     return row_ptr, col_idx
 
 
-CASES = [(B, N, K, kind) for B in (16, 32) for (N, K) in ((320, 192), (256, 3072), (768, 3072), (192, 640), (64, 64))
+CASES = [(B, N, K, kind) for B in (16, 32)
+         for (N, K) in ((320, 192), (256, 3072), (768, 3072), (192, 640), (64, 64), (448, 128))
          for kind in ("ragged", "empty", "full", "sparse")]
 
 
