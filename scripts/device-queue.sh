@@ -3,7 +3,7 @@
 # first: a machine idle for 30 s goes back, so a later call may start bare). Usage on the device
 # machine (carry .deps):
 #   scripts/device-queue.sh list          # what each step runs
-#   OUT=$OUT scripts/device-queue.sh H    # ~420 s with a bare machine's build
+#   OUT=$OUT scripts/device-queue.sh H    # ~380 s with a bare machine's build; then H2, warm
 # Steps that ran are listed with where their commands are (this file's git history); the A/B forms
 # they compared and lost are gone from the code. BENCHMARKS.md has what each measured.
 set -uo pipefail
@@ -16,10 +16,12 @@ describe() {
   cat <<'DESC'
 H (not yet run; for the next session, on an H200 if one comes: the standing table is set there): every
    CudaBsr test (defaults, then VITRT_BSR_YRES=1 and VITRT_BSR_YRES_PREFETCH=late), the defaults' bf16
-   sweep with break-even and the issue's targets, the fused MLP (default / contiguous ranges,
-   alternating), ViT-B/16 bs256 at blocks 64 / 32 / 16, then the prepared y-resident A/B: the residual
-   prefetched late against at the unit's start, with bias + residual at blocks 16 / 32 and in ViT-B/16
-   at block 16 (~420 s bare; H_BUDGET caps the A/B part).
+   sweep with break-even and the issue's targets, the fused MLP's A/B (default / contiguous ranges /
+   split rings / three warpgroups pipelined: the forms that lost before the tiles were shared, when
+   DRAM re-reads hid what they save), ViT-B/16 bs256 at block 64 (~380 s bare).
+H2 (right after H, warm: ~150 s): ViT-B/16 bs256 at blocks 32 / 16, then the y-resident A/B: the
+   residual prefetched late against at the unit's start, with bias + residual at blocks 16 / 32 and in
+   ViT-B/16 at blocks 16 / 32.
 T: the standing table's measurements alone: the defaults' bf16 sweep with break-even and ViT-B/16
    bs256 at 90% in blocks 64 / 32 / 16 (~250 s warm, ~430 bare).
 Run on 2026-12-06 (H100s, though an H200 was asked for each time; BENCHMARKS.md, that day's sections):
@@ -96,9 +98,12 @@ case "$step" in
     build h
     cudabsr_tests "" "VITRT_BSR_YRES=1 VITRT_BSR_YRES_PREFETCH=late"
     bf16_sweep 100
-    mlp_runs "" "VITRT_BSR_MLP_TILE_CTAS=0" ""
-    vit_bs256 64 32 16
-    [ "$SECONDS" -lt "${H_BUDGET:-460}" ] || exit 0
+    mlp_runs "" "VITRT_BSR_MLP_TILE_CTAS=0" "VITRT_BSR_MLP_SPLIT=1" "VITRT_BSR_MLP_WARPGROUPS=3" ""
+    vit_bs256 64
+    ;;
+  H2)  # (see describe)
+    build h2
+    vit_bs256 32 16
     epilogue_runs "VITRT_BSR_YRES=1" "VITRT_BSR_YRES=1 VITRT_BSR_YRES_PREFETCH=late" "VITRT_BSR_YRES=1" \
       "VITRT_BSR_YRES=1 VITRT_BSR_YRES_PREFETCH=late"
     vit_bs256 "16:VITRT_BSR_YRES_PREFETCH=late" "32:VITRT_BSR_YRES=1" "32:VITRT_BSR_YRES=1 VITRT_BSR_YRES_PREFETCH=late"
