@@ -15,7 +15,8 @@ O=${OUT:-device-out}
 describe() {
   cat <<'DESC'
 H (not yet run; for the next session, on an H200 if one comes: the standing table is set there): every
-   CudaBsr test (defaults, then VITRT_BSR_YRES=1 and VITRT_BSR_YRES_PREFETCH=late), the defaults' bf16
+   CudaBsr test (defaults, then VITRT_BSR_YRES=1 and VITRT_BSR_YRES_PREFETCH=late; the fused MLP's
+   tests in its split-ring and three-warpgroup forms, which now share tiles too), the defaults' bf16
    sweep with break-even and the issue's targets, the fused MLP's A/B (default / contiguous ranges /
    split rings / three warpgroups pipelined: the forms that lost before the tiles were shared, when
    DRAM re-reads hid what they save), ViT-B/16 bs256 at block 64 (~380 s bare).
@@ -35,10 +36,11 @@ Run on 2026-12-05: A-J, K, L, M, R, S, Y1, Y2 (`git show e554abb:scripts/device-
 DESC
 }
 
-# Every CudaBsr GPU test under each environment setting ("" = the defaults), failures shown.
+# Every CudaBsr GPU test (or those of $CUDABSR_FILTER) under each environment setting ("" = the
+# defaults), failures shown.
 cudabsr_tests() {
   for e in "$@"; do
-    (cd build-dev/tests && timeout 150 env $e ./test_cuda_bsr --gtest_filter='CudaBsr.*') > "$O/cudabsr.log" 2>&1
+    (cd build-dev/tests && timeout 150 env $e ./test_cuda_bsr --gtest_filter="${CUDABSR_FILTER:-CudaBsr.*}") > "$O/cudabsr.log" 2>&1
     echo "SUMMARY: CudaBsr '${e:-default}' rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$O/cudabsr.log" | tr '\n' ' ') $(grep -c Failure "$O/cudabsr.log") failures (${SECONDS} s)"
     grep -B3 -A12 -m2 'Failure' "$O/cudabsr.log" | head -40
   done
@@ -97,6 +99,8 @@ case "$step" in
   H)  # (see describe)
     build h
     cudabsr_tests "" "VITRT_BSR_YRES=1 VITRT_BSR_YRES_PREFETCH=late"
+    CUDABSR_FILTER='CudaBsr.FusedMlp*:CudaBsr.*Vit*' cudabsr_tests "VITRT_BSR_MLP_SPLIT=1 VITRT_BSR_MLP_FUSED=1" \
+      "VITRT_BSR_MLP_WARPGROUPS=3 VITRT_BSR_MLP_FUSED=1"
     bf16_sweep 100
     mlp_runs "" "VITRT_BSR_MLP_TILE_CTAS=0" "VITRT_BSR_MLP_SPLIT=1" "VITRT_BSR_MLP_WARPGROUPS=3" ""
     vit_bs256 64
