@@ -406,7 +406,9 @@ bool bsr_yres_selected(int64_t M, const BsrDeviceView& w, const void* residual, 
   // BENCHMARKS.md). Block 32 in its 384-column units without a residual: 13-22% less time than the
   // streamed kernel at 0.8-0.9 on the fc2 shape (0.1817-0.1843 against 0.2205-0.2236 ms at 0.9, H100,
   // 2026-12-06); with one (ViT-B/16's fc2 + residual) the streamed kernel was faster (0.213 against
-  // 0.247 ms per layer in the model), so it keeps those. M keeps the signature of the other kernels' rules.
+  // 0.247 ms per layer in the model), so it keeps those. (Measured at ViT-B's fc2 shape only; ViT-L /
+  // ViT-H shapes and a GELU epilogue follow the rule unmeasured.) M keeps the signature of the other
+  // kernels' rules.
   (void)M;
   return w.block == 16 || (w.block == 32 && residual == nullptr);
 }
