@@ -760,6 +760,13 @@ bool bsr_mlp_fused_fills_gpu(int64_t M, int groups) {
   return with_form(form_from_env(), [&](auto tag) { return decltype(tag)::F::units(tiles, groups); }) >= sm_count();
 }
 
+// The persistent grid of form F for `tiles` tiles: a CTA per unit, at most one per SM (and max_ctas > 0).
+template <class F>
+int persistent_grid(int64_t tiles, int groups, int max_ctas) {
+  const int grid = static_cast<int>(std::min<int64_t>(F::units(tiles, groups), sm_count()));
+  return max_ctas > 0 ? std::min(grid, max_ctas) : grid;
+}
+
 int bsr_mlp_fused_tile_ctas(int64_t M, const BsrMlpDeviceSchedule& schedule, int max_ctas, int tile_ctas) {
   return with_form(form_from_env(), [&](auto tag) {
     using T = decltype(tag);
@@ -767,8 +774,7 @@ int bsr_mlp_fused_tile_ctas(int64_t M, const BsrMlpDeviceSchedule& schedule, int
       return 0;
     } else {
       const int64_t tiles = (M + T::F::kTileM - 1) / T::F::kTileM;
-      int grid = static_cast<int>(std::min<int64_t>(T::F::units(tiles, schedule.groups), sm_count()));
-      if (max_ctas > 0) grid = std::min(grid, max_ctas);
+      const int grid = persistent_grid<typename T::F>(tiles, schedule.groups, max_ctas);
       return tiles > 0 ? tile_parts_for(schedule, tiles, grid, tile_ctas).ctas : 0;
     }
   });
@@ -821,8 +827,7 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
     using T = decltype(tag);
     const int64_t units = T::F::units(tiles, a.groups);
     VITRT_CHECK(units <= INT32_MAX, InvalidArgument, kOp, ": too many tokens x block-rows (", M, " x ", a.groups, ")");
-    int grid = static_cast<int>(std::min<int64_t>(units, sm_count()));
-    if (max_ctas > 0) grid = std::min(grid, max_ctas);
+    int grid = persistent_grid<typename T::F>(tiles, a.groups, max_ctas);
     a.whole_tiles = T::kStream && bsr_mlp_whole_tiles(tiles, grid) ? 1 : 0;
     if constexpr (T::kStream) a.parts = tile_parts_for(schedule, tiles, grid, tile_ctas);
     if (a.parts.ctas > 0) grid = grid / a.parts.ctas * a.parts.ctas;

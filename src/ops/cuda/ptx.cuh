@@ -42,15 +42,12 @@ __device__ __forceinline__ void ldsm_x4_t(unsigned& r0, unsigned& r1, unsigned& 
 }
 // Stores four 8x8 bf16 matrices whose fragments are in mma accumulator order (thread t holds row
 // t / 4, columns 2 (t % 4) and + 1 of each, as a bf16 pair); lanes 8 i .. 8 i + 7 give the
-// addresses of matrix i's 8 rows (16 bytes each). sm_90. stsm_x4_at takes the shared-memory address
-// (smem_u32), for loops that keep it in a register.
+// addresses of matrix i's 8 rows (16 bytes each), at a shared-memory address (smem_u32), which
+// loops keep in a register. sm_90.
 __device__ __forceinline__ void stsm_x4_at(unsigned addr, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1), "r"(r2),
                "r"(r3)
                : "memory");
-}
-__device__ __forceinline__ void stsm_x4(void* p, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
-  stsm_x4_at(smem_u32(p), r0, r1, r2, r3);
 }
 // 16 bytes from a shared-memory address (smem_u32).
 __device__ __forceinline__ uint4 lds_v4_at(unsigned addr) {
@@ -58,7 +55,7 @@ __device__ __forceinline__ uint4 lds_v4_at(unsigned addr) {
   asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr) : "memory");
   return v;
 }
-// Two matrices (lanes 0-15 give the row addresses); as stsm_x4 otherwise.
+// Two matrices (lanes 0-15 give the row addresses); as stsm_x4_at otherwise.
 __device__ __forceinline__ void stsm_x2(void* p, unsigned r0, unsigned r1) {
   asm volatile("stmatrix.sync.aligned.m8n8.x2.shared.b16 [%0], {%1, %2};\n" ::"r"(smem_u32(p)), "r"(r0), "r"(r1)
                : "memory");
