@@ -22,7 +22,7 @@ H (not yet run; for the next session, on an H200 if one comes: the standing tabl
    DRAM re-reads hid what they save), ViT-B/16 bs256 at block 64 (~380 s bare).
 H2 (right after H, warm: ~150 s): ViT-B/16 bs256 at blocks 32 / 16, then the y-resident A/B: the
    residual prefetched late against at the unit's start, with bias + residual at blocks 16 / 32 and in
-   ViT-B/16 at blocks 16 / 32.
+   ViT-B/16 at blocks 16 / 32; ncu of the fused MLP (default form, ViT-B @ 0.9).
 T: the standing table's measurements alone: the defaults' bf16 sweep with break-even and ViT-B/16
    bs256 at 90% in blocks 64 / 32 / 16 (~250 s warm, ~430 bare).
 Run on 2026-12-06 (H100s, though an H200 was asked for each time; BENCHMARKS.md, that day's sections):
@@ -89,6 +89,19 @@ epilogue_runs() {
   done
 }
 
+# ncu of the fused MLP's default form at ViT-B @ 0.9 (64-blocks): where its time goes with the tiles
+# shared (source lines by stall, warp states, memory).
+ncu_fused() {
+  timeout 150 ncu --clock-control none -k "regex:bsr_mlp_fused_kernel" --launch-skip 2 --launch-count 1 --section SourceCounters \
+    --section WarpStateStats --section SpeedOfLight --section MemoryWorkloadAnalysis --section SchedulerStats -f -o "$O/ncu_m" \
+    build-dev/bin/bsr_gemm_bench --mlp --blocks 64 --sparsities 0.9 --tokens 50432 --iters 3 --warmup 1 > "$O/ncu_m.log" 2>&1
+  echo "SUMMARY: ncu fused MLP default rc=$? (${SECONDS} s)"
+  timeout 60 ncu --import "$O/ncu_m.ncu-rep" --page source --print-source sass --csv > "$O/src_m.csv" 2>&1
+  timeout 60 ncu --import "$O/ncu_m.ncu-rep" --page details > "$O/det_m.txt" 2>&1
+  python3 scripts/ncu_source_top.py "$O/src_m.csv" --top 25 > "$O/top_m.txt" 2>&1
+  rm -f "$O"/*.ncu-rep "$O/src_m.csv"
+}
+
 build() {
   BUILD_TARGETS="$targets" OUT="$O/$1" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
   echo "SUMMARY: built at ${SECONDS} s"
@@ -111,6 +124,7 @@ case "$step" in
     epilogue_runs "VITRT_BSR_YRES=1" "VITRT_BSR_YRES=1 VITRT_BSR_YRES_PREFETCH=late" "VITRT_BSR_YRES=1" \
       "VITRT_BSR_YRES=1 VITRT_BSR_YRES_PREFETCH=late"
     vit_bs256 "16:VITRT_BSR_YRES_PREFETCH=late" "32:VITRT_BSR_YRES=1" "32:VITRT_BSR_YRES=1 VITRT_BSR_YRES_PREFETCH=late"
+    ncu_fused
     ;;
   T)  # (see describe)
     build t
