@@ -3,7 +3,7 @@
 # first: a machine idle for 30 s goes back, so a later call may start bare). Usage on the device
 # machine (carry .deps):
 #   scripts/device-queue.sh list          # what each step runs
-#   OUT=$OUT scripts/device-queue.sh H    # ~380 s with a bare machine's build; then H2, warm
+#   OUT=$OUT scripts/device-queue.sh I    # ~330 s with a bare machine's build
 # Steps that ran are listed with where their commands are (this file's git history); the A/B forms
 # they compared and lost are gone from the code. BENCHMARKS.md has what each measured.
 set -uo pipefail
@@ -14,18 +14,17 @@ O=${OUT:-device-out}
 
 describe() {
   cat <<'DESC'
-H (not yet run; for the next session, on an H200 if one comes: the standing table is set there): every
-   CudaBsr test (defaults, then VITRT_BSR_YRES=1 and VITRT_BSR_YRES_PREFETCH=late; the fused MLP's
-   tests in its split-ring and three-warpgroup forms, which now share tiles too), the defaults' bf16
-   sweep with break-even and the issue's targets, the fused MLP's A/B (default / contiguous ranges /
-   split rings / three warpgroups pipelined: the forms that lost before the tiles were shared, when
-   DRAM re-reads hid what they save), ViT-B/16 bs256 at block 64 (~380 s bare).
-H2 (right after H, warm: ~150 s): ViT-B/16 bs256 at blocks 32 / 16, then the y-resident A/B: the
-   residual prefetched late against at the unit's start, with bias + residual at blocks 16 / 32 and in
-   ViT-B/16 at blocks 16 / 32; ncu of the fused MLP (default form, ViT-B @ 0.9).
+I (not yet run): the fused MLP with its biases in shared memory (fp32; added at the GELU from there)
+   and the residual's loads ahead of the last fc2 wait (VITRT_BSR_MLP_RES_EARLY=0 the old place),
+   the y-resident kernel's residual prefetched late by default (=start the old way): every CudaBsr test
+   (defaults, RES_EARLY=0, YRES=1 with PREFETCH=start), the fused MLP's tests in its other streamed
+   forms and the resident one, the fused MLP A/B alternated, ViT-B/16 bs256 at block 64, blocks 16 / 32
+   with the ViT's epilogues and ViT-B/16 at block 32 streamed against y-resident (late), ncu of the fused
+   MLP (source counters, as call 6 of 2026-12-06 ~10:00: 103.9 M warp instructions, 181.7 us) (~330 s bare).
 T: the standing table's measurements alone: the defaults' bf16 sweep with break-even and ViT-B/16
    bs256 at 90% in blocks 64 / 32 / 16 (~250 s warm, ~430 bare).
 Run on 2026-12-06 (H100s, though an H200 was asked for each time; BENCHMARKS.md, that day's sections):
+   H, H2 (`git show 74de1f6:scripts/device-queue.sh`, H2's ncu of the fused MLP in this file's history);
    N, Q, R, U, X, Z (`git show 9ce7631:scripts/device-queue.sh`): the morning's prepared commits, ncu
    profiles of the y-resident kernel and the fused MLP, the fused MLP's shared tiles and residual
    prefetch, the y-resident producer warp and block 32's 384-column units, the early residual loads
@@ -99,7 +98,7 @@ ncu_fused() {
   timeout 60 ncu --import "$O/ncu_m.ncu-rep" --page source --print-source sass --csv > "$O/src_m.csv" 2>&1
   timeout 60 ncu --import "$O/ncu_m.ncu-rep" --page details > "$O/det_m.txt" 2>&1
   python3 scripts/ncu_source_top.py "$O/src_m.csv" --top 25 > "$O/top_m.txt" 2>&1
-  rm -f "$O"/*.ncu-rep "$O/src_m.csv"
+  gzip -f "$O/src_m.csv"; rm -f "$O"/*.ncu-rep
 }
 
 build() {
@@ -109,22 +108,19 @@ build() {
 
 case "$step" in
   list) describe ;;
-  H)  # (see describe)
-    build h
-    cudabsr_tests "" "VITRT_BSR_YRES=1 VITRT_BSR_YRES_PREFETCH=late"
+  I)  # (see describe)
+    build i
+    cudabsr_tests "" "VITRT_BSR_MLP_RES_EARLY=0" "VITRT_BSR_YRES=1 VITRT_BSR_YRES_PREFETCH=start"
     CUDABSR_FILTER='CudaBsr.FusedMlp*:CudaBsr.*Vit*' cudabsr_tests "VITRT_BSR_MLP_SPLIT=1 VITRT_BSR_MLP_FUSED=1" \
-      "VITRT_BSR_MLP_WARPGROUPS=3 VITRT_BSR_MLP_FUSED=1"
-    bf16_sweep 100
-    mlp_runs "" "VITRT_BSR_MLP_TILE_CTAS=0" "VITRT_BSR_MLP_SPLIT=1" "VITRT_BSR_MLP_WARPGROUPS=3" ""
+      "VITRT_BSR_MLP_WARPGROUPS=3 VITRT_BSR_MLP_FUSED=1" "VITRT_BSR_MLP_WARPGROUPS=3 VITRT_BSR_MLP_PIPE=0 VITRT_BSR_MLP_FUSED=1" \
+      "VITRT_BSR_MLP_WARPGROUPS=4 VITRT_BSR_MLP_SPLIT=1 VITRT_BSR_MLP_FUSED=1" "VITRT_BSR_MLP_STREAM=0 VITRT_BSR_MLP_FUSED=1"
+    mlp_runs "" "VITRT_BSR_MLP_RES_EARLY=0" "" "VITRT_BSR_MLP_RES_EARLY=0"
     vit_bs256 64
-    ;;
-  H2)  # (see describe)
-    build h2
-    vit_bs256 32 16
-    epilogue_runs "VITRT_BSR_YRES=1" "VITRT_BSR_YRES=1 VITRT_BSR_YRES_PREFETCH=late" "VITRT_BSR_YRES=1" \
-      "VITRT_BSR_YRES=1 VITRT_BSR_YRES_PREFETCH=late"
-    vit_bs256 "16:VITRT_BSR_YRES_PREFETCH=late" "32:VITRT_BSR_YRES=1" "32:VITRT_BSR_YRES=1 VITRT_BSR_YRES_PREFETCH=late"
+    epilogue_runs "" "VITRT_BSR_YRES=1" "" "VITRT_BSR_YRES=1"
+    vit_bs256 32 "32:VITRT_BSR_YRES=1"
     ncu_fused
+    # (at most 8 files come back: these)
+    find "$O" -type f ! -name top_m.txt ! -name det_m.txt ! -name src_m.csv.gz ! -name mlp_1.json ! -name vit_64.json -delete
     ;;
   T)  # (see describe)
     build t

@@ -627,6 +627,14 @@ TEST_F(CudaBsr, FusedMlpMatchesCpu) {
                                    in_place ? y.raw() : res_dev.raw(), y.raw(), max_ctas, tile_ctas);
           EXPECT_LE(rel_frobenius(y.to(Device::CPU), want), kTolBF16);
         }
+      {  // Without biases (the kernel takes null b1 / b2: zeros in its shared-memory copies).
+        SCOPED_TRACE(::testing::Message() << c.name << " M " << M << " no biases");
+        const Tensor want0 = reference(reference(x, fc1, nullptr, ops::Activation::GELU, nullptr), fc2, nullptr,
+                                       ops::Activation::None, &res);
+        Tensor y = Tensor::empty({M, c.D}, DType::BF16, Device::CUDA);
+        cuda::bsr_mlp_bf16_fused(x_dev.raw(), M, v1, nullptr, v2, nullptr, sched, res_dev.raw(), y.raw());
+        EXPECT_LE(rel_frobenius(y.to(Device::CPU), want0), kTolBF16);
+      }
       // The op, with the plan (fused) and without (two linears).
       SCOPED_TRACE(::testing::Message() << c.name << " M " << M << " ops::mlp_bsr");
       const Tensor fused = ops::mlp_bsr(x_dev, fc1_dev, b1_dev, fc2_dev, b2_dev, res_dev, plan.get());

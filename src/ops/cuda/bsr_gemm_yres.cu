@@ -352,13 +352,15 @@ __global__ void __launch_bounds__(YresCfg<B>::kThreads, 1) bsr_yres_kernel(const
 #endif
 }
 
-// VITRT_BSR_YRES_PREFETCH: "late" prefetches each unit's residual into L2 when its consumers reach the
-// last quarter of its slabs; unset / other: at the unit's start. Why late may pay: a unit takes ~30 us
+// VITRT_BSR_YRES_PREFETCH: "start" prefetches each unit's residual into L2 at the unit's start; unset /
+// other ("late"): when its consumers reach the last quarter of its slabs. Why late: a unit takes ~30 us
 // at ViT-B's fc2 (M = 50432, 90%), in which ~150 MB pass through the 50 MB L2, so lines prefetched at
-// its start are likely gone by its epilogue; with bias + residual the kernel took ~0.06 ms more than
-// without at block 32 (H100, 2026-12-06). Not yet measured.
+// its start are likely gone by its epilogue. Measured (H100, 2026-12-06 ~10:00 UTC, bias + residual,
+// M = 50432, ms start / late): block 32 @ 0.9 0.2596-0.2617 / 0.2244-0.2257, @ 0.86 0.2956-0.2982 /
+// 0.2557-0.2568; block 16 @ 0.9 0.3448-0.3474 / 0.3312-0.3317, @ 0.86 0.3794-0.3796 / 0.3664-0.3668;
+// ViT-B/16 bs256 at block 16 0.97x -> 0.98x.
 int yres_prefetch_slab(int slabs) {
-  static const bool late = env_choice<bool>("VITRT_BSR_YRES_PREFETCH", {{"late", true}, {"start", false}}, false);
+  static const bool late = env_choice<bool>("VITRT_BSR_YRES_PREFETCH", {{"late", true}, {"start", false}}, true);
   return late ? std::max(0, slabs - std::max(1, slabs / 4)) : 0;
 }
 

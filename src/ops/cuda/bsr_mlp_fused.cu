@@ -136,14 +136,22 @@ struct MlpForm {
   // go to different CTAs, and a batch with fewer tiles than SMs still fills the GPU); in the resident
   // form a whole tile (its x is loaded once for every block-row).
   __host__ __device__ static int64_t units(int64_t tiles, int groups) { return STREAM ? tiles * groups : tiles; }
-  // [resident x slabs][x ring][W ring][mbarriers][schedule: group_begin, words] (the schedule's words are read
-  // on every step's critical path, by the producer and the consumers; from global memory they missed
-  // L1, which the 227 KB of shared memory leaves small: ~7% of the consumers' stall samples).
-  static size_t smem_bytes(int slabs, int64_t schedule_ints) {
+  // The biases as fp32 in shared memory (streamed forms; the resident form's 192 KB of x leave no room):
+  // b1 then 2 b2, which seed the accumulators of each step and block-row. Why: from global memory, each
+  // step's b1 took 8 loads, 16 conversions, 32 additions at the GELU and 16 zeroings (~90 of a step's ~570
+  // SASS instructions per warp, ncu, H100, 2026-12-06) and its loads' latency stalled the GELU; from
+  // shared memory the seed is 8 64-bit loads and 16 moves.
+  static constexpr bool kBiasSmem = STREAM;
+  // [resident x slabs][x ring][W ring][mbarriers][schedule: group_begin, words][biases] (the schedule's
+  // words are read on every step's critical path, by the producer and the consumers; from global memory
+  // they missed L1, which the 227 KB of shared memory leaves small: ~7% of the consumers' stall samples).
+  // bias_floats: fc1.rows + fc2.rows.
+  static size_t smem_bytes(int slabs, int64_t schedule_ints, int64_t bias_floats) {
     const size_t resident = STREAM ? 0 : 2 * static_cast<size_t>(slabs) * kSlabBytes;
+    const size_t schedule = static_cast<size_t>(schedule_ints) * sizeof(int32_t);
     return kAlignSlack + resident + static_cast<size_t>(kXRing) * kXSlotBytes + static_cast<size_t>(kRing) * kSlotBytes +
-           (2 * kMaxSlabs + 2 + 2 * kRing + 2 * kXRing) * sizeof(uint64_t) +
-           static_cast<size_t>(schedule_ints) * sizeof(int32_t);
+           (2 * kMaxSlabs + 2 + 2 * kRing + 2 * kXRing) * sizeof(uint64_t) + schedule +
+           (kBiasSmem ? 16 + static_cast<size_t>(bias_floats) * sizeof(float) : 0);
   }
 };
 
@@ -151,6 +159,7 @@ struct MlpArgs {
   CUtensorMap x_map;  // x [M, D] bf16, boxes of 64 columns x 64 (resident) / 192 (streamed) rows, 128-byte swizzle
   int64_t M;
   int N;       // fc2.rows: y's width
+  int H;       // fc1.rows: the hidden width
   int slabs;   // ceil(D / 64)
   unsigned k_mask;  // the slabs that fc1 blocks read (only those are loaded)
   int tiles;
@@ -168,6 +177,7 @@ struct MlpArgs {
   bf16* y;                     // [M, N]
   int gelu_bf16x2;             // the GELUs in bf16x2 arithmetic (VITRT_BSR_MLP_GELU, below)
   int prefetch_residual;       // the four-warpgroup form: the residual's lines into L2 at each block-row's start
+  int residual_early;          // the four-warpgroup form: the residual loaded before the last fc2 group's wait
   // (y by streaming stores, as the x-resident kernel writes at blocks 16 / 32, changed nothing here:
   // ViT-B/16 bs256 1.53-1.55x per round either way, H100, 2026-12-06; taken out.)
 };
@@ -204,6 +214,15 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
   int32_t* words_s = gb_s + p.groups + 1;                       // [nwords]
   for (int i = threadIdx.x; i <= p.groups; i += kThreads) gb_s[i] = __ldg(p.group_begin + i);
   for (int i = threadIdx.x; i < p.nwords; i += kThreads) words_s[i] = __ldg(p.words + i);
+  // (streamed forms: b1 [H] and 2 b2 [N] as fp32, 16-byte aligned; MlpForm::kBiasSmem. By pointer
+  // arithmetic from smem, not through an integer: the loads then stay shared-memory loads.)
+  unsigned char* const bias_base = reinterpret_cast<unsigned char*>(words_s + p.nwords);
+  float* const b1_s = reinterpret_cast<float*>(bias_base + ((16 - (ptx::smem_u32(bias_base) & 15)) & 15));
+  float* const b2x2_s = b1_s + p.H;
+  if constexpr (F::kBiasSmem) {
+    for (int i = threadIdx.x; i < p.H; i += kThreads) b1_s[i] = p.b1 ? __bfloat162float(p.b1[i]) : 0.f;
+    for (int i = threadIdx.x; i < p.N; i += kThreads) b2x2_s[i] = p.b2 ? 2.f * __bfloat162float(p.b2[i]) : 0.f;
+  }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   // This CTA's units (MlpForm::units): a contiguous range, or its part of shared tiles (bsr_mlp_units.h).
   const int unit_groups = STREAM ? 1 : p.groups;     // block-rows per unit
@@ -466,6 +485,28 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
                                            gelu_tanh_approx_x2(acc[8 * kk + 2 * r + 1] + b.y));
       }
   };
+  // The same from the shared-memory b1 (MlpForm::kBiasSmem), hidden block j.
+  auto gelu_pack_smem = [&](const float(&acc)[32], int j, unsigned(&hf)[4][4]) {
+    const float* b1j = b1_s + j * kB + 2 * t;
+    if (STREAM && p.gelu_bf16x2) {
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const float2 b = *reinterpret_cast<const float2*>(b1j + 8 * (2 * kk + r / 2));
+          hf[kk][r] = gelu_tanh_approx_x2_bf16x2(acc[8 * kk + 2 * r] + b.x, acc[8 * kk + 2 * r + 1] + b.y);
+        }
+      return;
+    }
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const float2 b = *reinterpret_cast<const float2*>(b1j + 8 * (2 * kk + r / 2));
+        hf[kk][r] = bsr_wgmma::pack_bf16x2(gelu_tanh_approx_x2(acc[8 * kk + 2 * r] + b.x),
+                                           gelu_tanh_approx_x2(acc[8 * kk + 2 * r + 1] + b.y));
+      }
+  };
   auto zero = [](float(&acc)[32]) {
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.f;
@@ -483,6 +524,19 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
         acc[8 * kk + 2 * r] = b.x;
         acc[8 * kk + 2 * r + 1] = b.y;
       }
+  };
+  // The same seed from shared memory (MlpForm::kBiasSmem), hidden block j: a 64-bit load per n8 tile
+  // and row. (Each accumulator pair its own load, kept by volatile: one load for both rows made the
+  // compiler copy the pair into the second row's registers, and ptxas then serialised the wgmmas that
+  // accumulate onto them, C7517.)
+  const unsigned b1_s_u32 = ptx::smem_u32(b1_s) + 8 * t;
+  auto seed_b1_smem = [&](float(&acc)[32], int j) {
+    const unsigned a = b1_s_u32 + j * (kB * 4);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)  // n8 tile 2 kk + r / 2 (columns 8 (2 kk + r / 2) + 2 t), row g + 8 (r % 2)
+        ptx::lds_f32x2(acc[8 * kk + 2 * r], acc[8 * kk + 2 * r + 1], a + 32 * (2 * kk + r / 2));
   };
   auto gelu_pack_seeded = [&](const float(&acc)[32], unsigned(&hf)[4][4]) {
     if (STREAM && p.gelu_bf16x2) {
@@ -509,14 +563,15 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
   // where ncu found the warps waiting for them).
   auto load_residual = [&](int64_t row0, int64_t col0, unsigned(&res)[2][8]) {
 #pragma unroll
-    for (int c = 0; c < 8; ++c)
+    for (int pass = 0; pass < 2; ++pass) {
+      const int64_t m = row0 + 8 * pass;
+      if (p.residual && m < p.M) {
+        ptx::ld_cs_b32x8(p.residual + m * p.N + col0, res[pass]);
+      } else {
 #pragma unroll
-      for (int pass = 0; pass < 2; ++pass) {
-        const int64_t m = row0 + 8 * pass;
-        res[pass][c] = 0;
-        if (p.residual && m < p.M)
-          asm volatile("ld.global.cs.b32 %0, [%1];" : "=r"(res[pass][c]) : "l"(p.residual + m * p.N + col0 + 8 * c));
+        for (int c = 0; c < 8; ++c) res[pass][c] = 0;
       }
+    }
   };
 
   BsrMlpUnitCursor units = units0;
@@ -532,10 +587,16 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
       // after an fc1 block and a GELU).
 #pragma unroll
       for (int c = 0; c < 8; ++c) {
-        const float2 b = p.b2 ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p.b2 + col0 + 8 * c))
-                              : make_float2(0.f, 0.f);
-        yacc[4 * c] = yacc[4 * c + 2] = 2.f * b.x;
-        yacc[4 * c + 1] = yacc[4 * c + 3] = 2.f * b.y;
+        float2 b;
+        if constexpr (F::kBiasSmem) {
+          b = *reinterpret_cast<const float2*>(b2x2_s + col0 + 8 * c);
+        } else {
+          b = p.b2 ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p.b2 + col0 + 8 * c))
+                   : make_float2(0.f, 0.f);
+          b.x *= 2.f, b.y *= 2.f;
+        }
+        yacc[4 * c] = yacc[4 * c + 2] = b.x;
+        yacc[4 * c + 1] = yacc[4 * c + 3] = b.y;
       }
       wgmma::fence_operands(yacc);  // (nothing in flight: the previous group ended with retire_all)
       // The epilogue's residual, loaded now where the registers allow it: it arrives under the group's
@@ -560,10 +621,14 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
       if constexpr (!PIPE) {
         float hacc[32];
         __nv_bfloat162 hb[8];
+        // (shared-memory biases: added at the GELU, not seeded. Seeded at the step's start, with the
+        // previous fc2 group still running, ptxas made the first fc1 wgmma wait for it (C7517); seeded
+        // after the GELU, for the next step, it serialised the wgmmas (C7515) and the four-warpgroup form
+        // spilled: the seed lives through the fc2 wgmmas.)
         while (w < we) {
           const int32_t hdr = word_at(w++);
           const int n1 = (hdr >> 16) & 255, n2 = (hdr >> 24) & 255;
-          load_b1(hdr & 0xffff, hb);
+          if constexpr (!F::kBiasSmem) load_b1(hdr & 0xffff, hb);
           zero(hacc);
           for (int q = 0; q < n1; ++q) {
             issue_fc1(hacc, word_at(w++));
@@ -571,7 +636,8 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
           }
           retire_all();  // h_j complete (and the previous step's fc2 block, which read hf)
           wgmma::fence_operands(hacc);
-          gelu_pack(hacc, hb, hf);
+          if constexpr (F::kBiasSmem) gelu_pack_smem(hacc, hdr & 0xffff, hf);
+          else gelu_pack(hacc, hb, hf);
           for (int q = 0; q < n2; ++q, ++w) {
             issue_fc2(hf);
             retire_all_but_newest();
@@ -586,7 +652,8 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
         auto start_step = [&](float(&acc)[32]) {
           const int32_t hdr = word_at(w++);
           const int n1 = (hdr >> 16) & 255;
-          seed_b1(acc, hb);
+          if constexpr (F::kBiasSmem) seed_b1_smem(acc, hdr & 0xffff);
+          else seed_b1(acc, hb);
           for (int q = 0; q < n1; ++q) {
             issue_fc1(acc, word_at(w++));
             retire_all_but_newest();
@@ -597,7 +664,7 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
         // One pipelined step: the current one's h in cur (fc1 issued), the next one's into nxt.
         auto step = [&](float(&cur)[32], float(&nxt)[32]) {
           const bool more = w < we;
-          if (more) load_b1(word_at(w) & 0xffff, hb);  // the next step's (small: L1 hits, under the wait)
+          if (!F::kBiasSmem && more) load_b1(word_at(w) & 0xffff, hb);  // the next step's (small: L1 hits, under the wait)
           const int n2 = cur_n2;
           retire_all();  // the current h, and the previous fc2 block (which read hf)
           wgmma::fence_operands(cur);
@@ -606,15 +673,19 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
           for (int q = 0; q < n2; ++q) issue_fc2(hf);
           return more;
         };
-        load_b1(word_at(w) & 0xffff, hb);
+        if constexpr (!F::kBiasSmem) load_b1(word_at(w) & 0xffff, hb);
         start_step(hacc0);
         while (step(hacc0, hacc1) && step(hacc1, hacc0)) {
         }
       }
+      // (the four-warpgroup form: the residual loaded before the wait for the block-row's last fc2 group,
+      // so that their latency overlaps; p.residual_early, from VITRT_BSR_MLP_RES_EARLY, for A/B. Its
+      // loads stalled the epilogue at their first use: ~5% of the warp samples, ncu, H100, 2026-12-06.)
+      if (!kPreloadResidual && p.residual_early) load_residual(row0, col0, res);
       retire_all();
       wgmma::fence_operands(yacc);
       // (all of this block-row's stores come after all of its loads: the residual may be y)
-      if constexpr (!kPreloadResidual) load_residual(row0, col0, res);
+      if (!kPreloadResidual && !p.residual_early) load_residual(row0, col0, res);
       // Epilogue: y / 2 (exact: the GELUs' factor 2) + residual, rounded once, written as whole
       // 128-byte lines: per pass, the warp's 8 rows of the block-row's slice go through rows_to_lines
       // (two transposes across lanes), so that each store instruction writes 4 whole rows instead of
@@ -732,8 +803,9 @@ decltype(auto) with_form(const FormChoice& f, Fn&& fn) {
   return f.pipe ? fn(FormTag<false, true, 2, false>{}) : fn(FormTag<false, false, 2, false>{});
 }
 
-size_t smem_bytes(int slabs, int64_t schedule_ints) {
-  return with_form(form_from_env(), [&](auto tag) { return decltype(tag)::F::smem_bytes(slabs, schedule_ints); });
+size_t smem_bytes(int slabs, int64_t schedule_ints, int64_t bias_floats) {
+  return with_form(form_from_env(),
+                   [&](auto tag) { return decltype(tag)::F::smem_bytes(slabs, schedule_ints, bias_floats); });
 }
 int max_k() { return form_from_env().stream ? kMaxKStream : kMaxK; }
 int tile_rows() {
@@ -748,7 +820,7 @@ bool bsr_mlp_fused_supported(const BsrDeviceView& fc1, const BsrDeviceView& fc2,
     return false;
   if (fc2.rows > INT32_MAX) return false;
   const int64_t schedule_ints = schedule_words + fc2.rows / kB + 1;  // + group_begin
-  if (smem_bytes(static_cast<int>(fc1.cols / kSlabCols), schedule_ints) > kMaxSmem) return false;
+  if (smem_bytes(static_cast<int>(fc1.cols / kSlabCols), schedule_ints, fc1.rows + fc2.rows) > kMaxSmem) return false;
   return (fc1.values_core_matrix != nullptr || fc1.nnz == 0) && (fc2.values_core_matrix != nullptr || fc2.nnz == 0);
 }
 
@@ -806,6 +878,7 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
   a.x_map = bf16_tensor_map_2d(x, M, fc1.cols, kSlabCols, form.stream ? tile_m : 64, CU_TENSOR_MAP_SWIZZLE_128B);
   a.M = M;
   a.N = static_cast<int>(fc2.rows);
+  a.H = static_cast<int>(fc1.rows);
   a.slabs = static_cast<int>(fc1.cols / kSlabCols);
   a.k_mask = schedule.k_mask;
   a.tiles = static_cast<int>(tiles);
@@ -822,7 +895,9 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
   a.gelu_bf16x2 = gelu_bf16x2_from_env() ? 1 : 0;
   static const bool prefetch = kernel_mode_from_env("VITRT_BSR_MLP_PREFETCH") != KernelMode::Off;
   a.prefetch_residual = prefetch ? 1 : 0;
-  const size_t smem = smem_bytes(a.slabs, schedule.words_count + a.groups + 1);
+  static const bool residual_early = kernel_mode_from_env("VITRT_BSR_MLP_RES_EARLY") != KernelMode::Off;
+  a.residual_early = residual_early ? 1 : 0;
+  const size_t smem = smem_bytes(a.slabs, schedule.words_count + a.groups + 1, fc1.rows + fc2.rows);
   with_form(form, [&](auto tag) {
     using T = decltype(tag);
     const int64_t units = T::F::units(tiles, a.groups);

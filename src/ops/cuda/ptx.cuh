@@ -10,6 +10,24 @@ namespace vitrt::cuda::ptx {
 // on the addresses the callers pass: they guard them as their loads do).
 __device__ __forceinline__ void prefetch_l2(const void* p) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p)); }
 
+// Eight 4-byte streaming loads ("evict first") at p, p + 16 B, ..., p + 112 B: the words a thread
+// holds of a row's 64 bf16 columns in the mma / wgmma fragment layout. One address and immediate
+// offsets (volatile: kept where written, before stores that may alias them). Loaded one asm per word,
+// each from its own 64-bit address, they took ~8 integer instructions per word (ncu, the fused MLP's
+// residual, 2026-12-06).
+__device__ __forceinline__ void ld_cs_b32x8(const void* p, unsigned (&v)[8]) {
+  asm volatile(
+      "ld.global.cs.b32 %0, [%8];\n"
+      "ld.global.cs.b32 %1, [%8+16];\n"
+      "ld.global.cs.b32 %2, [%8+32];\n"
+      "ld.global.cs.b32 %3, [%8+48];\n"
+      "ld.global.cs.b32 %4, [%8+64];\n"
+      "ld.global.cs.b32 %5, [%8+80];\n"
+      "ld.global.cs.b32 %6, [%8+96];\n"
+      "ld.global.cs.b32 %7, [%8+112];\n"
+      : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3]), "=r"(v[4]), "=r"(v[5]), "=r"(v[6]), "=r"(v[7])
+      : "l"(p));
+}
 __device__ __forceinline__ unsigned smem_u32(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
@@ -22,6 +40,10 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+// Two floats from shared memory (volatile: each call its own load, never merged with another's).
+__device__ __forceinline__ void lds_f32x2(float& x, float& y, unsigned addr) {
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(x), "=f"(y) : "r"(addr));
 }
 // A u16 from shared memory, zero-extended into a 32-bit register (a plain uint16_t load is kept as
 // 16 bits and widened by extra PRMT / LOP3 instructions at each use).
