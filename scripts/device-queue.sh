@@ -14,13 +14,16 @@ O=${OUT:-device-out}
 
 describe() {
   cat <<'DESC'
-I (not yet run): the fused MLP with its biases in shared memory (fp32; added at the GELU from there)
+I (run 2026-12-06 ~10:40 UTC, H100): the fused MLP with its biases in shared memory (fp32; added at the GELU from there)
    and the residual's loads ahead of the last fc2 wait (VITRT_BSR_MLP_RES_EARLY=0 the old place),
    the y-resident kernel's residual prefetched late by default (=start the old way): every CudaBsr test
    (defaults, RES_EARLY=0, YRES=1 with PREFETCH=start), the fused MLP's tests in its other streamed
    forms and the resident one, the fused MLP A/B alternated, ViT-B/16 bs256 at block 64, blocks 16 / 32
    with the ViT's epilogues and ViT-B/16 at block 32 streamed against y-resident (late), ncu of the fused
    MLP (source counters, as call 6 of 2026-12-06 ~10:00: 103.9 M warp instructions, 181.7 us) (~330 s bare).
+J (not yet run): after I: the split-ring forms with one x slot fewer (ViT-B's did not fit with the biases
+   in shared memory), b1 read by 32-bit shared addresses: every CudaBsr test, the fused MLP's tests in
+   all of its streamed forms, the fused MLP twice and ViT-B/16 bs256 at block 64 (~300 s bare).
 T: the standing table's measurements alone: the defaults' bf16 sweep with break-even and ViT-B/16
    bs256 at 90% in blocks 64 / 32 / 16 (~250 s warm, ~430 bare).
 Run on 2026-12-06 (H100s, though an H200 was asked for each time; BENCHMARKS.md, that day's sections):
@@ -121,6 +124,17 @@ case "$step" in
     ncu_fused
     # (at most 8 files come back: these)
     find "$O" -type f ! -name top_m.txt ! -name det_m.txt ! -name src_m.csv.gz ! -name mlp_1.json ! -name vit_64.json -delete
+    ;;
+  J)  # (see describe)
+    build j
+    cudabsr_tests ""
+    CUDABSR_FILTER='CudaBsr.FusedMlp*:CudaBsr.*Vit*' cudabsr_tests "VITRT_BSR_MLP_SPLIT=1 VITRT_BSR_MLP_FUSED=1" \
+      "VITRT_BSR_MLP_WARPGROUPS=4 VITRT_BSR_MLP_SPLIT=1 VITRT_BSR_MLP_FUSED=1" \
+      "VITRT_BSR_MLP_WARPGROUPS=3 VITRT_BSR_MLP_SPLIT=1 VITRT_BSR_MLP_PIPE=0 VITRT_BSR_MLP_FUSED=1" \
+      "VITRT_BSR_MLP_WARPGROUPS=3 VITRT_BSR_MLP_FUSED=1" "VITRT_BSR_MLP_WARPGROUPS=3 VITRT_BSR_MLP_PIPE=0 VITRT_BSR_MLP_FUSED=1"
+    mlp_runs "" "VITRT_BSR_MLP_SPLIT=1" "VITRT_BSR_MLP_WARPGROUPS=3" ""
+    vit_bs256 64
+    find "$O" -type f ! -name mlp_1.json ! -name vit_64.json -delete
     ;;
   T)  # (see describe)
     build t

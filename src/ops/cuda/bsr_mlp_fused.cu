@@ -105,7 +105,8 @@ constexpr size_t kAlignSlack = 1024;  // the x slabs start 1024-byte aligned (12
 //    One producer thread per ring. And an fc1 block that reads the same slab as the fc1 block before it
 //    reuses the slot instead of loading it again (the schedule in BsrMlpOrder::XReuse, ~23% of the fc1 blocks
 //    of ViT-B at 90%: x slabs are three quarters of the bytes a tile streams). Measured slower
-//    (VITRT_BSR_MLP_SPLIT, below).
+//    (VITRT_BSR_MLP_SPLIT, below). (Since the biases' 15 KB came into shared memory, 5 x slabs with
+//    three warpgroups, 4 with four.)
 template <bool STREAM, bool PIPE = false, int WG = (STREAM ? 3 : 2), bool SPLIT = false>
 struct MlpForm {
   static_assert(STREAM ? (WG == 3 || (WG == 4 && !PIPE)) : WG == 2 && !SPLIT, "the forms that exist");
@@ -127,7 +128,9 @@ struct MlpForm {
                 "setmaxnreg must redistribute the launch's registers, not ask for more");
   // The W ring (streamed, not split: of [x slab][W block] slots) and, split, the x ring.
   static constexpr int kRing = !STREAM ? 4 : SPLIT ? (WG == 4 ? 7 : 9) : WG == 4 ? 5 : 6;
-  static constexpr int kXRing = SPLIT ? (WG == 4 ? 5 : 6) : 0;
+  // (split: one x slot fewer since the biases came into shared memory, 2026-12-06: with it, ViT-B's did
+  // not fit)
+  static constexpr int kXRing = SPLIT ? (WG == 4 ? 4 : 5) : 0;
   static constexpr int kXSlotBytes = STREAM ? kTileM * 128 : 0;   // an x slab (streamed forms)
   static constexpr int kSlotBytes = (SPLIT ? 0 : kXSlotBytes) + kBlockBytes;  // a W slot
   static_assert(kSlotBytes % 1024 == 0 && kXSlotBytes % 1024 == 0, "x slabs stay 1024-byte aligned (128-byte swizzle)");
@@ -219,6 +222,7 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
   unsigned char* const bias_base = reinterpret_cast<unsigned char*>(words_s + p.nwords);
   float* const b1_s = reinterpret_cast<float*>(bias_base + ((16 - (ptx::smem_u32(bias_base) & 15)) & 15));
   float* const b2x2_s = b1_s + p.H;
+  const unsigned b1_u32 = ptx::smem_u32(b1_s) + 8 * (threadIdx.x % 4), b2x2_u32 = ptx::smem_u32(b2x2_s);
   if constexpr (F::kBiasSmem) {
     for (int i = threadIdx.x; i < p.H; i += kThreads) b1_s[i] = p.b1 ? __bfloat162float(p.b1[i]) : 0.f;
     for (int i = threadIdx.x; i < p.N; i += kThreads) b2x2_s[i] = p.b2 ? 2.f * __bfloat162float(p.b2[i]) : 0.f;
@@ -486,14 +490,16 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
       }
   };
   // The same from the shared-memory b1 (MlpForm::kBiasSmem), hidden block j.
+  // (b1 by 32-bit shared addresses: a generic pointer held two more registers through the steps, and the
+  // four-warpgroup form's spills grew)
   auto gelu_pack_smem = [&](const float(&acc)[32], int j, unsigned(&hf)[4][4]) {
-    const float* b1j = b1_s + j * kB + 2 * t;
+    const unsigned b1j = b1_u32 + 4 * (j * kB);
     if (STREAM && p.gelu_bf16x2) {
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-          const float2 b = *reinterpret_cast<const float2*>(b1j + 8 * (2 * kk + r / 2));
+          const float2 b = ptx::lds_f32x2_ro(b1j + 32 * (2 * kk + r / 2));
           hf[kk][r] = gelu_tanh_approx_x2_bf16x2(acc[8 * kk + 2 * r] + b.x, acc[8 * kk + 2 * r + 1] + b.y);
         }
       return;
@@ -502,7 +508,7 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const float2 b = *reinterpret_cast<const float2*>(b1j + 8 * (2 * kk + r / 2));
+        const float2 b = ptx::lds_f32x2_ro(b1j + 32 * (2 * kk + r / 2));
         hf[kk][r] = bsr_wgmma::pack_bf16x2(gelu_tanh_approx_x2(acc[8 * kk + 2 * r] + b.x),
                                            gelu_tanh_approx_x2(acc[8 * kk + 2 * r + 1] + b.y));
       }
@@ -525,18 +531,19 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
         acc[8 * kk + 2 * r + 1] = b.y;
       }
   };
-  // The same seed from shared memory (MlpForm::kBiasSmem), hidden block j: a 64-bit load per n8 tile
-  // and row. (Each accumulator pair its own load, kept by volatile: one load for both rows made the
-  // compiler copy the pair into the second row's registers, and ptxas then serialised the wgmmas that
-  // accumulate onto them, C7517.)
-  const unsigned b1_s_u32 = ptx::smem_u32(b1_s) + 8 * t;
+  // The same seed from the shared-memory b1 (MlpForm::kBiasSmem), hidden block j (the pipelined order,
+  // which seeds where no wgmma group is in flight: in the plain order, seeded with the previous step's
+  // fc2 group running, ptxas made the next fc1 wgmma wait for it, C7517).
   auto seed_b1_smem = [&](float(&acc)[32], int j) {
-    const unsigned a = b1_s_u32 + j * (kB * 4);
+    const unsigned b1j = b1_u32 + 4 * (j * kB);
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
-      for (int r = 0; r < 4; ++r)  // n8 tile 2 kk + r / 2 (columns 8 (2 kk + r / 2) + 2 t), row g + 8 (r % 2)
-        ptx::lds_f32x2(acc[8 * kk + 2 * r], acc[8 * kk + 2 * r + 1], a + 32 * (2 * kk + r / 2));
+      for (int r = 0; r < 4; ++r) {  // n8 tile 2 kk + r / 2 (columns 8 (2 kk + r / 2) + 2 t), row g + 8 (r % 2)
+        const float2 b = ptx::lds_f32x2_ro(b1j + 32 * (2 * kk + r / 2));
+        acc[8 * kk + 2 * r] = b.x;
+        acc[8 * kk + 2 * r + 1] = b.y;
+      }
   };
   auto gelu_pack_seeded = [&](const float(&acc)[32], unsigned(&hf)[4][4]) {
     if (STREAM && p.gelu_bf16x2) {
@@ -574,6 +581,9 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
     }
   };
 
+  // (The cursor is spilled to local memory through the steps: 3 words, whose reload at each unit's start
+  // waits for L2 once the streamed loads have evicted them from L1, ~6% of the warps' stall samples, ncu,
+  // H100, 2026-12-06 ~10:45 UTC. Kept in shared memory instead, the compiler spilled more: 108 bytes.)
   BsrMlpUnitCursor units = units0;
   int unit_tile = 0, grp0 = 0;  // (grp0: the unit's first block-row)
   for (int tc = 0; units.next(p.parts, unit_tile, grp0); ++tc) {
@@ -589,7 +599,7 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
       for (int c = 0; c < 8; ++c) {
         float2 b;
         if constexpr (F::kBiasSmem) {
-          b = *reinterpret_cast<const float2*>(b2x2_s + col0 + 8 * c);
+          b = ptx::lds_f32x2_ro(b2x2_u32 + 4 * static_cast<unsigned>(col0 + 8 * c));
         } else {
           b = p.b2 ? __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(p.b2 + col0 + 8 * c))
                    : make_float2(0.f, 0.f);

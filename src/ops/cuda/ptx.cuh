@@ -41,9 +41,12 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
-// Two floats from shared memory (volatile: each call its own load, never merged with another's).
-__device__ __forceinline__ void lds_f32x2(float& x, float& y, unsigned addr) {
-  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(x), "=f"(y) : "r"(addr));
+// Two floats from a read-only table in shared memory (written before a __syncthreads, never after): not
+// volatile, so the compiler may merge or move the loads like those of lds_u16.
+__device__ __forceinline__ float2 lds_f32x2_ro(unsigned addr) {
+  float2 v;
+  asm("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+  return v;
 }
 // A u16 from shared memory, zero-extended into a 32-bit register (a plain uint16_t load is kept as
 // 16 bits and widened by extra PRMT / LOP3 instructions at each use).
