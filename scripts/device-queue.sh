@@ -24,6 +24,10 @@ I (run 2026-12-06 ~10:40 UTC, H100): the fused MLP with its biases in shared mem
 J (not yet run): after I: the split-ring forms with one x slot fewer (ViT-B's did not fit with the biases
    in shared memory), b1 read by 32-bit shared addresses: every CudaBsr test, the fused MLP's tests in
    all of its streamed forms, the fused MLP twice and ViT-B/16 bs256 at block 64 (~300 s bare).
+K (not yet run): block 32's second linear streamed on >= 4 TB/s cards (the y-resident rule), every
+   CudaBsr test, then block 64 at 0.84-0.9 both linears and block 32 fc2, default against
+   VITRT_BSR_XRES=0 (streamed) and VITRT_BSR_YRES=1, alternated: whether the x-resident kernel's
+   block-64 range (density <= 0.15 on >= 4 TB/s cards) still holds on the H200 (~190 s bare).
 T: the standing table's measurements alone: the defaults' bf16 sweep with break-even and ViT-B/16
    bs256 at 90% in blocks 64 / 32 / 16 (~250 s warm, ~430 bare).
 Run on 2026-12-06 (H100s, though an H200 was asked for each time; BENCHMARKS.md, that day's sections):
@@ -135,6 +139,16 @@ case "$step" in
     mlp_runs "" "VITRT_BSR_MLP_SPLIT=1" "VITRT_BSR_MLP_WARPGROUPS=3" ""
     vit_bs256 64
     find "$O" -type f ! -name mlp_1.json ! -name vit_64.json -delete
+    ;;
+  K)  # (see describe)
+    build k
+    cudabsr_tests ""
+    for e in "" "VITRT_BSR_XRES=0" "VITRT_BSR_YRES=1" "" "VITRT_BSR_XRES=0" "VITRT_BSR_YRES=1"; do
+      timeout 60 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 32,64 --sparsities 0.84,0.86,0.88,0.9 \
+        --tokens 50432 --json "$O/k.json" > "$O/k.txt" 2>&1
+      echo "SUMMARY: '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%s b%d s%.2f %.4f (%.2fx) %s'%('fc1' if r['N']==3072 else 'fc2',r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:9]) for r in d['rows']))" "$O/k.json" 2>&1 | tail -c 900)"
+    done
+    rm -rf "$O"/*
     ;;
   T)  # (see describe)
     build t
