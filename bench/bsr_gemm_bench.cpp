@@ -48,6 +48,7 @@
 #include <tuple>
 #include <vector>
 
+#include "ops/bsr_mlp_device_schedule.h"
 #include "ops/cuda/bsr_gemm.h"
 #include "ops/cuda/runtime.h"
 #include "ops/ops.h"
@@ -388,9 +389,7 @@ int run_mlp(const Options& o, const std::string& gpu) {
           int tile_ctas = 0;
           if (plan) {
             // (the kernel itself: ops::mlp_bsr takes it only where VITRT_BSR_MLP_FUSED's default says)
-            const cuda::BsrMlpDeviceSchedule sched{plan->words.data<int32_t>(), plan->group_begin.data<int32_t>(),
-                                                   plan->groups, plan->k_mask, plan->words_count,
-                                                   plan->group_begin_host.data()};
+            const cuda::BsrMlpDeviceSchedule sched = ops::bsr_mlp_device_schedule(*plan);
             tile_ctas = cuda::bsr_mlp_fused_tile_ctas(M, sched);
             yf = Tensor::empty({M, D}, dt, Device::CUDA);
             fused_ms = time_ms(

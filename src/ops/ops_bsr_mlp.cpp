@@ -9,6 +9,7 @@
 #include "ops/ops.h"
 
 #ifdef VITRT_HAVE_CUDA
+#include "ops/bsr_mlp_device_schedule.h"
 #include "ops/cuda/bsr_gemm.h"
 #include "ops/cuda/env_choice.h"
 #endif
@@ -99,8 +100,7 @@ Tensor mlp_bsr(const Tensor& x, const BsrMatrix& fc1, const Tensor& b1, const Bs
     residual.expect_shape(out_shape, "ops::mlp_bsr residual");
     VITRT_PROFILE_OP("mlp_bsr_fused ", M, "x", fc1.rows, "x", fc1.cols, " b", fc1.block);
     Tensor y = Tensor::empty(out_shape, DType::BF16, Device::CUDA);
-    const cuda::BsrMlpDeviceSchedule s{plan->words.data<int32_t>(), plan->group_begin.data<int32_t>(), plan->groups,
-                                       plan->k_mask, plan->words_count, plan->group_begin_host.data()};
+    const cuda::BsrMlpDeviceSchedule s = bsr_mlp_device_schedule(*plan);
     cuda::bsr_mlp_bf16_fused(x.raw(), M, cuda::device_view(fc1), b1.raw(), cuda::device_view(fc2), b2.raw(), s,
                              residual.raw(), y.raw());
     return y;

@@ -45,6 +45,7 @@
 #ifdef VITRT_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "ops/bsr_mlp_device_schedule.h"
 #include "ops/cuda/bsr_gemm.h"
 #include "ops/cuda/runtime.h"
 #endif
@@ -601,9 +602,7 @@ TEST_F(CudaBsr, FusedMlpMatchesCpu) {
     }
     const auto plan = ops::plan_bsr_mlp(fc1_dev, fc2_dev, DType::BF16);
     ASSERT_NE(plan, nullptr) << c.name;
-    const cuda::BsrMlpDeviceSchedule sched{plan->words.data<int32_t>(), plan->group_begin.data<int32_t>(),
-                                           plan->groups, plan->k_mask, plan->words_count,
-                                           plan->group_begin_host.data()};
+    const cuda::BsrMlpDeviceSchedule sched = ops::bsr_mlp_device_schedule(*plan);
     const Tensor b1 = random_tensor({c.H}, DType::BF16, seed++, 0.5f), b2 = random_tensor({c.D}, DType::BF16, seed++, 0.5f);
     const Tensor b1_dev = b1.to(Device::CUDA), b2_dev = b2.to(Device::CUDA);
     for (int64_t M : {1, 63, 128, 197, 1000}) {
