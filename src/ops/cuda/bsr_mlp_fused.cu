@@ -469,13 +469,14 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
   // 2 GELU(h_j + b1) as bf16 A fragments, one k16 step of the hidden block each: hacc[8 kk + 2 r] is n8
   // tile 2 kk + r / 2 (columns 8 (2 kk + r / 2) + 2 t), row g + 8 (r % 2).
   // (acc's wgmmas must have been retired and acc fenced: wgmma::fence_operands after the wait)
-  auto gelu_pack = [&](const float(&acc)[32], const __nv_bfloat162(&hb)[8], unsigned(&hf)[4][4]) {
+  // bias(c): b1's float2 for n8 tile c (columns 8 c + 2 t, + 1).
+  auto gelu_pack_with = [&](const float(&acc)[32], auto&& bias, unsigned(&hf)[4][4]) {
     if (STREAM && p.gelu_bf16x2) {
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-          const float2 b = __bfloat1622float2(hb[2 * kk + r / 2]);
+          const float2 b = bias(2 * kk + r / 2);
           hf[kk][r] = gelu_tanh_approx_x2_bf16x2(acc[8 * kk + 2 * r] + b.x, acc[8 * kk + 2 * r + 1] + b.y);
         }
       return;
@@ -484,34 +485,20 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const float2 b = __bfloat1622float2(hb[2 * kk + r / 2]);
+        const float2 b = bias(2 * kk + r / 2);
         hf[kk][r] = bsr_wgmma::pack_bf16x2(gelu_tanh_approx_x2(acc[8 * kk + 2 * r] + b.x),
                                            gelu_tanh_approx_x2(acc[8 * kk + 2 * r + 1] + b.y));
       }
+  };
+  auto gelu_pack = [&](const float(&acc)[32], const __nv_bfloat162(&hb)[8], unsigned(&hf)[4][4]) {
+    gelu_pack_with(acc, [&](int c) { return __bfloat1622float2(hb[c]); }, hf);
   };
   // The same from the shared-memory b1 (MlpForm::kBiasSmem), hidden block j.
   // (b1 by 32-bit shared addresses: a generic pointer held two more registers through the steps, and the
   // four-warpgroup form's spills grew)
   auto gelu_pack_smem = [&](const float(&acc)[32], int j, unsigned(&hf)[4][4]) {
     const unsigned b1j = b1_u32 + 4 * (j * kB);
-    if (STREAM && p.gelu_bf16x2) {
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const float2 b = ptx::lds_f32x2_ro(b1j + 32 * (2 * kk + r / 2));
-          hf[kk][r] = gelu_tanh_approx_x2_bf16x2(acc[8 * kk + 2 * r] + b.x, acc[8 * kk + 2 * r + 1] + b.y);
-        }
-      return;
-    }
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const float2 b = ptx::lds_f32x2_ro(b1j + 32 * (2 * kk + r / 2));
-        hf[kk][r] = bsr_wgmma::pack_bf16x2(gelu_tanh_approx_x2(acc[8 * kk + 2 * r] + b.x),
-                                           gelu_tanh_approx_x2(acc[8 * kk + 2 * r + 1] + b.y));
-      }
+    gelu_pack_with(acc, [&](int c) { return ptx::lds_f32x2_ro(b1j + 32 * c); }, hf);
   };
   auto zero = [](float(&acc)[32]) {
 #pragma unroll
