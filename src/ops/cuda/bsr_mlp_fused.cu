@@ -140,10 +140,12 @@ struct MlpForm {
   // form a whole tile (its x is loaded once for every block-row).
   __host__ __device__ static int64_t units(int64_t tiles, int groups) { return STREAM ? tiles * groups : tiles; }
   // The biases as fp32 in shared memory (streamed forms; the resident form's 192 KB of x leave no room):
-  // b1 then 2 b2, which seed the accumulators of each step and block-row. Why: from global memory, each
-  // step's b1 took 8 loads, 16 conversions, 32 additions at the GELU and 16 zeroings (~90 of a step's ~570
-  // SASS instructions per warp, ncu, H100, 2026-12-06) and its loads' latency stalled the GELU; from
-  // shared memory the seed is 8 64-bit loads and 16 moves.
+  // b1, added at the GELU (plain order) or seeding the accumulators (pipelined order), then 2 b2, seeding
+  // y. Why: from global memory each step's b1 took 8 loads, 16 conversions and 8 packs for a null b1
+  // besides its 32 additions (ncu, H100, 2026-12-06: ~570 SASS instructions per warp and step), and the
+  // loads' latency stalled the GELU. Measured (ncu, ViT-B @ 0.9): 103.9 -> 90.7 M warp instructions with
+  // the residual's loads below, 181.7 -> 173.4 us; the fused MLP 2-5% faster, ViT-B/16 bs256 1.57x ->
+  // 1.59x (H100), 1.64x on the H200 (BENCHMARKS.md, 2026-12-06 ~09:55-10:34 UTC).
   static constexpr bool kBiasSmem = STREAM;
   // [resident x slabs][x ring][W ring][mbarriers][schedule: group_begin, words][biases] (the schedule's
   // words are read on every step's critical path, by the producer and the consumers; from global memory
@@ -570,7 +572,7 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
 
   // (The cursor is spilled to local memory through the steps: 3 words, whose reload at each unit's start
   // waits for L2 once the streamed loads have evicted them from L1, ~6% of the warps' stall samples, ncu,
-  // H100, 2026-12-06 ~10:45 UTC. Kept in shared memory instead, the compiler spilled more: 108 bytes.)
+  // H100, 2026-12-06 ~10:18 UTC. Kept in shared memory instead, the compiler spilled more: 108 bytes.)
   BsrMlpUnitCursor units = units0;
   int unit_tile = 0, grp0 = 0;  // (grp0: the unit's first block-row)
   for (int tc = 0; units.next(p.parts, unit_tile, grp0); ++tc) {
@@ -676,8 +678,10 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
         }
       }
       // (the four-warpgroup form: the residual loaded before the wait for the block-row's last fc2 group,
-      // so that their latency overlaps; p.residual_early, from VITRT_BSR_MLP_RES_EARLY, for A/B. Its
-      // loads stalled the epilogue at their first use: ~5% of the warp samples, ncu, H100, 2026-12-06.)
+      // so that their latencies overlap; p.residual_early, from VITRT_BSR_MLP_RES_EARLY, for A/B. Its
+      // loads had stalled the epilogue at their first use: ~5% of the warp samples, ncu, H100,
+      // 2026-12-06. Measured, ms early / after the wait at ViT-B @ 0.9: 0.185-0.187 / 0.186-0.189 on an
+      // H100, 0.174-0.175 / 0.176 on the H200; at 0.95 1-1.5% less time, at 0.8 within noise.)
       if (!kPreloadResidual && p.residual_early) load_residual(row0, col0, res);
       retire_all();
       wgmma::fence_operands(yacc);
