@@ -668,6 +668,11 @@ TEST_F(CudaBsr, FusedMlpMatchesCpu) {
   const BsrMatrix dense1 = bsr_to_cuda(random_bsr(4096, 768, 64, Pattern::Full, DType::BF16, 388), DType::BF16);
   const BsrMatrix dense2 = bsr_to_cuda(random_bsr(768, 4096, 64, Pattern::Full, DType::BF16, 389), DType::BF16);
   EXPECT_EQ(ops::plan_bsr_mlp(dense1, dense2, DType::BF16), nullptr);
+  // A hidden width whose biases (fp32 in the streamed forms' shared memory: 4 x (16384 + 64) bytes) do not
+  // fit next to the ring: no plan there; the resident form keeps its biases in global memory.
+  const BsrMatrix tall1 = bsr_to_cuda(random_bsr(16384, 64, 64, Pattern::Empty, DType::BF16, 380), DType::BF16);
+  const BsrMatrix tall2 = bsr_to_cuda(random_bsr(64, 16384, 64, Pattern::Empty, DType::BF16, 381), DType::BF16);
+  EXPECT_EQ(ops::plan_bsr_mlp(tall1, tall2, DType::BF16) != nullptr, !streamed);
   const BsrMatrix f1 = bsr_to_cuda(random_bsr(128, 64, 64, Pattern::Full, DType::BF16, 394), DType::BF16);
   const BsrMatrix f2 = bsr_to_cuda(random_bsr(64, 128, 64, Pattern::Full, DType::BF16, 395), DType::BF16);
   const auto plan = ops::plan_bsr_mlp(f1, f2, DType::BF16);
