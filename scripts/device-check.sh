@@ -70,9 +70,8 @@ fi
 # runs x tools x that.
 if has sanitize; then
   CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-  default_runs="test_cuda_bsr CudaBsr.FusedMlpMatchesCpu;VITRT_BSR_MLP_SPLIT=1 test_cuda_bsr CudaBsr.FusedMlpMatchesCpu"
-  default_runs+=";VITRT_BSR_MLP_WARPGROUPS=4 test_cuda_bsr CudaBsr.FusedMlpMatchesCpu"
-  default_runs+=";VITRT_BSR_MLP_WARPGROUPS=4 VITRT_BSR_MLP_SPLIT=1 test_cuda_bsr CudaBsr.FusedMlpMatchesCpu"
+  default_runs="test_cuda_bsr CudaBsr.FusedMlpMatchesCpu"
+  default_runs+=";VITRT_BSR_MLP_WARPGROUPS=3 test_cuda_bsr CudaBsr.FusedMlpMatchesCpu"
   default_runs+=";VITRT_BSR_MLP_PIPE=0 test_cuda_bsr CudaBsr.FusedMlpMatchesCpu"
   default_runs+=";VITRT_BSR_MLP_STREAM=0 test_cuda_bsr CudaBsr.FusedMlpMatchesCpu"
   default_runs+=";test_cuda_bsr CudaBsr.XResidentKernelMatchesCpu:CudaBsr.StreamedKernelMatchesCpu:CudaBsr.RaggedBlockRowsMatchCpu"

@@ -9,8 +9,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 passed=()
 failed=0
-for form in default "VITRT_BSR_MLP_WARPGROUPS=3" "VITRT_BSR_MLP_WARPGROUPS=3 VITRT_BSR_MLP_PIPE=0" \
-            "VITRT_BSR_MLP_WARPGROUPS=3 VITRT_BSR_MLP_SPLIT=1" "VITRT_BSR_MLP_WARPGROUPS=4 VITRT_BSR_MLP_SPLIT=1"; do
+for form in default "VITRT_BSR_MLP_WARPGROUPS=3" "VITRT_BSR_MLP_WARPGROUPS=3 VITRT_BSR_MLP_PIPE=0"; do
   settings=()
   [ "$form" = default ] || read -r -a settings <<< "$form"
   t0=$(date +%s)

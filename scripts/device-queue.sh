@@ -21,10 +21,11 @@ I (run 2026-12-06 ~10:40 UTC, H100): the fused MLP with its biases in shared mem
    forms and the resident one, the fused MLP A/B alternated, ViT-B/16 bs256 at block 64, blocks 16 / 32
    with the ViT's epilogues and ViT-B/16 at block 32 streamed against y-resident (late), ncu of the fused
    MLP (source counters, as call 6 of 2026-12-06 ~10:00: 103.9 M warp instructions, 181.7 us) (~330 s bare).
-J (not yet run): after I: the split-ring forms with one x slot fewer (ViT-B's did not fit with the biases
-   in shared memory), b1 read by 32-bit shared addresses: every CudaBsr test, the fused MLP's tests in
-   all of its streamed forms, the fused MLP twice and ViT-B/16 bs256 at block 64 (~300 s bare).
-K (not yet run): block 32's second linear streamed on >= 4 TB/s cards (the y-resident rule), every
+J (run 2026-12-06 ~10:25 UTC, H200): after I: the split-ring forms with one x slot fewer, b1 read by
+   32-bit shared addresses: every CudaBsr test, the fused MLP's tests in all of its streamed forms, the
+   fused MLP twice and ViT-B/16 bs256 at block 64. (Split rings were taken out after it: its
+   VITRT_BSR_MLP_SPLIT runs now run the other forms.)
+K (run twice on H100s, 2026-12-06 ~10:31 and ~10:38 UTC; for an H200): block 32's second linear streamed on >= 4 TB/s cards (the y-resident rule), every
    CudaBsr test, then block 64 at 0.84-0.9 both linears and block 32 fc2, default against
    VITRT_BSR_XRES=0 (streamed) and VITRT_BSR_YRES=1, alternated: whether the x-resident kernel's
    block-64 range (density <= 0.15 on >= 4 TB/s cards) still holds on the H200 (~190 s bare).

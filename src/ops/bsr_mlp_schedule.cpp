@@ -18,55 +18,9 @@ struct Step {
   std::vector<std::pair<int32_t, int32_t>> fc2;  // (block, local row)
 };
 
-// BsrMlpOrder::XReuse for one group's steps (in increasing j), given the k of the fc1 block before them
-// (-1: none).
-void order_for_x_reuse(std::vector<Step>& steps, int32_t prev) {
-  std::vector<Step> out;
-  out.reserve(steps.size());
-  std::vector<bool> used(steps.size(), false);
-  for (size_t n = 0; n < steps.size(); ++n) {
-    // The first unused step reading `prev`, else the first unused one.
-    size_t pick = steps.size();
-    for (size_t i = 0; i < steps.size() && pick == steps.size(); ++i)
-      if (!used[i])
-        for (const auto& b : steps[i].fc1)
-          if (b.second == prev) pick = i;
-    if (pick == steps.size())
-      for (size_t i = 0; i < steps.size(); ++i)
-        if (!used[i]) {
-          pick = i;
-          break;
-        }
-    used[pick] = true;
-    Step st = steps[pick];
-    if (!st.fc1.empty()) {
-      // prev first; last, the k the remaining steps read most (ties: the smaller k); the rest in order.
-      std::vector<int> count(16, 0);
-      for (size_t i = 0; i < steps.size(); ++i)
-        if (!used[i])
-          for (const auto& b : steps[i].fc1) ++count[b.second];
-      auto& f = st.fc1;
-      std::stable_sort(f.begin(), f.end(), [&](const auto& a, const auto& b) { return a.second < b.second; });
-      const auto first = std::find_if(f.begin(), f.end(), [&](const auto& b) { return b.second == prev; });
-      if (first != f.end()) std::rotate(f.begin(), first, first + 1);
-      const size_t from = first != f.end() ? 1 : 0;
-      if (f.size() > from + 1) {
-        size_t best = from;
-        for (size_t i = from; i < f.size(); ++i)
-          if (count[f[i].second] > count[f[best].second]) best = i;
-        std::rotate(f.begin() + static_cast<std::ptrdiff_t>(best), f.begin() + static_cast<std::ptrdiff_t>(best) + 1,
-                    f.end());
-      }
-      prev = f.back().second;
-    }
-    out.push_back(std::move(st));
-  }
-  steps = std::move(out);
-}
-
 }  // namespace
 
-BsrMlpSchedule make_bsr_mlp_schedule(const BsrMatrix& fc1, const BsrMatrix& fc2, BsrMlpOrder order) {
+BsrMlpSchedule make_bsr_mlp_schedule(const BsrMatrix& fc1, const BsrMatrix& fc2) {
   constexpr const char* kOp = "bsr mlp schedule";
   validate(fc1, "fused MLP fc1");
   validate(fc2, "fused MLP fc2");
@@ -89,7 +43,6 @@ BsrMlpSchedule make_bsr_mlp_schedule(const BsrMatrix& fc1, const BsrMatrix& fc2,
   s.groups = static_cast<int>((nb + G - 1) / G);
   s.group_begin.push_back(0);
   int64_t last_fc1_word = -1;
-  int32_t prev_k = -1;  // the k of the last fc1 block emitted (a tile's walk goes group after group)
   for (int g = 0; g < s.groups; ++g) {
     // Merge the group's block-rows' column lists (each sorted): the steps, in increasing j.
     const int r0 = g * G, r1 = static_cast<int>(std::min<int64_t>(nb, r0 + G));
@@ -107,7 +60,6 @@ BsrMlpSchedule make_bsr_mlp_schedule(const BsrMatrix& fc1, const BsrMatrix& fc2,
         if (pos[i - r0] < rp2[i + 1] && ci2[pos[i - r0]] == j) st.fc2.emplace_back(pos[i - r0]++, i - r0);
       steps.push_back(std::move(st));
     }
-    if (order == BsrMlpOrder::XReuse) order_for_x_reuse(steps, prev_k);
     for (const Step& st : steps) {
       const auto n1 = static_cast<int32_t>(st.fc1.size()), n2 = static_cast<int32_t>(st.fc2.size());
       s.words.push_back(st.j | n1 << 16 | n2 << 24);
@@ -116,8 +68,6 @@ BsrMlpSchedule make_bsr_mlp_schedule(const BsrMatrix& fc1, const BsrMatrix& fc2,
         s.words.push_back(b << 5 | k);
         s.k_mask |= 1u << k;
         ++s.fc1_blocks;
-        s.x_reuses += k == prev_k;
-        prev_k = k;
       }
       for (const auto& [b, local] : st.fc2) {
         s.words.push_back(b << 1 | local);

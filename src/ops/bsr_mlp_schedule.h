@@ -22,13 +22,6 @@
 //                                                 local = i - G g (0: the kernel takes G = 1)
 // The fc1 blocks of a step are in increasing k, its fc2 blocks in increasing i, the steps of a group
 // in increasing j: every output accumulates its products in the order of the unfused kernels.
-// BsrMlpOrder::XReuse instead orders each group's steps and each step's fc1 blocks so that an fc1
-// block often reads the same x column block k as the fc1 block before it (across steps and groups):
-// the fused kernel's split-ring forms then reuse the x slab already in shared memory instead of
-// loading it again (greedily: the next step is one that reads the last k, if any, and starts with it;
-// a step ends with the k that the group's remaining steps read most). About a fifth of the fc1 blocks
-// of a random 90%-sparse ViT-B pair reuse their slab this way, against 4% in the plain order. The
-// sums then accumulate in another order than the unfused kernels' (rounding differences only).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -37,11 +30,6 @@
 
 namespace vitrt::ops {
 
-enum class BsrMlpOrder {
-  Plain,   // the unfused kernels' order (above)
-  XReuse,  // consecutive fc1 blocks share x column blocks where they can (above)
-};
-
 struct BsrMlpSchedule {
   static constexpr int kGroupRows = 1;  // G: fc2 block-rows per group (see below)
   std::vector<int32_t> words;
@@ -49,13 +37,11 @@ struct BsrMlpSchedule {
   int groups = 0;
   uint32_t k_mask = 0;  // bit k: some fc1 block reads x's column block k (the kernel loads only those)
   int64_t fc1_blocks = 0, fc2_blocks = 0;  // words of each kind (fc1 blocks counted with recomputation)
-  int64_t x_reuses = 0;  // fc1 blocks that read the same k as the fc1 block before them (a tile's walk)
 };
 
 // Throws InvalidArgument unless fc1 [H, D] and fc2 [N, H] are valid BSR matrices of one block size
 // whose shapes chain (fc2.cols == fc1.rows), with D / block <= 16, H / block < 65536 and fewer than
 // 2^26 stored blocks each.
-BsrMlpSchedule make_bsr_mlp_schedule(const BsrMatrix& fc1, const BsrMatrix& fc2,
-                                     BsrMlpOrder order = BsrMlpOrder::Plain);
+BsrMlpSchedule make_bsr_mlp_schedule(const BsrMatrix& fc1, const BsrMatrix& fc2);
 
 }  // namespace vitrt::ops

@@ -53,9 +53,7 @@ std::shared_ptr<const BsrMlpPlan> plan_bsr_mlp(const BsrMatrix& fc1, const BsrMa
   if (fc1.cuda.values.dtype() != DType::BF16 || fc2.cuda.values.dtype() != DType::BF16) return nullptr;
   const cuda::BsrDeviceView v1 = cuda::device_view(fc1), v2 = cuda::device_view(fc2);
   if (!cuda::bsr_mlp_fused_supported(v1, v2)) return nullptr;  // (before building a schedule for nothing)
-  // (the split-ring forms reuse an x slab that consecutive fc1 blocks read: order the schedule for it)
-  const BsrMlpSchedule s =
-      make_bsr_mlp_schedule(fc1, fc2, cuda::bsr_mlp_fused_split_rings() ? BsrMlpOrder::XReuse : BsrMlpOrder::Plain);
+  const BsrMlpSchedule s = make_bsr_mlp_schedule(fc1, fc2);
   if (!cuda::bsr_mlp_fused_supported(v1, v2, static_cast<int64_t>(s.words.size())))
     return nullptr;  // (its schedule does not fit shared memory: a low sparsity, where fusing does not pay)
   auto plan = std::make_shared<BsrMlpPlan>();

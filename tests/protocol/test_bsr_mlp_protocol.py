@@ -27,17 +27,8 @@ x and no x barriers. S = 6 slots and 12 consumer warps (three warpgroups; wempty
 four warpgroups (warpgroups=4, plain order only) S = 5 and 16 warps. An fc1 block's slot is filled by
 two copies, the W block and the tile's x slab k, both counted on the slot's wfull (one
 arrive_expect_tx of both sizes: it completes when the second lands); the consumer reads both from the
-slot. With split rings (split=True, VITRT_BSR_MLP_SPLIT=1) the x slabs go through a ring of their
-own instead (SX = 6 slots, 5 with four warpgroups; sxfull count 1, sxempty count: every consumer
-warp) and the W ring has 9 (7) slots of W blocks only: the producer fills an fc1 block's x slot (after
-sxempty's phase, as for W) and then its W slot; the consumer takes the W slot, then the x slot, and a
-retired group hands back both, each ring in its order. The kernel has one producer thread per ring,
-each walking the whole schedule (the model also runs the single-thread order, one_split_producer).
-An fc1 block reading the same slab (tile, k) as the fc1 block before it reuses that slab's slot (the x
-producer skips the load): the newest slot stays open until a block reads another slab, and a closed
-slot goes back when its last reader retires (at once if that happened before it closed). The unsafe
-variant x_released_early hands the open slot back when its reader retires, though a later block may
-still read it. Its units of work are (tile, group) pairs: a CTA takes a contiguous range of them in tile-major
+slot. (Split rings, the x slabs in a ring of their own, were taken out of the kernel on 2026-12-06 and
+of this model with them: `git show 6bd363f` has both.) Its units of work are (tile, group) pairs: a CTA takes a contiguous range of them in tile-major
 order (units=(begin, end)), so it may start and end inside a tile; the resident form takes whole tiles.
 
 Run under random interleavings (a seeded RNG picks the next agent, with per-run speed weights),
@@ -55,22 +46,16 @@ import random
 from mbarrier_model import Bar, StaleRead, check_refill, hazards, interleave, ring_slot_free
 
 S_RESIDENT, S_STREAM, S_STREAM4 = 4, 6, 5  # the kernel's kRing per form
-S_SPLIT, S_SPLIT4, SX_SPLIT, SX_SPLIT4 = 9, 7, 6, 5  # split rings: W slots, x slots (three / four warpgroups)
 
 
 def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=False, producer_plain=False,
-        stream=False, expect_w_only=False, warpgroups=None, units=None, split=False, x_released_early=False,
-        one_split_producer=False):
+        stream=False, expect_w_only=False, warpgroups=None, units=None):
     """groups: per group, its steps as (list of the fc1 blocks' slabs, n2). units: the CTA's range of
     units (streamed: (tile, group) pairs, tile-major; resident: tiles), all of them if None."""
     rng = random.Random(seed)
     warpgroups = warpgroups or (3 if stream else 2)
     assert warpgroups == 2 if not stream else warpgroups in (3, 4) and not (warpgroups == 4 and pipe)
-    assert stream or not split
-    if split:
-        S, SX = (S_SPLIT, SX_SPLIT) if warpgroups == 3 else (S_SPLIT4, SX_SPLIT4)
-    else:
-        S, SX = S_RESIDENT if not stream else S_STREAM if warpgroups == 3 else S_STREAM4, 0
+    S = S_RESIDENT if not stream else S_STREAM if warpgroups == 3 else S_STREAM4
     warps = 4 * warpgroups
     # The CTA's work, as the kernel walks it: (tile, the groups of the unit).
     per_tile = len(groups) if stream else 1
@@ -95,8 +80,6 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
     wfull, wempty = [Bar(1) for _ in range(S)], [Bar(warps) for _ in range(S)]
     sxbuf, sxbusy = [None] * S, [False] * S  # streamed: the slot's x slab
     copies_left = [0] * S  # streamed: copies of the slot's fill still in flight (wfull arrives at 0)
-    sxfull, sxempty = [Bar(1) for _ in range(SX)], [Bar(warps) for _ in range(SX)]  # split: the x ring
-    xrbuf, xrbusy, xrreaders = [None] * SX, [False] * SX, [0] * SX
     xfull = {(h, k): Bar(1) for h in (0, 1) for k in range(slabs)}
     xempty = [Bar(4), Bar(4)]
     wbuf, wreaders, wbusy = [None] * S, [0] * S, [False] * S
@@ -117,10 +100,9 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
             order += gs[-1][1]
         return order
 
-    def producer(fill_w=True, fill_x=True):
-        """The producer thread; with split rings two of them, one per ring (fill_w / fill_x)."""
-        n = nx = 0
-        prev = None  # split: the slab (tile, k) of the last fc1 block: the next one reading it reuses it
+    def producer():
+        """The producer thread."""
+        n = 0
         for tc, (tile, unit_groups) in enumerate(work):
             if k_mask and not stream:
                 for h in (0, 1):
@@ -137,24 +119,11 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
             for gs in (steps[g] for g in unit_groups):
                 for w in emission_order(gs, pipe and not producer_plain):
                     k = slab_of.get(w)
-                    reuse = k is not None and prev == (tile, k)
-                    if k is not None:
-                        prev = (tile, k)
-                    if split and fill_x and k is not None and not reuse:  # the x slab, into the x ring
-                        xs = nx % SX
-                        yield from ring_slot_free(nx, SX, sxempty, stats)
-                        check_refill(f"x slot {xs} (tile {tile}, word {w})", xrreaders[xs], xrbusy[xs])
-                        xrbuf[xs], xrbusy[xs] = None, True
-                        inflight.append([rng.randint(1, 60), ("xr", xs), (tile, k)])
-                        nx += 1
-                        yield None
-                    if not fill_w:
-                        continue
                     slot = n % S
                     yield from ring_slot_free(n, S, wempty, stats)
                     check_refill(f"W slot {slot} (tile {tile}, word {w})", wreaders[slot], wbusy[slot])
                     wbuf[slot], wbusy[slot] = None, True
-                    with_x = stream and not split and k is not None
+                    with_x = stream and k is not None
                     # (expect_w_only: the barrier counts the W copy only, so it may complete before x lands)
                     copies_left[slot] = 2 if with_x and not expect_w_only else 1
                     inflight.append([rng.randint(1, 40), ("w", slot), (tile, w)])
@@ -167,8 +136,8 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
 
     def consumer(warp):
         h = warp // 4
-        st = dict(n=0, rel=0, nx=0, xrel=0)  # blocks (x slabs, split) taken; the oldest not yet handed back
-        pending = collections.deque()  # per taken block not handed back: (group id, slot, x slab or None, last, x slot)
+        st = dict(n=0, rel=0)  # blocks taken; the oldest not yet handed back
+        pending = collections.deque()  # per taken block not handed back: (group id, slot, x slab or None, last)
         retired = lambda m: min(issued[4 * h:4 * h + 4]) > m  # group m has run (the warpgroup issued it)
 
         def take_from(ring, counter, full, buf, size, want):  # the next slot of a ring, once full
@@ -183,62 +152,19 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
         def take(tile, w):
             return (yield from take_from("W", "n", wfull, wbuf, S, (tile, w)))
 
-        # Split: the open slot (the newest x slab) and its last reader's group id (None once it retired),
-        # the slab it holds, and the closed slots not yet handed back with their last readers.
-        xst = dict(open=None, reader=None, slab=None, closed=collections.deque(), early=set(), reader_retired=set())
-
-        def hand_back_x(xs):
-            assert xs == st["xrel"] % SX, "x slots are handed back in ring order"
-            st["xrel"] += 1
-            sxempty[xs].arrive()
-
-        def take_x(tile, k, gid):  # split: the x slot for group gid, fc1 block k of tile
-            if xst["slab"] == (tile, k):  # the open slab again: gid is now its last reader
-                if xrbuf[xst["open"]] != (tile, k):
-                    raise StaleRead(f"warp {warp}: reused x slot {xst['open']} holds {xrbuf[xst['open']]}, "
-                                    f"expected {(tile, k)}")
-                xst["reader"] = gid
-                stats["x slab reused"] += 1
-                if xst["open"] in xst["reader_retired"]:
-                    stats["x slab reused after its reader retired"] += 1
-                return xst["open"]
-            xst["slab"] = (tile, k)
-            if xst["open"] is not None and xst["open"] not in xst["early"]:  # close it
-                if xst["reader"] is None:
-                    hand_back_x(xst["open"])
-                else:
-                    xst["closed"].append((xst["open"], xst["reader"]))
-            xst["early"].discard(xst["open"])
-            xs = yield from take_from("x", "nx", sxfull, xrbuf, SX, (tile, k))
-            xst["open"], xst["reader"] = xs, gid
-            return xs
-
-        def retired_x(gid):  # group gid retired: the closed slots it was the last reader of go back
-            while xst["closed"] and xst["closed"][0][1] <= gid:
-                hand_back_x(xst["closed"].popleft()[0])
-            if xst["reader"] == gid:
-                xst["reader"] = None  # (kept open: the next fc1 block may read the same slab)
-                xst["reader_retired"] = {xst["open"]}
-                if x_released_early and xst["open"] not in xst["early"]:
-                    # (unsafe variant: handed back now, though a later fc1 block may read the same slab)
-                    hand_back_x(xst["open"])
-                    xst["early"].add(xst["open"])
-
-        def issue(slot, xk, last, xs=None):
+        def issue(slot, xk, last):
             gid = issued[warp]
             wreaders[slot] += 1
             if xk is not None:
                 xreaders[(h, xk)] += 1
-            if xs is not None:
-                xrreaders[xs] += 1  # (until the group retires: the wgmma reads it until then)
-            pending.append((gid, slot, xk, last, xs))
+            pending.append((gid, slot, xk, last))
             issued[warp] = gid + 1
             if last and release_x_at_issue:
                 xempty[h].arrive()
 
         def retire(keep):  # wgmma.wait_group keep, then hand back all but the `keep` newest
             while len(pending) > keep:
-                gid, slot, xk, last, xs = pending[0]
+                gid, slot, xk, last = pending[0]
                 if not retired(gid):
                     stats["consumer waited for a group"] += 1
                 yield lambda gid=gid: retired(gid)
@@ -251,16 +177,9 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
                 wempty[slot].arrive()
                 if last and not release_x_at_issue:
                     xempty[h].arrive()
-                if xs is not None:
-                    xrreaders[xs] -= 1
-                    retired_x(gid)
 
         def fc1(tile, tc, w, k):
             slot = yield from take(tile, w)
-            if split:
-                xs = yield from take_x(tile, k, issued[warp])
-                issue(slot, None, False, xs)
-                return
             if stream:
                 if sxbuf[slot] != (tile, k):
                     raise StaleRead(f"warp {warp}: x of slot {slot} holds {sxbuf[slot]}, expected {(tile, k)}")
@@ -307,10 +226,7 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
 
     def land(c):  # a copy landed
         _, where, tag = c
-        if where[0] == "xr":
-            xrbuf[where[1]], xrbusy[where[1]] = tag, False
-            sxfull[where[1]].arrive()
-        elif where[0] in ("w", "sx"):
+        if where[0] in ("w", "sx"):
             slot = where[1]
             if where[0] == "w":
                 wbuf[slot], wbusy[slot] = tag, False
@@ -323,14 +239,12 @@ def run(groups, slabs, tiles, pipe, seed, skip_x_wait=False, release_x_at_issue=
             xbuf[where[1:]], xbusy[where[1:]] = tag, False
             xfull[where[1:]].arrive()
 
-    producers = [producer(fill_x=False), producer(fill_w=False)] if split and not one_split_producer else [producer()]
-    agents = producers + [consumer(w) for w in range(warps)]
-    np_ = len(producers)
-    interleave(agents, rng, inflight, land, f"0..{np_ - 1}: producers (W, x), {np_} + w: consumer warp w")
+    agents = [producer()] + [consumer(w) for w in range(warps)]
+    interleave(agents, rng, inflight, land, "0: producer, 1 + w: consumer warp w")
     return stats
 
 
-def random_case(seed, pipe, stream=False, warpgroups=None, split=False):
+def random_case(seed, pipe, stream=False, warpgroups=None):
     rng = random.Random(3000 + seed)
     slabs = rng.choice((2, 3, 12))
     groups = []
@@ -341,8 +255,7 @@ def random_case(seed, pipe, stream=False, warpgroups=None, split=False):
             g.append(([rng.randrange(slabs) for _ in range(n1)], 1))
         groups.append(g)
     tiles = rng.randint(1, 3)
-    case = dict(groups=groups, slabs=slabs, tiles=tiles, pipe=pipe, seed=seed, stream=stream, warpgroups=warpgroups,
-                split=split)
+    case = dict(groups=groups, slabs=slabs, tiles=tiles, pipe=pipe, seed=seed, stream=stream, warpgroups=warpgroups)
     if rng.random() < 0.5:  # a CTA's part of the units, which may start and end inside a tile
         total = tiles * (len(groups) if stream else 1)
         begin = rng.randrange(total)
@@ -350,8 +263,8 @@ def random_case(seed, pipe, stream=False, warpgroups=None, split=False):
     return case
 
 
-def failures(count, pipe, stop_at=(), stats=None, stream=False, warpgroups=None, split=False, **variant):
-    return hazards(run, lambda seed: random_case(seed, pipe, stream, warpgroups, split), count, stop_at, stats,
+def failures(count, pipe, stop_at=(), stats=None, stream=False, warpgroups=None, **variant):
+    return hazards(run, lambda seed: random_case(seed, pipe, stream, warpgroups), count, stop_at, stats,
                    **variant)
 
 
@@ -439,30 +352,3 @@ def test_streamed_slot_counting_the_w_copy_only_is_caught():
 def test_streamed_plain_order_to_pipelined_consumers_is_caught():
     bad = failures(100, True, stop_at=("StaleRead", "Deadlock"), stream=True, producer_plain=True)
     assert bad["StaleRead"] + bad["Deadlock"] > 0, bad
-
-
-def test_split_rings_have_no_deadlock_or_hazard():
-    for pipe, warpgroups in ((False, 3), (True, 3), (False, 4)):
-        stats = collections.Counter()
-        assert failures(300, pipe, stats=stats, stream=True, warpgroups=warpgroups, split=True) == {}, (pipe, warpgroups)
-        for path in ("producer waited for a slot", "consumer waited for a group", "x slab reused",
-                     "x slab reused after its reader retired"):
-            assert stats[path] > 0, (pipe, warpgroups, path, stats)
-        for groups in ([[]], [[([], 1)]], [[([0] * 9, 1)]], [[([1], 1)] * 10, [], [([0, 1], 1), ([], 1)]]):
-            for tiles in (1, 3):
-                for seed in range(20):
-                    run(groups=groups, slabs=2, tiles=tiles, pipe=pipe, seed=seed, stream=True,
-                        warpgroups=warpgroups, split=True)
-
-
-def test_split_rings_from_one_producer_thread_have_no_deadlock_or_hazard():
-    stats = collections.Counter()
-    assert failures(200, True, stats=stats, stream=True, split=True, one_split_producer=True) == {}
-    assert stats["producer waited for a slot"] > 0, stats
-
-
-def test_split_open_x_slot_handed_back_when_its_reader_retires_is_caught():
-    for pipe in (False, True):
-        bad = failures(200, pipe, stop_at=("Overwrite", "StaleRead", "Deadlock"), stream=True, split=True,
-                       x_released_early=True)
-        assert bad["Overwrite"] + bad["StaleRead"] > 0, (pipe, bad)

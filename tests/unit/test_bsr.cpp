@@ -344,17 +344,12 @@ TEST(Bsr, CoreMatrixOrderPlacesEachElementInItsTile) {
 // stored fc2 block exactly once, in its block-row's group and in increasing j, each step's fc1
 // blocks exactly as fc1's block-row j, flag the last fc1 word once, and -- followed as the kernel
 // follows it, in fp32 -- give the MLP of the dense weights.
-// BsrMlpOrder::XReuse: the same, with the steps of a group and the fc1 blocks of a step in any order
-// (each step's fc1 blocks are still exactly block-row j's), and x_reuses counting the fc1 blocks that
-// read the k of the fc1 block before them.
-void expect_schedule_decodes(ops::BsrMlpOrder order) {
-  SCOPED_TRACE(order == ops::BsrMlpOrder::Plain ? "plain order" : "x-reuse order");
-  const bool plain = order == ops::BsrMlpOrder::Plain;
+TEST(BsrMlpSchedule, DecodesToTheMlpOfTheDenseWeights) {
   const int b = 16;
   const int64_t D = 5 * b, H = 12 * b, N = 7 * b, M = 9;
   const Tensor w1 = ragged_weight(H, D, b, 71), w2 = ragged_weight(N, H, b, 72);
   const BsrMatrix fc1 = bsr_from_dense(w1, b), fc2 = bsr_from_dense(w2, b);
-  const ops::BsrMlpSchedule s = ops::make_bsr_mlp_schedule(fc1, fc2, order);
+  const ops::BsrMlpSchedule s = ops::make_bsr_mlp_schedule(fc1, fc2);
   ASSERT_EQ(s.groups, N / b);
   ASSERT_EQ(static_cast<int>(s.group_begin.size()), s.groups + 1);
   const Tensor x = random_tensor({M, D}, 73), b1 = random_tensor({H}, 74), b2 = random_tensor({N}, 75);
@@ -367,8 +362,7 @@ void expect_schedule_decodes(ops::BsrMlpOrder order) {
   auto gelu = [](double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); };
   std::vector<double> y(M * N, 0.0);
   int lasts = 0;
-  int64_t fc1_words = 0, fc2_words = 0, reuses = 0;
-  int32_t prev_k = -1;
+  int64_t fc1_words = 0, fc2_words = 0;
   uint32_t k_mask = 0;
   for (int g = 0; g < s.groups; ++g) {
     std::vector<int32_t> seen_cols;
@@ -384,12 +378,10 @@ void expect_schedule_decodes(ops::BsrMlpOrder order) {
       for (int q = 0; q < n1; ++q, ++w) {
         const int32_t word = s.words[w];
         const int32_t blk = word >> 5, k = word & 15;
-        if (plain) ASSERT_EQ(blk, rp1[j] + q);
+        ASSERT_EQ(blk, rp1[j] + q);
         ASSERT_TRUE(blk >= rp1[j] && blk < rp1[j + 1]) << "an fc1 block outside block-row j";
         blocks.push_back(blk);
         ASSERT_EQ(k, fc1.col_idx.data<int32_t>()[blk]);
-        reuses += k == prev_k;
-        prev_k = k;
         lasts += (word >> 4) & 1;
         k_mask |= 1u << k;
         ++fc1_words;
@@ -415,9 +407,8 @@ void expect_schedule_decodes(ops::BsrMlpOrder order) {
             for (int c = 0; c < b; ++c) y[m * N + g * b + r] += hj[m * b + c] * W2[(g * b + r) * H + j * b + c];
       }
     }
-    // Every stored block of block-row g, in order (the plain order) or once each.
+    // Every stored block of block-row g, in order.
     ASSERT_EQ(static_cast<int32_t>(seen_cols.size()), rp2[g + 1] - rp2[g]) << "group " << g;
-    if (!plain) std::sort(seen_cols.begin(), seen_cols.end());
     for (size_t i = 0; i < seen_cols.size(); ++i) EXPECT_EQ(seen_cols[i], ci2[rp2[g] + i]);
   }
   EXPECT_EQ(lasts, fc1_words > 0 ? 1 : 0);
@@ -425,7 +416,6 @@ void expect_schedule_decodes(ops::BsrMlpOrder order) {
   EXPECT_EQ(s.fc2_blocks, fc2_words);
   EXPECT_EQ(s.fc2_blocks, fc2.nnz_blocks());
   EXPECT_EQ(s.k_mask, k_mask);
-  EXPECT_EQ(s.x_reuses, reuses);
   // The dense MLP (no residual), in double.
   double max_err = 0, max_ref = 0;
   for (int64_t m = 0; m < M; ++m) {
@@ -444,47 +434,6 @@ void expect_schedule_decodes(ops::BsrMlpOrder order) {
   }
   ASSERT_GT(max_ref, 1.0);
   EXPECT_LE(max_err, 1e-9 * max_ref);
-}
-
-TEST(BsrMlpSchedule, DecodesToTheMlpOfTheDenseWeights) {
-  expect_schedule_decodes(ops::BsrMlpOrder::Plain);
-  expect_schedule_decodes(ops::BsrMlpOrder::XReuse);
-}
-
-// The x-reuse order on a ViT-B MLP pair at 90% block sparsity (random blocks kept): more fc1 blocks
-// read the k of the fc1 block before them than in the plain order (measured when written: plain 4%,
-// x-reuse ~20% of 1.2x the 58 stored fc1 blocks), and the same blocks.
-TEST(BsrMlpSchedule, XReuseOrderRereadsMoreSlabs) {
-  const int b = 64;
-  const int64_t D = 768, H = 3072;
-  auto sparse = [&](int64_t rows, int64_t cols, uint32_t seed) {
-    Tensor w = random_tensor({rows, cols}, seed);
-    std::mt19937 rng(seed);
-    for (int64_t bi = 0; bi < rows / b; ++bi)
-      for (int64_t bj = 0; bj < cols / b; ++bj)
-        if (rng() % 10 != 0)
-          for (int64_t i = 0; i < b; ++i)
-            for (int64_t j = 0; j < b; ++j) w.data<float>()[(bi * b + i) * cols + bj * b + j] = 0.f;
-    return bsr_from_dense(w, b);
-  };
-  int64_t plain_reuses = 0, reuse_reuses = 0, blocks = 0;
-  for (uint32_t seed : {91u, 92u, 93u, 94u}) {
-    const BsrMatrix fc1 = sparse(H, D, seed), fc2 = sparse(D, H, seed + 100);
-    const ops::BsrMlpSchedule plain = ops::make_bsr_mlp_schedule(fc1, fc2);
-    const ops::BsrMlpSchedule reuse = ops::make_bsr_mlp_schedule(fc1, fc2, ops::BsrMlpOrder::XReuse);
-    ASSERT_EQ(plain.fc1_blocks, reuse.fc1_blocks);
-    ASSERT_EQ(plain.fc2_blocks, reuse.fc2_blocks);
-    ASSERT_EQ(plain.words.size(), reuse.words.size());
-    ASSERT_EQ(plain.group_begin, reuse.group_begin);
-    plain_reuses += plain.x_reuses;
-    reuse_reuses += reuse.x_reuses;
-    blocks += plain.fc1_blocks;
-  }
-  ASSERT_GT(blocks, 200);
-  EXPECT_LT(plain_reuses, blocks / 10);
-  EXPECT_GT(reuse_reuses, blocks * 3 / 20);
-  std::printf("x slabs reused: plain %.1f%%, x-reuse order %.1f%% of %lld fc1 blocks\n", 100.0 * plain_reuses / blocks,
-              100.0 * reuse_reuses / blocks, static_cast<long long>(blocks));
 }
 
 TEST(BsrMlpSchedule, RejectsPairsThatDoNotChain) {

@@ -186,9 +186,6 @@ bool bsr_mlp_fused_supported(const BsrDeviceView& fc1, const BsrDeviceView& fc2,
 // has one CTA per unit up to one per SM: a tile's tokens and one fc2 block-row in the streamed forms, a
 // whole tile in the resident one). `groups`: fc2's block-rows.
 bool bsr_mlp_fused_fills_gpu(int64_t M, int groups);
-// Whether the selected form has split rings (VITRT_BSR_MLP_SPLIT), which reuse an x slab that
-// consecutive fc1 blocks read: its schedules are best built in BsrMlpOrder::XReuse.
-bool bsr_mlp_fused_split_rings();
 // x, residual, y bf16 [M, D], [M, N], [M, N] (residual may be y or null); b1, b2 bf16 or null.
 // max_ctas > 0 caps the persistent grid (tests). tile_ctas: -1 the default division of work
 // (VITRT_BSR_MLP_TILE_CTAS, or the model's choice: bsr_mlp_units.h), 0 contiguous ranges of units, P

@@ -42,8 +42,7 @@
 // Scope: sm_90, bf16, block 64, D = fc1.cols <= 768 (resident form) / 1024 (streamed forms: the
 // schedule's 4-bit column block; ViT-L), fc2.rows a multiple of 64, a schedule that fits
 // shared memory (resident form, next to x: ViT-B at 90% sparsity yes, at 80% no; streamed, next to its
-// rings: ~8.6K words with one ring and three warpgroups, ~6.6K with four, ~2.4K with split rings,
-// whose rings take more of it); the core-matrix copies present. Everything else runs the two linears
+// ring: ~8.6K words with three warpgroups, ~6.6K with four); the core-matrix copies present. Everything else runs the two linears
 // unfused (ops::mlp_bsr).
 #include <cuda.h>  // CUtensorMap
 #include <cuda_bf16.h>
@@ -96,43 +95,32 @@ constexpr size_t kAlignSlack = 1024;  // the x slabs start 1024-byte aligned (12
 //    three-warpgroup form is latency-bound (1.03 eligible warps per scheduler, ncu: BENCHMARKS.md,
 //    2026-12-04 20:22 session, call 2); a fourth warpgroup is a fourth chain of steps to hide it.
 //    Measured fastest of the streamed forms: the default (VITRT_BSR_MLP_WARPGROUPS, below).
-//  - streamed with split rings (SPLIT, VITRT_BSR_MLP_SPLIT=1, either warpgroup count): the x slabs in a ring
-//    of their own, next to a ring of 8 KB W slots, instead of one ring of [x slab][W block] slots. Why: an
-//    fc2 block (45% of ViT-B's blocks at 90%) leaves its slot's x part empty, so the shared ring holds ~3.3 x
-//    slabs and 6 W blocks (2.7 steps ahead); split, 6 x slabs and 9 W blocks (4 steps ahead) fit in about as
-//    much shared memory (222 KB against 198, which leaves the schedule ~2.4K words instead of ~8.6K: ViT-B at
-//    90% needs a few hundred). More blocks in flight for the same bytes: the kernel is latency-bound (above).
-//    One producer thread per ring. And an fc1 block that reads the same slab as the fc1 block before it
-//    reuses the slot instead of loading it again (the schedule in BsrMlpOrder::XReuse, ~23% of the fc1 blocks
-//    of ViT-B at 90%: x slabs are three quarters of the bytes a tile streams). Measured slower
-//    (VITRT_BSR_MLP_SPLIT, below). (Since the biases' 15 KB came into shared memory, 5 x slabs with
-//    three warpgroups, 4 with four.)
-template <bool STREAM, bool PIPE = false, int WG = (STREAM ? 3 : 2), bool SPLIT = false>
+//  (Taken out on 2026-12-06: split rings, the x slabs in a ring of their own next to a ring of W blocks,
+//  with the x slab of consecutive fc1 blocks reused: slower than one ring at every shape measured, on
+//  H100s and the H200, ViT-B @ 0.9 0.199 against 0.188 ms (H100), 0.1885 against 0.1742 (H200);
+//  BENCHMARKS.md, 2026-12-05 and 2026-12-06 sessions; `git show 6bd363f` has them.)
+template <bool STREAM, bool PIPE = false, int WG = (STREAM ? 3 : 2)>
 struct MlpForm {
-  static_assert(STREAM ? (WG == 3 || (WG == 4 && !PIPE)) : WG == 2 && !SPLIT, "the forms that exist");
+  static_assert(STREAM ? (WG == 3 || (WG == 4 && !PIPE)) : WG == 2, "the forms that exist");
   static constexpr int kWarpgroups = WG;
   static constexpr int kTileM = 64 * kWarpgroups;       // tokens per tile
   static constexpr int kConsumerWarps = 4 * kWarpgroups;
   // + the producers: one warp (resident form), or a whole warpgroup (streamed form) so that it can hand
   // its registers to the consumers (setmaxnreg is per warpgroup): 13 warps would leave 128 registers
-  // per thread (four warps of one scheduler share its 64 KB), the consumers need 152. One thread works
-  // (two with split rings).
+  // per thread (four warps of one scheduler share its 64 KB), the consumers need 152. One thread works.
   static constexpr int kProducerWarps = STREAM ? 4 : 1;
   static constexpr int kThreads = 32 * (kConsumerWarps + kProducerWarps);
   // (PIPE holds two h accumulators: 168 registers in the resident form; streamed, the producers keep
-  // what is left once the consumers have 160: 32, where the split rings' producer spilled at 24.)
+  // what is left once the consumers have 160: 32 (a producer spilled at 24).)
   static constexpr int kLaunchRegs = 65536 / kThreads / 8 * 8;
   static constexpr int kConsumerRegs = WG == 4 ? 112 : PIPE ? 160 : 152;
   static constexpr int kProducerRegs = PIPE || WG == 4 ? 32 : 40;
   static_assert(!STREAM || 32 * (kConsumerWarps * kConsumerRegs + kProducerWarps * kProducerRegs) <= kThreads * kLaunchRegs,
                 "setmaxnreg must redistribute the launch's registers, not ask for more");
-  // The W ring (streamed, not split: of [x slab][W block] slots) and, split, the x ring.
-  static constexpr int kRing = !STREAM ? 4 : SPLIT ? (WG == 4 ? 7 : 9) : WG == 4 ? 5 : 6;
-  // (split: one x slot fewer since the biases came into shared memory, 2026-12-06: with it, ViT-B's did
-  // not fit)
-  static constexpr int kXRing = SPLIT ? (WG == 4 ? 4 : 5) : 0;
+  // The ring (streamed: of [x slab][W block] slots; resident: of W blocks).
+  static constexpr int kRing = !STREAM ? 4 : WG == 4 ? 5 : 6;
   static constexpr int kXSlotBytes = STREAM ? kTileM * 128 : 0;   // an x slab (streamed forms)
-  static constexpr int kSlotBytes = (SPLIT ? 0 : kXSlotBytes) + kBlockBytes;  // a W slot
+  static constexpr int kSlotBytes = kXSlotBytes + kBlockBytes;    // a slot
   static_assert(kSlotBytes % 1024 == 0 && kXSlotBytes % 1024 == 0, "x slabs stay 1024-byte aligned (128-byte swizzle)");
   // A unit of work (bsr_mlp_units.h): one tile's token rows and one fc2 block-row (streamed forms:
   // nothing of a tile is held in shared memory across its block-rows, so the block-rows of a tile can
@@ -147,15 +135,15 @@ struct MlpForm {
   // the residual's loads below, 181.7 -> 173.4 us; the fused MLP 2-5% faster, ViT-B/16 bs256 1.57x ->
   // 1.59x (H100), 1.64x on the H200 (BENCHMARKS.md, 2026-12-06 ~09:55-10:34 UTC).
   static constexpr bool kBiasSmem = STREAM;
-  // [resident x slabs][x ring][W ring][mbarriers][schedule: group_begin, words][biases] (the schedule's
+  // [resident x slabs][ring][mbarriers][schedule: group_begin, words][biases] (the schedule's
   // words are read on every step's critical path, by the producer and the consumers; from global memory
   // they missed L1, which the 227 KB of shared memory leaves small: ~7% of the consumers' stall samples).
   // bias_floats: fc1.rows + fc2.rows.
   static size_t smem_bytes(int slabs, int64_t schedule_ints, int64_t bias_floats) {
     const size_t resident = STREAM ? 0 : 2 * static_cast<size_t>(slabs) * kSlabBytes;
     const size_t schedule = static_cast<size_t>(schedule_ints) * sizeof(int32_t);
-    return kAlignSlack + resident + static_cast<size_t>(kXRing) * kXSlotBytes + static_cast<size_t>(kRing) * kSlotBytes +
-           (2 * kMaxSlabs + 2 + 2 * kRing + 2 * kXRing) * sizeof(uint64_t) + schedule +
+    return kAlignSlack + resident + static_cast<size_t>(kRing) * kSlotBytes +
+           (2 * kMaxSlabs + 2 + 2 * kRing) * sizeof(uint64_t) + schedule +
            (kBiasSmem ? 16 + static_cast<size_t>(bias_floats) * sizeof(float) : 0);
   }
 };
@@ -192,30 +180,23 @@ struct MlpArgs {
 // the tensor cores work (two h accumulators); the producer then streams each step's fc2 block after
 // the next step's fc1 blocks, the order in which the consumers take them. Without PIPE a step's
 // fc1 blocks, GELU and fc2 block follow each other, and only the other warpgroup overlaps the GELU.
-template <bool PIPE, bool STREAM, int WG, bool SPLIT>
-__global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
+template <bool PIPE, bool STREAM, int WG>
+__global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG>::kThreads, 1)
     bsr_mlp_fused_kernel(const __grid_constant__ MlpArgs p) {
 #if VITRT_WGMMA_ENABLED
-  using F = MlpForm<STREAM, PIPE, WG, SPLIT>;
+  using F = MlpForm<STREAM, PIPE, WG>;
   constexpr int kTileM = F::kTileM, kRing = F::kRing, kConsumerWarps = F::kConsumerWarps, kThreads = F::kThreads;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* smem = smem_raw + ((kAlignSlack - (ptx::smem_u32(smem_raw) & (kAlignSlack - 1))) & (kAlignSlack - 1));
   const int ns = p.slabs;
   unsigned char* xs = smem;  // resident: [2 halves][ns slabs][64 rows x 128 B], swizzled
-  unsigned char* xring = xs + (STREAM ? 0 : 2 * ns * kSlabBytes);  // split: [kXRing][x slab]
-  unsigned char* ring = xring + F::kXRing * F::kXSlotBytes;  // [kRing][x slab (streamed, not split)][W block 64 x 64]
-  // Where a streamed fc1 block's x slab lies: slot s's at xslab0 + s * kXStride (s of the x ring, split;
-  // of the shared ring, not split).
-  unsigned char* const xslab0 = SPLIT ? xring : ring;
-  constexpr int kXStride = SPLIT ? F::kXSlotBytes : F::kSlotBytes;
-  unsigned char* ws = ring + (SPLIT ? 0 : F::kXSlotBytes);  // slot s's W block at ws + s * kSlotBytes (core-matrix layout)
+  unsigned char* ring = xs + (STREAM ? 0 : 2 * ns * kSlabBytes);  // [kRing][x slab (streamed)][W block 64 x 64]
+  unsigned char* ws = ring + F::kXSlotBytes;  // slot s's W block at ws + s * kSlotBytes (core-matrix layout)
   uint64_t* xfull = reinterpret_cast<uint64_t*>(ring + kRing * F::kSlotBytes);  // resident: [2][kMaxSlabs] slab landed
   uint64_t* xempty = xfull + 2 * kMaxSlabs;      // [2] the half's 4 warps are done with x
   uint64_t* wfull = xempty + 2;                  // [kRing] block landed
   uint64_t* wempty = wfull + kRing;              // [kRing] every consumer warp has retired it
-  uint64_t* sxfull = wempty + kRing;             // split: [kXRing] x slab landed
-  uint64_t* sxempty = sxfull + F::kXRing;        // split: [kXRing] every consumer warp has retired it
-  int32_t* gb_s = reinterpret_cast<int32_t*>(sxempty + F::kXRing);  // [groups + 1]
+  int32_t* gb_s = reinterpret_cast<int32_t*>(wempty + kRing);  // [groups + 1]
   int32_t* words_s = gb_s + p.groups + 1;                       // [nwords]
   for (int i = threadIdx.x; i <= p.groups; i += kThreads) gb_s[i] = __ldg(p.group_begin + i);
   for (int i = threadIdx.x; i < p.nwords; i += kThreads) words_s[i] = __ldg(p.words + i);
@@ -239,7 +220,6 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
     for (int i = 0; i < 2 * kMaxSlabs; ++i) mbar::init(&xfull[i], 1);
     for (int i = 0; i < 2; ++i) mbar::init(&xempty[i], 4);
     for (int s = 0; s < kRing; ++s) mbar::init(&wfull[s], 1), mbar::init(&wempty[s], kConsumerWarps);
-    for (int s = 0; s < F::kXRing; ++s) mbar::init(&sxfull[s], 1), mbar::init(&sxempty[s], kConsumerWarps);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -247,33 +227,16 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
   if (warp >= kConsumerWarps) {
     // ---- producer: one thread. Per tile: each half's x slabs (once that half released the previous
     // tile's; resident form), then every block of the schedule, group by group, in the consumers' order.
-    // Split rings: two threads (lane 0 of the first two producer warps), one per ring, each walking the
-    // schedule and filling its own ring, so that a full x ring never holds back the W blocks of the
-    // fc2 steps behind it (nor the reverse).
     if constexpr (STREAM) ptx::setmaxnreg_dec<F::kProducerRegs>();
-    const int role = warp - kConsumerWarps;  // split: 0 the W ring, 1 the x ring
-    if (lane != 0 || role >= (SPLIT ? 2 : 1)) return;
-    const bool fill_w = !SPLIT || role == 0, fill_x = SPLIT && role == 1;
+    if (lane != 0 || warp - kConsumerWarps >= 1) return;  // (lane 0 of the first producer warp)
     int slot = 0, n = 0;
     unsigned round = 0;  // parity of the ring round of `slot`
-    int xslot = 0, nx = 0;  // split: the same for the x ring
-    unsigned xround = 0;
-    int px_k = -1, px_tile = -1;  // split: the slab of the last fc1 block (the next one reading it reuses it)
     int tile = 0;
     // One block into the next slot; x_col >= 0 (streamed forms, fc1 blocks): with the tile's x slab of
-    // column block x_col, counted on the same full barrier (not split) or into the next x slot (split).
+    // column block x_col, counted on the same full barrier.
     auto emit = [&](const bf16* src, int x_col) {
-      if (fill_x && x_col >= 0 && (x_col != px_k || tile != px_tile)) {  // (else the consumers reuse the slab)
-        if (nx >= F::kXRing) mbar::wait(&sxempty[xslot], xround ^ 1);
-        mbar::arrive_expect_tx(&sxfull[xslot], F::kXSlotBytes);
-        mbar::tma_load_2d(xring + xslot * F::kXSlotBytes, &p.x_map, x_col * kSlabCols, tile * kTileM, &sxfull[xslot]);
-        if (++xslot == F::kXRing) xslot = 0, xround ^= 1;
-        ++nx;
-      }
-      if (fill_x && x_col >= 0) px_k = x_col, px_tile = tile;
-      if (!fill_w) return;
       if (n >= kRing) mbar::wait(&wempty[slot], round ^ 1);  // its previous block retired by every consumer warp
-      const bool x_here = STREAM && !SPLIT && x_col >= 0;
+      const bool x_here = STREAM && x_col >= 0;
       mbar::arrive_expect_tx(&wfull[slot], kBlockBytes + (x_here ? F::kXSlotBytes : 0));
       mbar::bulk_copy_to_smem(ws + slot * F::kSlotBytes, src, kBlockBytes, &wfull[slot]);
       if (x_here)
@@ -333,21 +296,13 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
   // uniform registers; from threadIdx it built them per thread, five 64-bit moves and adds per wgmma)
   const int h = __shfl_sync(0xffffffffu, warp / 4, 0), w4 = warp % 4, g = lane / 4, t = lane % 4;
   // x: resident, this warpgroup's slabs; streamed, its 64 rows of slot 0's slab (+ slot offsets).
-  const uint64_t xdesc = wgmma::make_smem_desc_sw128(STREAM ? xslab0 + h * kSlabBytes : xs + h * ns * kSlabBytes, 1024);
+  const uint64_t xdesc = wgmma::make_smem_desc_sw128(STREAM ? ring + h * kSlabBytes : xs + h * ns * kSlabBytes, 1024);
   const uint64_t wdesc = wgmma::make_smem_desc(ws, 128, (kB / 8) * 128);
   // The ring as this warp sees it: the next slot to take, and the oldest taken but not yet handed
   // back (slots are taken and handed back in ring order); x_slot: the slot of the tile's last fc1
   // block while it is pending (x is released with it), else -1.
-  // Split: the same for the x ring. An fc1 block reading the same slab (tile, k) as the fc1 block before
-  // it reuses that slab's slot (the producer loads it once: BsrMlpOrder::XReuse makes that frequent).
-  // So the newest slot stays open until an fc1 block reads another slab; a slot is handed back once it
-  // is closed and the last wgmma group reading it has retired. xbits: the pending groups (bit i: the
-  // i-th oldest; at most kRing are pending) whose retirement hands back a closed slot; xopen: the bit
-  // of the open slot's last reader while it is pending, else 0.
   int slot = 0, rel_slot = 0, pending = 0, x_slot = -1;
   unsigned round = 0;
-  int xslot = 0, xrel_slot = 0, x_open = -1, prev_k = -1, prev_tile = -1, cur_tile = 0;
-  unsigned xround = 0, xbits = 0, xopen = 0;
   auto take = [&]() {
     const int s = slot;
     mbar::wait(&wfull[s], round);
@@ -370,35 +325,10 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
     rel += k;
     if (rel >= size) rel -= size;
   };
-  // (split; after take(): the x slot of the same wgmma group, fc1 block k of tile cur_tile)
-  auto take_x = [&](int k) {
-    const unsigned mine = 1u << (pending - 1);
-    if (k == prev_k && cur_tile == prev_tile) {  // the open slab: this group is now its last reader
-      xopen = mine;
-      return x_open;
-    }
-    prev_k = k, prev_tile = cur_tile;
-    if (x_open >= 0) {  // close the open slab: handed back with its last reader, or now if that retired
-      if (xopen != 0) xbits |= xopen;
-      else hand_back(sxempty, xrel_slot, 1, F::kXRing);
-    }
-    const int s = xslot;
-    mbar::wait(&sxfull[s], xround);
-    if (++xslot == F::kXRing) xslot = 0, xround ^= 1;
-    x_open = s, xopen = mine;
-    return s;
-  };
   auto release = [&](int k) {
     if (k <= 0) return;
     if constexpr (STREAM) {  // (no resident x to hand back)
       hand_back(wempty, rel_slot, k, kRing);
-      if constexpr (SPLIT) {
-        const unsigned mask = (1u << k) - 1;
-        const int kx = __popc(xbits & mask);
-        xbits >>= k;
-        xopen = (xopen & mask) != 0 ? 0u : xopen >> k;  // (the open slab's last reader retired: kept open)
-        if (kx > 0) hand_back(sxempty, xrel_slot, kx, F::kXRing);
-      }
     } else {
 #pragma unroll 1
       for (int i = 0; i < k; ++i) {
@@ -431,11 +361,9 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
       mbar::wait(&xfull[h * kMaxSlabs + k], xparity);
       if ((word >> 4) & 1) x_slot = s;
     }
-    int xs_slot = s;
-    if constexpr (SPLIT) xs_slot = take_x(k);
     wgmma::fence_operands(acc);
     wgmma::fence();
-    const uint64_t da = xdesc + (((STREAM ? xs_slot * kXStride : k * kSlabBytes)) >> 4);
+    const uint64_t da = xdesc + (((STREAM ? s * F::kSlotBytes : k * kSlabBytes)) >> 4);
     const uint64_t db = wdesc + ((s * F::kSlotBytes) >> 4);
 #pragma unroll
     for (int kk = 0; kk < kB / 16; ++kk) wgmma::wgmma_m64n64k16_ss(acc, da + 2 * kk, db + 16 * kk);
@@ -577,7 +505,6 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
   int unit_tile = 0, grp0 = 0;  // (grp0: the unit's first block-row)
   for (int tc = 0; units.next(p.parts, unit_tile, grp0); ++tc) {
     const int tile = unit_tile;
-    cur_tile = tile;
     const int64_t row0 = static_cast<int64_t>(tile) * kTileM + 64 * h + 16 * w4 + g;  // this thread's first row
     xparity = tc & 1;  // (resident form: a unit per tile)
     for (int grp = grp0; grp < grp0 + unit_groups; ++grp) {
@@ -718,10 +645,10 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG, SPLIT>::kThreads, 1)
 }
 
 // The form a launch takes, as a type (FormTag below) for the templates and as values for the host.
-template <bool STREAM, bool PIPE, int WG, bool SPLIT>
+template <bool STREAM, bool PIPE, int WG>
 struct FormTag {
-  using F = MlpForm<STREAM, PIPE, WG, SPLIT>;
-  static constexpr bool kStream = STREAM, kPipe = PIPE, kSplit = SPLIT;
+  using F = MlpForm<STREAM, PIPE, WG>;
+  static constexpr bool kStream = STREAM, kPipe = PIPE;
   static constexpr int kWarpgroups = WG;
 };
 
@@ -738,9 +665,6 @@ struct FormTag {
 //    other: with three warpgroups pipelined in the streamed form, plain in the resident one, as
 //    measured (2026-12-04 sessions: resident, 18:18 call 4, plain 0.320 against 0.357 ms at D = 768;
 //    streamed, 20:22 calls 1-2, pipelined 0.235 against 0.241);
-//  - VITRT_BSR_MLP_SPLIT: "1" the streamed forms with split rings; unset / other: one ring. Measured
-//    slower with four warpgroups at every shape (ViT-B @ 0.9 0.2429 against 0.2260) and with three
-//    at ViT-B @ 0.9 (0.2483 against 0.2297); kept as an experiment (2026-12-05 session, call 1).
 //  - VITRT_BSR_MLP_GELU: "f32" the GELUs in fp32; unset / other: in bf16x2 arithmetic
 //    (dev::gelu_tanh_approx_x2_bf16x2: half the MUFU tanh ops, 6 instructions per pair of hidden values
 //    against 11; streamed forms). Why: 2 GELU per hidden value per use is most of a step's instructions
@@ -780,19 +704,16 @@ bool gelu_bf16x2_from_env() {
 struct FormChoice {
   bool stream, pipe;
   int warpgroups;
-  bool split;
 };
 FormChoice form_from_env() {
   static const FormChoice f = [] {
     const char* wg = std::getenv("VITRT_BSR_MLP_WARPGROUPS");
-    const bool split = kernel_mode_from_env("VITRT_BSR_MLP_SPLIT") == KernelMode::On;
-    if (wg != nullptr && std::strcmp(wg, "4") == 0) return FormChoice{true, false, 4, split};
+    if (wg != nullptr && std::strcmp(wg, "4") == 0) return FormChoice{true, false, 4};
     const bool stream = kernel_mode_from_env("VITRT_BSR_MLP_STREAM") != KernelMode::Off;
     const KernelMode pipe = kernel_mode_from_env("VITRT_BSR_MLP_PIPE");
     const bool three = (wg != nullptr && std::strcmp(wg, "3") == 0) || pipe == KernelMode::On;
-    if (stream && !three) return FormChoice{true, false, 4, split};
-    return FormChoice{stream, pipe == KernelMode::Auto ? stream : pipe == KernelMode::On, stream ? 3 : 2,
-                      stream && split};
+    if (stream && !three) return FormChoice{true, false, 4};
+    return FormChoice{stream, pipe == KernelMode::Auto ? stream : pipe == KernelMode::On, stream ? 3 : 2};
   }();
   return f;
 }
@@ -800,10 +721,9 @@ FormChoice form_from_env() {
 // fn(FormTag<...>{}) for the chosen form.
 template <class Fn>
 decltype(auto) with_form(const FormChoice& f, Fn&& fn) {
-  if (f.warpgroups == 4) return f.split ? fn(FormTag<true, false, 4, true>{}) : fn(FormTag<true, false, 4, false>{});
-  if (f.stream && f.split) return f.pipe ? fn(FormTag<true, true, 3, true>{}) : fn(FormTag<true, false, 3, true>{});
-  if (f.stream) return f.pipe ? fn(FormTag<true, true, 3, false>{}) : fn(FormTag<true, false, 3, false>{});
-  return f.pipe ? fn(FormTag<false, true, 2, false>{}) : fn(FormTag<false, false, 2, false>{});
+  if (f.warpgroups == 4) return fn(FormTag<true, false, 4>{});
+  if (f.stream) return f.pipe ? fn(FormTag<true, true, 3>{}) : fn(FormTag<true, false, 3>{});
+  return f.pipe ? fn(FormTag<false, true, 2>{}) : fn(FormTag<false, false, 2>{});
 }
 
 size_t smem_bytes(int slabs, int64_t schedule_ints, int64_t bias_floats) {
@@ -826,8 +746,6 @@ bool bsr_mlp_fused_supported(const BsrDeviceView& fc1, const BsrDeviceView& fc2,
   if (smem_bytes(static_cast<int>(fc1.cols / kSlabCols), schedule_ints, fc1.rows + fc2.rows) > kMaxSmem) return false;
   return (fc1.values_core_matrix != nullptr || fc1.nnz == 0) && (fc2.values_core_matrix != nullptr || fc2.nnz == 0);
 }
-
-bool bsr_mlp_fused_split_rings() { return form_from_env().split; }
 
 bool bsr_mlp_fused_fills_gpu(int64_t M, int groups) {
   const int tile_m = tile_rows();
@@ -909,7 +827,7 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
     a.whole_tiles = T::kStream && bsr_mlp_whole_tiles(tiles, grid) ? 1 : 0;
     if constexpr (T::kStream) a.parts = tile_parts_for(schedule, tiles, grid, tile_ctas);
     if (a.parts.ctas > 0) grid = grid / a.parts.ctas * a.parts.ctas;
-    constexpr auto kernel = bsr_mlp_fused_kernel<T::kPipe, T::kStream, T::kWarpgroups, T::kSplit>;
+    constexpr auto kernel = bsr_mlp_fused_kernel<T::kPipe, T::kStream, T::kWarpgroups>;
     if constexpr (T::kStream)
       bsr_wgmma::check_launch_registers<kernel>(T::F::kLaunchRegs, kOp, "VITRT_BSR_MLP_FUSED=0 runs the two linears instead");
     bsr_wgmma::launch<kernel>(a, grid, T::F::kThreads, smem, kMaxSmem);
