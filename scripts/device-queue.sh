@@ -3,7 +3,7 @@
 # first: a machine idle for 30 s goes back, so a later call may start bare). Usage on the device
 # machine (carry .deps):
 #   scripts/device-queue.sh list          # what each step runs
-#   OUT=$OUT scripts/device-queue.sh I    # ~330 s with a bare machine's build
+#   OUT=$OUT scripts/device-queue.sh L    # ~300 s with a bare machine's build
 # Steps that ran are listed with where their commands are (this file's git history); the A/B forms
 # they compared and lost are gone from the code. BENCHMARKS.md has what each measured.
 set -uo pipefail
@@ -29,6 +29,11 @@ K (run twice on H100s, 2026-12-06 ~10:31 and ~10:38 UTC; for an H200): block 32'
    CudaBsr test, then block 64 at 0.84-0.9 both linears and block 32 fc2, default against
    VITRT_BSR_XRES=0 (streamed) and VITRT_BSR_YRES=1, alternated: whether the x-resident kernel's
    block-64 range (density <= 0.15 on >= 4 TB/s cards) still holds on the H200 (~190 s bare).
+L (not yet run; for the next session, first): what no GPU has run: the split rings' removal (every
+   fused MLP form's tests: default, three warpgroups pipelined and plain, resident plain and pipelined),
+   the test of a hidden width whose biases do not fit; then K's comparison (on an H200 it decides block
+   64's x-resident range on >= 4 TB/s cards, and block 32's streamed default there is first timed) and
+   ViT-B/16 bs256 at blocks 64 / 32 (~300 s bare).
 T: the standing table's measurements alone: the defaults' bf16 sweep with break-even and ViT-B/16
    bs256 at 90% in blocks 64 / 32 / 16 (~250 s warm, ~430 bare).
 Run on 2026-12-06 (H100s, though an H200 was asked for each time; BENCHMARKS.md, that day's sections):
@@ -150,6 +155,20 @@ case "$step" in
       echo "SUMMARY: '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%s b%d s%.2f %.4f (%.2fx) %s'%('fc1' if r['N']==3072 else 'fc2',r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:9]) for r in d['rows']))" "$O/k.json" 2>&1 | tail -c 900)"
     done
     rm -rf "$O"/*
+    ;;
+  L)  # (see describe)
+    build l
+    cudabsr_tests ""
+    CUDABSR_FILTER='CudaBsr.FusedMlp*:CudaBsr.*Vit*' cudabsr_tests "VITRT_BSR_MLP_WARPGROUPS=3 VITRT_BSR_MLP_FUSED=1" \
+      "VITRT_BSR_MLP_WARPGROUPS=3 VITRT_BSR_MLP_PIPE=0 VITRT_BSR_MLP_FUSED=1" "VITRT_BSR_MLP_STREAM=0 VITRT_BSR_MLP_FUSED=1" \
+      "VITRT_BSR_MLP_STREAM=0 VITRT_BSR_MLP_PIPE=1 VITRT_BSR_MLP_FUSED=1"
+    for e in "" "VITRT_BSR_XRES=0" "VITRT_BSR_YRES=1" "" "VITRT_BSR_XRES=0" "VITRT_BSR_YRES=1"; do
+      timeout 60 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 32,64 --sparsities 0.84,0.86,0.88,0.9 \
+        --tokens 50432 --json "$O/k.json" > "$O/k.txt" 2>&1
+      echo "SUMMARY: '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%s b%d s%.2f %.4f (%.2fx) %s'%('fc1' if r['N']==3072 else 'fc2',r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:9]) for r in d['rows']))" "$O/k.json" 2>&1 | tail -c 900)"
+    done
+    vit_bs256 64 32
+    find "$O" -type f ! -name 'vit_*.json' -delete
     ;;
   T)  # (see describe)
     build t
