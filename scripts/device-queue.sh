@@ -14,7 +14,7 @@ O=${OUT:-device-out}
 
 describe() {
   cat <<'DESC'
-I (run 2026-12-06 ~10:40 UTC, H100): the fused MLP with its biases in shared memory (fp32; added at the GELU from there)
+I (run 2026-12-06 ~10:16 UTC, H100): the fused MLP with its biases in shared memory (fp32; added at the GELU from there)
    and the residual's loads ahead of the last fc2 wait (VITRT_BSR_MLP_RES_EARLY=0 the old place),
    the y-resident kernel's residual prefetched late by default (=start the old way): every CudaBsr test
    (defaults, RES_EARLY=0, YRES=1 with PREFETCH=start), the fused MLP's tests in its other streamed
