@@ -412,7 +412,7 @@ bool bsr_yres_selected(int64_t M, const BsrDeviceView& w, const void* residual, 
   // ViT-H shapes and a GELU epilogue follow the rule unmeasured.) On cards of 4 TB/s or more, block 32
   // stays on the streamed kernel everywhere: on the H200 it ran the fc2 shape at 0.9 in 0.1700-0.1747 ms
   // against this kernel's 0.1984-0.1993 (1.86-1.88x of dense against 1.59-1.60x), at 0.8 0.262-0.265
-  // against 0.292-0.308 (2026-12-06 ~11:25 UTC). M keeps the signature of the other kernels' rules.
+  // against 0.292-0.308 (2026-12-06 ~10:29 UTC). M keeps the signature of the other kernels' rules.
   (void)M;
   return w.block == 16 || (w.block == 32 && residual == nullptr && peak_memory_gbps() < 4000.0);
 }
