@@ -500,7 +500,9 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG>::kThreads, 1)
 
   // (The cursor is spilled to local memory through the steps: 3 words, whose reload at each unit's start
   // waits for L2 once the streamed loads have evicted them from L1, ~6% of the warps' stall samples, ncu,
-  // H100, 2026-12-06 ~10:18 UTC. Kept in shared memory instead, the compiler spilled more: 108 bytes.)
+  // H100, 2026-12-06 ~10:18 UTC. Kept in shared memory instead, the compiler spilled more: 108 bytes
+  // with the whole cursor read and written back at each unit, 128 with only the unit's number in a
+  // register and each unit computed from the shared copy, 2026-12-06, ptxas.)
   BsrMlpUnitCursor units = units0;
   int unit_tile = 0, grp0 = 0;  // (grp0: the unit's first block-row)
   for (int tc = 0; units.next(p.parts, unit_tile, grp0); ++tc) {
