@@ -31,7 +31,9 @@ K (run twice on H100s, 2026-12-06 ~10:31 and ~10:38 UTC; for an H200): block 32'
    block-64 range (density <= 0.15 on >= 4 TB/s cards) still holds on the H200 (~190 s bare).
 L (not yet run; for the next session, first): what no GPU has run: the split rings' removal (every
    fused MLP form's tests: default, three warpgroups pipelined and plain, resident plain and pipelined),
-   the test of a hidden width whose biases do not fit; then K's comparison (on an H200 it decides block
+   the test of a hidden width whose biases do not fit, the residual's early load without its switch
+   (no spill left in the default form: the fused MLP timed twice against I's 0.185-0.187 ms at ViT-B @
+   0.9 on an H100, 0.174-0.175 on the H200); then K's comparison (on an H200 it decides block
    64's x-resident range on >= 4 TB/s cards, and block 32's streamed default there is first timed) and
    ViT-B/16 bs256 at blocks 64 / 32 (~300 s bare).
 T: the standing table's measurements alone: the defaults' bf16 sweep with break-even and ViT-B/16
@@ -167,6 +169,7 @@ case "$step" in
         --tokens 50432 --json "$O/k.json" > "$O/k.txt" 2>&1
       echo "SUMMARY: '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%s b%d s%.2f %.4f (%.2fx) %s'%('fc1' if r['N']==3072 else 'fc2',r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:9]) for r in d['rows']))" "$O/k.json" 2>&1 | tail -c 900)"
     done
+    mlp_runs "" ""
     vit_bs256 64 32
     find "$O" -type f ! -name 'vit_*.json' -delete
     ;;

@@ -170,7 +170,6 @@ struct MlpArgs {
   bf16* y;                     // [M, N]
   int gelu_bf16x2;             // the GELUs in bf16x2 arithmetic (VITRT_BSR_MLP_GELU, below)
   int prefetch_residual;       // the four-warpgroup form: the residual's lines into L2 at each block-row's start
-  int residual_early;          // the four-warpgroup form: the residual loaded before the last fc2 group's wait
   // (y by streaming stores, as the x-resident kernel writes at blocks 16 / 32, changed nothing here:
   // ViT-B/16 bs256 1.53-1.55x per round either way, H100, 2026-12-06; taken out.)
 };
@@ -498,11 +497,11 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG>::kThreads, 1)
     }
   };
 
-  // (The cursor is spilled to local memory through the steps: 3 words, whose reload at each unit's start
-  // waits for L2 once the streamed loads have evicted them from L1, ~6% of the warps' stall samples, ncu,
-  // H100, 2026-12-06 ~10:18 UTC. Kept in shared memory instead, the compiler spilled more: 108 bytes
-  // with the whole cursor read and written back at each unit, 128 with only the unit's number in a
-  // register and each unit computed from the shared copy, 2026-12-06, ptxas.)
+  // (The cursor was spilled to local memory through the steps (3 words, reloaded from L2 at each unit's
+  // start: ~6% of the warps' stall samples, ncu, H100, 2026-12-06 ~10:18 UTC) while the residual's load
+  // had two places behind a run-time switch; with one place, no spill. Kept in shared memory instead, the
+  // compiler had spilled more: 108 bytes with the whole cursor read and written back at each unit, 128
+  // with only the unit's number in a register and each unit computed from the shared copy.)
   BsrMlpUnitCursor units = units0;
   int unit_tile = 0, grp0 = 0;  // (grp0: the unit's first block-row)
   for (int tc = 0; units.next(p.parts, unit_tile, grp0); ++tc) {
@@ -607,15 +606,16 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG>::kThreads, 1)
         }
       }
       // (the four-warpgroup form: the residual loaded before the wait for the block-row's last fc2 group,
-      // so that their latencies overlap; p.residual_early, from VITRT_BSR_MLP_RES_EARLY, for A/B. Its
-      // loads had stalled the epilogue at their first use: ~5% of the warp samples, ncu, H100,
-      // 2026-12-06. Measured, ms early / after the wait at ViT-B @ 0.9: 0.185-0.187 / 0.186-0.189 on an
-      // H100, 0.174-0.175 / 0.176 on the H200; at 0.95 1-1.5% less time, at 0.8 within noise.)
-      if (!kPreloadResidual && p.residual_early) load_residual(row0, col0, res);
+      // so that their latencies overlap. Its loads had stalled the epilogue at their first use: ~5% of
+      // the warp samples, ncu, H100, 2026-12-06. Measured, ms here / after the wait at ViT-B @ 0.9:
+      // 0.185-0.187 / 0.186-0.189 on an H100, 0.174-0.175 / 0.176 on the H200; at 0.95 1-1.5% less
+      // time, at 0.8 within noise. Both places behind a run-time switch made ptxas spill 36 bytes (the
+      // unit cursor, reloaded from L2 at each unit's start: ~6% of the stall samples); this one alone,
+      // none.)
+      if constexpr (!kPreloadResidual) load_residual(row0, col0, res);
       retire_all();
       wgmma::fence_operands(yacc);
       // (all of this block-row's stores come after all of its loads: the residual may be y)
-      if (!kPreloadResidual && !p.residual_early) load_residual(row0, col0, res);
       // Epilogue: y / 2 (exact: the GELUs' factor 2) + residual, rounded once, written as whole
       // 128-byte lines: per pass, the warp's 8 rows of the block-row's slice go through rows_to_lines
       // (two transposes across lanes), so that each store instruction writes 4 whole rows instead of
@@ -818,8 +818,6 @@ void bsr_mlp_bf16_fused(const void* x, int64_t M, const BsrDeviceView& fc1, cons
   a.gelu_bf16x2 = gelu_bf16x2_from_env() ? 1 : 0;
   static const bool prefetch = kernel_mode_from_env("VITRT_BSR_MLP_PREFETCH") != KernelMode::Off;
   a.prefetch_residual = prefetch ? 1 : 0;
-  static const bool residual_early = kernel_mode_from_env("VITRT_BSR_MLP_RES_EARLY") != KernelMode::Off;
-  a.residual_early = residual_early ? 1 : 0;
   const size_t smem = smem_bytes(a.slabs, schedule.words_count + a.groups + 1, fc1.rows + fc2.rows);
   with_form(form, [&](auto tag) {
     using T = decltype(tag);
