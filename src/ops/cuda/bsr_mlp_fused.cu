@@ -42,8 +42,8 @@
 // Scope: sm_90, bf16, block 64, D = fc1.cols <= 768 (resident form) / 1024 (streamed forms: the
 // schedule's 4-bit column block; ViT-L), fc2.rows a multiple of 64, a schedule that fits
 // shared memory (resident form, next to x: ViT-B at 90% sparsity yes, at 80% no; streamed, next to its
-// ring: ~8.6K words with three warpgroups, ~6.6K with four); the core-matrix copies present. Everything else runs the two linears
-// unfused (ops::mlp_bsr).
+// ring: ~8.6K words with three warpgroups, ~6.6K with four); the core-matrix copies present.
+// Everything else runs the two linears unfused (ops::mlp_bsr).
 #include <cuda.h>  // CUtensorMap
 #include <cuda_bf16.h>
 
@@ -437,29 +437,26 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG>::kThreads, 1)
   // previous step's wait), so that its GELU has no bias to add: gelu_pack's layout. (With the leaner
   // slot release below, 11% fewer SASS instructions in the streamed pipelined kernel; measured the same
   // speed, 0.2384 against 0.2385 ms at ViT-B @ 0.9: BENCHMARKS.md, 2026-12-04 20:22 session, call 4.)
-  auto seed_b1 = [](float(&acc)[32], const __nv_bfloat162(&hb)[8]) {
+  // bias(c): as gelu_pack_with's.
+  auto seed_b1_with = [](float(&acc)[32], auto&& bias) {
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const float2 b = __bfloat1622float2(hb[2 * kk + r / 2]);
+        const float2 b = bias(2 * kk + r / 2);
         acc[8 * kk + 2 * r] = b.x;
         acc[8 * kk + 2 * r + 1] = b.y;
       }
+  };
+  auto seed_b1 = [&](float(&acc)[32], const __nv_bfloat162(&hb)[8]) {
+    seed_b1_with(acc, [&](int c) { return __bfloat1622float2(hb[c]); });
   };
   // The same seed from the shared-memory b1 (MlpForm::kBiasSmem), hidden block j (the pipelined order,
   // which seeds where no wgmma group is in flight: in the plain order, seeded with the previous step's
   // fc2 group running, ptxas made the next fc1 wgmma wait for it, C7517).
   auto seed_b1_smem = [&](float(&acc)[32], int j) {
     const unsigned b1j = b1_u32 + 4 * (j * kB);
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {  // n8 tile 2 kk + r / 2 (columns 8 (2 kk + r / 2) + 2 t), row g + 8 (r % 2)
-        const float2 b = ptx::lds_f32x2_ro(b1j + 32 * (2 * kk + r / 2));
-        acc[8 * kk + 2 * r] = b.x;
-        acc[8 * kk + 2 * r + 1] = b.y;
-      }
+    seed_b1_with(acc, [&](int c) { return ptx::lds_f32x2_ro(b1j + 32 * c); });
   };
   auto gelu_pack_seeded = [&](const float(&acc)[32], unsigned(&hf)[4][4]) {
     if (STREAM && p.gelu_bf16x2) {
@@ -591,7 +588,8 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG>::kThreads, 1)
         // One pipelined step: the current one's h in cur (fc1 issued), the next one's into nxt.
         auto step = [&](float(&cur)[32], float(&nxt)[32]) {
           const bool more = w < we;
-          if (!F::kBiasSmem && more) load_b1(word_at(w) & 0xffff, hb);  // the next step's (small: L1 hits, under the wait)
+          // (the next step's b1, from global memory: small, L1 hits, under the wait)
+          if (!F::kBiasSmem && more) load_b1(word_at(w) & 0xffff, hb);
           const int n2 = cur_n2;
           retire_all();  // the current h, and the previous fc2 block (which read hf)
           wgmma::fence_operands(cur);
