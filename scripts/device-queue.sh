@@ -113,6 +113,7 @@ ncu_fused() {
   timeout 60 ncu --import "$O/ncu_m.ncu-rep" --page source --print-source sass --csv > "$O/src_m.csv" 2>&1
   timeout 60 ncu --import "$O/ncu_m.ncu-rep" --page details > "$O/det_m.txt" 2>&1
   python3 scripts/ncu_source_top.py "$O/src_m.csv" --top 25 > "$O/top_m.txt" 2>&1
+  python3 scripts/ncu_regions.py "$O/src_m.csv" --top 12 >> "$O/top_m.txt" 2>&1
   gzip -f "$O/src_m.csv"; rm -f "$O"/*.ncu-rep
 }
 
