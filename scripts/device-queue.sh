@@ -29,7 +29,12 @@ K (run twice on H100s, 2026-12-06 ~10:31 and ~10:38 UTC; for an H200): block 32'
    CudaBsr test, then block 64 at 0.84-0.9 both linears and block 32 fc2, default against
    VITRT_BSR_XRES=0 (streamed) and VITRT_BSR_YRES=1, alternated: whether the x-resident kernel's
    block-64 range (density <= 0.15 on >= 4 TB/s cards) still holds on the H200 (~190 s bare).
-L (not yet run; for the next session, first): what no GPU has run: the split rings' removal (every
+M (not yet run): LayerNorm rows kept as bf16 and 1 / 2 / 4 rows per half warp (VITRT_LAYER_NORM_ROWS),
+   the short attention's K / V by key chunk (VITRT_ATTN_SHORT_KV=chunks): their tests (CudaOps.LayerNorm*
+   under each ROWS, the short-attention tests with chunks), the attention bench default / chunks
+   alternated, ViT-B/16 bs256 block 64 under each setting with the LayerNorm and attention rows of
+   both models' eager profiles (~330 s bare).
+L (run 2026-12-06 ~11:40 UTC, H100): what no GPU has run: the split rings' removal (every
    fused MLP form's tests: default, three warpgroups pipelined and plain, resident plain and pipelined),
    the test of a hidden width whose biases do not fit, the residual's early load without its switch
    (no spill left in the default form: the fused MLP timed twice against I's 0.185-0.187 ms at ViT-B @
@@ -117,6 +122,21 @@ ncu_fused() {
   gzip -f "$O/src_m.csv"; rm -f "$O"/*.ncu-rep
 }
 
+# ViT-B/16 bs256 block 64 at 90%, one run per environment setting, with the dense and sparse models'
+# LayerNorm and attention rows from their eager profiles.
+vit_ops() {
+  local i=0
+  for e in "$@"; do
+    i=$((i + 1))
+    timeout 100 env $e build-dev/bin/vitrt bench --device cuda --model vit_b_16 --batch 256 --sparsity 0.9 --block 64 \
+      --dtype bf16 --iters 5 --profile --json > "$O/vitops_$i.json" 2> "$O/vitops_$i.err"
+    echo "SUMMARY: vit_b_16 bs256 b64 '${e:-default}' rc=$?: $(python3 -c "
+import json,sys;d=json.load(open(sys.argv[1]))
+pick=lambda p:'; '.join('%s %.3f'%(o['op'].split(' [')[0].split(' 5')[0],o['ms']) for o in d[p]['ops'] if o['op'].startswith(('layer_norm 50432','attention [256, 197','mlp_bsr')))
+print('dense %.2f sparse %.2f ms %.3fx | dense: %s | sparse: %s'%(d['dense_ms_per_batch'],d['sparse_ms_per_batch'],d['speedup'],pick('profile_dense'),pick('profile_sparse')))" "$O/vitops_$i.json" 2>&1 | tail -c 400)"
+  done
+}
+
 build() {
   BUILD_TARGETS="$targets" OUT="$O/$1" scripts/device-check.sh build | grep -v '^SUMMARY: build: ok'
   echo "SUMMARY: built at ${SECONDS} s"
@@ -173,6 +193,28 @@ case "$step" in
     mlp_runs "" ""
     vit_bs256 64 32
     find "$O" -type f ! -name 'vit_*.json' -delete
+    ;;
+  M)  # (see describe)
+    targets="vitrt_cli test_cuda_ops test_cuda_attention"
+    build m
+    for e in "" VITRT_LAYER_NORM_ROWS=1 VITRT_LAYER_NORM_ROWS=2 VITRT_LAYER_NORM_ROWS=4; do
+      (cd build-dev/tests && timeout 120 env $e ./test_cuda_ops --gtest_filter='CudaOps.LayerNorm*') > "$O/ops.log" 2>&1
+      echo "SUMMARY: CudaOps.LayerNorm* '${e:-default}' rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$O/ops.log" | tr '\n' ' ')"
+      grep -B2 -A8 -m2 Failure "$O/ops.log" | head -24
+    done
+    for e in "" VITRT_ATTN_SHORT_KV=chunks; do
+      (cd build-dev/tests && timeout 120 env $e ./test_cuda_attention \
+        --gtest_filter='CudaAttention.ShortSequences:CudaAttention.PlainAttention:CudaAttention.RelposGlobalSmall') > "$O/attn.log" 2>&1
+      echo "SUMMARY: short attention tests '${e:-default}' rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$O/attn.log" | tr '\n' ' ')"
+      grep -B2 -A8 -m2 Failure "$O/attn.log" | head -24
+    done
+    for e in "" VITRT_ATTN_SHORT_KV=chunks "" VITRT_ATTN_SHORT_KV=chunks; do
+      timeout 60 env $e build-dev/tests/test_cuda_attention --gtest_filter='CudaAttentionBench.*' > "$O/ab.txt" 2>&1
+      echo "SUMMARY: attention bench '${e:-default}' rc=$?: $(grep -E 'self-attention' "$O/ab.txt" | sed -E 's/ +/ /g' | tr '\n' ';' | tail -c 400)"
+    done
+    vit_ops "" VITRT_LAYER_NORM_ROWS=1 VITRT_LAYER_NORM_ROWS=2 VITRT_LAYER_NORM_ROWS=4 VITRT_ATTN_SHORT_KV=chunks \
+      "VITRT_LAYER_NORM_ROWS=2 VITRT_ATTN_SHORT_KV=chunks" ""
+    find "$O" -type f ! -name 'vitops_[17].json' -delete
     ;;
   T)  # (see describe)
     build t
