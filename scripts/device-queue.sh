@@ -29,11 +29,11 @@ K (run twice on H100s, 2026-12-06 ~10:31 and ~10:38 UTC; for an H200): block 32'
    CudaBsr test, then block 64 at 0.84-0.9 both linears and block 32 fc2, default against
    VITRT_BSR_XRES=0 (streamed) and VITRT_BSR_YRES=1, alternated: whether the x-resident kernel's
    block-64 range (density <= 0.15 on >= 4 TB/s cards) still holds on the H200 (~190 s bare).
-M (not yet run): LayerNorm rows kept as bf16 and 1 / 2 / 4 rows per half warp (VITRT_LAYER_NORM_ROWS),
-   the short attention's K / V by key chunk (VITRT_ATTN_SHORT_KV=chunks): their tests (CudaOps.LayerNorm*
-   under each ROWS, the short-attention tests with chunks), the attention bench default / chunks
+M (run 2026-12-06 ~12:22 UTC, H100; both variants lost and were taken out: `git show 9ad2364`): LayerNorm
+   rows kept as bf16 and 1 / 2 / 4 rows per half warp (VITRT_LAYER_NORM_ROWS), the short attention's
+   K / V by key chunk (VITRT_ATTN_SHORT_KV=chunks): their tests, the attention bench default / chunks
    alternated, ViT-B/16 bs256 block 64 under each setting with the LayerNorm and attention rows of
-   both models' eager profiles (~330 s bare).
+   both models' eager profiles (215 s bare). Its M case below now runs the defaults only.
 L (run 2026-12-06 ~11:40 UTC, H100): what no GPU has run: the split rings' removal (every
    fused MLP form's tests: default, three warpgroups pipelined and plain, resident plain and pipelined),
    the test of a hidden width whose biases do not fit, the residual's early load without its switch
@@ -197,24 +197,23 @@ case "$step" in
   M)  # (see describe)
     targets="vitrt_cli test_cuda_ops test_cuda_attention"
     build m
-    for e in "" VITRT_LAYER_NORM_ROWS=1 VITRT_LAYER_NORM_ROWS=2 VITRT_LAYER_NORM_ROWS=4; do
+    for e in ""; do
       (cd build-dev/tests && timeout 120 env $e ./test_cuda_ops --gtest_filter='CudaOps.LayerNorm*') > "$O/ops.log" 2>&1
       echo "SUMMARY: CudaOps.LayerNorm* '${e:-default}' rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$O/ops.log" | tr '\n' ' ')"
       grep -B2 -A8 -m2 Failure "$O/ops.log" | head -24
     done
-    for e in "" VITRT_ATTN_SHORT_KV=chunks; do
+    for e in ""; do
       (cd build-dev/tests && timeout 120 env $e ./test_cuda_attention \
         --gtest_filter='CudaAttention.ShortSequences:CudaAttention.PlainAttention:CudaAttention.RelposGlobalSmall') > "$O/attn.log" 2>&1
       echo "SUMMARY: short attention tests '${e:-default}' rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$O/attn.log" | tr '\n' ' ')"
       grep -B2 -A8 -m2 Failure "$O/attn.log" | head -24
     done
-    for e in "" VITRT_ATTN_SHORT_KV=chunks "" VITRT_ATTN_SHORT_KV=chunks; do
+    for e in "" ""; do
       timeout 60 env $e build-dev/tests/test_cuda_attention --gtest_filter='CudaAttentionBench.*' > "$O/ab.txt" 2>&1
       echo "SUMMARY: attention bench '${e:-default}' rc=$?: $(grep -E 'self-attention' "$O/ab.txt" | sed -E 's/ +/ /g' | tr '\n' ';' | tail -c 400)"
     done
-    vit_ops "" VITRT_LAYER_NORM_ROWS=1 VITRT_LAYER_NORM_ROWS=2 VITRT_LAYER_NORM_ROWS=4 VITRT_ATTN_SHORT_KV=chunks \
-      "VITRT_LAYER_NORM_ROWS=2 VITRT_ATTN_SHORT_KV=chunks" ""
-    find "$O" -type f ! -name 'vitops_[17].json' -delete
+    vit_ops "" ""
+    find "$O" -type f ! -name 'vitops_[12].json' -delete
     ;;
   T)  # (see describe)
     build t

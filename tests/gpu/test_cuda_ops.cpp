@@ -469,8 +469,7 @@ TEST_F(CudaOps, LayerNorm) {
   // to 1536: the row held in registers; 32, 64 and 128: 4-16 lanes per row, several rows per warp,
   // with row counts that leave a warp's last rows past the end; 384 / 640 / 768 (5 rows, 3 rows): two
   // rows per warp, 16 lanes each (VITRT_LAYER_NORM_HALF_WARP), an odd row count leaving the last half
-  // warp without a row; 74 rows of 768: with 1, 2 or 4 rows per half warp (VITRT_LAYER_NORM_ROWS, ctests
-  // cuda_ops_layer_norm_rows_*) a block's last warps past the end and a warp's last rows past it.
+  // warp without a row; 74 rows of 768: a block's last warps past the end.
   const Case cases[] = {{{5, 7, 131}, 1e-6f, 3.f}, {{64, 768}, 1e-6f, 0.f}, {{3, 256}, 1e-5f, -2.f},
                         {{9, 1}, 1e-5f, 1.f},      {{7, 384}, 1e-6f, 5.f},  {{2, 1536}, 1e-6f, -1.f},
                         {{3, 1664}, 1e-6f, 0.5f},  {{33, 64}, 1e-6f, 2.f},  {{4, 192}, 1e-6f, -3.f},

@@ -21,7 +21,10 @@
 //    warps) skips its softmax and multiplies P = 0. That tile costs ~11% of the kernel (192 query
 //    rows: 0.141 against 0.156 ms); splitting it by keys instead (every warp on its 5 rows against a
 //    quarter of the keys, combined in shared memory) measured 1-2% slower here and in the windowed
-//    kernels, and was taken out (BENCHMARKS.md, 2026-12-05 03:33 session, call 2).
+//    kernels, and was taken out (BENCHMARKS.md, 2026-12-05 03:33 session, call 2);
+//  - K / V land in one cp.async group before the first m-tile. One group per key chunk, the first
+//    m-tile waiting for each chunk only before its Q K^T, measured 2% slower (0.162 against 0.159 ms
+//    for ViT-B/16's layer, H100, 2026-12-06; `git show 9ad2364`): the four CTAs per SM hide the load.
 // Covered: dense sequences (no window, no q sharing), no rel-pos, nk in {192, 193..208, 256,
 // 257..272} (NF = 3 or 4, with or without the 16-key chunk), nq <= 1024; the dispatcher falls back
 // to the mma.sync kernel otherwise. VITRT_ATTN_WGMMA_SHORT=0 turns it off (A/B runs); =twop / =onep
@@ -114,11 +117,7 @@ template <int BUF, int HD>
 constexpr int short_ctas_per_sm() {
   return HD == 64 ? (BUF == 2 ? 2 : BUF == 1 ? 3 : 4) : 2;
 }
-// CHUNKED_KV: K / V land in one cp.async group per key chunk, and the first m-tile waits for chunk c
-// only before its Q K^T of chunk c, so that the tensor cores start on chunk 0 while the rest of the
-// sequence's 53 KB (ViT-B/16) is in flight; false: the whole of K / V before the first m-tile (the
-// form before, VITRT_ATTN_SHORT_KV=whole).
-template <int HD, int NF, int TAIL, int BUF, bool CHUNKED_KV>
+template <int HD, int NF, int TAIL, int BUF>
 __global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma_short_kernel(const KParams p) {
 #if VITRT_WGMMA_ENABLED
   using C = ShortCfg<HD, NF, TAIL>;
@@ -138,27 +137,18 @@ __global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma
   bf16* ob = static_cast<bf16*>(p.out) + h * HD;
 
   // ---- K / V: steps of 16 key slots x 2 chunks (each 8-lane phase writes one 128-byte core
-  // matrix; lanes l and l + 8 read one row's 32 contiguous bytes). Slots past nk are zero. Key slots
-  // [g0 * 16, (g0 + ng) * 16) in one call.
+  // matrix; lanes l and l + 8 read one row's 32 contiguous bytes). Slots past nk are zero.
   constexpr int kGroups = NKP / 16;
-  auto load_kv = [&](int g0, int ng) {
-    for (int st = warp; st < ng * (CPR / 2); st += C::THREADS / 32) {
-      const int n = (g0 + st % ng) * 16 + (lane & 7) + ((lane >> 4) << 3);
-      const int c = 2 * (st / ng) + ((lane >> 3) & 1);
-      const bool in = n < p.nk;
-      const long long r = sa.k0 + (in ? n : 0);
-      const int off = core_matrix_offset<CPR>(n, c);
-      cp_async16(Ks + off, kb + r * p.ldk + c * 8, in ? 16 : 0);
-      cp_async16(Vs + off, vb + r * p.ldv + c * 8, in ? 16 : 0);
-    }
-    ptx::cp_async_commit();
-  };
-  if constexpr (CHUNKED_KV) {
-#pragma unroll
-    for (int kc = 0; kc < NC; ++kc) load_kv(4 * kc, kc < NF ? 4 : 1);  // group kc: key chunk kc
-  } else {
-    load_kv(0, kGroups);
+  for (int st = warp; st < kGroups * (CPR / 2); st += C::THREADS / 32) {
+    const int n = (st % kGroups) * 16 + (lane & 7) + ((lane >> 4) << 3);
+    const int c = 2 * (st / kGroups) + ((lane >> 3) & 1);
+    const bool in = n < p.nk;
+    const long long r = sa.k0 + (in ? n : 0);
+    const int off = core_matrix_offset<CPR>(n, c);
+    cp_async16(Ks + off, kb + r * p.ldk + c * 8, in ? 16 : 0);
+    cp_async16(Vs + off, vb + r * p.ldv + c * 8, in ? 16 : 0);
   }
+  ptx::cp_async_commit();
 
   // ---- Q fragments of m-tile mt (the m16n8k16 A layout of each warp's 16 rows); rows past nq read
   // row 0 (finite; their output is not written).
@@ -170,14 +160,9 @@ __global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma
   };
   load_q(0);  // in flight while K / V land
 
-  // Key chunk c (or all of K / V) landed: this thread's cp.async writes -> visible to wgmma, then everyone's.
-  auto kv_landed = [&](auto cc) {
-    constexpr int c = decltype(cc)::value;
-    ptx::cp_async_wait<CHUNKED_KV ? NC - 1 - c : 0>();
-    wgmma::fence_proxy_async_smem();
-    __syncthreads();
-  };
-  if constexpr (!CHUNKED_KV) kv_landed(std::integral_constant<int, 0>{});
+  ptx::cp_async_wait<0>();
+  wgmma::fence_proxy_async_smem();  // this thread's cp.async writes -> visible to wgmma
+  __syncthreads();                  // everyone's
 
   constexpr uint32_t kChunkBytes = 128, kRowGroupBytes = CPR * 128;
   const uint64_t kdesc = wgmma::make_smem_desc(Ks, kChunkBytes, kRowGroupBytes);
@@ -203,8 +188,6 @@ __global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma
 
     auto issue_s = [&](auto cc) {
       constexpr int c = decltype(cc)::value;
-      if constexpr (CHUNKED_KV)
-        if (mt == 0) kv_landed(cc);  // chunk c's K (and V, for this step's P V)
       if constexpr (c < NF) {
         wgmma::fence();
 #pragma unroll
@@ -344,32 +327,22 @@ __global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma
 #endif
 }
 
-template <int HD, int NF, int TAIL, int BUF, bool CHUNKED_KV>
+template <int HD, int NF, int TAIL, int BUF>
 void launch(const KParams& p, int blocks, cudaStream_t stream) {
   using C = ShortCfg<HD, NF, TAIL>;
   static std::atomic<int> configured{0};
   constexpr size_t smem = short_smem_bytes(C::NKP, HD);
-  ensure_smem(flash_wgmma_short_kernel<HD, NF, TAIL, BUF, CHUNKED_KV>, smem, configured, "bf16 wgmma short");
-  flash_wgmma_short_kernel<HD, NF, TAIL, BUF, CHUNKED_KV><<<blocks, C::THREADS, smem, stream>>>(p);
+  ensure_smem(flash_wgmma_short_kernel<HD, NF, TAIL, BUF>, smem, configured, "bf16 wgmma short");
+  flash_wgmma_short_kernel<HD, NF, TAIL, BUF><<<blocks, C::THREADS, smem, stream>>>(p);
   check(cudaGetLastError(), "flash_wgmma_short_kernel launch");
 }
 
-template <int HD, int BUF, bool CHUNKED_KV = false>
+template <int HD, int BUF>
 void launch_hd(const KParams& p, int blocks, cudaStream_t stream) {
   const int nf = p.nk / 64;
   const bool tail = p.nk % 64 != 0;
-  if (nf == 3)
-    tail ? launch<HD, 3, 16, BUF, CHUNKED_KV>(p, blocks, stream) : launch<HD, 3, 0, BUF, CHUNKED_KV>(p, blocks, stream);
-  else
-    tail ? launch<HD, 4, 16, BUF, CHUNKED_KV>(p, blocks, stream) : launch<HD, 4, 0, BUF, CHUNKED_KV>(p, blocks, stream);
-}
-
-// VITRT_ATTN_SHORT_KV: "chunks" loads K / V by key chunk (CHUNKED_KV) in the default forms (ones at
-// head dim 64, twop at 80); else (unset, "whole") all of it before the first m-tile, the default until
-// measured. Read once per process.
-bool chunked_kv_from_env() {
-  static const bool on = env_choice<bool>("VITRT_ATTN_SHORT_KV", {{"chunks", true}, {"whole", false}}, false);
-  return on;
+  if (nf == 3) tail ? launch<HD, 3, 16, BUF>(p, blocks, stream) : launch<HD, 3, 0, BUF>(p, blocks, stream);
+  else tail ? launch<HD, 4, 16, BUF>(p, blocks, stream) : launch<HD, 4, 0, BUF>(p, blocks, stream);
 }
 
 // VITRT_ATTN_WGMMA_SHORT: "0" turns the kernel off (the mma.sync kernel then runs these); "twop" /
@@ -403,12 +376,10 @@ void wgmma_short_launch(const KParams& p, int blocks, cudaStream_t stream) {
     switch (mode_from_env()) {
       case ShortMode::TwoP: launch_hd<64, 2>(p, blocks, stream); break;
       case ShortMode::OneP: launch_hd<64, 1>(p, blocks, stream); break;
-      default:
-        chunked_kv_from_env() ? launch_hd<64, 0, true>(p, blocks, stream) : launch_hd<64, 0>(p, blocks, stream);
-        break;
+      default: launch_hd<64, 0>(p, blocks, stream); break;
     }
   } else {
-    chunked_kv_from_env() ? launch_hd<80, 2, true>(p, blocks, stream) : launch_hd<80, 2>(p, blocks, stream);
+    launch_hd<80, 2>(p, blocks, stream);
   }
 }
 

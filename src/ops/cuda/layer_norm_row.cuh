@@ -26,54 +26,28 @@
 
 namespace vitrt::cuda::dev {
 
-// A lane's share of one row as loaded: MAXC vectors of V stored values (k < chunks used). Kept in the
-// stored type, so that a bf16 row costs half the registers of its floats (the multi-row kernel holds
-// several rows per lane to have more bytes in flight); converted to float where used (exact).
-template <class TX, int V, int MAXC>
-struct RowShare {
-  VecN<TX, V> q[MAXC];
-};
-
-template <int LANES, class TX, int V, int MAXC>
-__device__ __forceinline__ void load_row_share(RowShare<TX, V, MAXC>& r, const TX* xrow, int chunks, int lane) {
-  const auto* xr = reinterpret_cast<const VecN<TX, V>*>(xrow);
-#pragma unroll
-  for (int k = 0; k < MAXC; ++k)
-    if (k < chunks) r.q[k] = xr[k * LANES + lane];
-}
-
-// Value j of a stored bf16 vector as float, by an integer op the compiler may not merge with another
-// (volatile): each use converts again, so the row stays in registers as bf16 (half the registers of
-// its floats, which ptxas otherwise keeps from the first pass on).
-template <int V>
-__device__ __forceinline__ float bf16_to_f_each_use(const VecN<__nv_bfloat16, V>& q, int j) {
-  const unsigned word = reinterpret_cast<const unsigned*>(q.v)[j / 2];
-  unsigned f;
-  if (j % 2 == 0) asm volatile("shl.b32 %0, %1, 16;" : "=r"(f) : "r"(word));
-  else asm volatile("and.b32 %0, %1, 0xffff0000;" : "=r"(f) : "r"(word));
-  return __uint_as_float(f);
-}
-
-// The row's statistics and output from a loaded share (layer_norm_row_in_registers' arithmetic).
-// KEEP_STORED (bf16 rows): convert at each use (bf16_to_f_each_use), for kernels that hold several rows.
-template <class TW, class TY, int LANES, bool F32STATS, bool KEEP_STORED = false, class TX, int V, int MAXC>
-__device__ __forceinline__ void normalize_row_share(const RowShare<TX, V, MAXC>& r, const TW* w, const TW* b,
-                                                    TY* yrow, int chunks, float eps, bool gelu, bool store,
-                                                    int lane) {
+template <class TX, class TW, class TY, int V, int LANES, int MAXC, bool F32STATS = false>
+__device__ __forceinline__ void layer_norm_row_in_registers(const TX* xrow, const TW* w, const TW* b, TY* yrow,
+                                                            int chunks, float eps, bool gelu, bool store,
+                                                            int lane) {
+  using VecX = VecN<TX, V>;
   using VecW = VecN<TW, V>;
   using VecY = VecN<TY, V>;
   const int64_t C = static_cast<int64_t>(LANES) * V * chunks;
-  auto v = [&](int k, int j) {
-    if constexpr (KEEP_STORED && std::is_same_v<TX, __nv_bfloat16>) return bf16_to_f_each_use(r.q[k], j);
-    else return to_f(r.q[k].v[j]);
-  };
-  // The first pass: this lane's sum (in fp32 for F32STATS, else in double).
+  const VecX* xr = reinterpret_cast<const VecX*>(xrow);
+  float v[MAXC][V];
+  // The first pass: the row's values, and this lane's sum (in fp32 for F32STATS, else in double).
   std::conditional_t<F32STATS, float, double> s = 0;
 #pragma unroll
   for (int k = 0; k < MAXC; ++k)
-    if (k < chunks)
+    if (k < chunks) {
+      const VecX q = xr[k * LANES + lane];
 #pragma unroll
-      for (int j = 0; j < V; ++j) s += v(k, j);
+      for (int j = 0; j < V; ++j) {
+        v[k][j] = to_f(q.v[j]);
+        s += v[k][j];
+      }
+    }
   double mean, var;
   if constexpr (F32STATS) {
     const float m0 = static_cast<float>(group_sum<LANES>(static_cast<double>(s)) / static_cast<double>(C));
@@ -83,7 +57,7 @@ __device__ __forceinline__ void normalize_row_share(const RowShare<TX, V, MAXC>&
       if (k < chunks)
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const float d = v(k, j) - m0;
+          const float d = v[k][j] - m0;
           sd += d;
           sq = fmaf(d, d, sq);
         }
@@ -98,7 +72,7 @@ __device__ __forceinline__ void normalize_row_share(const RowShare<TX, V, MAXC>&
       if (k < chunks)
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const double d = static_cast<double>(v(k, j)) - mean;
+          const double d = static_cast<double>(v[k][j]) - mean;
           sq += d * d;
         }
     var = group_sum<LANES>(sq) / static_cast<double>(C);
@@ -116,22 +90,13 @@ __device__ __forceinline__ void normalize_row_share(const RowShare<TX, V, MAXC>&
       VecY out;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        const float n = __fmul_rn(__fsub_rn(v(k, j), meanf), rstd);
+        const float n = __fmul_rn(__fsub_rn(v[k][j], meanf), rstd);
         float o = fmaf(n, to_f(wq.v[j]), to_f(bq.v[j]));
         if (gelu) o = gelu_for<TY>(o);
         out.v[j] = from_f<TY>(o);
       }
       yr[k * LANES + lane] = out;
     }
-}
-
-template <class TX, class TW, class TY, int V, int LANES, int MAXC, bool F32STATS = false>
-__device__ __forceinline__ void layer_norm_row_in_registers(const TX* xrow, const TW* w, const TW* b, TY* yrow,
-                                                            int chunks, float eps, bool gelu, bool store,
-                                                            int lane) {
-  RowShare<TX, V, MAXC> r;
-  load_row_share<LANES>(r, xrow, chunks, lane);
-  normalize_row_share<TW, TY, LANES, F32STATS>(r, w, b, yrow, chunks, eps, gelu, store, lane);
 }
 
 }  // namespace vitrt::cuda::dev

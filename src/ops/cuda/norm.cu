@@ -71,51 +71,6 @@ __global__ void layer_norm_rows_in_registers_kernel(const TX* x, const TW* w, co
                                                                          threadIdx.x % LANES);
 }
 
-// ROWS rows per group of LANES lanes, every row's vectors loaded (kept in the stored type) before the
-// first row is reduced; each row then as layer_norm_rows_in_registers_kernel (the same arithmetic, so
-// the same bits). Why: a half warp per 768-wide bf16 row had 1.5 KB of a row in flight per group and
-// ran ViT-B/16's LayerNorms at ~2.9 TB/s on the H200 (23 of them: 1.24 ms at batch 256, BENCHMARKS.md),
-// while SAM's fp32 rows (twice the bytes per group) ran at ~3.7; the statistics' shuffles of one row
-// then overlap the loads of the next. Group g of a warp takes rows row0 + r * groups + g (r < ROWS),
-// so each r covers contiguous rows.
-// (Blocks per SM: 4 / 3 / 2 for 1 / 2 / 4 rows, so that ptxas fits each form into 64 / 80 / 128 registers.)
-template <int ROWS>
-constexpr int row_groups_blocks_per_sm() {
-  return ROWS == 1 ? 4 : ROWS == 2 ? 3 : 2;
-}
-template <class TX, class TW, class TY, int V, int LANES, int MAXC, bool F32STATS, int ROWS>
-__global__ void __launch_bounds__(dev::kThreads, row_groups_blocks_per_sm<ROWS>()) layer_norm_row_groups_kernel(const TX* x, const TW* w, const TW* b, TY* y, int64_t rows, int chunks,
-                                             float eps, bool gelu) {
-  constexpr int kGroups = 32 / LANES;
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32) * kGroups * ROWS;
-  if (row0 >= rows) return;  // whole warps leave together: the shuffles see full warps
-  const int group = (threadIdx.x % 32) / LANES, lane = threadIdx.x % LANES;
-  const int64_t C = static_cast<int64_t>(LANES) * V * chunks;
-  dev::RowShare<TX, V, MAXC> share[ROWS];
-#pragma unroll
-  for (int r = 0; r < ROWS; ++r) {
-    const int64_t row = row0 + r * kGroups + group;
-    dev::load_row_share<LANES>(share[r], x + (row < rows ? row : row0) * C, chunks, lane);
-  }
-#pragma unroll
-  for (int r = 0; r < ROWS; ++r) {
-    const int64_t row = row0 + r * kGroups + group;
-    dev::normalize_row_share<TW, TY, LANES, F32STATS, true>(share[r], w, b, y + row * C, chunks, eps, gelu,
-                                                            row < rows, lane);
-  }
-}
-
-// VITRT_LAYER_NORM_ROWS: the half-warp form of 2-byte rows by layer_norm_row_groups_kernel with 1, 2
-// or 4 rows per lane group; else (unset, other values) layer_norm_rows_in_registers_kernel, the
-// default until measured. Read once.
-int rows_per_group() {
-  static const int v = [] {
-    const int e = int_from_env("VITRT_LAYER_NORM_ROWS");
-    return e == 1 || e == 2 || e == 4 ? e : 0;
-  }();
-  return v;
-}
-
 // VITRT_LAYER_NORM_HALF_WARP: "0" one row per warp at every width (the form before), else (unset, "1")
 // 16 lanes per row where the row fits them. Read once.
 bool two_rows_per_warp() {
@@ -151,19 +106,6 @@ __global__ void softmax_kernel(T* x, int64_t rows, int64_t n) {
 }
 
 unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
-
-template <int V, int LANES, int MAXC, int ROWS, class TX, class TW, class TY>
-void launch_row_groups(const TX* x, const TW* w, const TW* b, TY* y, int64_t rows, int64_t C, float eps, bool gelu) {
-  const int64_t rows_per_block = int64_t{kRowsPerBlock} * (32 / LANES) * ROWS;
-  const auto blocks = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
-  const int chunks = static_cast<int>(C / (LANES * V));
-  if (f32_stats_for_bf16())
-    layer_norm_row_groups_kernel<TX, TW, TY, V, LANES, MAXC, true, ROWS>
-        <<<blocks, dev::kThreads, 0, current_stream()>>>(x, w, b, y, rows, chunks, eps, gelu);
-  else
-    layer_norm_row_groups_kernel<TX, TW, TY, V, LANES, MAXC, false, ROWS>
-        <<<blocks, dev::kThreads, 0, current_stream()>>>(x, w, b, y, rows, chunks, eps, gelu);
-}
 
 template <int V, int LANES, int MAXC, class TX, class TW, class TY>
 void launch_rows_in_registers(const TX* x, const TW* w, const TW* b, TY* y, int64_t rows, int64_t C, float eps,
@@ -218,12 +160,11 @@ void layer_norm(DType xdt, const void* x, DType wdt, const void* weight, const v
           // loads in flight as at SAM's widest rows. One row per warp left each lane 3 loads at
           // ViT-B's bf16 rows, and the statistics' fixed cost per row (two shuffle reductions in
           // double) then bounded the kernel: ~2.1 TB/s (BENCHMARKS.md, 2026-12-04 12:08 session).
-          if constexpr (Vs == 8) {
-            if (rows_per_group() == 1) launch_row_groups<8, 16, kMaxChunks / 2, 1>(xt, wt, bt, yt, rows, C, eps, gelu);
-            else if (rows_per_group() == 2) launch_row_groups<8, 16, kMaxChunks / 2, 2>(xt, wt, bt, yt, rows, C, eps, gelu);
-            else if (rows_per_group() == 4) launch_row_groups<8, 16, kMaxChunks / 2, 4>(xt, wt, bt, yt, rows, C, eps, gelu);
-            else launch_rows_in_registers<8, 16, kMaxChunks / 2>(xt, wt, bt, yt, rows, C, eps, gelu);
-          } else launch_rows_in_registers<4, 16, kMaxChunks>(xt, wt, bt, yt, rows, C, eps, gelu);
+          // (Tried 2026-12-06 on an H100, where this form runs ViT-B/16's rows at ~2.7 TB/s: the rows
+          // kept as bf16 in registers with 1 / 2 / 4 rows per half warp, all loaded before the first is
+          // reduced: 3% / 27% / 230% slower. `git show 9ad2364`.)
+          if constexpr (Vs == 8) launch_rows_in_registers<8, 16, kMaxChunks / 2>(xt, wt, bt, yt, rows, C, eps, gelu);
+          else launch_rows_in_registers<4, 16, kMaxChunks>(xt, wt, bt, yt, rows, C, eps, gelu);
         } else if (sizeof(TX) == 2 && C % 256 == 0 && C / 256 <= kMaxChunks / 2 && aligned(8)) {
           // 2-byte rows (the bf16 ViT's stream): 8 values per lane and chunk, 16-byte loads (the V = 4
           // path loaded 8 bytes at a time: ~2.1 TB/s on ViT-B/16's 768-wide rows).
