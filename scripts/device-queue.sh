@@ -29,6 +29,10 @@ K (run twice on H100s, 2026-12-06 ~10:31 and ~10:38 UTC; for an H200): block 32'
    CudaBsr test, then block 64 at 0.84-0.9 both linears and block 32 fc2, default against
    VITRT_BSR_XRES=0 (streamed) and VITRT_BSR_YRES=1, alternated: whether the x-resident kernel's
    block-64 range (density <= 0.15 on >= 4 TB/s cards) still holds on the H200 (~190 s bare).
+V (not yet run; only worth an H200: on any other card it stops before building): the standing table
+   on the H200 with today's code (the fused MLP without its spill, `c269c49`'s block-32 rule there):
+   every CudaBsr test, T's bf16 sweep, K's comparison (block 64's x-resident range on >= 4 TB/s cards:
+   whether fc1 @ 0.9 runs faster streamed there), ViT-B/16 bs256 at block 64 twice (~380 s bare).
 M (run 2026-12-06 ~12:22 UTC, H100; both variants lost and were taken out: `git show 9ad2364`): LayerNorm
    rows kept as bf16 and 1 / 2 / 4 rows per half warp (VITRT_LAYER_NORM_ROWS), the short attention's
    K / V by key chunk (VITRT_ATTN_SHORT_KV=chunks): their tests, the attention bench default / chunks
@@ -214,6 +218,23 @@ case "$step" in
     done
     vit_ops "" ""
     find "$O" -type f ! -name 'vitops_[12].json' -delete
+    ;;
+  V)  # (see describe)
+    if ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
+      echo "SUMMARY: not an H200 ($(nvidia-smi --query-gpu=name --format=csv,noheader)): step V stops here"; exit 0
+    fi
+    build v
+    cudabsr_tests ""
+    bf16_sweep 120
+    for e in "" "VITRT_BSR_XRES=0" "" "VITRT_BSR_XRES=0"; do
+      timeout 60 env $e build-dev/bin/bsr_gemm_bench --quick --dtypes bf16 --blocks 64 --sparsities 0.84,0.86,0.88,0.9,0.92 \
+        --tokens 50432 --json "$O/k.json" > "$O/k.txt" 2>&1
+      echo "SUMMARY: '${e:-default}' rc=$?: $(python3 -c "import json,sys;d=json.load(open(sys.argv[1]));print('; '.join('%s b%d s%.2f %.4f (%.2fx) %s'%('fc1' if r['N']==3072 else 'fc2',r['block'],r['sparsity'],r['bsr_ms'],r['speedup'],r['variant'][:9]) for r in d['rows'] if r['N']==3072))" "$O/k.json" 2>&1 | tail -c 700)"
+    done
+    vit_bs256 64
+    mv "$O/vit_64.json" "$O/vit_64_1.json"
+    vit_bs256 64
+    find "$O" -type f ! -name 'vit_64*.json' ! -name bsr_bf16.json -delete
     ;;
   T)  # (see describe)
     build t
