@@ -29,9 +29,11 @@ K (run twice on H100s, 2026-12-06 ~10:31 and ~10:38 UTC; for an H200): block 32'
    CudaBsr test, then block 64 at 0.84-0.9 both linears and block 32 fc2, default against
    VITRT_BSR_XRES=0 (streamed) and VITRT_BSR_YRES=1, alternated: whether the x-resident kernel's
    block-64 range (density <= 0.15 on >= 4 TB/s cards) still holds on the H200 (~190 s bare).
-O (not yet run): the LayerNorm's blocks last rows first (VITRT_LAYER_NORM_ORDER=reverse): its tests, then
-   ViT-B/16 bs256 block 64 default / reverse alternated twice each, with both models' LayerNorm,
-   attention and fused MLP rows, and (after them) the qkv / proj / fc rows (~300 s bare).
+O (not yet run): the LayerNorm's blocks and the short attention's sequences last first
+   (VITRT_LAYER_NORM_ORDER=reverse, VITRT_ATTN_SHORT_ORDER=reverse; L2 reuse with the producer and the
+   consumer): their tests, then ViT-B/16 bs256 block 64 default / both reversed / LayerNorm only /
+   attention only, twice, with both models' LayerNorm, attention and fused MLP rows and the GEMM rows
+   (~330 s bare).
 V (not yet run; only worth an H200: on any other card it stops before building): the standing table
    on the H200 with today's code (the fused MLP without its spill, `c269c49`'s block-32 rule there):
    every CudaBsr test, T's bf16 sweep, K's comparison (block 64's x-resident range on >= 4 TB/s cards:
@@ -223,15 +225,18 @@ case "$step" in
     find "$O" -type f ! -name 'vitops_[12].json' -delete
     ;;
   O)  # (see describe)
-    targets="vitrt_cli test_cuda_ops"
+    targets="vitrt_cli test_cuda_ops test_cuda_attention"
     build o
-    for e in "" VITRT_LAYER_NORM_ORDER=reverse; do
-      (cd build-dev/tests && timeout 120 env $e ./test_cuda_ops --gtest_filter='CudaOps.LayerNorm*') > "$O/ops.log" 2>&1
-      echo "SUMMARY: CudaOps.LayerNorm* '${e:-default}' rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$O/ops.log" | tr '\n' ' ')"
-      grep -B2 -A8 -m2 Failure "$O/ops.log" | head -24
-    done
-    vit_ops "" VITRT_LAYER_NORM_ORDER=reverse "" VITRT_LAYER_NORM_ORDER=reverse
-    for i in 1 2 3 4; do
+    (cd build-dev/tests && timeout 120 env VITRT_LAYER_NORM_ORDER=reverse ./test_cuda_ops --gtest_filter='CudaOps.LayerNorm*') > "$O/ops.log" 2>&1
+    echo "SUMMARY: CudaOps.LayerNorm* reverse rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$O/ops.log" | tr '\n' ' ')"
+    grep -B2 -A8 -m2 Failure "$O/ops.log" | head -24
+    (cd build-dev/tests && timeout 120 env VITRT_ATTN_SHORT_ORDER=reverse ./test_cuda_attention \
+      --gtest_filter='CudaAttention.ShortSequences:CudaAttention.PlainAttention:CudaAttention.RelposGlobalSmall') > "$O/attn.log" 2>&1
+    echo "SUMMARY: short attention tests reverse rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$O/attn.log" | tr '\n' ' ')"
+    grep -B2 -A8 -m2 Failure "$O/attn.log" | head -24
+    both="VITRT_LAYER_NORM_ORDER=reverse VITRT_ATTN_SHORT_ORDER=reverse"
+    vit_ops "" "$both" VITRT_LAYER_NORM_ORDER=reverse VITRT_ATTN_SHORT_ORDER=reverse "" "$both"
+    for i in 1 2 3 4 5 6; do
       echo "SUMMARY: run $i GEMM rows: $(python3 -c "
 import json,sys;d=json.load(open(sys.argv[1]))
 f=lambda p:' '.join('%s=%.3f'%(o['op'].split(' ')[1].replace('50432x',''),o['ms']) for o in d[p]['ops'] if o['op'].startswith('linear 50432'))

@@ -49,6 +49,7 @@ struct KParams {
   float inv_ws;
   int win_dead_rows_softmax;  // windowed wgmma kernel: 1 = softmax on warps with no real rows too (A/B)
   int win_full_width_rows;    // windowed wgmma kernel: 1 = query rows over all 14 columns, padding too (A/B)
+  int blocks_last_first;      // short wgmma kernel: 1 = CTA b takes the work of CTA gridDim.x - 1 - b (A/B)
 };
 
 // Exact t / d for 0 <= t < 2^22, d >= 1, from a float reciprocal plus one correction step.

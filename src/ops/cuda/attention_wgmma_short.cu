@@ -128,7 +128,8 @@ __global__ void __launch_bounds__(128, short_ctas_per_sm<BUF, HD>()) flash_wgmma
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
-  const int h = blockIdx.x % p.heads, s = blockIdx.x / p.heads;  // heads fastest: CTAs share rows in L2
+  const int bid = p.blocks_last_first ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
+  const int h = bid % p.heads, s = bid / p.heads;  // heads fastest: CTAs share rows in L2
   SeqAddr sa;
   sa.init(p, s);
   const bf16* qb = static_cast<const bf16*>(p.q) + h * HD;
@@ -357,6 +358,15 @@ ShortMode mode_from_env() {
   return v;
 }
 
+// VITRT_ATTN_SHORT_ORDER: "reverse" runs the sequences last first, "forward" (or unset) in order, the
+// default until measured. Why reverse: the qkv GEMM writes its rows roughly in increasing order, so
+// the last sequences' q / k / v are the ones still in L2, and out_proj reads the output's first rows
+// first, which a reversed pass writes last. Read once per process.
+bool sequences_last_first() {
+  static const bool on = env_choice<bool>("VITRT_ATTN_SHORT_ORDER", {{"reverse", true}, {"forward", false}}, false);
+  return on;
+}
+
 }  // namespace
 
 size_t wgmma_short_smem(const KParams& p, int optin_smem_limit) {
@@ -370,8 +380,10 @@ size_t wgmma_short_smem(const KParams& p, int optin_smem_limit) {
   return smem <= static_cast<size_t>(optin_smem_limit) ? smem : 0;
 }
 
-void wgmma_short_launch(const KParams& p, int blocks, cudaStream_t stream) {
+void wgmma_short_launch(const KParams& params, int blocks, cudaStream_t stream) {
   if (blocks <= 0) return;
+  KParams p = params;
+  p.blocks_last_first = sequences_last_first() ? 1 : 0;
   if (p.hd == 64) {
     switch (mode_from_env()) {
       case ShortMode::TwoP: launch_hd<64, 2>(p, blocks, stream); break;
