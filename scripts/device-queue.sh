@@ -3,7 +3,7 @@
 # first: a machine idle for 30 s goes back, so a later call may start bare). Usage on the device
 # machine (carry .deps):
 #   scripts/device-queue.sh list          # what each step runs
-#   OUT=$OUT scripts/device-queue.sh L    # ~300 s with a bare machine's build
+#   OUT=$OUT scripts/device-queue.sh O    # ~280 s with a bare machine's build
 # Steps that ran are listed with where their commands are (this file's git history); the A/B forms
 # they compared and lost are gone from the code. BENCHMARKS.md has what each measured.
 set -uo pipefail
@@ -29,11 +29,11 @@ K (run twice on H100s, 2026-12-06 ~10:31 and ~10:38 UTC; for an H200): block 32'
    CudaBsr test, then block 64 at 0.84-0.9 both linears and block 32 fc2, default against
    VITRT_BSR_XRES=0 (streamed) and VITRT_BSR_YRES=1, alternated: whether the x-resident kernel's
    block-64 range (density <= 0.15 on >= 4 TB/s cards) still holds on the H200 (~190 s bare).
-O (not yet run): the LayerNorm's blocks and the short attention's sequences last first
+O (not yet run; for the next session, first): the LayerNorm's blocks and the short attention's sequences last first
    (VITRT_LAYER_NORM_ORDER=reverse, VITRT_ATTN_SHORT_ORDER=reverse; L2 reuse with the producer and the
    consumer): their tests, then ViT-B/16 bs256 block 64 default / both reversed, twice, with both
    models' LayerNorm, attention and fused MLP rows and the GEMM rows (~280 s bare).
-V (not yet run; only worth an H200: on any other card it stops before building): the standing table
+V (not yet run; after O, when an H200 comes; only worth an H200: on any other card it stops before building): the standing table
    on the H200 with today's code (the fused MLP without its spill, `c269c49`'s block-32 rule there):
    every CudaBsr test, T's bf16 sweep, K's comparison (block 64's x-resident range on >= 4 TB/s cards:
    whether fc1 @ 0.9 runs faster streamed there), ViT-B/16 bs256 at block 64 twice (~380 s bare).
