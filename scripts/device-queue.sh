@@ -3,7 +3,7 @@
 # first: a machine idle for 30 s goes back, so a later call may start bare). Usage on the device
 # machine (carry .deps):
 #   scripts/device-queue.sh list          # what each step runs
-#   OUT=$OUT scripts/device-queue.sh O    # ~280 s with a bare machine's build
+#   OUT=$OUT scripts/device-queue.sh O    # ~340 s with a bare machine's build
 # Steps that ran are listed with where their commands are (this file's git history); the A/B forms
 # they compared and lost are gone from the code. BENCHMARKS.md has what each measured.
 set -uo pipefail
@@ -32,7 +32,8 @@ K (run twice on H100s, 2026-12-06 ~10:31 and ~10:38 UTC; for an H200): block 32'
 O (not yet run; for the next session, first): the LayerNorm's blocks and the short attention's sequences last first
    (VITRT_LAYER_NORM_ORDER=reverse, VITRT_ATTN_SHORT_ORDER=reverse; L2 reuse with the producer and the
    consumer): their tests, then ViT-B/16 bs256 block 64 default / both reversed, twice, with both
-   models' LayerNorm, attention and fused MLP rows and the GEMM rows (~280 s bare).
+   models' LayerNorm, attention and fused MLP rows and the GEMM rows, and SAM vit_b bs32 default /
+   LayerNorm reversed with its LayerNorm rows (~340 s bare).
 V (not yet run; after O, when an H200 comes; only worth an H200: on any other card it stops before building): the standing table
    on the H200 with today's code (the fused MLP without its spill, `c269c49`'s block-32 rule there):
    every CudaBsr test, T's bf16 sweep, K's comparison (block 64's x-resident range on >= 4 TB/s cards:
@@ -234,12 +235,16 @@ case "$step" in
     echo "SUMMARY: short attention tests reverse rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' "$O/attn.log" | tr '\n' ' ')"
     grep -B2 -A8 -m2 Failure "$O/attn.log" | head -24
     both="VITRT_LAYER_NORM_ORDER=reverse VITRT_ATTN_SHORT_ORDER=reverse"
-    vit_ops "" "$both"
-    n=2
-    if [ $SECONDS -lt 190 ]; then  # (a second round where the device time allows: the files are renumbered)
-      mv "$O/vitops_1.json" "$O/vitops_3.json"; mv "$O/vitops_2.json" "$O/vitops_4.json"; vit_ops "" "$both"; n=4
-    fi
-    for i in $(seq 1 $n); do
+    vit_ops "" "$both" "" "$both"
+    # SAM vit_b bs32 (issue 3): its LayerNorms (fp32 rows of 131072 x 768: 403 MB, L2 holds ~12%).
+    for e in "" VITRT_LAYER_NORM_ORDER=reverse; do
+      timeout 120 env $e build-dev/bin/vitrt bench --device cuda --model vit_b --batch 32 --dtype bf16 --iters 10 --no-decoder \
+        --profile --json > "$O/sam.json" 2> "$O/sam.err"
+      echo "SUMMARY: SAM vit_b bs32 '${e:-default}' rc=$?: $(python3 -c "
+import json,sys;d=json.load(open(sys.argv[1]));p=d['profile']
+print('%.1f img/s %.2f ms; eager %.2f: '%(d['images_per_s'],d['encoder_ms_per_batch'],p['eager_forward_ms'])+'; '.join('%s %.3f x%d'%(r['op'],r['ms'],r['calls']) for r in p['ops'] if r['op'].startswith('layer_norm')))" "$O/sam.json" 2>&1 | tail -c 400)"
+    done
+    for i in 1 2 3 4; do
       echo "SUMMARY: run $i GEMM rows: $(python3 -c "
 import json,sys;d=json.load(open(sys.argv[1]))
 f=lambda p:' '.join('%s=%.3f'%(o['op'].split(' ')[1].replace('50432x',''),o['ms']) for o in d[p]['ops'] if o['op'].startswith('linear 50432'))
