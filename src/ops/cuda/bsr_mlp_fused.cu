@@ -419,22 +419,24 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG>::kThreads, 1)
                                            gelu_tanh_approx_x2(acc[8 * kk + 2 * r + 1] + b.y));
       }
   };
-  auto gelu_pack = [&](const float(&acc)[32], const __nv_bfloat162(&hb)[8], unsigned(&hf)[4][4]) {
-    gelu_pack_with(acc, [&](int c) { return __bfloat1622float2(hb[c]); }, hf);
-  };
-  // The same from the shared-memory b1 (MlpForm::kBiasSmem), hidden block j.
+  // The bias source of hidden block j for gelu_pack_with / seed_b1_with: the shared-memory b1
+  // (MlpForm::kBiasSmem), else hb (load_b1's registers).
   // (b1 by 32-bit shared addresses: a generic pointer held two more registers through the steps, and the
   // four-warpgroup form's spills grew)
-  auto gelu_pack_smem = [&](const float(&acc)[32], int j, unsigned(&hf)[4][4]) {
-    const unsigned b1j = b1_u32 + 4 * (j * kB);
-    gelu_pack_with(acc, [&](int c) { return ptx::lds_f32x2_ro(b1j + 32 * c); }, hf);
+  auto b1_of = [&](int j, const __nv_bfloat162(&hb)[8]) {
+    if constexpr (F::kBiasSmem) {
+      const unsigned b1j = b1_u32 + 4 * (j * kB);
+      return [b1j](int c) { return ptx::lds_f32x2_ro(b1j + 32 * c); };
+    } else {
+      return [&hb](int c) { return __bfloat1622float2(hb[c]); };
+    }
   };
   auto zero = [](float(&acc)[32]) {
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.f;
   };
   // The pipelined order's accumulators start from b1 instead (its loads made a step ahead, under the
-  // previous step's wait), so that its GELU has no bias to add: gelu_pack's layout. (With the leaner
+  // previous step's wait), so that its GELU has no bias to add: gelu_pack_with's layout. (With the leaner
   // slot release below, 11% fewer SASS instructions in the streamed pipelined kernel; measured the same
   // speed, 0.2384 against 0.2385 ms at ViT-B @ 0.9: BENCHMARKS.md, 2026-12-04 20:22 session, call 4.)
   // bias(c): as gelu_pack_with's.
@@ -448,16 +450,9 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG>::kThreads, 1)
         acc[8 * kk + 2 * r + 1] = b.y;
       }
   };
-  auto seed_b1 = [&](float(&acc)[32], const __nv_bfloat162(&hb)[8]) {
-    seed_b1_with(acc, [&](int c) { return __bfloat1622float2(hb[c]); });
-  };
-  // The same seed from the shared-memory b1 (MlpForm::kBiasSmem), hidden block j (the pipelined order,
-  // which seeds where no wgmma group is in flight: in the plain order, seeded with the previous step's
-  // fc2 group running, ptxas made the next fc1 wgmma wait for it, C7517).
-  auto seed_b1_smem = [&](float(&acc)[32], int j) {
-    const unsigned b1j = b1_u32 + 4 * (j * kB);
-    seed_b1_with(acc, [&](int c) { return ptx::lds_f32x2_ro(b1j + 32 * c); });
-  };
+  // (With the shared-memory b1 only the pipelined order seeds, where no wgmma group is in flight: in the
+  // plain order, seeded with the previous step's fc2 group running, ptxas made the next fc1 wgmma wait
+  // for it, C7517.)
   auto gelu_pack_seeded = [&](const float(&acc)[32], unsigned(&hf)[4][4]) {
     if (STREAM && p.gelu_bf16x2) {
 #pragma unroll
@@ -560,8 +555,7 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG>::kThreads, 1)
           }
           retire_all();  // h_j complete (and the previous step's fc2 block, which read hf)
           wgmma::fence_operands(hacc);
-          if constexpr (F::kBiasSmem) gelu_pack_smem(hacc, hdr & 0xffff, hf);
-          else gelu_pack(hacc, hb, hf);
+          gelu_pack_with(hacc, b1_of(hdr & 0xffff, hb), hf);
           for (int q = 0; q < n2; ++q, ++w) {
             issue_fc2(hf);
             retire_all_but_newest();
@@ -576,8 +570,7 @@ __global__ void __launch_bounds__(MlpForm<STREAM, PIPE, WG>::kThreads, 1)
         auto start_step = [&](float(&acc)[32]) {
           const int32_t hdr = word_at(w++);
           const int n1 = (hdr >> 16) & 255;
-          if constexpr (F::kBiasSmem) seed_b1_smem(acc, hdr & 0xffff);
-          else seed_b1(acc, hb);
+          seed_b1_with(acc, b1_of(hdr & 0xffff, hb));
           for (int q = 0; q < n1; ++q) {
             issue_fc1(acc, word_at(w++));
             retire_all_but_newest();
